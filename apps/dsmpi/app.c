@@ -1,0 +1,87 @@
+/* MPI start-up, error exits and output helpers shared by the subcommands. */
+#include "app.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Set by every launcher we know of in the processes it starts. */
+static bool launched_by_mpi(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
+                                       "MPI_LOCALNRANKS", "SLURM_STEP_ID"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        if (getenv(vars[i]) != NULL)
+            return true;
+    return false;
+}
+
+int app_mpi_start(app_t *app, bool required)
+{
+    app->rank = 0;
+    app->size = 1;
+    if (!required && !launched_by_mpi())
+        return APP_EXIT_OK;
+    int provided = 0;
+    if (MPI_Init_thread(&app->argc, &app->argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "dsmpi %s: MPI_Init failed\n", app->command);
+        return APP_EXIT_FAILURE;
+    }
+    app->mpi = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &app->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &app->size);
+    ds_log_set_rank(app->rank);
+    return APP_EXIT_OK;
+}
+
+void app_mpi_stop(app_t *app)
+{
+    if (app->mpi) {
+        MPI_Finalize();
+        app->mpi = false;
+    }
+}
+
+int app_fail(const app_t *app, ds_status_t status)
+{
+    if (app->rank == 0)
+        fprintf(stderr, "dsmpi %s: %s\n", app->command, ds_last_error());
+    return ds_status_is_input_error(status) ? APP_EXIT_USAGE : APP_EXIT_FAILURE;
+}
+
+int app_usage_error(const app_t *app, const char *fmt, ...)
+{
+    if (app->rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "dsmpi %s: ", app->command);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    return APP_EXIT_USAGE;
+}
+
+void output_preamble(const app_t *app, FILE *out)
+{
+    fprintf(out, "# dsmpi %s %s\n", DS_VERSION_STRING, app->command);
+    fprintf(out, "# command:");
+    for (int i = 0; i < app->argc; i++)
+        fprintf(out, " %s", app->argv[i]);
+    fprintf(out, "\n# ranks: %d%s\n", app->size, app->mpi ? "" : " (not under MPI)");
+}
+
+void output_json_string(FILE *out, const char *text)
+{
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(out, "\\u%04x", *c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}

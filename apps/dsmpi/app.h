@@ -1,0 +1,84 @@
+/* Shared plumbing of the dsmpi subcommands: MPI start-up, error exits,
+ * the common options and output helpers.  Public API only. */
+#ifndef DSMPI_APP_H
+#define DSMPI_APP_H
+
+#include <dsmpi/dsmpi.h>
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit codes: 0 success, 1 runtime failure, 2 bad input. */
+#define APP_EXIT_OK 0
+#define APP_EXIT_FAILURE 1
+#define APP_EXIT_USAGE 2
+
+typedef struct app {
+    int argc;
+    char **argv;
+    const char *command;
+    bool mpi;      /* MPI_Init was called */
+    int rank;      /* 0 when not under MPI */
+    int size;
+} app_t;
+
+/* Starts MPI when `required` or when the process was started by an MPI
+ * launcher (mpiexec, srun), so that only rank 0 prints. */
+int app_mpi_start(app_t *app, bool required);
+void app_mpi_stop(app_t *app);
+
+/* Prints "dsmpi <command>: <message>" on stderr (rank 0 only, or every rank
+ * when `all_ranks`) and returns the exit code for `status`. */
+int app_fail(const app_t *app, ds_status_t status);
+int app_usage_error(const app_t *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- common options --------------------------------------------------------- */
+
+typedef enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV } output_format_t;
+
+typedef struct inputs {
+    const char *model_spec;
+    int64_t seq_len;      /* 0 = the model's */
+    int64_t global_batch; /* 0 = the strategy's or the model's */
+    const char *dtype;
+    ds_strategy_t strategy;
+    bool strategy_given;
+    int64_t target_gpus;
+    int target_gpus_per_node;
+    const char *target_text;
+    const char *cluster_file;
+    const char *device;
+    output_format_t format;
+    bool quiet;
+    bool demo;
+    /* Built by inputs_build. */
+    ds_model_t *model;
+    ds_cluster_t cluster;
+} inputs_t;
+
+/* Long options every model-and-strategy command accepts, with the Megatron
+ * aliases; `extra` (may be NULL) is appended.  Returns a table the caller
+ * frees with free(). */
+struct option *inputs_long_options(const struct option *extra);
+void inputs_init(inputs_t *in);
+/* Handles one option of the common set; returns 1 when handled, 0 when the
+ * option is not a common one, -1 (message printed) on bad input. */
+int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg);
+/* Loads the model, builds the target cluster and resolves the strategy. */
+ds_status_t inputs_build(inputs_t *in);
+void inputs_free(inputs_t *in);
+/* Help text of the common options. */
+void inputs_print_help(FILE *out);
+
+/* The demo: a GPT-2-class model on a 1024-GPU target. */
+void inputs_set_demo(inputs_t *in);
+
+/* ---- output -------------------------------------------------------------------- */
+
+/* The '#' preamble of a results table: version, command line, ranks. */
+void output_preamble(const app_t *app, FILE *out);
+/* Writes `text` as a JSON string literal. */
+void output_json_string(FILE *out, const char *text);
+
+#endif /* DSMPI_APP_H */

@@ -1,0 +1,10 @@
+/* The subcommands of dsmpi. */
+#ifndef DSMPI_COMMANDS_H
+#define DSMPI_COMMANDS_H
+
+#include "app.h"
+
+int cmd_events(app_t *app);
+int cmd_version(app_t *app);
+
+#endif /* DSMPI_COMMANDS_H */

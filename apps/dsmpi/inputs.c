@@ -1,0 +1,239 @@
+/* The options every model-and-strategy subcommand shares, the Megatron-LM
+ * aliases, and building the model, target and strategy from them. */
+#include "app.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_MODEL = 256,
+    OPT_SEQ_LEN,
+    OPT_GLOBAL_BATCH,
+    OPT_DTYPE,
+    OPT_STRATEGY,
+    OPT_TARGET_GPUS,
+    OPT_TARGET_GPUS_PER_NODE,
+    OPT_TARGET_NODES,
+    OPT_TARGET,
+    OPT_CLUSTER,
+    OPT_DEVICE,
+    OPT_JSON,
+    OPT_CSV,
+    OPT_QUIET,
+    OPT_DEMO,
+    OPT_MEGATRON, /* Megatron-LM option names from here on */
+};
+
+static const struct option common_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"seq-len", required_argument, NULL, OPT_SEQ_LEN},
+    {"global-batch", required_argument, NULL, OPT_GLOBAL_BATCH},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"strategy", required_argument, NULL, OPT_STRATEGY},
+    {"target-gpus", required_argument, NULL, OPT_TARGET_GPUS},
+    {"target-gpus-per-node", required_argument, NULL, OPT_TARGET_GPUS_PER_NODE},
+    {"gpus-per-node", required_argument, NULL, OPT_TARGET_GPUS_PER_NODE},
+    {"target-nodes", required_argument, NULL, OPT_TARGET_NODES},
+    {"target", required_argument, NULL, OPT_TARGET},
+    {"cluster", required_argument, NULL, OPT_CLUSTER},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"demo", no_argument, NULL, OPT_DEMO},
+};
+
+/* Megatron-LM names; flags take no argument. */
+static const struct {
+    const char *name;
+    int has_arg;
+} megatron_options[] = {
+    {"tensor-model-parallel-size", required_argument},
+    {"pipeline-model-parallel-size", required_argument},
+    {"num-layers-per-virtual-pipeline-stage", required_argument},
+    {"virtual-pipeline-model-parallel-size", required_argument},
+    {"context-parallel-size", required_argument},
+    {"expert-model-parallel-size", required_argument},
+    {"micro-batch-size", required_argument},
+    {"global-batch-size", required_argument},
+    {"seq-length", required_argument},
+    {"sequence-parallel", no_argument},
+    {"recompute-granularity", required_argument},
+    {"recompute-activations", no_argument},
+    {"use-distributed-optimizer", no_argument},
+    {"overlap-grad-reduce", no_argument},
+    {"bf16", no_argument},
+    {"fp16", no_argument},
+};
+
+#define NUM_COMMON (sizeof(common_options) / sizeof(common_options[0]))
+#define NUM_MEGATRON (sizeof(megatron_options) / sizeof(megatron_options[0]))
+
+struct option *inputs_long_options(const struct option *extra)
+{
+    size_t num_extra = 0;
+    while (extra != NULL && extra[num_extra].name != NULL)
+        num_extra++;
+    struct option *table = calloc(NUM_COMMON + NUM_MEGATRON + num_extra + 1, sizeof(*table));
+    if (table == NULL)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < NUM_COMMON; i++)
+        table[n++] = common_options[i];
+    for (size_t i = 0; i < NUM_MEGATRON; i++)
+        table[n++] = (struct option){megatron_options[i].name, megatron_options[i].has_arg, NULL,
+                                     OPT_MEGATRON + (int)i};
+    for (size_t i = 0; i < num_extra; i++)
+        table[n++] = extra[i];
+    return table;
+}
+
+void inputs_init(inputs_t *in)
+{
+    memset(in, 0, sizeof(*in));
+    ds_strategy_init(&in->strategy);
+}
+
+void inputs_set_demo(inputs_t *in)
+{
+    in->demo = true;
+    in->model_spec = "gpt2-medium";
+    in->target_text = "nodes=128,gpus-per-node=8,device=h100-sxm";
+    ds_strategy_init(&in->strategy);
+    (void)ds_strategy_parse("dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b", &in->strategy);
+    in->strategy_given = true;
+}
+
+static int bad(const app_t *app, ds_status_t status)
+{
+    app_fail(app, status);
+    return -1;
+}
+
+int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
+{
+    ds_status_t status = DS_OK;
+    switch (id) {
+    case OPT_MODEL: in->model_spec = arg; return 1;
+    case OPT_SEQ_LEN:
+        status = ds_parse_count(arg, "seq-len", 1, 1 << 24, &in->seq_len);
+        return status == DS_OK ? 1 : bad(app, status);
+    case OPT_GLOBAL_BATCH:
+        status = ds_parse_count(arg, "global-batch", 1, 1LL << 32, &in->global_batch);
+        return status == DS_OK ? 1 : bad(app, status);
+    case OPT_DTYPE: in->dtype = arg; return 1;
+    case OPT_STRATEGY:
+        status = ds_strategy_parse(arg, &in->strategy);
+        in->strategy_given = true;
+        return status == DS_OK ? 1 : bad(app, status);
+    case OPT_TARGET_GPUS:
+        status = ds_parse_count(arg, "target-gpus", 1, 1LL << 40, &in->target_gpus);
+        return status == DS_OK ? 1 : bad(app, status);
+    case OPT_TARGET_GPUS_PER_NODE: {
+        int64_t value = 0;
+        status = ds_parse_count(arg, "target-gpus-per-node", 1, 1024, &value);
+        in->target_gpus_per_node = (int)value;
+        return status == DS_OK ? 1 : bad(app, status);
+    }
+    case OPT_TARGET_NODES: {
+        int64_t nodes = 0;
+        status = ds_parse_count(arg, "target-nodes", 1, 1LL << 40, &nodes);
+        if (status != DS_OK)
+            return bad(app, status);
+        in->target_gpus = -nodes; /* resolved with the per-node count in inputs_build */
+        return 1;
+    }
+    case OPT_TARGET: in->target_text = arg; return 1;
+    case OPT_CLUSTER: in->cluster_file = arg; return 1;
+    case OPT_DEVICE: in->device = arg; return 1;
+    case OPT_JSON: in->format = OUTPUT_JSON; return 1;
+    case OPT_CSV: in->format = OUTPUT_CSV; return 1;
+    case OPT_QUIET: in->quiet = true; return 1;
+    case OPT_DEMO: inputs_set_demo(in); return 1;
+    default: break;
+    }
+    if (id >= OPT_MEGATRON && id < OPT_MEGATRON + (int)NUM_MEGATRON) {
+        const char *name = megatron_options[id - OPT_MEGATRON].name;
+        if (strcmp(name, "seq-length") == 0)
+            return inputs_handle(app, in, OPT_SEQ_LEN, arg);
+        if (strcmp(name, "bf16") == 0 || strcmp(name, "fp16") == 0) {
+            in->dtype = name;
+            return 1;
+        }
+        status = ds_strategy_apply_megatron(&in->strategy, name, arg);
+        in->strategy_given = true;
+        return status == DS_OK ? 1 : bad(app, status);
+    }
+    return 0;
+}
+
+ds_status_t inputs_build(inputs_t *in)
+{
+    if (in->model_spec == NULL)
+        return ds_set_error(DS_ERR_INVALID_ARG, "no model given (accepted: --model NAME|config.json|layers.json, or --demo)");
+    ds_status_t status = ds_model_load(in->model_spec, &in->model);
+    if (status != DS_OK)
+        return status;
+    if (in->seq_len > 0 && (status = ds_model_set_seq_len(in->model, in->seq_len)) != DS_OK)
+        return status;
+    if (in->dtype != NULL) {
+        ds_dtype_t dtype;
+        if ((status = ds_dtype_parse(in->dtype, &dtype)) != DS_OK ||
+            (status = ds_model_set_dtype(in->model, dtype)) != DS_OK)
+            return status;
+    }
+    if (in->cluster_file != NULL)
+        status = ds_cluster_load(in->cluster_file, &in->cluster);
+    else if (in->target_text != NULL)
+        status = ds_cluster_parse_target(in->target_text, &in->cluster);
+    else if (in->target_gpus < 0)
+        status = ds_cluster_init(&in->cluster, -in->target_gpus,
+                                 in->target_gpus_per_node > 0 ? in->target_gpus_per_node : 8, in->device);
+    else if (in->target_gpus > 0)
+        status = ds_cluster_from_gpus(&in->cluster, in->target_gpus, in->target_gpus_per_node);
+    else
+        return ds_set_error(DS_ERR_INVALID_ARG, "no target given (accepted: --target-gpus N, --target-nodes N --target-gpus-per-node G, --target nodes=N,gpus-per-node=G, or --cluster FILE)");
+    if (status != DS_OK)
+        return status;
+    if (in->device != NULL) {
+        ds_device_spec_t spec;
+        if ((status = ds_device_spec_lookup(in->device, &spec)) != DS_OK)
+            return status;
+        in->cluster.device = spec;
+    }
+    if (in->global_batch > 0)
+        in->strategy.gbs = in->global_batch;
+    return ds_strategy_resolve(&in->strategy, in->model, ds_cluster_num_gpus(&in->cluster),
+                               in->cluster.gpus_per_node);
+}
+
+void inputs_free(inputs_t *in)
+{
+    ds_model_destroy(in->model);
+    in->model = NULL;
+}
+
+void inputs_print_help(FILE *out)
+{
+    fputs("Model:\n"
+          "  --model NAME|FILE        a preset, a Hugging Face config.json or a dsmpi layer list\n"
+          "  --seq-len N              training sequence length (Megatron: --seq-length)\n"
+          "  --global-batch N         sequences per iteration (Megatron: --global-batch-size)\n"
+          "  --dtype fp32|bf16|fp16   training precision (Megatron: --bf16, --fp16)\n"
+          "Strategy:\n"
+          "  --strategy S             e.g. dp=16,tp=8,pp=8,mbs=1,schedule=1f1b[,vpp=2,sp,zero=1,\n"
+          "                           recompute=selective,dp-algo=ring,bucket=40M,no-overlap,order=tp-dp-pp]\n"
+          "                           dp is derived from the target when left out\n"
+          "  Megatron-LM names: --tensor-model-parallel-size, --pipeline-model-parallel-size,\n"
+          "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
+          "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce\n"
+          "Target:\n"
+          "  --target-gpus N [--target-gpus-per-node G]   (default 8 per node)\n"
+          "  --target-nodes N --target-gpus-per-node G     (as in #SBATCH)\n"
+          "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
+          "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
+          "Output:\n"
+          "  --json, --csv, --quiet\n"
+          "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 h100-sxm\n",
+          out);
+}

@@ -1,0 +1,120 @@
+/*
+ * dsmpi clusters: the target cluster a prediction is for (nodes, devices,
+ * network levels), device specifications, and the allocation dsmpi is
+ * running on (detected from MPI and Slurm).
+ */
+#ifndef DSMPI_CLUSTER_H
+#define DSMPI_CLUSTER_H
+
+#include <dsmpi/core.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DS_MAX_NET_LEVELS 4
+#define DS_NAME_MAX 64
+
+/* A device model: what a roofline estimate and the memory check need. */
+typedef struct ds_device_spec {
+    char name[32];
+    double memory_GiB;
+    double peak_tflops_bf16; /* dense tensor-core peak, also fp16 */
+    double peak_tflops_fp32; /* without TF32 */
+    double mem_bw_GBps;
+    double intra_node_GBps; /* per device, one direction (NVLink) */
+    double intra_node_latency_us;
+    double network_GBps; /* per device, one direction: the NIC share systems with it have */
+    double network_latency_us;
+} ds_device_spec_t;
+
+/* Looks up a device by name (a100-40g, a100-80g, h100-sxm, h200, b200, cpu). */
+DS_API ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec);
+DS_API size_t ds_device_spec_count(void);
+DS_API const char *ds_device_spec_name(size_t index);
+
+/* One level of the network: level 0 joins the devices of a node, level 1
+ * the nodes of a leaf switch (or all nodes), higher levels what is above. */
+typedef struct ds_net_level {
+    char name[16];
+    double latency_us;     /* one hop, one message */
+    double bandwidth_GBps; /* per device, one direction, GB/s (10^9) */
+    int span;              /* level 0: devices per node; level >= 1: nodes per domain (0 = all) */
+    double oversubscription; /* >= 1: bandwidth of the level above a domain divided by this */
+    int nics_per_node;       /* level >= 1: network interfaces per node */
+} ds_net_level_t;
+
+/* The target cluster. */
+typedef struct ds_cluster {
+    char name[DS_NAME_MAX];
+    int64_t nodes;
+    int gpus_per_node;
+    ds_device_spec_t device;
+    int num_levels;
+    ds_net_level_t levels[DS_MAX_NET_LEVELS];
+} ds_cluster_t;
+
+/* A cluster of `nodes` x `gpus_per_node` devices named `device` (NULL: the
+ * DS_DEFAULT_DEVICE tunable), with two network levels derived from the
+ * device (NVLink inside a node, one 400 Gb/s NIC per device across nodes);
+ * those network numbers are assumptions until measured or imported. */
+DS_API ds_status_t ds_cluster_init(ds_cluster_t *cluster, int64_t nodes, int gpus_per_node,
+                            const char *device);
+
+/* "--target-gpus N" (gpus_per_node 0 = the DS_GPUS_PER_NODE tunable; N must
+ * be a multiple when above it). */
+DS_API ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int gpus_per_node);
+
+/* "--target nodes=128,gpus-per-node=8[,device=h100-sxm]". */
+DS_API ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster);
+
+/* A cluster JSON file:
+ *   {"name": "...", "nodes": 128, "gpus_per_node": 8, "device": "h100-sxm",
+ *    "device_memory_GiB": 80, "peak_tflops": 989, "mem_bw_GBps": 3350,
+ *    "levels": [{"name": "nvlink", "latency_us": 2, "bandwidth_GBps": 450},
+ *               {"name": "ib", "latency_us": 5, "bandwidth_GBps": 50,
+ *                "span": 32, "oversubscription": 1, "nics_per_node": 8},
+ *               {"name": "spine", "latency_us": 7, "bandwidth_GBps": 50,
+ *                "oversubscription": 2}]} */
+DS_API ds_status_t ds_cluster_load(const char *path, ds_cluster_t *cluster);
+DS_API ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *origin,
+                                 ds_cluster_t *cluster);
+
+DS_API int64_t ds_cluster_num_gpus(const ds_cluster_t *cluster);
+
+/* ---- the running allocation ------------------------------------------------ */
+
+typedef struct ds_allocation {
+    int world_size;
+    int rank;
+    int num_nodes;   /* distinct shared-memory domains */
+    int node_index;  /* this rank's node, 0..num_nodes-1, ordered by lowest rank */
+    int local_rank;  /* rank inside the node */
+    int local_size;  /* ranks on this node */
+    int min_local_size, max_local_size;
+    char hostname[DS_NAME_MAX];
+    /* From Slurm when run inside a job (slurm_job_id 0 otherwise). */
+    int64_t slurm_job_id;
+    int slurm_nnodes;
+    int slurm_ntasks;
+    int slurm_gpus_on_node;
+    int warnings; /* disagreements between Slurm and MPI found (each logged) */
+} ds_allocation_t;
+
+/* Detects the allocation of `comm`: nodes by MPI's shared-memory split (the
+ * truth), local ranks, host names, and the Slurm variables, which are
+ * cross-checked against MPI.  Collective over comm. */
+DS_API ds_status_t ds_allocation_detect(MPI_Comm comm, ds_allocation_t *allocation);
+
+/* Parses SLURM_TASKS_PER_NODE ("4(x2),3" = 4, 4, 3) into at most
+ * `max_nodes` counts. */
+DS_API ds_status_t ds_slurm_parse_tasks_per_node(const char *text, int *counts, int max_nodes,
+                                          int *num_nodes_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSMPI_CLUSTER_H */

@@ -1,0 +1,125 @@
+/*
+ * dsmpi parallel strategies: the text grammar of --strategy, the Megatron
+ * option names, validation against a model and a target, and rank placement
+ * (coordinates <-> global rank <-> node).
+ */
+#ifndef DSMPI_STRATEGY_H
+#define DSMPI_STRATEGY_H
+
+#include <dsmpi/core.h>
+#include <dsmpi/model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ds_schedule {
+    DS_SCHEDULE_GPIPE = 0,
+    DS_SCHEDULE_1F1B = 1,        /* PipeDream-flush / DAPPLE */
+    DS_SCHEDULE_INTERLEAVED = 2, /* interleaved 1F1B with vpp virtual stages */
+} ds_schedule_t;
+
+typedef enum ds_recompute {
+    DS_RECOMPUTE_NONE = 0,
+    DS_RECOMPUTE_SELECTIVE = 1, /* the attention core (QK^T, softmax, dropout, AV) */
+    DS_RECOMPUTE_FULL = 2,      /* the whole layer forward, again in backward */
+} ds_recompute_t;
+
+typedef enum ds_dp_algo {
+    DS_DP_AUTO = 0, /* what the communication library picks */
+    DS_DP_RING = 1,
+    DS_DP_TREE = 2,
+    DS_DP_HIERARCHICAL = 3, /* intra-node reduce-scatter, inter-node all-reduce, intra all-gather */
+    DS_DP_PS = 4,           /* parameter server push/pull */
+} ds_dp_algo_t;
+
+/* Parallel dimensions, in placement order (see ds_strategy_t.order). */
+typedef enum ds_dim {
+    DS_DIM_TP = 0,
+    DS_DIM_DP = 1,
+    DS_DIM_PP = 2,
+} ds_dim_t;
+
+#define DS_STRATEGY_TEXT_MAX 256
+
+/* A parallel strategy.  ds_strategy_init gives Megatron-LM's defaults; fields
+ * left at 0 where noted are derived by ds_strategy_resolve. */
+typedef struct ds_strategy {
+    int dp; /* data-parallel degree; 0 = target devices / (tp * pp) */
+    int tp; /* tensor-parallel degree (Megatron-style) */
+    int pp; /* pipeline stages */
+    int cp; /* context parallelism: reserved, must be 1 */
+    int ep; /* expert parallelism: reserved, must be 1 */
+    int mbs;     /* micro-batch size, sequences */
+    int64_t gbs; /* global batch, sequences; 0 = the model's default */
+    ds_schedule_t schedule;
+    int vpp; /* virtual stages per pipeline rank (interleaved only), >= 1 */
+    int layers_per_virtual_stage; /* Megatron's way to give vpp; 0 = use vpp */
+    int sp;  /* sequence parallelism (needs tp > 1) */
+    int zero; /* ZeRO stage 0..3; 1 = Megatron's distributed optimizer */
+    ds_recompute_t recompute;
+    ds_dp_algo_t dp_algo;
+    int ps_servers;        /* parameter servers for dp_algo = ps; 0 = dp */
+    int64_t bucket_params; /* DP gradient bucket, parameters; 0 = max(40M, 1M * dp) */
+    int overlap_grad_reduce; /* DP gradient sync overlaps the backward pass */
+    ds_dtype_t grad_reduce_dtype; /* Megatron reduces in fp32 by default */
+    int grad_clip;       /* gradient clipping: a global norm all-reduce */
+    int flash_attention; /* reserved: fused attention kernels, not modelled yet */
+    int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
+    int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
+    ds_dim_t order[3]; /* placement, innermost (fastest varying) first; default tp, dp, pp */
+} ds_strategy_t;
+
+/* Megatron-LM defaults: dp derived, tp = pp = 1, mbs 1, 1F1B, vpp 1, no SP,
+ * no ZeRO, no recompute, auto DP algorithm, overlap on, fp32 reduction,
+ * clipping on, placement tp-dp-pp. */
+DS_API void ds_strategy_init(ds_strategy_t *strategy);
+
+/* Applies "key=value,key=value,flag" text onto *strategy (fields not named
+ * keep their value).  Keys: dp tp pp cp ep mbs gbs schedule vpp sp zero
+ * recompute dp-algo ps-servers bucket overlap grad-reduce-dtype clip flash
+ * first-stage-layers last-stage-layers order.  Flags: sp, overlap, no-overlap,
+ * no-sp, no-clip. */
+DS_API ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy);
+
+/* Applies one Megatron-LM option (without leading dashes), e.g.
+ * ("tensor-model-parallel-size", "8") or ("sequence-parallel", NULL). */
+DS_API ds_status_t ds_strategy_apply_megatron(ds_strategy_t *strategy, const char *option,
+                                       const char *value);
+
+/* Canonical text of a strategy (parses back to the same strategy). */
+DS_API void ds_strategy_format(const ds_strategy_t *strategy, char *text, size_t size);
+
+/* Derives dp and gbs and checks that the strategy can run the model on
+ * `target_gpus` devices with `gpus_per_node` per node.  Fails with one line
+ * naming the value and what is accepted; warnings (tp spanning nodes) go to
+ * the log. */
+DS_API ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model,
+                                int64_t target_gpus, int gpus_per_node);
+
+/* Micro-batches per iteration per pipeline: gbs / (dp * mbs). */
+DS_API int64_t ds_strategy_num_microbatches(const ds_strategy_t *strategy);
+
+/* Layers held by pipeline rank `stage` (all its virtual chunks) and by one
+ * model chunk (stage, chunk); chunk in [0, vpp). */
+DS_API int ds_strategy_stage_layers(const ds_strategy_t *strategy, int num_layers, int stage);
+/* First layer index and count of model chunk `chunk` on pipeline rank `stage`. */
+DS_API void ds_strategy_chunk_layers(const ds_strategy_t *strategy, int num_layers, int stage, int chunk,
+                              int *first_p, int *count_p);
+
+/* ---- placement ----------------------------------------------------------- */
+
+typedef struct ds_coords {
+    int tp, dp, pp;
+} ds_coords_t;
+
+/* Global rank of the device with these coordinates under strategy->order. */
+DS_API int64_t ds_strategy_rank_of(const ds_strategy_t *strategy, ds_coords_t coords);
+/* Inverse of ds_strategy_rank_of. */
+DS_API ds_coords_t ds_strategy_coords_of(const ds_strategy_t *strategy, int64_t rank);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSMPI_STRATEGY_H */

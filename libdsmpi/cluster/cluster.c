@@ -1,0 +1,176 @@
+/* Target clusters: from a device count, a target string or a JSON file. */
+#include <dsmpi/cluster.h>
+
+#include "dsi_core.h"
+#include "dsi_json.h"
+
+#include <string.h>
+
+static ds_status_t check_size(int64_t nodes, int gpus_per_node)
+{
+    int64_t max_gpus = dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS);
+    if (gpus_per_node < 1 || gpus_per_node > 1024)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "gpus-per-node %d is out of range (accepted: 1 to 1024)",
+                         gpus_per_node);
+    if (nodes < 1 || nodes > max_gpus || nodes * gpus_per_node > max_gpus)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "a target of %lld nodes x %d devices is out of range (accepted: 1 to %lld devices; DS_MAX_TARGET_GPUS raises the limit)",
+                         (long long)nodes, gpus_per_node, (long long)max_gpus);
+    return DS_OK;
+}
+
+ds_status_t ds_cluster_init(ds_cluster_t *cluster, int64_t nodes, int gpus_per_node,
+                            const char *device)
+{
+    DSI_TRY(check_size(nodes, gpus_per_node));
+    ds_cluster_t c;
+    memset(&c, 0, sizeof(c));
+    DSI_TRY(ds_device_spec_lookup(device ? device : dsi_param_string(DSI_PARAM_DEFAULT_DEVICE),
+                                  &c.device));
+    c.nodes = nodes;
+    c.gpus_per_node = gpus_per_node;
+    snprintf(c.name, sizeof(c.name), "%lldx%d-%s", (long long)nodes, gpus_per_node, c.device.name);
+    c.num_levels = 2;
+    snprintf(c.levels[0].name, sizeof(c.levels[0].name), "intra-node");
+    c.levels[0].latency_us = c.device.intra_node_latency_us;
+    c.levels[0].bandwidth_GBps = c.device.intra_node_GBps;
+    c.levels[0].span = gpus_per_node;
+    c.levels[0].oversubscription = 1.0;
+    snprintf(c.levels[1].name, sizeof(c.levels[1].name), "inter-node");
+    c.levels[1].latency_us = c.device.network_latency_us;
+    c.levels[1].bandwidth_GBps = c.device.network_GBps;
+    c.levels[1].span = 0;
+    c.levels[1].oversubscription = 1.0;
+    c.levels[1].nics_per_node = gpus_per_node;
+    *cluster = c;
+    return DS_OK;
+}
+
+ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int gpus_per_node)
+{
+    int64_t max_gpus = dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS);
+    if (gpus < 1 || gpus > max_gpus)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "target-gpus %lld is out of range (accepted: 1 to %lld)",
+                         (long long)gpus, (long long)max_gpus);
+    int per_node = gpus_per_node > 0 ? gpus_per_node : (int)dsi_param_int(DSI_PARAM_DEFAULT_GPUS_PER_NODE);
+    if (gpus < per_node)
+        per_node = (int)gpus; /* a fraction of one node */
+    if (gpus % per_node != 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "target-gpus %lld is not a multiple of %d devices per node (accepted: multiples of %d, or fewer than %d)",
+                         (long long)gpus, per_node, per_node, per_node);
+    return ds_cluster_init(cluster, gpus / per_node, per_node, NULL);
+}
+
+ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster)
+{
+    if (text == NULL || strlen(text) >= 256)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "target is empty or too long (accepted: e.g. nodes=128,gpus-per-node=8)");
+    char copy[256];
+    strcpy(copy, text);
+    int64_t nodes = 0;
+    int per_node = (int)dsi_param_int(DSI_PARAM_DEFAULT_GPUS_PER_NODE);
+    const char *device = NULL;
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq == NULL)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "target item '%s' has no value (accepted: nodes=N, gpus-per-node=G, device=NAME)",
+                             item);
+        *eq = '\0';
+        const char *value = eq + 1;
+        if (strcmp(item, "nodes") == 0) {
+            DSI_TRY(dsi_parse_i64(value, "nodes", 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS), true, &nodes));
+        } else if (strcmp(item, "gpus-per-node") == 0) {
+            DSI_TRY(dsi_parse_int(value, "gpus-per-node", 1, 1024, &per_node));
+        } else if (strcmp(item, "device") == 0) {
+            device = value;
+            ds_device_spec_t spec;
+            DSI_TRY(ds_device_spec_lookup(device, &spec));
+        } else {
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "target key '%s' is not known (accepted: nodes, gpus-per-node, device)",
+                             item);
+        }
+    }
+    if (nodes == 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "target '%s' names no nodes (accepted: e.g. nodes=128,gpus-per-node=8)", text);
+    /* `device` points into `copy`, still alive here. */
+    return ds_cluster_init(cluster, nodes, per_node, device);
+}
+
+static ds_status_t parse_level(const json_t *object, const char *origin, int index,
+                               ds_net_level_t *level)
+{
+    if (!json_is_object(object))
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d] is not an object", origin, index);
+    const char *name = NULL;
+    DSI_TRY(dsi_json_string(object, "name", origin, false, &name));
+    if (name != NULL)
+        snprintf(level->name, sizeof(level->name), "%s", name);
+    DSI_TRY(dsi_json_double(object, "latency_us", origin, 0.0, 1e6, true, &level->latency_us));
+    DSI_TRY(dsi_json_double(object, "bandwidth_GBps", origin, 1e-6, 1e6, true, &level->bandwidth_GBps));
+    DSI_TRY(dsi_json_int32(object, "span", origin, 0, 1 << 24, false, &level->span));
+    DSI_TRY(dsi_json_double(object, "oversubscription", origin, 1.0, 1024.0, false,
+                            &level->oversubscription));
+    DSI_TRY(dsi_json_int32(object, "nics_per_node", origin, 1, 1024, false, &level->nics_per_node));
+    return DS_OK;
+}
+
+ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *origin,
+                                 ds_cluster_t *cluster)
+{
+    ds_status_t status;
+    json_t *root = NULL;
+    DSI_TRY(dsi_json_load_text(text, size, origin, &root));
+    int64_t nodes = 0;
+    int per_node = 0;
+    const char *device = NULL, *name = NULL;
+    ds_cluster_t c;
+    DSI_TRY_GOTO(dsi_json_int(root, "nodes", origin, 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS), true, &nodes), status, out);
+    DSI_TRY_GOTO(dsi_json_int32(root, "gpus_per_node", origin, 1, 1024, true, &per_node), status, out);
+    DSI_TRY_GOTO(dsi_json_string(root, "device", origin, false, &device), status, out);
+    DSI_TRY_GOTO(ds_cluster_init(&c, nodes, per_node, device), status, out);
+    DSI_TRY_GOTO(dsi_json_string(root, "name", origin, false, &name), status, out);
+    if (name != NULL)
+        snprintf(c.name, sizeof(c.name), "%s", name);
+    DSI_TRY_GOTO(dsi_json_double(root, "device_memory_GiB", origin, 0.001, 1e6, false, &c.device.memory_GiB), status, out);
+    DSI_TRY_GOTO(dsi_json_double(root, "peak_tflops", origin, 1e-6, 1e6, false, &c.device.peak_tflops_bf16), status, out);
+    DSI_TRY_GOTO(dsi_json_double(root, "mem_bw_GBps", origin, 1e-6, 1e7, false, &c.device.mem_bw_GBps), status, out);
+    const json_t *levels = json_object_get(root, "levels");
+    if (levels != NULL && !json_is_null(levels)) {
+        size_t count = json_array_size(levels);
+        if (!json_is_array(levels) || count < 1 || count > DS_MAX_NET_LEVELS) {
+            status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"levels\" must be an array of 1 to %d network levels",
+                               origin, DS_MAX_NET_LEVELS);
+            goto out;
+        }
+        for (size_t i = 0; i < count; i++) {
+            ds_net_level_t *level = &c.levels[i];
+            if (i >= (size_t)c.num_levels) { /* a level beyond the defaults starts from the one below */
+                *level = c.levels[i - 1];
+                level->span = 0;
+            }
+            DSI_TRY_GOTO(parse_level(json_array_get(levels, i), origin, (int)i, level), status, out);
+        }
+        c.num_levels = (int)count;
+        c.levels[0].span = per_node;
+    }
+    *cluster = c;
+    status = DS_OK;
+out:
+    json_decref(root);
+    return status;
+}
+
+ds_status_t ds_cluster_load(const char *path, ds_cluster_t *cluster)
+{
+    char *text = NULL;
+    size_t size = 0;
+    DSI_TRY(dsi_read_file(path, (size_t)dsi_param_int(DSI_PARAM_MAX_INPUT_BYTES), &text, &size));
+    ds_status_t status = ds_cluster_load_json(text, size, path, cluster);
+    dsi_free(text);
+    return status;
+}
+
+int64_t ds_cluster_num_gpus(const ds_cluster_t *cluster)
+{
+    return cluster->nodes * cluster->gpus_per_node;
+}

@@ -1,0 +1,129 @@
+/* A set of unique events: an array in first-seen order plus an
+ * open-addressing index of hashes. */
+#include <dsmpi/events.h>
+
+#include "dsi_core.h"
+
+#include <string.h>
+
+struct ds_event_set {
+    ds_event_t *events;
+    size_t count;
+    size_t capacity;
+    uint32_t *slots; /* index + 1 into events; 0 = empty */
+    size_t num_slots; /* power of two, at least twice count */
+};
+
+ds_status_t ds_event_set_create(ds_event_set_t **set_p)
+{
+    ds_event_set_t *set;
+    DSI_TRY(dsi_calloc(1, sizeof(*set), &set));
+    *set_p = set;
+    return DS_OK;
+}
+
+void ds_event_set_destroy(ds_event_set_t *set)
+{
+    if (set == NULL)
+        return;
+    dsi_free(set->events);
+    dsi_free(set->slots);
+    dsi_free(set);
+}
+
+static size_t find_slot(const ds_event_set_t *set, const ds_event_key_t *key, uint64_t hash)
+{
+    size_t mask = set->num_slots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t slot = set->slots[i];
+        if (slot == 0)
+            return i;
+        const ds_event_t *e = &set->events[slot - 1];
+        if (e->hash == hash && ds_event_key_equal(&e->key, key))
+            return i;
+    }
+}
+
+static ds_status_t grow_index(ds_event_set_t *set)
+{
+    size_t num_slots = set->num_slots ? set->num_slots * 2 : 64;
+    uint32_t *slots;
+    DSI_TRY(dsi_calloc(num_slots, sizeof(*slots), &slots));
+    dsi_free(set->slots);
+    set->slots = slots;
+    set->num_slots = num_slots;
+    for (size_t i = 0; i < set->count; i++)
+        set->slots[find_slot(set, &set->events[i].key, set->events[i].hash)] = (uint32_t)(i + 1);
+    return DS_OK;
+}
+
+ds_status_t ds_event_set_add(ds_event_set_t *set, const ds_event_t *event, int64_t count)
+{
+    uint64_t hash = ds_event_key_hash(&event->key);
+    if (set->num_slots == 0 || 2 * (set->count + 1) > set->num_slots)
+        DSI_TRY(grow_index(set));
+    size_t i = find_slot(set, &event->key, hash);
+    if (set->slots[i] != 0) {
+        ds_event_t *e = &set->events[set->slots[i] - 1];
+        if (!dsi_add_i64(e->count, count, &e->count))
+            return DSI_ERROR(DS_ERR_OVERFLOW, "event count overflows");
+        return DS_OK;
+    }
+    if (set->count == UINT32_MAX - 1)
+        return DSI_ERROR(DS_ERR_OVERFLOW, "more than %u unique events", UINT32_MAX - 1);
+    if (set->count == set->capacity) {
+        size_t capacity = set->capacity ? set->capacity * 2 : 64;
+        DSI_TRY(dsi_realloc_array(&set->events, capacity, sizeof(*set->events)));
+        set->capacity = capacity;
+    }
+    ds_event_t *e = &set->events[set->count];
+    *e = *event;
+    e->hash = hash;
+    e->count = count;
+    set->slots[i] = (uint32_t)(++set->count);
+    return DS_OK;
+}
+
+ds_status_t ds_event_set_merge(ds_event_set_t *dst, const ds_event_set_t *src)
+{
+    for (size_t i = 0; i < src->count; i++)
+        DSI_TRY(ds_event_set_add(dst, &src->events[i], src->events[i].count));
+    return DS_OK;
+}
+
+size_t ds_event_set_size(const ds_event_set_t *set)
+{
+    return set->count;
+}
+
+const ds_event_t *ds_event_set_at(const ds_event_set_t *set, size_t index)
+{
+    return index < set->count ? &set->events[index] : NULL;
+}
+
+const ds_event_t *ds_event_set_find(const ds_event_set_t *set, const ds_event_key_t *key)
+{
+    if (set->num_slots == 0)
+        return NULL;
+    uint32_t slot = set->slots[find_slot(set, key, ds_event_key_hash(key))];
+    return slot ? &set->events[slot - 1] : NULL;
+}
+
+void ds_event_set_totals(const ds_event_set_t *set, ds_event_totals_t *totals)
+{
+    memset(totals, 0, sizeof(*totals));
+    for (size_t i = 0; i < set->count; i++) {
+        const ds_event_t *e = &set->events[i];
+        ds_event_class_t c = ds_event_class_of(&e->key);
+        totals->total[c] += e->count;
+        totals->unique[c]++;
+        if (e->key.kind == DS_EVENT_COMM) {
+            totals->comm_bytes += (double)e->count * e->bytes;
+        } else if (e->key.op == DS_OP_GEMM || e->key.op == DS_OP_BATCHED_GEMM) {
+            /* Matmul FLOPs, as MFU/HFU count them. */
+            totals->flops += (double)e->count * e->flops;
+            if (e->key.pass != DS_PASS_RECOMPUTE)
+                totals->model_flops += (double)e->count * e->flops;
+        }
+    }
+}

@@ -1,0 +1,223 @@
+/* Event keys: hashing, equality, names and text. */
+#include <dsmpi/events.h>
+
+#include "dsi_core.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(ds_event_key_t) == 56, "ds_event_key_t must have no padding");
+
+static const char *const op_names[DS_OP_COUNT_] = {
+    "gemm",    "bgemm",   "softmax", "layernorm", "rmsnorm",       "gelu",
+    "relu",    "swiglu",  "geglu",   "dropout_add", "add",         "dropout",
+    "rope",    "embedding", "cross_entropy", "optimizer", "pool",  "flash_attention",
+};
+static const char *const comm_names[DS_COMM_COUNT_] = {
+    "sendrecv", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "ps_push",
+    "ps_pull",
+};
+static const char *const pass_names[] = {"fwd", "bwd", "recompute", "step"};
+static const char *const group_names[DS_GROUP_COUNT_] = {"-", "tp", "pp", "dp", "embedding", "mp"};
+static const char *const class_names[DS_CLASS_COUNT_] = {"compute", "tp-comm", "pp-p2p", "dp-comm", "other-comm"};
+static const char *const algo_names[] = {"", "ring", "tree", "hierarchical", "ps"};
+
+uint64_t ds_event_key_hash(const ds_event_key_t *key)
+{
+    /* The display-only group byte is left out: equal work in two groups is one event. */
+    ds_event_key_t copy = *key;
+    copy.group = 0;
+    return dsi_hash64(&copy, sizeof(copy), 0x64736d7069ULL);
+}
+
+int ds_event_key_equal(const ds_event_key_t *a, const ds_event_key_t *b)
+{
+    ds_event_key_t x = *a, y = *b;
+    x.group = 0;
+    y.group = 0;
+    return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+const char *ds_event_key_op_name(const ds_event_key_t *key)
+{
+    if (key->kind == DS_EVENT_COMPUTE)
+        return key->op < DS_OP_COUNT_ ? op_names[key->op] : "?";
+    return key->op < DS_COMM_COUNT_ ? comm_names[key->op] : "?";
+}
+
+const char *ds_pass_name(ds_pass_t pass)
+{
+    return (unsigned)pass < DSI_ARRAY_SIZE(pass_names) ? pass_names[pass] : "?";
+}
+
+const char *ds_group_name(ds_group_t group)
+{
+    return (unsigned)group < DS_GROUP_COUNT_ ? group_names[group] : "?";
+}
+
+ds_event_class_t ds_event_class_of(const ds_event_key_t *key)
+{
+    if (key->kind == DS_EVENT_COMPUTE)
+        return DS_CLASS_COMPUTE;
+    switch (key->group) {
+    case DS_GROUP_TP: return DS_CLASS_TP;
+    case DS_GROUP_PP: return DS_CLASS_PP;
+    case DS_GROUP_DP: return DS_CLASS_DP;
+    default: return DS_CLASS_OTHER;
+    }
+}
+
+const char *ds_event_class_name(ds_event_class_t event_class)
+{
+    return (unsigned)event_class < DS_CLASS_COUNT_ ? class_names[event_class] : "?";
+}
+
+void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
+{
+    dsi_strbuf_t buf;
+    dsi_strbuf_init(&buf);
+    dsi_strbuf_appendf(&buf, "%s %s %s", ds_event_key_op_name(key), ds_pass_name((ds_pass_t)key->pass),
+                       ds_dtype_name((ds_dtype_t)key->dtype));
+    if (key->kind == DS_EVENT_COMM) {
+        dsi_strbuf_appendf(&buf, " bytes=%lld group=%s:%d nodes=%d per-node=%d conc=%d",
+                           (long long)key->dims[0], ds_group_name((ds_group_t)key->group),
+                           key->group_size, key->nodes, key->ranks_per_node, key->concurrency);
+        if (key->dims[1] > 0)
+            dsi_strbuf_appendf(&buf, " servers=%lld", (long long)key->dims[1]);
+        if (key->flags & DS_COMM_FLAG_BATCHED)
+            dsi_strbuf_append(&buf, " batched");
+        if (key->variant > 0 && key->variant < DSI_ARRAY_SIZE(algo_names))
+            dsi_strbuf_appendf(&buf, " algo=%s", algo_names[key->variant]);
+    } else if (key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM) {
+        dsi_strbuf_appendf(&buf, " %c%c m=%lld n=%lld k=%lld",
+                           (key->variant & DS_GEMM_TRANS_A) ? 'T' : 'N',
+                           (key->variant & DS_GEMM_TRANS_B) ? 'T' : 'N', (long long)key->dims[0],
+                           (long long)key->dims[1], (long long)key->dims[2]);
+        if (key->op == DS_OP_BATCHED_GEMM)
+            dsi_strbuf_appendf(&buf, " batch=%lld", (long long)key->dims[3]);
+    } else if (key->op == DS_OP_OPTIMIZER) {
+        dsi_strbuf_appendf(&buf, " params=%lld", (long long)key->dims[0]);
+    } else if (key->op == DS_OP_EMBEDDING) {
+        dsi_strbuf_appendf(&buf, " tokens=%lld hidden=%lld vocab=%lld", (long long)key->dims[0],
+                           (long long)key->dims[1], (long long)key->dims[2]);
+    } else {
+        dsi_strbuf_appendf(&buf, " rows=%lld cols=%lld", (long long)key->dims[0],
+                           (long long)key->dims[1]);
+        if (key->op == DS_OP_SOFTMAX && key->variant)
+            dsi_strbuf_append(&buf, " causal");
+    }
+    snprintf(text, size, "%s", dsi_strbuf_status(&buf) == DS_OK ? dsi_strbuf_text(&buf) : "?");
+    dsi_strbuf_free(&buf);
+}
+
+static int find_name(const char *const *names, size_t count, const char *word)
+{
+    for (size_t i = 0; i < count; i++)
+        if (names[i] != NULL && strcmp(names[i], word) == 0)
+            return (int)i;
+    return -1;
+}
+
+static ds_status_t bad_key(const char *text, const char *word, const char *why)
+{
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "event key '%s': '%s' %s", text, word, why);
+}
+
+ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
+{
+    char copy[512];
+    if (strlen(text) >= sizeof(copy))
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "event key of %zu characters is too long (accepted: at most %zu)",
+                         strlen(text), sizeof(copy) - 1);
+    strcpy(copy, text);
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    char *save = NULL;
+    char *word = strtok_r(copy, " \t", &save);
+    if (word == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "event key is empty");
+    int op = find_name(op_names, DS_OP_COUNT_, word);
+    if (op >= 0) {
+        key.kind = DS_EVENT_COMPUTE;
+    } else if ((op = find_name(comm_names, DS_COMM_COUNT_, word)) >= 0) {
+        key.kind = DS_EVENT_COMM;
+    } else {
+        return bad_key(text, word, "is not an operator or primitive");
+    }
+    key.op = (uint8_t)op;
+    word = strtok_r(NULL, " \t", &save);
+    int pass = word ? find_name(pass_names, DSI_ARRAY_SIZE(pass_names), word) : -1;
+    if (pass < 0)
+        return bad_key(text, word ? word : "", "is not a pass (accepted: fwd, bwd, recompute, step)");
+    key.pass = (uint8_t)pass;
+    word = strtok_r(NULL, " \t", &save);
+    ds_dtype_t dtype;
+    if (word == NULL || ds_dtype_parse(word, &dtype) != DS_OK)
+        return bad_key(text, word ? word : "", "is not a dtype (accepted: fp32, bf16, fp16, fp8)");
+    key.dtype = (uint8_t)dtype;
+    while ((word = strtok_r(NULL, " \t", &save)) != NULL) {
+        if (strcmp(word, "batched") == 0) {
+            key.flags |= DS_COMM_FLAG_BATCHED;
+            continue;
+        }
+        if (strcmp(word, "causal") == 0) {
+            key.variant = 1;
+            continue;
+        }
+        if (strlen(word) == 2 && strchr("NT", word[0]) && strchr("NT", word[1])) {
+            key.variant = (uint8_t)((word[0] == 'T' ? DS_GEMM_TRANS_A : 0) |
+                                    (word[1] == 'T' ? DS_GEMM_TRANS_B : 0));
+            continue;
+        }
+        char *eq = strchr(word, '=');
+        if (eq == NULL)
+            return bad_key(text, word, "is not a field (expected name=value)");
+        *eq = '\0';
+        const char *value = eq + 1;
+        if (strcmp(word, "group") == 0) {
+            char *colon = strchr(value, ':');
+            if (colon == NULL)
+                return bad_key(text, value, "is not group=name:size");
+            *colon = '\0';
+            int group = find_name(group_names, DS_GROUP_COUNT_, value);
+            if (group < 0)
+                return bad_key(text, value, "is not a group (accepted: tp, pp, dp, embedding, mp)");
+            key.group = (uint8_t)group;
+            DSI_TRY(dsi_parse_int(colon + 1, "group size", 1, INT32_MAX, &key.group_size));
+            continue;
+        }
+        if (strcmp(word, "algo") == 0) {
+            int algo = find_name(algo_names, DSI_ARRAY_SIZE(algo_names), value);
+            if (algo <= 0)
+                return bad_key(text, value, "is not an algorithm (accepted: ring, tree, hierarchical, ps)");
+            key.variant = (uint8_t)algo;
+            continue;
+        }
+        static const struct {
+            const char *name;
+            int slot; /* 0..3 dims; 10 nodes, 11 per-node, 12 conc */
+        } fields[] = {{"m", 0},      {"n", 1},      {"k", 2},        {"batch", 3},
+                      {"rows", 0},   {"cols", 1},   {"params", 0},   {"tokens", 0},
+                      {"hidden", 1}, {"vocab", 2},  {"bytes", 0},    {"servers", 1},
+                      {"nodes", 10}, {"per-node", 11}, {"conc", 12}};
+        int slot = -1;
+        for (size_t i = 0; i < DSI_ARRAY_SIZE(fields); i++)
+            if (strcmp(word, fields[i].name) == 0)
+                slot = fields[i].slot;
+        if (slot < 0)
+            return bad_key(text, word, "is not a key field");
+        int64_t number;
+        DSI_TRY(dsi_parse_i64(value, word, 0, INT64_MAX, false, &number));
+        if (slot < 4)
+            key.dims[slot] = number;
+        else if (number > INT32_MAX)
+            return bad_key(text, value, "is too large");
+        else if (slot == 10)
+            key.nodes = (int32_t)number;
+        else if (slot == 11)
+            key.ranks_per_node = (int32_t)number;
+        else
+            key.concurrency = (int32_t)number;
+    }
+    *key_out = key;
+    return DS_OK;
+}

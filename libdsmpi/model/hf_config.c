@@ -1,0 +1,226 @@
+/* Hugging Face config.json files of the GPT-2, BERT, T5 and LLaMA/Mistral
+ * families, with the field names Hugging Face writes. */
+#include "dsi_model.h"
+
+#include "dsi_json.h"
+
+#include <string.h>
+
+#define HF_MAX 16777216 /* bound on every integer field */
+#define HF_DEFAULT_GLOBAL_BATCH 512
+
+typedef enum { FAMILY_GPT2, FAMILY_BERT, FAMILY_T5, FAMILY_LLAMA } family_t;
+
+static const struct {
+    const char *model_type;
+    family_t family;
+} families[] = {
+    {"gpt2", FAMILY_GPT2},   {"bert", FAMILY_BERT},     {"roberta", FAMILY_BERT},
+    {"t5", FAMILY_T5},       {"mt5", FAMILY_T5},        {"llama", FAMILY_LLAMA},
+    {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_LLAMA},
+};
+
+static ds_status_t get_int(const json_t *root, const char *key, const char *origin, bool required,
+                           int *value_p)
+{
+    return dsi_json_int32(root, key, origin, 1, HF_MAX, required, value_p);
+}
+
+static ds_status_t activation_from_name(const char *name, const char *origin, const char *field,
+                                        bool gated_default, ds_activation_t *act_p)
+{
+    static const struct {
+        const char *name;
+        ds_activation_t plain, gated;
+    } acts[] = {
+        {"gelu", DS_ACT_GELU, DS_ACT_GEGLU},      {"gelu_new", DS_ACT_GELU, DS_ACT_GEGLU},
+        {"gelu_fast", DS_ACT_GELU, DS_ACT_GEGLU}, {"gelu_pytorch_tanh", DS_ACT_GELU, DS_ACT_GEGLU},
+        {"relu", DS_ACT_RELU, DS_ACT_RELU},       {"silu", DS_ACT_SWIGLU, DS_ACT_SWIGLU},
+        {"swish", DS_ACT_SWIGLU, DS_ACT_SWIGLU},  {"gated-gelu", DS_ACT_GEGLU, DS_ACT_GEGLU},
+        {"gated-silu", DS_ACT_SWIGLU, DS_ACT_SWIGLU},
+    };
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(acts); i++) {
+        if (strcmp(name, acts[i].name) == 0) {
+            *act_p = gated_default ? acts[i].gated : acts[i].plain;
+            return DS_OK;
+        }
+    }
+    return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"%s\" = \"%s\" is not supported (accepted: gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu, silu, swish, gated-gelu, gated-silu)",
+                     origin, field, name);
+}
+
+static void name_from_origin(const json_t *root, const char *origin, ds_model_info_t *info)
+{
+    const char *name = NULL;
+    if (dsi_json_string(root, "_name_or_path", origin, false, &name) != DS_OK || name == NULL ||
+        *name == '\0') {
+        name = strrchr(origin, '/') ? strrchr(origin, '/') + 1 : origin;
+    } else if (strrchr(name, '/') != NULL) {
+        name = strrchr(name, '/') + 1;
+    }
+    snprintf(info->name, sizeof(info->name), "%s", name);
+    char *dot = strstr(info->name, ".json");
+    if (dot != NULL)
+        *dot = '\0';
+}
+
+static ds_status_t parse_gpt2(const json_t *root, const char *origin, ds_model_info_t *info)
+{
+    const char *act = "gelu_new";
+    info->arch = DS_ARCH_DECODER;
+    DSI_TRY(get_int(root, "n_layer", origin, true, &info->num_layers));
+    DSI_TRY(get_int(root, "n_embd", origin, true, &info->hidden_size));
+    DSI_TRY(get_int(root, "n_head", origin, true, &info->num_heads));
+    DSI_TRY(get_int(root, "vocab_size", origin, true, &info->vocab_size));
+    info->max_positions = 1024;
+    DSI_TRY(get_int(root, "n_ctx", origin, false, &info->max_positions));
+    DSI_TRY(get_int(root, "n_positions", origin, false, &info->max_positions));
+    info->ffn_hidden_size = 4 * info->hidden_size;
+    DSI_TRY(get_int(root, "n_inner", origin, false, &info->ffn_hidden_size));
+    DSI_TRY(dsi_json_string(root, "activation_function", origin, false, &act));
+    DSI_TRY(activation_from_name(act, origin, "activation_function", false, &info->activation));
+    info->norm = DS_NORM_LAYERNORM;
+    info->linear_bias = 1;
+    info->learned_positions = 1;
+    double dropout = 0.1;
+    DSI_TRY(dsi_json_double(root, "resid_pdrop", origin, 0.0, 1.0, false, &dropout));
+    info->dropout = dropout > 0.0;
+    info->tied_embeddings = 1;
+    return DS_OK;
+}
+
+static ds_status_t parse_bert(const json_t *root, const char *origin, ds_model_info_t *info)
+{
+    const char *act = "gelu";
+    info->arch = DS_ARCH_ENCODER;
+    DSI_TRY(get_int(root, "num_hidden_layers", origin, true, &info->num_layers));
+    DSI_TRY(get_int(root, "hidden_size", origin, true, &info->hidden_size));
+    DSI_TRY(get_int(root, "num_attention_heads", origin, true, &info->num_heads));
+    DSI_TRY(get_int(root, "intermediate_size", origin, true, &info->ffn_hidden_size));
+    DSI_TRY(get_int(root, "vocab_size", origin, true, &info->vocab_size));
+    info->max_positions = 512;
+    DSI_TRY(get_int(root, "max_position_embeddings", origin, false, &info->max_positions));
+    DSI_TRY(dsi_json_string(root, "hidden_act", origin, false, &act));
+    DSI_TRY(activation_from_name(act, origin, "hidden_act", false, &info->activation));
+    info->norm = DS_NORM_LAYERNORM;
+    info->linear_bias = 1;
+    info->learned_positions = 1;
+    double dropout = 0.1;
+    DSI_TRY(dsi_json_double(root, "hidden_dropout_prob", origin, 0.0, 1.0, false, &dropout));
+    info->dropout = dropout > 0.0;
+    info->tied_embeddings = 1;
+    return DS_OK;
+}
+
+static ds_status_t parse_t5(const json_t *root, const char *origin, ds_model_info_t *info)
+{
+    const char *proj = "relu";
+    int encoder = 0, decoder = 0;
+    info->arch = DS_ARCH_ENCODER_DECODER;
+    DSI_TRY(get_int(root, "num_layers", origin, true, &encoder));
+    decoder = encoder;
+    DSI_TRY(get_int(root, "num_decoder_layers", origin, false, &decoder));
+    if (encoder + decoder > HF_MAX)
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %d + %d layers is too many", origin, encoder, decoder);
+    info->num_layers = encoder + decoder;
+    info->num_encoder_layers = encoder;
+    DSI_TRY(get_int(root, "d_model", origin, true, &info->hidden_size));
+    DSI_TRY(get_int(root, "num_heads", origin, true, &info->num_heads));
+    DSI_TRY(get_int(root, "d_kv", origin, true, &info->head_dim));
+    DSI_TRY(get_int(root, "d_ff", origin, true, &info->ffn_hidden_size));
+    DSI_TRY(get_int(root, "vocab_size", origin, true, &info->vocab_size));
+    DSI_TRY(dsi_json_string(root, "feed_forward_proj", origin, false, &proj));
+    bool gated = strncmp(proj, "gated-", 6) == 0;
+    DSI_TRY(activation_from_name(gated ? proj + 6 : proj, origin, "feed_forward_proj", gated,
+                                 &info->activation));
+    info->norm = DS_NORM_RMSNORM;
+    info->linear_bias = 0;
+    info->learned_positions = 0;
+    double dropout = 0.1;
+    DSI_TRY(dsi_json_double(root, "dropout_rate", origin, 0.0, 1.0, false, &dropout));
+    info->dropout = dropout > 0.0;
+    bool tied = true;
+    DSI_TRY(dsi_json_bool(root, "tie_word_embeddings", origin, false, &tied));
+    info->tied_embeddings = tied;
+    /* T5 has relative positions and no length limit; its pretraining used 512
+     * input and 114 target tokens, rounded to 128 here. */
+    info->max_positions = 512;
+    DSI_TRY(get_int(root, "n_positions", origin, false, &info->max_positions));
+    info->decoder_seq_len = 128;
+    return DS_OK;
+}
+
+static ds_status_t parse_llama(const json_t *root, const char *origin, ds_model_info_t *info)
+{
+    const char *act = "silu";
+    info->arch = DS_ARCH_DECODER;
+    int experts = 0;
+    DSI_TRY(get_int(root, "num_local_experts", origin, false, &experts));
+    if (experts > 1)
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: mixture-of-experts (num_local_experts = %d) is not modelled yet (accepted: dense models)",
+                         origin, experts);
+    DSI_TRY(get_int(root, "num_hidden_layers", origin, true, &info->num_layers));
+    DSI_TRY(get_int(root, "hidden_size", origin, true, &info->hidden_size));
+    DSI_TRY(get_int(root, "num_attention_heads", origin, true, &info->num_heads));
+    info->num_kv_heads = info->num_heads;
+    DSI_TRY(get_int(root, "num_key_value_heads", origin, false, &info->num_kv_heads));
+    DSI_TRY(get_int(root, "head_dim", origin, false, &info->head_dim));
+    DSI_TRY(get_int(root, "intermediate_size", origin, true, &info->ffn_hidden_size));
+    DSI_TRY(get_int(root, "vocab_size", origin, true, &info->vocab_size));
+    info->max_positions = 2048;
+    DSI_TRY(get_int(root, "max_position_embeddings", origin, false, &info->max_positions));
+    DSI_TRY(dsi_json_string(root, "hidden_act", origin, false, &act));
+    if (strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0)
+        info->activation = DS_ACT_SWIGLU;
+    else if (strncmp(act, "gelu", 4) == 0)
+        info->activation = DS_ACT_GEGLU;
+    else
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"hidden_act\" = \"%s\" is not supported for gated MLPs (accepted: silu, swish, gelu)",
+                         origin, act);
+    info->norm = DS_NORM_RMSNORM;
+    bool bias = false;
+    DSI_TRY(dsi_json_bool(root, "attention_bias", origin, false, &bias));
+    info->linear_bias = bias;
+    info->learned_positions = 0;
+    info->dropout = 0;
+    bool tied = false;
+    DSI_TRY(dsi_json_bool(root, "tie_word_embeddings", origin, false, &tied));
+    info->tied_embeddings = tied;
+    return DS_OK;
+}
+
+ds_status_t dsi_model_from_hf_config(const void *json_root, const char *origin, ds_model_t *model)
+{
+    const json_t *root = json_root;
+    ds_model_info_t *info = &model->info;
+    const char *model_type = NULL;
+    DSI_TRY(dsi_json_string(root, "model_type", origin, false, &model_type));
+    if (model_type == NULL)
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: neither a Hugging Face config (no \"model_type\") nor a dsmpi layer list (no \"format\": \"dsmpi-layers\")",
+                         origin);
+    size_t index = 0;
+    while (index < DSI_ARRAY_SIZE(families) && strcmp(families[index].model_type, model_type) != 0)
+        index++;
+    if (index == DSI_ARRAY_SIZE(families))
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: model_type \"%s\" is not supported (accepted: gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2)",
+                         origin, model_type);
+    memset(info, 0, sizeof(*info));
+    name_from_origin(root, origin, info);
+    info->source = DS_MODEL_HF_CONFIG;
+    info->dtype = DS_DTYPE_BF16;
+    info->global_batch = HF_DEFAULT_GLOBAL_BATCH;
+    switch (families[index].family) {
+    case FAMILY_GPT2: DSI_TRY(parse_gpt2(root, origin, info)); break;
+    case FAMILY_BERT: DSI_TRY(parse_bert(root, origin, info)); break;
+    case FAMILY_T5: DSI_TRY(parse_t5(root, origin, info)); break;
+    case FAMILY_LLAMA: DSI_TRY(parse_llama(root, origin, info)); break;
+    }
+    /* max_position_embeddings is a limit, not the training length. */
+    int cap = (int)DSI_MIN(dsi_param_int(DSI_PARAM_HF_SEQ_LEN_CAP), (int64_t)HF_MAX);
+    info->seq_len = DSI_MIN(info->max_positions, cap > 0 ? cap : info->max_positions);
+    model->hf_max_positions = info->max_positions;
+    snprintf(model->seq_note, sizeof(model->seq_note),
+             "seq-len %d taken from max_position_embeddings %d%s; set --seq-len for the training length",
+             info->seq_len, info->max_positions, info->seq_len < info->max_positions ? " (capped)" : "");
+    return dsi_model_finish(model, origin);
+}

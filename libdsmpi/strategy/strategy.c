@@ -1,0 +1,513 @@
+/* Strategy text, Megatron option names, validation and rank placement. */
+#include <dsmpi/strategy.h>
+
+#include "dsi_core.h"
+#include "model/dsi_model.h"
+
+#include <string.h>
+
+#define MAX_DEGREE (1 << 20)
+
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const dp_algo_names[] = {"auto", "ring", "tree", "hierarchical", "ps"};
+static const char *const dim_names[] = {"tp", "dp", "pp"};
+
+void ds_strategy_init(ds_strategy_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->dp = 0;
+    s->tp = 1;
+    s->pp = 1;
+    s->cp = 1;
+    s->ep = 1;
+    s->mbs = 1;
+    s->gbs = 0;
+    s->schedule = DS_SCHEDULE_1F1B;
+    s->vpp = 1;
+    s->recompute = DS_RECOMPUTE_NONE;
+    s->dp_algo = DS_DP_AUTO;
+    s->overlap_grad_reduce = 1;
+    s->grad_reduce_dtype = DS_DTYPE_FP32;
+    s->grad_clip = 1;
+    s->order[0] = DS_DIM_TP;
+    s->order[1] = DS_DIM_DP;
+    s->order[2] = DS_DIM_PP;
+}
+
+static ds_status_t parse_switch(const char *value, const char *key, int *out)
+{
+    static const char *const names[] = {"0", "1", "off", "on", "false", "true", "no", "yes"};
+    int index = 0;
+    DSI_TRY(dsi_parse_choice(value, key, names, DSI_ARRAY_SIZE(names), &index));
+    *out = index % 2;
+    return DS_OK;
+}
+
+static ds_status_t parse_order(const char *value, ds_dim_t order[3])
+{
+    char copy[32];
+    if (strlen(value) >= sizeof(copy))
+        goto bad;
+    strcpy(copy, value);
+    int seen = 0, count = 0;
+    for (char *save = NULL, *part = strtok_r(copy, "-", &save); part != NULL;
+         part = strtok_r(NULL, "-", &save)) {
+        int index = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(part, dim_names[i]) == 0)
+                index = i;
+        if (index < 0 || (seen & (1 << index)) || count == 3)
+            goto bad;
+        seen |= 1 << index;
+        order[count++] = (ds_dim_t)index;
+    }
+    if (count == 3)
+        return DS_OK;
+bad:
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "order '%s' is not accepted (accepted: a permutation of tp, dp, pp, innermost first, e.g. tp-dp-pp)",
+                     value);
+}
+
+/* One key=value (or flag) of the strategy grammar. */
+static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *value)
+{
+    static const char *const flags[] = {"sp", "no-sp", "overlap", "no-overlap", "no-clip", "flash"};
+    if (value == NULL) {
+        for (size_t i = 0; i < DSI_ARRAY_SIZE(flags); i++) {
+            if (strcmp(key, flags[i]) != 0)
+                continue;
+            switch (i) {
+            case 0: s->sp = 1; break;
+            case 1: s->sp = 0; break;
+            case 2: s->overlap_grad_reduce = 1; break;
+            case 3: s->overlap_grad_reduce = 0; break;
+            case 4: s->grad_clip = 0; break;
+            case 5: s->flash_attention = 1; break;
+            }
+            return DS_OK;
+        }
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy item '%s' has no value (accepted flags: sp, no-sp, overlap, no-overlap, no-clip, flash; or key=value)",
+                         key);
+    }
+    int index = 0;
+    int64_t big;
+    if (strcmp(key, "dp") == 0)
+        return dsi_parse_int(value, "dp", 1, MAX_DEGREE, &s->dp);
+    if (strcmp(key, "tp") == 0)
+        return dsi_parse_int(value, "tp", 1, MAX_DEGREE, &s->tp);
+    if (strcmp(key, "pp") == 0)
+        return dsi_parse_int(value, "pp", 1, MAX_DEGREE, &s->pp);
+    if (strcmp(key, "cp") == 0)
+        return dsi_parse_int(value, "cp", 1, MAX_DEGREE, &s->cp);
+    if (strcmp(key, "ep") == 0)
+        return dsi_parse_int(value, "ep", 1, MAX_DEGREE, &s->ep);
+    if (strcmp(key, "mbs") == 0)
+        return dsi_parse_int(value, "mbs", 1, 1 << 24, &s->mbs);
+    if (strcmp(key, "gbs") == 0)
+        return dsi_parse_i64(value, "gbs", 1, 1LL << 32, true, &s->gbs);
+    if (strcmp(key, "vpp") == 0) {
+        DSI_TRY(dsi_parse_int(value, "vpp", 1, 1 << 16, &s->vpp));
+        if (s->vpp > 1)
+            s->schedule = DS_SCHEDULE_INTERLEAVED;
+        return DS_OK;
+    }
+    if (strcmp(key, "schedule") == 0) {
+        DSI_TRY(dsi_parse_choice(value, "schedule", schedule_names, 3, &index));
+        s->schedule = (ds_schedule_t)index;
+        return DS_OK;
+    }
+    if (strcmp(key, "sp") == 0)
+        return parse_switch(value, "sp", &s->sp);
+    if (strcmp(key, "zero") == 0)
+        return dsi_parse_int(value, "zero", 0, 3, &s->zero);
+    if (strcmp(key, "recompute") == 0) {
+        DSI_TRY(dsi_parse_choice(value, "recompute", recompute_names, 3, &index));
+        s->recompute = (ds_recompute_t)index;
+        return DS_OK;
+    }
+    if (strcmp(key, "dp-algo") == 0) {
+        DSI_TRY(dsi_parse_choice(value, "dp-algo", dp_algo_names, 5, &index));
+        s->dp_algo = (ds_dp_algo_t)index;
+        return DS_OK;
+    }
+    if (strcmp(key, "ps-servers") == 0)
+        return dsi_parse_int(value, "ps-servers", 1, MAX_DEGREE, &s->ps_servers);
+    if (strcmp(key, "bucket") == 0) {
+        DSI_TRY(dsi_parse_i64(value, "bucket", 1, 1LL << 40, true, &big));
+        s->bucket_params = big;
+        return DS_OK;
+    }
+    if (strcmp(key, "overlap") == 0)
+        return parse_switch(value, "overlap", &s->overlap_grad_reduce);
+    if (strcmp(key, "clip") == 0)
+        return parse_switch(value, "clip", &s->grad_clip);
+    if (strcmp(key, "flash") == 0)
+        return parse_switch(value, "flash", &s->flash_attention);
+    if (strcmp(key, "grad-reduce-dtype") == 0) {
+        ds_dtype_t dtype;
+        DSI_TRY(ds_dtype_parse(value, &dtype));
+        s->grad_reduce_dtype = dtype;
+        return DS_OK;
+    }
+    if (strcmp(key, "first-stage-layers") == 0)
+        return dsi_parse_int(value, "first-stage-layers", 1, 1 << 20, &s->first_stage_layers);
+    if (strcmp(key, "last-stage-layers") == 0)
+        return dsi_parse_int(value, "last-stage-layers", 1, 1 << 20, &s->last_stage_layers);
+    if (strcmp(key, "order") == 0)
+        return parse_order(value, s->order);
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, grad-reduce-dtype, first-stage-layers, last-stage-layers, order)",
+                     key);
+}
+
+ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy)
+{
+    if (text == NULL || *text == '\0')
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy is empty (accepted: e.g. dp=16,tp=8,pp=8,mbs=1,schedule=1f1b)");
+    if (strlen(text) >= 1024)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy text of %zu characters is too long (accepted: at most 1023)",
+                         strlen(text));
+    char copy[1024];
+    strcpy(copy, text);
+    ds_strategy_t s = *strategy; /* written back only when every item parsed */
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq != NULL)
+            *eq = '\0';
+        DSI_TRY(apply_pair(&s, item, eq != NULL ? eq + 1 : NULL));
+    }
+    *strategy = s;
+    return DS_OK;
+}
+
+ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, const char *value)
+{
+    static const struct {
+        const char *megatron;
+        const char *key;
+    } aliases[] = {
+        {"tensor-model-parallel-size", "tp"},
+        {"pipeline-model-parallel-size", "pp"},
+        {"data-parallel-size", "dp"},
+        {"context-parallel-size", "cp"},
+        {"expert-model-parallel-size", "ep"},
+        {"micro-batch-size", "mbs"},
+        {"global-batch-size", "gbs"},
+        {"virtual-pipeline-model-parallel-size", "vpp"},
+        {"recompute-granularity", "recompute"},
+        {"decoder-first-pipeline-num-layers", "first-stage-layers"},
+        {"decoder-last-pipeline-num-layers", "last-stage-layers"},
+    };
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(aliases); i++)
+        if (strcmp(option, aliases[i].megatron) == 0) {
+            if (value == NULL)
+                return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s needs a value", option);
+            return apply_pair(s, aliases[i].key, value);
+        }
+    if (strcmp(option, "num-layers-per-virtual-pipeline-stage") == 0) {
+        DSI_TRY(dsi_parse_int(value, option, 1, 1 << 20, &s->layers_per_virtual_stage));
+        s->schedule = DS_SCHEDULE_INTERLEAVED;
+        return DS_OK;
+    }
+    if (strcmp(option, "sequence-parallel") == 0) {
+        s->sp = 1;
+        return DS_OK;
+    }
+    if (strcmp(option, "recompute-activations") == 0) {
+        s->recompute = DS_RECOMPUTE_SELECTIVE;
+        return DS_OK;
+    }
+    if (strcmp(option, "use-distributed-optimizer") == 0) {
+        s->zero = s->zero > 1 ? s->zero : 1;
+        return DS_OK;
+    }
+    if (strcmp(option, "overlap-grad-reduce") == 0) {
+        s->overlap_grad_reduce = 1;
+        return DS_OK;
+    }
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "Megatron option --%s is not known here", option);
+}
+
+void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
+{
+    dsi_strbuf_t buf;
+    dsi_strbuf_init(&buf);
+    dsi_strbuf_appendf(&buf, "dp=%d,tp=%d,pp=%d,mbs=%d", s->dp, s->tp, s->pp, s->mbs);
+    if (s->gbs > 0)
+        dsi_strbuf_appendf(&buf, ",gbs=%lld", (long long)s->gbs);
+    dsi_strbuf_appendf(&buf, ",schedule=%s", schedule_names[s->schedule]);
+    if (s->vpp > 1)
+        dsi_strbuf_appendf(&buf, ",vpp=%d", s->vpp);
+    if (s->sp)
+        dsi_strbuf_append(&buf, ",sp");
+    if (s->zero)
+        dsi_strbuf_appendf(&buf, ",zero=%d", s->zero);
+    if (s->recompute != DS_RECOMPUTE_NONE)
+        dsi_strbuf_appendf(&buf, ",recompute=%s", recompute_names[s->recompute]);
+    if (s->dp_algo != DS_DP_AUTO)
+        dsi_strbuf_appendf(&buf, ",dp-algo=%s", dp_algo_names[s->dp_algo]);
+    if (s->ps_servers)
+        dsi_strbuf_appendf(&buf, ",ps-servers=%d", s->ps_servers);
+    if (s->bucket_params)
+        dsi_strbuf_appendf(&buf, ",bucket=%lld", (long long)s->bucket_params);
+    if (!s->overlap_grad_reduce)
+        dsi_strbuf_append(&buf, ",no-overlap");
+    if (s->grad_reduce_dtype != DS_DTYPE_FP32)
+        dsi_strbuf_appendf(&buf, ",grad-reduce-dtype=%s", ds_dtype_name(s->grad_reduce_dtype));
+    if (!s->grad_clip)
+        dsi_strbuf_append(&buf, ",no-clip");
+    if (s->first_stage_layers)
+        dsi_strbuf_appendf(&buf, ",first-stage-layers=%d", s->first_stage_layers);
+    if (s->last_stage_layers)
+        dsi_strbuf_appendf(&buf, ",last-stage-layers=%d", s->last_stage_layers);
+    if (s->order[0] != DS_DIM_TP || s->order[1] != DS_DIM_DP)
+        dsi_strbuf_appendf(&buf, ",order=%s-%s-%s", dim_names[s->order[0]], dim_names[s->order[1]],
+                           dim_names[s->order[2]]);
+    snprintf(text, size, "%s", dsi_strbuf_text(&buf));
+    dsi_strbuf_free(&buf);
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+/* "1, 2, 4, 8, 16": the divisors of n up to `limit`, for error messages. */
+static void divisors_text(int64_t n, int64_t limit, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int64_t d = 1; d <= n && d <= limit && used + 16 < size; d++)
+        if (n % d == 0)
+            used += (size_t)snprintf(text + used, size - used, "%s%lld", used ? ", " : "",
+                                     (long long)d);
+}
+
+static ds_status_t check_divides(int degree, const char *what, int64_t count, const char *counted,
+                                 const char *model)
+{
+    if (count % degree == 0)
+        return DS_OK;
+    char accepted[256];
+    divisors_text(count, 4096, accepted, sizeof(accepted));
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "%s=%d does not divide the %lld %s of %s (accepted: %s)",
+                     what, degree, (long long)count, counted, model, accepted);
+}
+
+static ds_status_t check_stages(const ds_strategy_t *s, const ds_model_info_t *info)
+{
+    int L = info->num_layers;
+    if (s->pp > L)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d exceeds the %d layers of %s (accepted: 1 to %d)",
+                         s->pp, L, info->name, L);
+    if (s->first_stage_layers || s->last_stage_layers) {
+        if (s->schedule == DS_SCHEDULE_INTERLEAVED)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "uneven stages (first/last-stage-layers) cannot be combined with schedule=interleaved (accepted: gpipe, 1f1b)");
+        int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
+        int middle_stages = s->pp - ends;
+        int middle_layers = L - s->first_stage_layers - s->last_stage_layers;
+        if (s->pp < 2 || middle_stages < 0 || middle_layers < 0 ||
+            (middle_stages == 0 && middle_layers != 0) ||
+            (middle_stages > 0 && (middle_layers == 0 || middle_layers % middle_stages != 0)))
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "first-stage-layers=%d, last-stage-layers=%d leave %d layers for %d other stages (accepted: pp >= 2 and a remainder divisible by the other stages)",
+                             s->first_stage_layers, s->last_stage_layers, middle_layers,
+                             middle_stages);
+        return DS_OK;
+    }
+    int chunks = s->pp * s->vpp;
+    if (L % chunks != 0) {
+        char accepted[256];
+        divisors_text(L, 4096, accepted, sizeof(accepted));
+        if (s->vpp > 1)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "pp*vpp = %d*%d does not divide the %d layers of %s (accepted products: %s)",
+                             s->pp, s->vpp, L, info->name, accepted);
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d does not divide the %d layers of %s (accepted: %s; or give first-stage-layers/last-stage-layers)",
+                         s->pp, L, info->name, accepted);
+    }
+    return DS_OK;
+}
+
+static ds_status_t check_layer_list_tp(const ds_model_t *model, int tp)
+{
+    for (int i = 0; i < model->num_generic; i++) {
+        const dsi_generic_layer_t *layer = &model->generic[i];
+        for (int j = 0; j < layer->num_ops; j++) {
+            const dsi_generic_op_t *op = &layer->ops[j];
+            int64_t split = op->split == DSI_TP_COLUMN ? op->cols : op->split == DSI_TP_ROW ? op->inner : 0;
+            if (split != 0 && split % tp != 0)
+                return DSI_ERROR(DS_ERR_INVALID_ARG, "tp=%d does not divide the %lld features of %s in layer \"%s\" of %s",
+                                 tp, (long long)split, op->name, layer->name, model->info.name);
+        }
+    }
+    return DS_OK;
+}
+
+ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model,
+                                int64_t target_gpus, int gpus_per_node)
+{
+    ds_strategy_t s = *strategy;
+    const ds_model_info_t *info = &model->info;
+    if (target_gpus < 1)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "target of %lld devices (accepted: at least 1)",
+                         (long long)target_gpus);
+    if (s.cp != 1)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "cp=%d: context parallelism is not modelled yet (accepted: cp=1)", s.cp);
+    if (s.ep != 1)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
+    if (s.flash_attention)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "flash attention is not modelled yet (accepted: flash=off)");
+    int64_t model_parallel = (int64_t)s.tp * s.pp;
+    if (s.dp == 0) {
+        if (target_gpus % model_parallel != 0)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "tp*pp = %lld does not divide the %lld target devices (accepted: tp*pp dividing %lld)",
+                             (long long)model_parallel, (long long)target_gpus, (long long)target_gpus);
+        s.dp = (int)(target_gpus / model_parallel);
+    } else if ((int64_t)s.dp * model_parallel != target_gpus) {
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "dp*tp*pp = %d*%d*%d = %lld does not equal the %lld target devices (accepted: dp=%lld or leave dp out)",
+                         s.dp, s.tp, s.pp, (long long)s.dp * model_parallel, (long long)target_gpus,
+                         target_gpus % model_parallel == 0 ? (long long)(target_gpus / model_parallel) : 0LL);
+    }
+    if (info->arch == DS_ARCH_LAYER_LIST) {
+        DSI_TRY(check_layer_list_tp(model, s.tp));
+    } else {
+        DSI_TRY(check_divides(s.tp, "tp", info->num_heads, "attention heads", info->name));
+        DSI_TRY(check_divides(s.tp, "tp", info->num_kv_heads, "key/value heads", info->name));
+        DSI_TRY(check_divides(s.tp, "tp", info->ffn_hidden_size, "MLP columns", info->name));
+    }
+    if (s.sp && s.tp == 1) {
+        DSI_WARN("sp needs tp > 1; sequence parallelism is off for tp=1");
+        s.sp = 0;
+    }
+    if (s.sp) {
+        DSI_TRY(check_divides(s.tp, "tp", info->seq_len, "tokens of a sequence (sp splits them)", info->name));
+        if (info->decoder_seq_len > 0)
+            DSI_TRY(check_divides(s.tp, "tp", info->decoder_seq_len, "decoder tokens (sp splits them)", info->name));
+    }
+    if (s.layers_per_virtual_stage > 0) {
+        int64_t per_rank = info->num_layers / s.pp;
+        if (info->num_layers % s.pp != 0 || per_rank % s.layers_per_virtual_stage != 0)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "num-layers-per-virtual-pipeline-stage=%d does not divide the %lld layers per pipeline rank",
+                             s.layers_per_virtual_stage, (long long)per_rank);
+        s.vpp = (int)(per_rank / s.layers_per_virtual_stage);
+        s.layers_per_virtual_stage = 0;
+    }
+    if (s.schedule == DS_SCHEDULE_INTERLEAVED) {
+        if (s.pp < 2)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs pp >= 2 (got pp=%d)", s.pp);
+        if (s.vpp < 2)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs vpp >= 2 (got vpp=%d)", s.vpp);
+    } else if (s.vpp != 1) {
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "vpp=%d needs schedule=interleaved (got schedule=%s)",
+                         s.vpp, schedule_names[s.schedule]);
+    }
+    DSI_TRY(check_stages(&s, info));
+    if (s.gbs == 0)
+        s.gbs = info->global_batch;
+    int64_t per_step = (int64_t)s.dp * s.mbs;
+    if (s.gbs % per_step != 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
+                         (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)per_step);
+    int64_t m = s.gbs / per_step;
+    if (s.schedule == DS_SCHEDULE_INTERLEAVED && m % s.pp != 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d (Megatron's micro-batch group)",
+                         (long long)m, s.pp);
+    if (s.zero >= 2 && s.pp > 1)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "zero=%d cannot be combined with pp=%d (accepted: zero 0 or 1 with pipelining)",
+                         s.zero, s.pp);
+    if (s.dp_algo == DS_DP_PS) {
+        if (s.ps_servers == 0)
+            s.ps_servers = s.dp;
+        if (s.ps_servers > s.dp)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "ps-servers=%d exceeds dp=%d (accepted: 1 to %d)",
+                             s.ps_servers, s.dp, s.dp);
+        if (s.zero != 0)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "dp-algo=ps cannot be combined with zero=%d (accepted: zero=0)", s.zero);
+    }
+    if (gpus_per_node > 0 && s.tp > gpus_per_node)
+        DSI_WARN("tp=%d spans more than the %d devices of a node: tensor-parallel collectives will cross the network",
+                 s.tp, gpus_per_node);
+    *strategy = s;
+    return DS_OK;
+}
+
+int64_t ds_strategy_num_microbatches(const ds_strategy_t *s)
+{
+    int64_t per_step = (int64_t)s->dp * s->mbs;
+    return per_step > 0 ? s->gbs / per_step : 0;
+}
+
+void ds_strategy_chunk_layers(const ds_strategy_t *s, int num_layers, int stage, int chunk,
+                              int *first_p, int *count_p)
+{
+    if (s->first_stage_layers || s->last_stage_layers) {
+        int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
+        int middle_stages = s->pp - ends;
+        int middle = middle_stages > 0
+                         ? (num_layers - s->first_stage_layers - s->last_stage_layers) / middle_stages
+                         : 0;
+        int first_size = s->first_stage_layers ? s->first_stage_layers : middle;
+        int last_size = s->last_stage_layers ? s->last_stage_layers : middle;
+        if (stage == 0) {
+            *first_p = 0;
+            *count_p = first_size;
+        } else if (stage == s->pp - 1) {
+            *first_p = num_layers - last_size;
+            *count_p = last_size;
+        } else {
+            *first_p = first_size + (stage - 1) * middle;
+            *count_p = middle;
+        }
+        return;
+    }
+    /* Megatron: chunk c of pipeline rank r holds model chunk c * pp + r. */
+    int chunks = s->pp * s->vpp;
+    int per_chunk = num_layers / chunks;
+    *first_p = (chunk * s->pp + stage) * per_chunk;
+    *count_p = per_chunk;
+}
+
+int ds_strategy_stage_layers(const ds_strategy_t *s, int num_layers, int stage)
+{
+    int total = 0;
+    for (int chunk = 0; chunk < s->vpp; chunk++) {
+        int first, count;
+        ds_strategy_chunk_layers(s, num_layers, stage, chunk, &first, &count);
+        total += count;
+    }
+    return total;
+}
+
+/* ---- placement ---------------------------------------------------------------- */
+
+static int dim_size(const ds_strategy_t *s, ds_dim_t dim)
+{
+    return dim == DS_DIM_TP ? s->tp : dim == DS_DIM_DP ? s->dp : s->pp;
+}
+
+static int coord_get(ds_coords_t c, ds_dim_t dim)
+{
+    return dim == DS_DIM_TP ? c.tp : dim == DS_DIM_DP ? c.dp : c.pp;
+}
+
+int64_t ds_strategy_rank_of(const ds_strategy_t *s, ds_coords_t coords)
+{
+    int64_t rank = 0;
+    for (int i = 2; i >= 0; i--)
+        rank = rank * dim_size(s, s->order[i]) + coord_get(coords, s->order[i]);
+    return rank;
+}
+
+ds_coords_t ds_strategy_coords_of(const ds_strategy_t *s, int64_t rank)
+{
+    ds_coords_t c = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        int size = dim_size(s, s->order[i]);
+        int value = (int)(rank % size);
+        rank /= size;
+        if (s->order[i] == DS_DIM_TP)
+            c.tp = value;
+        else if (s->order[i] == DS_DIM_DP)
+            c.dp = value;
+        else
+            c.pp = value;
+    }
+    return c;
+}
