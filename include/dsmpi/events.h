@@ -212,6 +212,28 @@ DS_API size_t ds_cost_table_size(const ds_cost_table_t *table);
 DS_API void ds_cost_table_at(const ds_cost_table_t *table, size_t index, const ds_event_key_t **key_p,
                              const ds_cost_t **cost_p);
 
+/* One measurement of a collective or point-to-point transfer at one size, as
+ * the profiler measures it or an nccl-tests log reports it.  The
+ * communication model is fitted on these. */
+typedef struct ds_comm_sample {
+    ds_comm_op_t op;
+    ds_dtype_t dtype;
+    int64_t bytes;          /* the nccl-tests "size": full buffer of the collective */
+    int32_t group_size;
+    int32_t nodes;          /* nodes the group spans */
+    int32_t ranks_per_node; /* most members on one node */
+    int32_t concurrency;    /* groups measured at the same time (1 = alone) */
+    int32_t in_place;
+    int32_t batched;        /* point-to-point: both directions at once */
+    double mean_s;
+    double median_s;
+    double p10_s;
+    double p90_s;
+    int64_t repetitions;
+    ds_provenance_t provenance; /* measured or imported */
+    char source[64];            /* device fingerprint or cluster tag it came from */
+} ds_comm_sample_t;
+
 /* Cost tables as text, one entry a line: "<key text> = <mean seconds>
  * [median p10 p90 repetitions provenance]"; '#' starts a comment.  Used for
  * synthetic costs in tests and for files a simulated cluster writes. */
