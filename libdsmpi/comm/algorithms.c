@@ -291,9 +291,10 @@ static const dsi_comm_algo_t hierarchical_algo = {DS_COMM_ALGO_HIERARCHICAL, "hi
 static const dsi_comm_algo_t *const nccl_algos[] = {&ring_algo, &tree_algo, &direct_algo, &ps_algo,
                                                     &hierarchical_algo};
 static const bool nccl_automatic[] = {true, true, true, true, false};
+_Static_assert(DSI_ARRAY_SIZE(nccl_algos) <= DSI_COMM_MAX_ALGOS, "too many algorithms");
 
 static const dsi_comm_library_t libraries[DS_COMM_LIBRARY_COUNT_] = {
-    {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos)},
+    {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos), NULL},
 };
 
 const dsi_comm_library_t *dsi_comm_library_get(ds_comm_library_t library)
@@ -336,30 +337,41 @@ double dsi_comm_model_time(const ds_comm_model_t *model, ds_comm_op_t op, double
                            ds_comm_algo_t *algo_p, double *ring_p, double *tree_p)
 {
     const dsi_comm_library_t *lib = model->library;
-    double best = INFINITY, forced_time = -1.0;
-    ds_comm_algo_t best_algo = DS_COMM_ALGO_DIRECT;
+    double times[DSI_COMM_MAX_ALGOS];
+    int best = -1, wanted = -1;
     *ring_p = *tree_p = -1.0;
     for (size_t i = 0; i < lib->count; i++) {
         const dsi_comm_algo_t *algo = lib->algos[i];
-        bool wanted = force && algo->id == forced;
-        if ((!lib->automatic[i] && !wanted) || !algo->applies(op, shape))
+        bool forced_here = force && algo->id == forced;
+        times[i] = -1.0;
+        if ((!lib->automatic[i] && !forced_here) || !algo->applies(op, shape))
             continue;
-        double t = algo_time(model, algo, op, bytes, shape);
+        times[i] = algo_time(model, algo, op, bytes, shape);
         if (algo->id == DS_COMM_ALGO_RING)
-            *ring_p = t;
+            *ring_p = times[i];
         if (algo->id == DS_COMM_ALGO_TREE)
-            *tree_p = t;
-        if (wanted)
-            forced_time = t;
-        if (lib->automatic[i] && t < best) {
-            best = t;
-            best_algo = algo->id;
-        }
+            *tree_p = times[i];
+        if (forced_here)
+            wanted = (int)i;
+        if (lib->automatic[i] && (best < 0 || times[i] < times[best]))
+            best = (int)i;
     }
-    if (forced_time >= 0.0) {
+    if (wanted >= 0) {
         *algo_p = forced;
-        return forced_time;
+        return times[wanted];
     }
-    *algo_p = best_algo;
-    return isfinite(best) ? best : 0.0;
+    if (lib->choose != NULL && best >= 0) {
+        double automatic[DSI_COMM_MAX_ALGOS];
+        for (size_t i = 0; i < lib->count; i++)
+            automatic[i] = lib->automatic[i] ? times[i] : -1.0;
+        int chosen = lib->choose(op, bytes, shape, automatic);
+        if (chosen >= 0 && (size_t)chosen < lib->count && automatic[chosen] >= 0)
+            best = chosen;
+    }
+    if (best < 0) {
+        *algo_p = DS_COMM_ALGO_DIRECT;
+        return 0.0;
+    }
+    *algo_p = lib->algos[best]->id;
+    return times[best];
 }

@@ -146,6 +146,13 @@ typedef struct dsi_comm_algo {
                       const dsi_comm_shape_t *shape);
 } dsi_comm_algo_t;
 
+#define DSI_COMM_MAX_ALGOS 8
+
+/* A communication library: its algorithms and its decision logic.  NCCL
+ * tunes by predicted time, so its `choose` is NULL (the fastest automatic
+ * algorithm); a library that decides by rules (Open MPI's tuned component:
+ * size and group thresholds) supplies `choose`, which gets the time of
+ * every algorithm (-1 where it does not apply) and returns an index. */
 struct dsi_comm_library {
     const char *name;
     /* Every algorithm the library has; `automatic` marks the ones its own
@@ -153,6 +160,8 @@ struct dsi_comm_library {
     const dsi_comm_algo_t *const *algos;
     const bool *automatic;
     size_t count;
+    int (*choose)(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *shape,
+                  const double *times);
 };
 
 const dsi_comm_library_t *dsi_comm_library_get(ds_comm_library_t library);

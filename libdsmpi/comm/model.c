@@ -250,6 +250,8 @@ ds_status_t ds_comm_model_level_fit(const ds_comm_model_t *model, int level, ds_
     fit.op = op;
     fit.source = lv->source;
     fit.from_op = lv->from_op;
+    if (fit.source == DS_COMM_FIT_DATA && fit.from_op != op)
+        fit.source = DS_COMM_FIT_BORROWED; /* parameter-server traffic reads send/recv */
     fit.base_us = level == 0 ? lv->base_s * 1e6 : 0.0;
     fit.hop_us = lv->hop_s * 1e6;
     for (int i = 0; i < lv->num_curves; i++) {

@@ -168,9 +168,11 @@ static ds_status_t parse_rank_line(parser_t *p, char *text)
     snprintf(copy, sizeof(copy), "%s", text);
     char *tokens[MAX_COLUMNS];
     int count = tokenize(copy, tokens, MAX_COLUMNS);
+    if (count > MAX_COLUMNS)
+        count = MAX_COLUMNS;
     int64_t rank = -1;
     const char *host = NULL;
-    for (int i = 0; i + 1 < count && i < MAX_COLUMNS; i++) {
+    for (int i = 0; i + 1 < count; i++) {
         if (strcmp(tokens[i], "Rank") == 0 && rank < 0 && !parse_i64(tokens[i + 1], &rank))
             rank = -2;
         if (strcmp(tokens[i], "on") == 0 && host == NULL)
