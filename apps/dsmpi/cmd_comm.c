@@ -253,6 +253,15 @@ static double elements_of(ds_comm_op_t op, int64_t bytes, int64_t gpus)
     return elements;
 }
 
+/* Microseconds with 4 decimals, or `absent` for a time that does not apply. */
+static void format_us(char *text, size_t size, double seconds, const char *absent)
+{
+    if (seconds < 0)
+        snprintf(text, size, "%s", absent);
+    else
+        snprintf(text, size, "%.4f", seconds * 1e6);
+}
+
 static void print_us(double seconds)
 {
     if (seconds < 0)
@@ -387,18 +396,24 @@ static int run(app_t *app, const options_t *o)
                 print_us(p.tree_s);
                 printf("  %s\n", provenance);
             } else if (o->format == OUTPUT_JSON) {
+                char ring[32], tree[32];
+                format_us(ring, sizeof(ring), p.ring_s, "null");
+                format_us(tree, sizeof(tree), p.tree_s, "null");
                 printf("%s{\"size_B\": %lld, \"count\": %.0f, \"time_us\": %.4f, "
                        "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, \"algo\": \"%s\", "
-                       "\"ring_us\": %.4f, \"tree_us\": %.4f, \"low_us\": %.4f, "
+                       "\"ring_us\": %s, \"tree_us\": %s, \"low_us\": %.4f, "
                        "\"high_us\": %.4f, \"provenance\": \"%s\"}",
                        row ? ", " : "", (long long)bytes, elements, p.cost.mean_s * 1e6,
-                       p.algbw_GBps, p.busbw_GBps, ds_comm_algo_name(p.algo), p.ring_s * 1e6,
-                       p.tree_s * 1e6, p.low_s * 1e6, p.high_s * 1e6, provenance);
+                       p.algbw_GBps, p.busbw_GBps, ds_comm_algo_name(p.algo), ring, tree,
+                       p.low_s * 1e6, p.high_s * 1e6, provenance);
             } else {
-                printf("%lld,%lld,%lld,%.0f,%.4f,%.4f,%.4f,%s,%.4f,%.4f,%.4f,%.4f,%s\n",
+                char ring[32], tree[32];
+                format_us(ring, sizeof(ring), p.ring_s, "");
+                format_us(tree, sizeof(tree), p.tree_s, "");
+                printf("%lld,%lld,%lld,%.0f,%.4f,%.4f,%.4f,%s,%s,%s,%.4f,%.4f,%s\n",
                        (long long)gpus, (long long)nodes, (long long)bytes, elements,
                        p.cost.mean_s * 1e6, p.algbw_GBps, p.busbw_GBps, ds_comm_algo_name(p.algo),
-                       p.ring_s * 1e6, p.tree_s * 1e6, p.low_s * 1e6, p.high_s * 1e6, provenance);
+                       ring, tree, p.low_s * 1e6, p.high_s * 1e6, provenance);
             }
             if (bytes > INT64_MAX / o->step_factor)
                 break;
@@ -424,13 +439,22 @@ int cmd_comm(app_t *app)
     if (code != APP_EXIT_OK)
         return code;
     options_t *o = calloc(1, sizeof(*o));
-    if (o == NULL)
+    char **original = calloc((size_t)app->argc + 1, sizeof(*original));
+    if (o == NULL || original == NULL) {
+        free(o);
+        free(original);
         return app_usage_error(app, "out of memory");
+    }
+    /* getopt_long reorders argv; the preamble shows the command as typed. */
+    memcpy(original, app->argv, (size_t)app->argc * sizeof(*original));
     code = parse_options(app, o);
-    if (code == 0)
-        code = run(app, o);
-    else if (code < 0)
+    if (code == 0) {
+        app_t shown = *app;
+        shown.argv = original;
+        code = run(&shown, o);
+    } else if (code < 0)
         code = APP_EXIT_OK; /* --help */
+    free(original);
     free(o);
     return code;
 }

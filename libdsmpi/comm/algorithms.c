@@ -104,10 +104,13 @@ double dsi_comm_level_bandwidth(const ds_comm_model_t *model, ds_comm_op_t op, i
                                 double bytes, const dsi_comm_shape_t *shape)
 {
     const dsi_comm_level_t *lv = &model->levels[dsi_comm_fit_op(op)][level];
-    double bw = curve_at(lv, level, shape, bytes);
     if (level == 0)
-        return bw;
-    return bw * dsi_comm_nic_share(model, shape) / dsi_comm_oversubscription(model, shape->top);
+        return curve_at(lv, level, shape, bytes);
+    /* Per interface: each of the group's interfaces carries its share of the
+     * message, and runs at the rate that share ran at when measured. */
+    double share = dsi_comm_nic_share(model, shape);
+    double bw = curve_at(lv, level, shape, bytes / share);
+    return bw * share / dsi_comm_oversubscription(model, shape->top);
 }
 
 ds_comm_op_t dsi_comm_fit_op(ds_comm_op_t op)

@@ -65,7 +65,9 @@ double dsi_comm_curve_peak(const dsi_comm_curve_t *curve);
 
 #define DSI_COMM_MAX_CURVES 16
 
-/* One curve and the group layout it was measured on. */
+/* One curve and the group layout it was measured on.  Level 0 curves are
+ * per rank over the collective's bytes; level >= 1 curves per network
+ * interface over the bytes one interface carries (bytes / interfaces used). */
 typedef struct dsi_comm_layout_curve {
     int64_t r;     /* ranks per node */
     int64_t units; /* level 0: ranks; level >= 1: level-(L-1) domains spanned */

@@ -355,7 +355,9 @@ static ds_status_t fit_curves(ds_comm_model_t *model, ds_comm_op_t op, int level
             if (other.r != shape.r || layout_units(&other, level) != units)
                 continue;
             for (size_t i = 0; i < t->count && num_points < DSI_COMM_CURVE_MAX; i++) {
-                dsi_comm_curve_point_t p = {t->bytes[i], 0, 0};
+                /* Level >= 1 curves are per interface, over the bytes each carries. */
+                double share = level > 0 ? dsi_comm_nic_share(model, &other) : 1.0;
+                dsi_comm_curve_point_t p = {t->bytes[i] / share, 0, 0};
                 if (invert_point(model, op, level, &other, model->levels[op], t->bytes[i],
                                  t->cost[i].mean_s, &p.bw, &p.allowed))
                     points[num_points++] = p;
@@ -465,7 +467,13 @@ static void assume_level(ds_comm_model_t *model, ds_comm_op_t op, int level)
     lv->curves[0] = *widest;
     lv->curves[0].r = 1;
     lv->curves[0].units = 1;
-    dsi_comm_curve_scale(&lv->curves[0].curve, nominal_nic_bw(model, level) / below_nominal);
+    dsi_comm_curve_t *curve = &lv->curves[0].curve;
+    dsi_comm_curve_scale(curve, nominal_nic_bw(model, level) / below_nominal);
+    /* Level 0 is over the collective's bytes, of which each of the r links
+     * carries 1/r per step; level >= 1 is over the bytes of one interface. */
+    if (level == 1)
+        for (int k = 0; k < curve->count; k++)
+            curve->log_bytes[k] -= log((double)widest->r);
 }
 
 static void resolve_level(ds_comm_model_t *model, ds_comm_op_t op, int level)

@@ -323,6 +323,13 @@ static void test_algorithms_and_primitives(void)
     CHECK(across.cost.mean_s > 3 * inside.cost.mean_s);
     CHECK(across.busbw_GBps <= NIC_GBPS && inside.busbw_GBps <= NVLINK_GBPS);
     CHECK_INT(across.algo, DS_COMM_ALGO_DIRECT);
+    /* One NIC carrying 1 MiB runs as each of the eight NICs did when the
+     * two-node all-reduce moved 8 MiB: close to its plateau, not at the
+     * rate of a 1 MiB all-reduce spread over eight. */
+    ds_comm_prediction_t small;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_SENDRECV, 1 << 20, 2, 1));
+    CHECK_OK(ds_comm_model_predict(model, &key, &small));
+    CHECK(small.busbw_GBps > 0.5 * across.busbw_GBps);
 
     /* Parameter server: 128 workers on 16 nodes; fewer servers, busier links. */
     ds_comm_prediction_t many, few, pull;
