@@ -27,33 +27,50 @@
  * node, level 1 across nodes of a leaf, higher levels above it.  For each
  * level and primitive the fit finds, in bus-bandwidth space:
  *   - a latency per hop (level 0 also a constant per operation), from the
- *     smallest sizes;
+ *     smallest sizes (least squares over the group sizes measured inside a
+ *     node; above, the hop latency that makes the library's fastest
+ *     algorithm meet the measured floor);
  *   - a bus-bandwidth curve over message size: a piecewise power law whose
  *     knots are placed where the data bends (latency regime, protocol and
- *     channel changes, the bandwidth plateau), one curve per measured group
- *     layout; level >= 1 curves are per network interface, so that groups
- *     with fewer ranks per node, or groups sharing a node's NICs, get their
- *     share.
+ *     channel changes, the bandwidth plateau) until every fitted size is
+ *     reproduced within DS_COMM_FIT_TOLERANCE, one curve per measured group
+ *     layout.  Level 0 curves are per rank over the collective's bytes,
+ *     interpolated between the measured ranks per node (the nearest beyond
+ *     them: bus bandwidth hardly depends on the group size).  Level >= 1
+ *     curves are per network interface over the bytes one interface
+ *     carries, so that groups with fewer ranks per node, or sharing a
+ *     node's NICs, get their share at the rate their share of the message
+ *     runs at.
+ * The curves come from inverting the algorithms on the measured times:
+ * at each size, the least bandwidth with which the library's fastest
+ * algorithm explains the time (NCCL runs trees for small and ring for large
+ * messages across nodes; the data does not say which, the inversion does).
  * Collectives are then composed as the communication library runs them, as
  * functions of bytes, group size and how the group spreads over nodes
  * (NCCL: ring with 2(n-1) steps of which 2(nodes-1) cross the network;
  * double binary tree with ~log2(nodes) network hops plus the intra-node
- * chain and half the bus bandwidth as algorithm bandwidth; direct transfers
- * for send/recv and all-to-all), and the fastest is picked as NCCL would
- * unless the event key forces one (key.variant, a ds_dp_algo_t).
- * Hierarchical all-reduce (intra-node reduce-scatter, inter-node all-reduce,
- * intra-node all-gather) and the parameter server (push/pull with S servers,
- * key.dims[1]) are the MPI/Horovod-style options, used when forced.
+ * chain and half the bus bandwidth as algorithm bandwidth, times
+ * DS_COMM_TREE_EFFICIENCY; direct transfers for send/recv and all-to-all;
+ * time = latency + the slowest level's volume / bandwidth), and the fastest
+ * is picked as NCCL would unless the event key forces one (key.variant, a
+ * ds_dp_algo_t).  Hierarchical all-reduce (intra-node reduce-scatter,
+ * inter-node all-reduce, intra-node all-gather) and the parameter server
+ * (push/pull with S servers, key.dims[1]) are the MPI/Horovod-style
+ * options, used when forced.
  *
  * Measured shapes are used as they are inside their size range
- * (interpolated in log-size); the fitted model fills everything else.  A
- * primitive without data at a level borrows the all-reduce (or another
- * primitive's) fit of that level; a level without any data falls back to
- * the cluster's latency and bandwidth, and what rests on it is marked
- * assumed.  Inside a node, groups do not share links (non-blocking
- * NVSwitch-class fabric); across nodes, `concurrency` groups share the
- * node's `nics_per_node` interfaces, and groups that leave a leaf see the
- * declared oversubscription.
+ * (interpolated in log-size); beyond it the model continues from the edge
+ * (never faster than the largest measured size, never slower than the
+ * smallest); the fitted model fills everything else.  A primitive without
+ * data at a level borrows the all-reduce (or another primitive's) fit of
+ * that level; a level without any data falls back to the cluster's latency
+ * and its nominal bandwidth with the efficiency and size dependence the
+ * level below showed, and what rests on it is marked assumed.  Inside a
+ * node, groups do not share links (non-blocking NVSwitch-class fabric);
+ * across nodes, `concurrency` groups share the node's `nics_per_node`
+ * interfaces, and groups that leave a leaf see the oversubscription the
+ * cluster declares (on the leaf level or the level above, the larger).
+ * NVLS, CollNet and PAT are not modelled.
  */
 #ifndef DSMPI_COMM_H
 #define DSMPI_COMM_H

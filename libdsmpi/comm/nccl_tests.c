@@ -479,6 +479,9 @@ ds_status_t ds_comm_parse_nccl_tests(const char *text, const char *origin,
                                      const ds_comm_import_options_t *options,
                                      ds_comm_samples_t *samples, ds_comm_import_info_t *info_p)
 {
+    if (text == NULL || samples == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "nccl-tests import of %s without %s",
+                         origin ? origin : "<text>", text == NULL ? "text" : "a sample list");
     ds_status_t status = DS_OK;
     ds_comm_import_options_t defaults;
     ds_comm_import_options_init(&defaults);

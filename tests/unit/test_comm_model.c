@@ -138,6 +138,10 @@ static void test_measurements_used_inside_range(void)
     p = predict(model, DS_COMM_ALLREDUCE, 17179869184LL, 16);
     CHECK_NEAR(p.cost.mean_s, 0.5 * (251757e-6 + 250681e-6), 1e-9);
     CHECK_INT(p.level, 1);
+    /* Below the two-node log's sizes the model continues from its edge. */
+    p = predict(model, DS_COMM_ALLREDUCE, 512, 16);
+    CHECK_INT(p.cost.provenance, DS_PROV_EXTRAPOLATED);
+    CHECK(p.cost.mean_s > 20e-6 && p.cost.mean_s <= logged_s(4, 1024));
     /* Outside the logged sizes, or other group sizes: the model. */
     p = predict(model, DS_COMM_ALLREDUCE, 4LL << 30, 8);
     CHECK_INT(p.cost.provenance, DS_PROV_EXTRAPOLATED);
