@@ -5,6 +5,7 @@
 #define DSMPI_DSMPI_H
 
 #include <dsmpi/cluster.h>
+#include <dsmpi/comm.h>
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>

@@ -48,7 +48,7 @@ grep -q "^hdf5 .*parallel" "$tmp/out" || fail "version does not report parallel 
 checks=$((checks + 1))
 "$dsmpi" >"$tmp/out" 2>"$tmp/err"; rc=$?
 { [ "$rc" -eq 2 ] && grep -q "^usage: dsmpi" "$tmp/err" && [ ! -s "$tmp/out" ]; } || fail "bare dsmpi: rc $rc"
-expect_error 2 "'frobnicate' is not a command (accepted: events" frobnicate
+expect_error 2 "'frobnicate' is not a command (accepted: " frobnicate
 expect_error 2 "model 'gpt5' is not known (accepted: bert-large" events --model gpt5 --target-gpus 8
 expect_error 2 "no target given" events --model gpt2-medium
 expect_error 2 "no model given" events --target-gpus 8
