@@ -11,6 +11,7 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
+    {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 
