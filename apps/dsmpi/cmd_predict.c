@@ -423,7 +423,7 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
         ds_event_key_format(key, text, sizeof(text));
         printf("%s\n  {\"event\": ", shown++ ? "," : "");
         output_json_string(stdout, text);
-        printf(", \"seconds\": %.9g}", secs);
+        printf(", \"seconds\": %.17g}", secs);
     }
     printf("]}\n");
 }

@@ -218,6 +218,9 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
         else
             key.concurrency = (int32_t)number;
     }
+    /* A plain GEMM is a batch of one; its text leaves the batch out. */
+    if (key.kind == DS_EVENT_COMPUTE && key.op == DS_OP_GEMM && key.dims[3] == 0)
+        key.dims[3] = 1;
     *key_out = key;
     return DS_OK;
 }
