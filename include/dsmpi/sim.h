@@ -108,7 +108,12 @@ typedef struct ds_sim_options {
     const ds_sim_slow_device_t *slow_devices; /* full mode only */
     size_t num_slow_devices;
     double peak_tflops; /* > 0: the peak MFU and HFU divide by (default: the device's) */
-    int keep_timeline;  /* keep what the exports and event queries need (default 1) */
+    /* 1 (default): per-device numbers, micro-batch timings, the critical
+     * path and event queries.  0 (search): the summary's iteration time,
+     * throughput, FLOP rates and memory only; per-device means, the bubble
+     * and the device, micro-batch, critical-path and event queries are left
+     * empty. */
+    int keep_timeline;
 } ds_sim_options_t;
 
 /* Defaults: symmetric, layer level, no estimates, keep the timeline. */

@@ -301,6 +301,7 @@ static ds_status_t setup_dp_groups(ds_sim_t *sim)
                 g->t = t;
                 g->layout = *l;
                 g->last = -1;
+                memset(g->cost, 0xff, sizeof(g->cost));
             }
             sim->dpgroups[found].count++;
             sim->dp_of[(size_t)p * s->tp + t] = found;
@@ -380,6 +381,8 @@ static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int flag,
         int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
         for (int t = 0; t < s->tp; t++) {
             const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
+            if (t > 0 && same_layout(pair, pair - 1))
+                continue; /* same key as the previous member's */
             ds_event_key_t key = dsi_p2p_key(ch == 0 ? DS_PASS_FORWARD : DS_PASS_BACKWARD,
                                              sim->ctx.dtype, bytes, pair, flag);
             int64_t ns;
@@ -404,6 +407,25 @@ static ds_status_t dp_cost(ds_sim_t *sim, int32_t group, ds_comm_op_t op, ds_dty
     ds_event_key_t key = dsi_comm_step_key(s, op, DS_GROUP_DP, s->dp, dtype, bytes);
     dsi_key_set_layout(&key, &sim->dpgroups[group].layout);
     return dsi_sim_cost(sim, &key, 0.0, (double)bytes, ns_p, assumed_p);
+}
+
+static int64_t bucket_size(const ds_sim_t *sim, int p, int64_t k);
+
+/* Cost of bucket k's gradient (which 0) or parameter (1) collective:
+ * every bucket but the last has the full size. */
+static ds_status_t bucket_cost(ds_sim_t *sim, int32_t group, int which, ds_comm_op_t op,
+                               ds_dtype_t dtype, int64_t k, int64_t *ns_p, int *assumed_p)
+{
+    dsi_dpgroup_t *grp = &sim->dpgroups[group];
+    int last = k == sim->num_buckets[grp->p] - 1;
+    if (grp->cost[which][last] < 0) {
+        int assumed;
+        TRY(dp_cost(sim, group, op, dtype, bucket_size(sim, grp->p, k), &grp->cost[which][last], &assumed));
+        grp->cost_assumed[which][last] = (uint8_t)assumed;
+    }
+    *ns_p = grp->cost[which][last];
+    *assumed_p = grp->cost_assumed[which][last];
+    return DS_OK;
 }
 
 static void set_assumed(ds_sim_t *sim, int32_t id, int assumed)
@@ -656,7 +678,7 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
         for (int64_t k = 0; k < sim->num_buckets[p]; k++) {
             int64_t ns;
             int assumed;
-            TRY(dp_cost(sim, g, op, s->grad_reduce_dtype, bucket_size(sim, p, k), &ns, &assumed));
+            TRY(bucket_cost(sim, g, 0, op, s->grad_reduce_dtype, k, &ns, &assumed));
             int32_t x;
             TRY(node(sim, DSI_N_DP, it, g, ns, &x));
             sim->g.mb[x] = (int32_t)k;
@@ -702,7 +724,7 @@ static ds_status_t build_param_sync(ds_sim_t *sim, int it, const int32_t *optimi
         for (int64_t k = sim->num_buckets[p] - 1; k >= 0; k--) {
             int64_t ns;
             int assumed;
-            TRY(dp_cost(sim, g, op, sim->ctx.dtype, bucket_size(sim, p, k), &ns, &assumed));
+            TRY(bucket_cost(sim, g, 1, op, sim->ctx.dtype, k, &ns, &assumed));
             int32_t x;
             TRY(node(sim, DSI_N_DP, it, g, ns, &x));
             sim->g.mb[x] = (int32_t)k;
@@ -925,7 +947,23 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
         longest = DSI_MAX(longest, sim->programs[l->p].count);
     }
     bool zero2 = s->zero == 2 && s->dp > 1, zero3 = s->zero == 3 && s->dp > 1;
-    /* Action-major: every lane's action a, then what couples them (ZeRO). */
+    if (!zero2 && !zero3) {
+        /* Lane after lane: a lane's nodes stay together in memory.  Transfers
+         * meet their other side whichever lane is built first. */
+        for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
+            const dsi_program_t *prog = &sim->programs[sim->lanes[lane].p];
+            for (int32_t a = 0; a < prog->count; a++) {
+                const dsi_action_t *act = &prog->actions[a];
+                if (act->type == DSI_ACT_COMM)
+                    TRY(build_comm(sim, it, lane, act));
+                else
+                    TRY(build_pass(sim, it, lane, act));
+            }
+        }
+        longest = 0;
+    }
+    /* ZeRO-2/3 (pp = 1): action-major, every lane's action a, then the
+     * group traffic that couples them. */
     for (int32_t a = 0; a < longest; a++) {
         const dsi_action_t *shared = NULL;
         for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
@@ -975,9 +1013,17 @@ static ds_status_t setup_programs(ds_sim_t *sim)
         sim->num_programs = s->pp;
     }
     bool buckets_in_backward = s->dp > 1 && s->overlap_grad_reduce && s->zero != 3;
+    int64_t key[5] = {s->schedule, s->pp, sim->m, s->vpp, sim->unbatched_p2p};
+    bool cached = memcmp(key, sim->program_key, sizeof(key)) == 0;
+    memset(sim->program_key, 0, sizeof(sim->program_key));
     for (int p = 0; p < s->pp; p++) {
         dsi_program_t *prog = &sim->programs[p];
-        TRY(dsi_schedule_build(s, sim->m, p, sim->unbatched_p2p, prog));
+        if (cached) {
+            for (int32_t i = 0; i < prog->count; i++)
+                prog->actions[i].sync = 0;
+        } else {
+            TRY(dsi_schedule_build(s, sim->m, p, sim->unbatched_p2p, prog));
+        }
         if (!buckets_in_backward)
             continue;
         /* ZeRO-2: every backward; otherwise the last backward of each chunk. */
@@ -992,6 +1038,7 @@ static ds_status_t setup_programs(ds_sim_t *sim)
             }
         }
     }
+    memcpy(sim->program_key, key, sizeof(key));
     return DS_OK;
 }
 
@@ -1048,10 +1095,39 @@ static ds_status_t setup_state(ds_sim_t *sim)
     return DS_OK;
 }
 
-ds_status_t dsi_sim_build(ds_sim_t *sim)
+/* Placement classes depend on the shape and placement only: a search that
+ * varies micro-batches, schedules or ZeRO on one shape computes them once. */
+static ds_status_t setup_placement(ds_sim_t *sim)
 {
+    const ds_strategy_t *s = &sim->s;
+    dsi_place_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.dp = s->dp;
+    key.tp = s->tp;
+    key.pp = s->pp;
+    key.gpus_per_node = sim->cluster.gpus_per_node;
+    key.wrap = next_stage(s, s->pp - 1) >= 0;
+    key.tied = dsi_has_tied_copy(&sim->info, s);
+    key.full = sim->opt.mode == DS_SIM_FULL;
+    key.valid = sim->device_factor == NULL;
+    memcpy(key.order, s->order, sizeof(key.order));
+    if (key.valid && memcmp(&key, &sim->place_key, sizeof(key)) == 0) {
+        for (int32_t g = 0; g < sim->num_dpgroups; g++) {
+            sim->dpgroups[g].last = -1;
+            memset(sim->dpgroups[g].cost, 0xff, sizeof(sim->dpgroups[g].cost));
+        }
+        return DS_OK;
+    }
+    sim->place_key.valid = 0;
     TRY(setup_classes(sim));
     TRY(setup_dp_groups(sim));
+    sim->place_key = key;
+    return DS_OK;
+}
+
+ds_status_t dsi_sim_build(ds_sim_t *sim)
+{
+    TRY(setup_placement(sim));
     TRY(setup_lanes(sim));
     TRY(setup_programs(sim));
     TRY(setup_buckets(sim));

@@ -59,8 +59,29 @@ typedef struct dsi_graph {
 
 ds_status_t dsi_graph_reset(dsi_graph_t *g);
 void dsi_graph_free(dsi_graph_t *g);
+ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g);
 /* Appends a node; returns its index or -1 (out of memory, recorded). */
-int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t owner, int64_t dur);
+static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t owner,
+                                    int64_t dur)
+{
+    if (g->n == g->cap && dsi_graph_grow_nodes(g) != DS_OK)
+        return -1;
+    int32_t id = g->n++;
+    g->dur[id] = dur;
+    g->comp[id] = 0;
+    g->kind[id] = (uint8_t)kind;
+    g->iter[id] = (uint8_t)iter;
+    g->flags[id] = 0;
+    g->owner[id] = owner;
+    g->mb[id] = -1;
+    g->chunk[id] = 0;
+    g->part0[id] = 0;
+    g->nparts[id] = 0;
+    g->op0[id] = 0;
+    g->op1[id] = 0;
+    g->label[id] = 0;
+    return id;
+}
 ds_status_t dsi_graph_grow_edges(dsi_graph_t *g);
 static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t to)
 {
@@ -192,7 +213,15 @@ typedef struct dsi_dpgroup {
     int32_t count;  /* tp coordinates it stands for in its stage (symmetric) */
     dsi_layout_t layout;
     int32_t last;   /* stream: last node issued */
+    int64_t cost[2][2]; /* gradient / parameter collective of a full / last bucket, ns; -1 unknown */
+    uint8_t cost_assumed[2][2];
 } dsi_dpgroup_t;
+
+/* What the placement classes depend on: runs with equal keys reuse them. */
+typedef struct dsi_place_key {
+    int dp, tp, pp, gpus_per_node, wrap, tied, full, valid;
+    ds_dim_t order[3];
+} dsi_place_key_t;
 
 typedef struct dsi_column {
     int32_t d;
@@ -249,6 +278,7 @@ struct ds_sim {
 
     dsi_program_t *programs; /* one per pipeline rank */
     int32_t num_programs;
+    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
 
     /* placement classes */
     int32_t *column_of;  /* [dp]: simulated column of every replica */
@@ -263,6 +293,7 @@ struct ds_sim {
     int32_t num_dpgroups;
     int32_t *stage_lanes; /* lanes of stage p: stage_lanes[p * num_columns + i] */
     double *device_factor; /* [devices] in full mode with speed factors, else NULL */
+    dsi_place_key_t place_key; /* of the classes below */
     /* layouts of every group of the target */
     dsi_layout_t *tp_lay;  /* [d * pp + p] */
     dsi_layout_t *dp_lay;  /* [p * tp + t] */

@@ -132,18 +132,23 @@ static bool in_column_node(const ds_sim_t *sim, int32_t lane, int32_t i)
 
 /* ---- interval arithmetic ------------------------------------------------------------------ */
 
-static int by_start(const void *x, const void *y)
-{
-    const span_t *a = x, *b = y;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
-/* Sorts and merges spans in place; returns the merged count. */
+/* Sorts (insertion sort: the spans come nearly in order) and merges spans
+ * in place; returns the merged count. */
 static size_t merge(span_t *s, size_t n)
 {
     if (n == 0)
         return 0;
-    qsort(s, n, sizeof(*s), by_start);
+    for (size_t i = 1; i < n; i++) {
+        if (s[i].a >= s[i - 1].a)
+            continue;
+        span_t x = s[i];
+        size_t j = i;
+        while (j > 0 && s[j - 1].a > x.a) {
+            s[j] = s[j - 1];
+            j--;
+        }
+        s[j] = x;
+    }
     size_t k = 0;
     for (size_t i = 1; i < n; i++) {
         if (s[i].a <= s[k].b) {
@@ -428,6 +433,21 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
         }
     }
 
+    if (!sim->opt.keep_timeline) {
+        /* Search: memory per stage, nothing per device. */
+        sim->num_devices_out = 0;
+        for (int p = 0; p < s->pp; p++) {
+            ds_sim_memory_t mem;
+            dsi_sim_memory(sim, p, &mem);
+            if (mem.total_B / (1024.0 * 1024.0 * 1024.0) > sum->peak_memory_GiB)
+                sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
+            sum->oom |= mem.oom;
+        }
+        sum->simulated_devices = (int64_t)sim->num_lanes * s->tp;
+        sum->build_s = sim->build_s;
+        sum->evaluate_s = sim->eval_s;
+        return DS_OK;
+    }
     DSI_TRY(dsi_sim_index_events(sim));
     size_t ndev = (size_t)sim->num_lanes * s->tp;
     DSI_TRY(dsi_realloc_array(&sim->devices, ndev, sizeof(*sim->devices)));
@@ -438,8 +458,23 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     ds_status_t status = DS_OK;
     for (int32_t lane = 0; lane < sim->num_lanes && status == DS_OK; lane++) {
         status = lane_measure(sim, lane, &ln);
-        for (int t = 0; t < s->tp && status == DS_OK; t++)
-            status = device_numbers(sim, lane, t, &ln, &scratch, &sim->devices[(size_t)lane * s->tp + t]);
+        for (int t = 0; t < s->tp && status == DS_OK; t++) {
+            ds_sim_device_t *dev = &sim->devices[(size_t)lane * s->tp + t];
+            /* Members of one lane in the same DP instance have the same numbers. */
+            int same = -1;
+            for (int u = 0; u < t && same < 0 && sim->device_factor == NULL; u++)
+                if (s->dp == 1 || sim->dp_of[(size_t)sim->lanes[lane].p * s->tp + u] ==
+                                      sim->dp_of[(size_t)sim->lanes[lane].p * s->tp + t])
+                    same = u;
+            if (same < 0) {
+                status = device_numbers(sim, lane, t, &ln, &scratch, dev);
+            } else {
+                *dev = sim->devices[(size_t)lane * s->tp + same];
+                dev->coords.tp = t;
+                dev->rank = ds_strategy_rank_of(s, dev->coords);
+                dev->node = dev->rank / sim->cluster.gpus_per_node;
+            }
+        }
     }
     dsi_free(ln.busy.v);
     dsi_free(ln.blocking.v);
@@ -515,8 +550,8 @@ static int by_stream_start(const void *x, const void *y)
 ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event_t **events_p,
                                  size_t *count_p)
 {
-    if (!sim->evaluated)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
+    if (!sim->evaluated || !sim->opt.keep_timeline)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation with keep_timeline has run on this simulator");
     if (rank < 0 || rank >= sim->num_devices)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
                          (long long)sim->num_devices - 1);

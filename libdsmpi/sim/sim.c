@@ -277,7 +277,7 @@ ds_status_t ds_sim_device_at(const ds_sim_t *sim, size_t index, ds_sim_device_t 
 
 ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_device_t *device_p)
 {
-    if (!sim->evaluated || rank < 0 || rank >= sim->num_devices)
+    if (!sim->evaluated || !sim->opt.keep_timeline || rank < 0 || rank >= sim->num_devices)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
                          (long long)sim->num_devices - 1);
     ds_coords_t c = ds_strategy_coords_of(&sim->s, rank);
@@ -295,7 +295,7 @@ ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_devi
 
 size_t ds_sim_microbatch_count(const ds_sim_t *sim)
 {
-    return sim->evaluated ? (size_t)sim->s.pp * sim->s.vpp * (size_t)sim->m : 0;
+    return sim->evaluated && sim->opt.keep_timeline ? (size_t)sim->s.pp * sim->s.vpp * (size_t)sim->m : 0;
 }
 
 ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_microbatch_t *mb_p)
@@ -320,7 +320,7 @@ ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_micro
 
 void ds_sim_get_critical_path(const ds_sim_t *sim, ds_sim_critical_t *critical)
 {
-    if (!sim->evaluated) {
+    if (!sim->evaluated || !sim->opt.keep_timeline) {
         memset(critical, 0, sizeof(*critical));
         return;
     }
