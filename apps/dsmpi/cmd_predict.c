@@ -283,6 +283,8 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     ds_sim_get_critical_path(sim, &cr);
     printf("#\n# critical path of the iteration: %lld events, %lld changes of stage, ends with %s\n",
            (long long)cr.events, (long long)cr.devices_crossed, cr.ends_with);
+    if (sum.assumed_keys > 0)
+        printf("# ASSUMED: %.1f%% of this path rests on assumed costs\n", 100.0 * sum.critical_assumed_share);
     printf("# %-12s %12s %7s\n", "waited_on", "time", "share");
     printf("# %-12s %12s %7s\n", "", "(s)", "(%)");
     for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
@@ -311,6 +313,8 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     size_t nmb = ds_sim_microbatch_count(sim);
     if (o->microbatches || nmb <= 64) {
         printf("#\n# forward and backward of each micro-batch, data-parallel replica 0 (from the iteration start)\n");
+        if (sum.assumed_keys > 0)
+            printf("# ASSUMED: these times rest partly on assumed costs\n");
         printf("# %5s %5s %6s %12s %12s %12s %12s\n", "stage", "chunk", "mb", "fwd_start", "fwd_end",
                "bwd_start", "bwd_end");
         printf("# %5s %5s %6s %12s %12s %12s %12s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)");

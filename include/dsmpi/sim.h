@@ -308,8 +308,9 @@ DS_API ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int
 /* HDF5 timeline: group /devices with one group per simulated device
  * ("rank_%06d", attribute "represents") holding equal-length datasets
  * event_id (uint32), kind (uint8, ds_sim_category_t), stream (uint8),
- * microbatch (int32), start_ns and end_ns (int64); attributes of the root
- * give the iteration, the category names and the strategy. */
+ * microbatch (int32), start_ns and end_ns (int64), assumed (uint8: a cost
+ * behind the event is assumed); attributes of the root give the iteration,
+ * the category names, the strategy and the assumed share. */
 DS_API ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path);
 
 /* SVG Gantt chart of the reported iteration: one row per device of replica

@@ -7,7 +7,8 @@
  *                     attributes rank, represents, tp, dp, pp; equal-length
  *                     datasets event_id (uint32), kind (uint8: category),
  *                     stream (uint8), iteration (uint8), microbatch (int32),
- *                     start_ns, end_ns (int64, simulated clock)
+ *                     start_ns, end_ns (int64, simulated clock), assumed (uint8:
+ *                     1 when a cost behind the event is a roofline estimate)
  */
 #include "dsi_sim.h"
 
@@ -69,7 +70,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
     ds_status_t status = DS_OK;
     hid_t file = -1, devices = -1, group = -1;
     uint32_t *ids = NULL;
-    uint8_t *kind = NULL, *stream = NULL, *iter = NULL;
+    uint8_t *kind = NULL, *stream = NULL, *iter = NULL, *assumed = NULL;
     int32_t *mb = NULL;
     int64_t *start = NULL, *end = NULL;
     size_t cap = 0;
@@ -115,6 +116,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
             DSI_TRY_GOTO(dsi_realloc_array(&kind, cap, sizeof(*kind)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&stream, cap, sizeof(*stream)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&iter, cap, sizeof(*iter)), status, out);
+            DSI_TRY_GOTO(dsi_realloc_array(&assumed, cap, sizeof(*assumed)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&mb, cap, sizeof(*mb)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&start, cap, sizeof(*start)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&end, cap, sizeof(*end)), status, out);
@@ -124,6 +126,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
             kind[i] = (uint8_t)events[i].category;
             stream[i] = (uint8_t)events[i].stream;
             iter[i] = (uint8_t)events[i].iteration;
+            assumed[i] = (uint8_t)(events[i].assumed != 0);
             mb[i] = events[i].microbatch;
             start[i] = events[i].start_ns;
             end[i] = events[i].end_ns;
@@ -146,6 +149,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
         TL_CHECK(dataset(group, "microbatch", H5T_NATIVE_INT32, count, mb), "a dataset");
         TL_CHECK(dataset(group, "start_ns", H5T_NATIVE_INT64, count, start), "a dataset");
         TL_CHECK(dataset(group, "end_ns", H5T_NATIVE_INT64, count, end), "a dataset");
+        TL_CHECK(dataset(group, "assumed", H5T_NATIVE_UINT8, count, assumed), "a dataset");
         H5Gclose(group);
         group = -1;
     }
@@ -161,6 +165,7 @@ out:
     dsi_free(kind);
     dsi_free(stream);
     dsi_free(iter);
+    dsi_free(assumed);
     dsi_free(mb);
     dsi_free(start);
     dsi_free(end);

@@ -83,6 +83,8 @@ static bool random_strategy(const ds_model_t *model, ds_strategy_t *s, ds_cluste
             n += snprintf(text + n, size - n, ",no-clip");
         if (pick(2))
             n += snprintf(text + n, size - n, ",bucket=%dM", 1 + pick(8));
+        if (schedule != 2 && pp >= 3 && pick(3) == 0)
+            n += snprintf(text + n, size - n, ",first-stage-layers=%d,last-stage-layers=%d", 1 + pick(3), 1 + pick(3));
         if (zero == 0 && pick(4) == 0)
             n += snprintf(text + n, size - n, ",dp-algo=ps,ps-servers=%d", 1 + pick(dp));
         else if (pick(4) == 0)
@@ -235,6 +237,23 @@ static void random_strategies(void)
             check_graph(sym, label);
             check_graph(full, label);
             check_graph(stage, label);
+            /* A straggler: full mode at layer and stage level still agree. */
+            ds_sim_slow_device_t slow = {(int64_t)pick((int)b.num_devices), 1.0 + 0.25 * (1 + pick(4))};
+            ds_sim_options_t so;
+            ds_sim_options_init(&so);
+            so.mode = DS_SIM_FULL;
+            so.slow_devices = &slow;
+            so.num_slow_devices = 1;
+            CHECK_OK(ds_sim_run(full, model, &s, &cluster, costs, &so));
+            so.granularity = DS_SIM_STAGE;
+            CHECK_OK(ds_sim_run(stage, model, &s, &cluster, costs, &so));
+            ds_sim_summary_t d, e;
+            ds_sim_get_summary(full, &d);
+            ds_sim_get_summary(stage, &e);
+            CHECK_MSG(to_ns(d.iteration_s) == to_ns(e.iteration_s) && d.iteration_s >= b.iteration_s,
+                      "%s with rank %lld slowed by %g: layer %.9f s, stage %.9f s, without %.9f s", label,
+                      (long long)slow.rank, slow.factor, d.iteration_s, e.iteration_s, b.iteration_s);
+            check_graph(full, label);
         }
         ds_cost_table_destroy(costs);
         ds_event_set_destroy(set);
