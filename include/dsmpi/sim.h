@@ -193,8 +193,8 @@ typedef struct ds_sim_summary {
     int64_t assumed_keys; /* unique keys whose cost is assumed */
     int64_t graph_nodes, graph_edges;
     double build_s, evaluate_s; /* wall time of the last run */
-    double peak_memory_GiB; /* largest total over devices */
-    int oom;                /* some device exceeds its memory */
+    double peak_memory_GiB;     /* largest total over devices */
+    int oom;                    /* some device exceeds its memory */
 } ds_sim_summary_t;
 
 DS_API void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary);
@@ -203,14 +203,14 @@ DS_API void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary);
 typedef struct ds_sim_memory {
     double weights_B;
     double grads_B;
-    double optimizer_B;    /* fp32 master copy and Adam moments, ZeRO-sharded */
-    double activations_B;  /* stored for the in-flight micro-batches at the peak */
-    double comm_buffers_B; /* communication library and pipeline buffers */
-    double context_B;      /* device context and library workspaces */
+    double optimizer_B;     /* fp32 master copy and Adam moments, ZeRO-sharded */
+    double activations_B;   /* stored for the in-flight micro-batches at the peak */
+    double comm_buffers_B;  /* communication library and pipeline buffers */
+    double context_B;       /* device context and library workspaces */
     double fragmentation_B; /* allocator margin */
     double total_B;
     double device_B;
-    int inflight;          /* peak in-flight (chunk, micro-batch) passes */
+    int inflight; /* peak in-flight (chunk, micro-batch) passes */
     int oom;
 } ds_sim_memory_t;
 
@@ -244,7 +244,8 @@ typedef struct ds_sim_microbatch {
 } ds_sim_microbatch_t;
 
 DS_API size_t ds_sim_microbatch_count(const ds_sim_t *sim);
-DS_API ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_microbatch_t *mb_p);
+DS_API ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index,
+                                        ds_sim_microbatch_t *mb_p);
 
 /* The critical path of the reported iteration: walking back from its last
  * event through the dependency that decided each start, the time per
@@ -272,26 +273,26 @@ typedef enum ds_sim_stream {
 DS_API const char *ds_sim_stream_name(ds_sim_stream_t stream);
 
 typedef struct ds_sim_event {
-    int64_t id;           /* stable within a run */
+    int64_t id; /* stable within a run */
     ds_sim_stream_t stream;
     ds_sim_category_t category;
-    int iteration;        /* 1 or 2 */
+    int iteration; /* 1 or 2 */
     int stage, chunk;
-    int microbatch;       /* -1 when not per micro-batch */
-    int layer;            /* first layer of the node, -1 embedding, -2 head, -3 none */
-    int num_layers;       /* layers the node covers (stage level: the chunk) */
-    int bucket;           /* DP bucket or ZeRO layer part, -1 otherwise */
+    int microbatch; /* -1 when not per micro-batch */
+    int layer;      /* first layer of the node, -1 embedding, -2 head, -3 none */
+    int num_layers; /* layers the node covers (stage level: the chunk) */
+    int bucket;     /* DP bucket or ZeRO layer part, -1 otherwise */
     int64_t start_ns, end_ns;
-    int64_t compute_ns;   /* compute part of a layer node (the rest is TP) */
-    int assumed;          /* some cost behind it is assumed */
-    const char *name;     /* static: "fwd", "bwd", "optimizer", "p2p", "dp.grad-allreduce", ... */
+    int64_t compute_ns; /* compute part of a layer node (the rest is TP) */
+    int assumed;        /* some cost behind it is assumed */
+    const char *name;   /* static: "fwd", "bwd", "optimizer", "p2p", "dp.grad-allreduce", ... */
 } ds_sim_event_t;
 
 /* Events of `rank` (any target rank), both iterations, sorted by stream and
  * start.  Requires keep_timeline.  The array is owned by the simulator and
  * valid until the next call of this function or run. */
-DS_API ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event_t **events_p,
-                                        size_t *count_p);
+DS_API ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank,
+                                        const ds_sim_event_t **events_p, size_t *count_p);
 
 /* ---- exports ---------------------------------------------------------------------------
  * Times are relative to the first event of the reported iteration. */

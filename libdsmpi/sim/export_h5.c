@@ -16,7 +16,7 @@
 
 #include <string.h>
 
-#define TL_CHECK(call, what)                                                                        \
+#define TL_CHECK(call, what)                                                                       \
     do {                                                                                           \
         if ((call) < 0) {                                                                          \
             status = DSI_ERROR(DS_ERR_HDF5, "writing the timeline '%s': %s failed", path, what);   \
@@ -56,7 +56,8 @@ static herr_t dataset(hid_t group, const char *name, hid_t type, size_t n, const
     if (space < 0)
         return -1;
     hid_t set = H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = set < 0 ? -1 : (n > 0 ? H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0);
+    herr_t rc =
+        set < 0 ? -1 : (n > 0 ? H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0);
     if (set >= 0)
         H5Dclose(set);
     H5Sclose(space);
@@ -81,23 +82,28 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
 
     file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     TL_CHECK(file, "creating the file");
-    TL_CHECK(attr_scalar(file, "iteration_s", H5T_NATIVE_DOUBLE, &sim->summary.iteration_s), "an attribute");
+    TL_CHECK(attr_scalar(file, "iteration_s", H5T_NATIVE_DOUBLE, &sim->summary.iteration_s),
+             "an attribute");
     TL_CHECK(attr_scalar(file, "origin_ns", H5T_NATIVE_INT64, &sim->it2_begin), "an attribute");
-    TL_CHECK(attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->summary.assumed_share), "an attribute");
+    TL_CHECK(attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->summary.assumed_share),
+             "an attribute");
     char text[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&sim->s, text, sizeof(text));
     TL_CHECK(attr_string(file, "strategy", text), "an attribute");
     TL_CHECK(attr_string(file, "model", sim->info.name), "an attribute");
-    TL_CHECK(attr_string(file, "mode", sim->opt.mode == DS_SIM_FULL ? "full" : "symmetric"), "an attribute");
+    TL_CHECK(attr_string(file, "mode", sim->opt.mode == DS_SIM_FULL ? "full" : "symmetric"),
+             "an attribute");
     {
         dsi_strbuf_t names;
         dsi_strbuf_init(&names);
         for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
-            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c, ds_sim_category_name((ds_sim_category_t)c));
+            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c,
+                               ds_sim_category_name((ds_sim_category_t)c));
         herr_t rc = attr_string(file, "kinds", dsi_strbuf_text(&names));
         dsi_strbuf_clear(&names);
         for (int c = 0; c < DS_SIM_STREAM_COUNT_; c++)
-            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c, ds_sim_stream_name((ds_sim_stream_t)c));
+            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c,
+                               ds_sim_stream_name((ds_sim_stream_t)c));
         if (rc >= 0)
             rc = attr_string(file, "streams", dsi_strbuf_text(&names));
         dsi_strbuf_free(&names);

@@ -42,7 +42,8 @@ void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t 
 
 /* ---- per-owner node lists ---------------------------------------------------------------- */
 
-static ds_status_t csr(int32_t owners, const int32_t *key, int32_t n, int32_t **off_p, int32_t **list_p)
+static ds_status_t csr(int32_t owners, const int32_t *key, int32_t n, int32_t **off_p,
+                       int32_t **list_p)
 {
     DSI_TRY(dsi_realloc_array(off_p, (size_t)owners + 1, sizeof(**off_p)));
     int32_t *off = *off_p;
@@ -76,19 +77,24 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
     /* Lane nodes. */
     for (int32_t i = 0; i < n; i++) {
         uint8_t k = g->kind[i];
-        key[i] = (k == DSI_N_FWD || k == DSI_N_BWD || k == DSI_N_OPT || k == DSI_N_TP) ? g->owner[i] : -1;
+        key[i] = (k == DSI_N_FWD || k == DSI_N_BWD || k == DSI_N_OPT || k == DSI_N_TP) ? g->owner[i]
+                                                                                       : -1;
     }
     DSI_TRY_GOTO(csr(sim->num_lanes, key, n, &sim->lane_node_off, &sim->lane_nodes), status, out);
     for (int32_t i = 0; i < n; i++)
         key[i] = g->kind[i] == DSI_N_DP ? g->owner[i] : -1;
-    DSI_TRY_GOTO(csr(sim->num_dpgroups, key, n, &sim->dp_node_off, &sim->dp_node_nodes), status, out);
+    DSI_TRY_GOTO(csr(sim->num_dpgroups, key, n, &sim->dp_node_off, &sim->dp_node_nodes), status,
+                 out);
     for (int32_t i = 0; i < n; i++)
         key[i] = g->kind[i] == DSI_N_COL ? g->owner[i] : -1;
-    DSI_TRY_GOTO(csr(sim->num_columns, key, n, &sim->col_node_off, &sim->col_node_nodes), status, out);
+    DSI_TRY_GOTO(csr(sim->num_columns, key, n, &sim->col_node_off, &sim->col_node_nodes), status,
+                 out);
     /* Transfers: listed under the sender, then again under the receiver. */
     {
         int32_t lanes = sim->num_lanes;
-        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_off, (size_t)lanes + 1, sizeof(*sim->xfer_lane_off)), status, out);
+        DSI_TRY_GOTO(
+            dsi_realloc_array(&sim->xfer_lane_off, (size_t)lanes + 1, sizeof(*sim->xfer_lane_off)),
+            status, out);
         int32_t *off = sim->xfer_lane_off;
         memset(off, 0, ((size_t)lanes + 1) * sizeof(*off));
         int32_t total = 0;
@@ -103,7 +109,9 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
         }
         for (int32_t o = 0; o < lanes; o++)
             off[o + 1] += off[o];
-        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_nodes, (size_t)(total ? total : 1), sizeof(*sim->xfer_lane_nodes)), status, out);
+        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_nodes, (size_t)(total ? total : 1),
+                                       sizeof(*sim->xfer_lane_nodes)),
+                     status, out);
         for (int32_t i = 0; i < n; i++) {
             if (g->kind[i] != DSI_N_XFER)
                 continue;
@@ -212,7 +220,7 @@ static ds_status_t span_push(spanbuf_t *s, int64_t a, int64_t b)
 
 typedef struct lane_numbers {
     int64_t compute, tp, pp, other, assumed, total;
-    spanbuf_t busy;    /* compute stream, merged */
+    spanbuf_t busy;     /* compute stream, merged */
     spanbuf_t blocking; /* transfers and column collectives */
 } lane_numbers_t;
 
@@ -349,7 +357,8 @@ static void critical_path(ds_sim_t *sim)
         cr->events++;
         if (g->kind[v] == DSI_N_FWD || g->kind[v] == DSI_N_BWD) {
             /* Split the clipped length between compute and TP in proportion. */
-            int64_t comp = g->dur[v] > 0 ? (int64_t)((double)len * (double)g->comp[v] / (double)g->dur[v]) : 0;
+            int64_t comp =
+                g->dur[v] > 0 ? (int64_t)((double)len * (double)g->comp[v] / (double)g->dur[v]) : 0;
             cr->seconds[cat] += (double)comp * 1e-9;
             cr->seconds[DS_SIM_CAT_TP] += (double)(len - comp) * 1e-9;
         } else {
@@ -370,7 +379,8 @@ static void critical_path(ds_sim_t *sim)
     sim->summary.critical_assumed_share = T > 0 ? (double)assumed / (double)T : 0.0;
 }
 
-/* ---- entry ------------------------------------------------------------------------------------ */
+/* ---- entry ------------------------------------------------------------------------------------
+ */
 
 ds_status_t dsi_sim_metrics(ds_sim_t *sim)
 {
@@ -416,12 +426,13 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     }
     /* Matmul FLOPs of one iteration over every device. */
     for (int p = 0; p < s->pp; p++) {
-        const dsi_profile_t *pr = &sim->profiles[sim->lanes[sim->stage_lanes[(size_t)p * sim->num_columns]].prof];
+        const dsi_profile_t *pr =
+            &sim->profiles[sim->lanes[sim->stage_lanes[(size_t)p * sim->num_columns]].prof];
         double devices = (double)s->tp * s->dp;
         sum->model_flops += (double)sim->m * pr->mm_model_flops * devices;
         sum->hardware_flops += (double)sim->m * pr->mm_flops * devices;
     }
-    sum->peak_tflops = sim->opt.peak_tflops > 0 ? sim->opt.peak_tflops
+    sum->peak_tflops = sim->opt.peak_tflops > 0           ? sim->opt.peak_tflops
                        : sim->info.dtype == DS_DTYPE_FP32 ? sim->cluster.device.peak_tflops_fp32
                                                           : sim->cluster.device.peak_tflops_bf16;
     if (Ts > 0) {
@@ -509,7 +520,8 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     return DS_OK;
 }
 
-/* ---- events of a device ------------------------------------------------------------------------ */
+/* ---- events of a device ------------------------------------------------------------------------
+ */
 
 static ds_status_t event_push(ds_sim_t *sim, size_t *count, const ds_sim_event_t *e)
 {
@@ -551,7 +563,8 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
                                  size_t *count_p)
 {
     if (!sim->evaluated || !sim->opt.keep_timeline)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation with keep_timeline has run on this simulator");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "no simulation with keep_timeline has run on this simulator");
     if (rank < 0 || rank >= sim->num_devices)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
                          (long long)sim->num_devices - 1);
@@ -572,7 +585,9 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
             e.name = dsi_node_labels[g->label[i]];
         } else {
             e.stream = DS_SIM_STREAM_COMPUTE;
-            e.name = g->kind[i] == DSI_N_FWD ? "fwd" : g->kind[i] == DSI_N_BWD ? "bwd" : "optimizer";
+            e.name = g->kind[i] == DSI_N_FWD   ? "fwd"
+                     : g->kind[i] == DSI_N_BWD ? "bwd"
+                                               : "optimizer";
             e.compute_ns = g->comp[i];
             if (g->kind[i] != DSI_N_OPT) {
                 e.microbatch = g->mb[i];

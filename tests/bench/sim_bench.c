@@ -53,7 +53,8 @@ static void add_costs(const ds_model_t *model, const ds_strategy_t *s, const ds_
         die("events");
     for (size_t i = 0; i < ds_event_set_size(set); i++) {
         const ds_event_t *e = ds_event_set_at(set, i);
-        ds_cost_t c = {e->estimated_s, e->estimated_s, e->estimated_s, e->estimated_s, 0, DS_PROV_ASSUMED};
+        ds_cost_t c = {e->estimated_s, e->estimated_s, e->estimated_s, e->estimated_s, 0,
+                       DS_PROV_ASSUMED};
         if (ds_cost_table_set(costs, &e->key, &c) != DS_OK)
             die("cost table");
     }
@@ -70,8 +71,9 @@ static void resolve(const ds_model_t *model, const char *text, int64_t gpus, ds_
         die(text);
 }
 
-static void one_strategy(const ds_model_t *model, const char *text, int64_t gpus, ds_sim_mode_t mode,
-                         ds_sim_granularity_t granularity, int repeats, const char *name)
+static void one_strategy(const ds_model_t *model, const char *text, int64_t gpus,
+                         ds_sim_mode_t mode, ds_sim_granularity_t granularity, int repeats,
+                         const char *name)
 {
     ds_strategy_t s;
     ds_cluster_t cluster;
@@ -104,16 +106,18 @@ static void one_strategy(const ds_model_t *model, const char *text, int64_t gpus
     printf("%-12s %s on %lld GPUs: %lld events (%lld simulated devices), p50 %.3f ms, p99 %.3f ms, "
            "min %.3f ms, %.0f strategies/s, %.3g events/s (build %.3f ms, evaluate %.3f ms), "
            "iteration %.4f s, peak RSS %.0f MiB (%.0f before)\n",
-           name, text, (long long)gpus, (long long)sum.graph_nodes, (long long)sum.simulated_devices,
-           p50 * 1e3, p99 * 1e3, t[0] * 1e3, repeats / total, (double)sum.graph_nodes / p50,
-           sum.build_s * 1e3, sum.evaluate_s * 1e3, sum.iteration_s, peak_rss_MiB(), rss_before);
+           name, text, (long long)gpus, (long long)sum.graph_nodes,
+           (long long)sum.simulated_devices, p50 * 1e3, p99 * 1e3, t[0] * 1e3, repeats / total,
+           (double)sum.graph_nodes / p50, sum.build_s * 1e3, sum.evaluate_s * 1e3, sum.iteration_s,
+           peak_rss_MiB(), rss_before);
     free(t);
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);
 }
 
 /* Every resolvable strategy of a small space for GPT-3 on 1024 GPUs. */
-static void space(const ds_model_t *model, ds_sim_granularity_t granularity, int repeats, const char *name)
+static void space(const ds_model_t *model, ds_sim_granularity_t granularity, int repeats,
+                  const char *name)
 {
     static const int tps[] = {1, 2, 4, 8};
     static const int pps[] = {1, 2, 4, 8, 16, 32};
@@ -133,8 +137,9 @@ static void space(const ds_model_t *model, ds_sim_granularity_t granularity, int
                     for (int sp = 0; sp < 2; sp++)
                         for (int zero = 0; zero < 2; zero++) {
                             char *t = texts[n];
-                            snprintf(t, 128, "tp=%d,pp=%d,mbs=%d,gbs=1536,%s%s%s", tps[a], pps[b], mbss[c],
-                                     sched ? "vpp=2" : "schedule=1f1b", sp ? ",sp" : "", zero ? ",zero=1" : "");
+                            snprintf(t, 128, "tp=%d,pp=%d,mbs=%d,gbs=1536,%s%s%s", tps[a], pps[b],
+                                     mbss[c], sched ? "vpp=2" : "schedule=1f1b", sp ? ",sp" : "",
+                                     zero ? ",zero=1" : "");
                             if (ds_cluster_init(&cluster, 128, 8, "h100-sxm") != DS_OK)
                                 die("cluster");
                             ds_strategy_init(&strategies[n]);
@@ -172,8 +177,8 @@ static void space(const ds_model_t *model, ds_sim_granularity_t granularity, int
     qsort(t, (size_t)runs, sizeof(*t), by_value);
     printf("%-12s %d strategies of GPT-3 175B on 1024 GPUs x %d: %.0f strategies/s, p50 %.3f ms, "
            "p99 %.3f ms, total %.3f s; fastest %s (%.3f s)\n",
-           name, n, repeats, runs / total, t[runs / 2] * 1e3, t[(int)(0.99 * (runs - 1))] * 1e3, total,
-           texts[best_i], best);
+           name, n, repeats, runs / total, t[runs / 2] * 1e3, t[(int)(0.99 * (runs - 1))] * 1e3,
+           total, texts[best_i], best);
     free(t);
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);
@@ -188,9 +193,11 @@ int main(int argc, char **argv)
         die("model");
     const char *gpt3 = "dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=1f1b";
     if (strcmp(what, "sym-layer") == 0)
-        one_strategy(model, gpt3, 1024, DS_SIM_SYMMETRIC, DS_SIM_LAYER, repeats ? repeats : 200, what);
+        one_strategy(model, gpt3, 1024, DS_SIM_SYMMETRIC, DS_SIM_LAYER, repeats ? repeats : 200,
+                     what);
     else if (strcmp(what, "sym-stage") == 0)
-        one_strategy(model, gpt3, 1024, DS_SIM_SYMMETRIC, DS_SIM_STAGE, repeats ? repeats : 1000, what);
+        one_strategy(model, gpt3, 1024, DS_SIM_SYMMETRIC, DS_SIM_STAGE, repeats ? repeats : 1000,
+                     what);
     else if (strcmp(what, "full-1024") == 0)
         one_strategy(model, gpt3, 1024, DS_SIM_FULL, DS_SIM_LAYER, repeats ? repeats : 5, what);
     else if (strcmp(what, "full-4096") == 0)
@@ -201,7 +208,10 @@ int main(int argc, char **argv)
     else if (strcmp(what, "space-stage") == 0)
         space(model, DS_SIM_STAGE, repeats ? repeats : 3, what);
     else {
-        fprintf(stderr, "sim_bench: case '%s' (accepted: sym-layer, sym-stage, full-1024, full-4096, space-layer, space-stage)\n", what);
+        fprintf(stderr,
+                "sim_bench: case '%s' (accepted: sym-layer, sym-stage, full-1024, full-4096, "
+                "space-layer, space-stage)\n",
+                what);
         return 2;
     }
     ds_model_destroy(model);

@@ -27,8 +27,8 @@ static double rule(const ds_event_key_t *key, const ds_event_t *event, void *arg
     return 0.0;
 }
 
-static ds_sim_summary_t simulate(ds_sim_t *sim, const ds_model_t *model, const char *text, int devices,
-                                 costs_t c, const ds_sim_options_t *options)
+static ds_sim_summary_t simulate(ds_sim_t *sim, const ds_model_t *model, const char *text,
+                                 int devices, costs_t c, const ds_sim_options_t *options)
 {
     ds_strategy_t s;
     ds_cluster_t cluster;
@@ -97,7 +97,8 @@ static void distributed_optimizer(ds_sim_t *sim)
     snprintf(text, sizeof(text), "dp=2,mbs=1,gbs=%d,bucket=%d,zero=1", 2 * m, LAYER_PARAMS);
     ds_sim_summary_t sum = simulate(sim, model, text, 2, (costs_t){c * 1e-9, g * 1e-9}, NULL);
     CHECK_INT(to_ns(sum.iteration_s), compute + c + g);
-    snprintf(text, sizeof(text), "dp=2,mbs=1,gbs=%d,bucket=%d,zero=1,no-overlap", 2 * m, LAYER_PARAMS);
+    snprintf(text, sizeof(text), "dp=2,mbs=1,gbs=%d,bucket=%d,zero=1,no-overlap", 2 * m,
+             LAYER_PARAMS);
     sum = simulate(sim, model, text, 2, (costs_t){c * 1e-9, g * 1e-9}, NULL);
     CHECK_INT(to_ns(sum.iteration_s), compute + LAYERS * (c + g));
     /* The same at stage level. */
@@ -243,7 +244,9 @@ static void flops_and_memory(ds_sim_t *sim)
         ds_sim_get_summary(sim, &sum);
         CHECK_NEAR(sum.model_flops, totals.model_flops, 1e-9);
         CHECK_NEAR(sum.hardware_flops, totals.flops, 1e-9);
-        CHECK_NEAR(sum.mfu, sum.model_flops / sum.iteration_s / 8 / 1e12 / cluster.device.peak_tflops_bf16, 1e-9);
+        CHECK_NEAR(sum.mfu,
+                   sum.model_flops / sum.iteration_s / 8 / 1e12 / cluster.device.peak_tflops_bf16,
+                   1e-9);
         CHECK(sum.hfu >= sum.mfu);
         /* Memory of the first stage's devices. */
         ds_sim_device_t d;
@@ -253,9 +256,11 @@ static void flops_and_memory(ds_sim_t *sim)
         CHECK_NEAR(d.memory.grads_B, 4.0 * P / (s.zero >= 2 ? s.dp : 1), 1e-12);
         CHECK_NEAR(d.memory.optimizer_B, 12.0 * P / (s.zero >= 1 ? s.dp : 1), 1e-12);
         CHECK(d.memory.activations_B > 0.0 && d.memory.inflight >= 1);
-        CHECK_NEAR(d.memory.total_B, d.memory.weights_B + d.memory.grads_B + d.memory.optimizer_B +
-                                         d.memory.activations_B + d.memory.comm_buffers_B +
-                                         d.memory.context_B + d.memory.fragmentation_B, 1e-12);
+        CHECK_NEAR(d.memory.total_B,
+                   d.memory.weights_B + d.memory.grads_B + d.memory.optimizer_B +
+                       d.memory.activations_B + d.memory.comm_buffers_B + d.memory.context_B +
+                       d.memory.fragmentation_B,
+                   1e-12);
         CHECK(!d.memory.oom && !sum.oom);
         ds_event_set_destroy(set);
         ds_cost_table_destroy(table);
