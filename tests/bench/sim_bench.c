@@ -98,18 +98,17 @@ static void one_strategy(const ds_model_t *model, const char *text, int64_t gpus
         t[i] = now() - t0;
     }
     ds_sim_get_summary(sim, &sum);
-    double total = 0;
+    double total = 0, first = t[0];
     for (int i = 0; i < repeats; i++)
         total += t[i];
     qsort(t, (size_t)repeats, sizeof(*t), by_value);
     double p50 = t[repeats / 2], p99 = t[(int)(0.99 * (repeats - 1))];
-    printf("%-12s %s on %lld GPUs: %lld events (%lld simulated devices), p50 %.3f ms, p99 %.3f ms, "
-           "min %.3f ms, %.0f strategies/s, %.3g events/s (build %.3f ms, evaluate %.3f ms), "
-           "iteration %.4f s, peak RSS %.0f MiB (%.0f before)\n",
-           name, text, (long long)gpus, (long long)sum.graph_nodes,
-           (long long)sum.simulated_devices, p50 * 1e3, p99 * 1e3, t[0] * 1e3, repeats / total,
-           (double)sum.graph_nodes / p50, sum.build_s * 1e3, sum.evaluate_s * 1e3, sum.iteration_s,
-           peak_rss_MiB(), rss_before);
+    printf("%-12s %s on %lld GPUs: %lld events (%lld simulated devices), first run %.3f ms, "
+           "p50 %.3f ms, p99 %.3f ms, min %.3f ms, %.0f strategies/s (1/p50), %.0f (runs/total), "
+           "%.3g events/s at p50, iteration %.4f s, peak RSS %.0f MiB (%.0f before the runs)\n",
+           name, text, (long long)gpus, (long long)sum.graph_nodes, (long long)sum.simulated_devices,
+           first * 1e3, p50 * 1e3, p99 * 1e3, t[0] * 1e3, 1.0 / p50, repeats / total,
+           (double)sum.graph_nodes / p50, sum.iteration_s, peak_rss_MiB(), rss_before);
     free(t);
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);
@@ -158,7 +157,7 @@ static void space(const ds_model_t *model, ds_sim_granularity_t granularity, int
     o.keep_timeline = 0;
     double *t = calloc((size_t)n * repeats, sizeof(*t));
     double best = 1e30, total = 0;
-    int best_i = 0, runs = 0;
+    int best_i = -1, runs = 0, fits = 0;
     for (int r = 0; r < repeats; r++)
         for (int i = 0; i < n; i++) {
             double t0 = now();
@@ -169,16 +168,19 @@ static void space(const ds_model_t *model, ds_sim_granularity_t granularity, int
             total += dt;
             ds_sim_summary_t sum;
             ds_sim_get_summary(sim, &sum);
-            if (sum.iteration_s < best) {
+            fits += r == 0 && !sum.oom;
+            if (!sum.oom && sum.iteration_s < best) {
                 best = sum.iteration_s;
                 best_i = i;
             }
         }
     qsort(t, (size_t)runs, sizeof(*t), by_value);
-    printf("%-12s %d strategies of GPT-3 175B on 1024 GPUs x %d: %.0f strategies/s, p50 %.3f ms, "
-           "p99 %.3f ms, total %.3f s; fastest %s (%.3f s)\n",
-           name, n, repeats, runs / total, t[runs / 2] * 1e3, t[(int)(0.99 * (runs - 1))] * 1e3,
-           total, texts[best_i], best);
+    printf("%-12s %d strategies of GPT-3 175B on 1024 GPUs x %d: %.0f strategies/s (runs/total), "
+           "%.0f (1/p50), p50 %.3f ms, p99 %.3f ms, total %.3f s; %d fit in memory, the fastest of "
+           "them %s (%.3f s)\n",
+           name, n, repeats, runs / total, 1.0 / t[runs / 2], t[runs / 2] * 1e3,
+           t[(int)(0.99 * (runs - 1))] * 1e3, total, fits, best_i >= 0 ? texts[best_i] : "none",
+           best);
     free(t);
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);
