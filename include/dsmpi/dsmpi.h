@@ -10,6 +10,7 @@
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
 #include <dsmpi/profile.h>
+#include <dsmpi/sim.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus

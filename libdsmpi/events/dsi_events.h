@@ -1,10 +1,11 @@
-/* Private parts of the events module. */
+/* Private parts of the events module, shared with the simulator. */
 #ifndef DSI_EVENTS_H
 #define DSI_EVENTS_H
 
 #include <dsmpi/events.h>
 
 #include "dsi_core.h"
+#include "model/dsi_model.h"
 
 /* First-order cost of one occurrence on `cluster`: the roofline of its
  * device for compute, a ring/latency-bandwidth model on the level the group
@@ -12,5 +13,81 @@
  * is measured; predictions use measured or fitted costs instead. */
 double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
                             const ds_cluster_t *cluster);
+
+/* ---- group layouts (layout.c) ------------------------------------------------------------
+ * Where the members of a group sit decides the layout fields of a
+ * communication key.  Event generation and the simulator share this code, so
+ * the keys the simulator looks up are the keys the event set holds. */
+
+typedef enum dsi_group_kind {
+    DSI_KIND_TP,        /* index = dp coordinate, within a stage */
+    DSI_KIND_DP,        /* index = tp coordinate, within a stage */
+    DSI_KIND_MP,        /* index = dp coordinate: every tp and pp rank of one replica */
+    DSI_KIND_EMBEDDING, /* index = tp + tp_size * dp: first and last stage */
+} dsi_group_kind_t;
+
+typedef struct dsi_layout {
+    int32_t ranks_per_node; /* most members on one node */
+    int32_t nodes;          /* nodes the group spans */
+    int32_t concurrency;    /* groups of this kind with a member on the first member's node */
+    int64_t devices;        /* generation: devices whose group has this layout */
+} dsi_layout_t;
+
+/* Scratch for layout queries on one strategy and node size. */
+typedef struct dsi_placement {
+    const ds_strategy_t *s;
+    int gpus_per_node;
+    int64_t devices;
+    int64_t num_nodes;
+    int64_t *members; /* ranks of the group last filled by dsi_group_members */
+    int64_t *sorted;
+    int64_t *ids;
+    int32_t *pairs_on_node; /* [node * 2 + intra]: pairs of the boundary pairs_from -> pairs_to */
+    int pairs_from, pairs_to;
+} dsi_placement_t;
+
+ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy, int gpus_per_node);
+void dsi_placement_free(dsi_placement_t *p);
+int64_t dsi_placement_node_of(const dsi_placement_t *p, int64_t rank);
+/* Fills p->members with group `index` of `kind` (stage used by TP and DP);
+ * returns the member count. */
+int dsi_group_members(dsi_placement_t *p, dsi_group_kind_t kind, int stage, int index);
+/* Layout of the `size` members in p->members. */
+dsi_layout_t dsi_group_layout(dsi_placement_t *p, dsi_group_kind_t kind, int size);
+/* Layout of the point-to-point pair (t, d, from) -> (t, d, to): 2 ranks on
+ * one node or 1 on each of 2 nodes; concurrency counts the pairs of the same
+ * boundary leaving the sender's node the same way. */
+dsi_layout_t dsi_p2p_layout(dsi_placement_t *p, int from, int to, int t, int d);
+void dsi_key_set_layout(ds_event_key_t *key, const dsi_layout_t *l);
+
+/* Keys: once-per-iteration collectives (pass "step"), point-to-point
+ * transfers, the optimizer step on `shard` parameters. */
+ds_event_key_t dsi_comm_step_key(const ds_strategy_t *s, ds_comm_op_t op, ds_group_t group,
+                                 int size, ds_dtype_t dtype, int64_t bytes);
+ds_event_key_t dsi_p2p_key(ds_pass_t pass, ds_dtype_t dtype, int64_t bytes, const dsi_layout_t *l,
+                           int batched);
+ds_event_key_t dsi_optimizer_key(int64_t shard);
+/* Parameters one device's optimizer updates (its ZeRO or server share). */
+int64_t dsi_optimizer_shard(const ds_strategy_t *s, int64_t stage_params);
+
+/* Sizes. */
+int64_t dsi_dp_bucket_params(const ds_strategy_t *s);           /* max(40M, 1M x dp) unless set */
+int64_t dsi_vocab_share(const ds_model_info_t *info, int tp);    /* padded vocabulary / tp */
+int dsi_has_tied_copy(const ds_model_info_t *info, const ds_strategy_t *s);
+int64_t dsi_chunk_params(const ds_model_t *model, const ds_strategy_t *s, int stage, int chunk);
+int64_t dsi_stage_params(const ds_model_t *model, const ds_strategy_t *s, int stage);
+/* Bytes of the activation entering the stage that starts at `layer`, and of
+ * the transfer into pipeline rank `to`. */
+int64_t dsi_boundary_bytes(const ds_model_t *model, const ds_strategy_t *s, ds_dtype_t dtype,
+                           int layer);
+int64_t dsi_p2p_boundary_bytes(const ds_model_t *model, const ds_strategy_t *s, ds_dtype_t dtype,
+                               int to);
+/* Layers with identical operators share a type. */
+int dsi_layer_type(const ds_model_t *model, int layer);
+/* Norm parameters of a stage all-reduced over TP with sequence parallelism. */
+int64_t dsi_sp_norm_params(const ds_model_t *model, const ds_strategy_t *s, int stage);
+/* Bytes of the tied word-embedding gradient all-reduce (fp32). */
+int64_t dsi_embedding_grad_bytes(const ds_model_t *model, const ds_strategy_t *s);
+void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_strategy_t *s);
 
 #endif /* DSI_EVENTS_H */

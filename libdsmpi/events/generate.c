@@ -10,23 +10,14 @@
  */
 #include "dsi_events.h"
 
-#include "model/dsi_model.h"
-
 #include <string.h>
 
-typedef struct layout {
-    int32_t ranks_per_node;
-    int32_t nodes;
-    int32_t concurrency;
-    int64_t devices; /* devices of the stage whose group has this layout */
-} layout_t;
+typedef dsi_layout_t layout_t;
 
 typedef struct layout_list {
     layout_t items[64];
     int count;
 } layout_list_t;
-
-typedef enum group_kind { KIND_TP, KIND_DP, KIND_MP, KIND_EMBEDDING } group_kind_t;
 
 typedef struct gen {
     const ds_model_t *model;
@@ -36,18 +27,10 @@ typedef struct gen {
     ds_event_set_t *set;
     int64_t devices;    /* dp * tp * pp */
     int64_t microbatches;
-    int gpus_per_node;
     dsi_shape_ctx_t ctx;
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    int64_t *members; /* scratch: ranks of one group */
-    int64_t *ids;     /* scratch: group ids seen on one node */
-    int32_t *pairs_on_node; /* scratch for P2P concurrency, one slot per node */
+    dsi_placement_t place; /* group layouts, shared with the simulator */
 } gen_t;
-
-static int64_t node_of(const gen_t *g, int64_t rank)
-{
-    return rank / g->gpus_per_node;
-}
 
 static ds_status_t add(gen_t *g, const ds_event_key_t *key, double flops, double bytes,
                        const char *label, int64_t count)
@@ -66,66 +49,6 @@ static ds_status_t add(gen_t *g, const ds_event_key_t *key, double flops, double
 
 /* ---- group layouts -------------------------------------------------------------- */
 
-/* Fills g->members with group `index` of `kind` inside stage `stage`;
- * returns the member count. */
-static int group_members(gen_t *g, group_kind_t kind, int stage, int index)
-{
-    const ds_strategy_t *s = g->s;
-    int n = 0;
-    switch (kind) {
-    case KIND_TP:
-        for (int t = 0; t < s->tp; t++)
-            g->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, index, stage});
-        break;
-    case KIND_DP:
-        for (int d = 0; d < s->dp; d++)
-            g->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){index, d, stage});
-        break;
-    case KIND_MP:
-        for (int p = 0; p < s->pp; p++)
-            for (int t = 0; t < s->tp; t++)
-                g->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, index, p});
-        break;
-    case KIND_EMBEDDING: {
-        int t = index % s->tp, d = index / s->tp;
-        g->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, d, 0});
-        g->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, d, s->pp - 1});
-        break;
-    }
-    }
-    return n;
-}
-
-static int64_t group_id(const gen_t *g, group_kind_t kind, ds_coords_t c)
-{
-    const ds_strategy_t *s = g->s;
-    switch (kind) {
-    case KIND_TP: return c.dp + (int64_t)s->dp * c.pp;
-    case KIND_DP: return c.tp + (int64_t)s->tp * c.pp;
-    case KIND_MP: return c.dp;
-    case KIND_EMBEDDING: return (c.pp == 0 || c.pp == s->pp - 1) ? c.tp + (int64_t)s->tp * c.dp : -1;
-    }
-    return -1;
-}
-
-/* Distinct groups of `kind` with a member on `node`. */
-static int32_t concurrency_on_node(gen_t *g, group_kind_t kind, int64_t node)
-{
-    int count = 0;
-    int64_t first = node * g->gpus_per_node;
-    for (int64_t r = first; r < first + g->gpus_per_node && r < g->devices; r++) {
-        int64_t id = group_id(g, kind, ds_strategy_coords_of(g->s, r));
-        if (id < 0)
-            continue;
-        bool seen = false;
-        for (int i = 0; i < count && !seen; i++)
-            seen = g->ids[i] == id;
-        if (!seen)
-            g->ids[count++] = id;
-    }
-    return count;
-}
-
 static ds_status_t layout_add(layout_list_t *list, layout_t item)
 {
     for (int i = 0; i < list->count; i++) {
@@ -143,41 +66,16 @@ static ds_status_t layout_add(layout_list_t *list, layout_t item)
     return DS_OK;
 }
 
-static layout_t layout_of(gen_t *g, group_kind_t kind, int size)
-{
-    layout_t l = {0, 0, 0, 0};
-    /* Members are few per node; count per node by scanning (sizes are small
-     * next to the work of generating events). */
-    for (int i = 0; i < size; i++) {
-        int64_t node = node_of(g, g->members[i]);
-        bool counted = false;
-        int on_node = 0;
-        for (int j = 0; j < size; j++) {
-            if (node_of(g, g->members[j]) == node) {
-                if (j < i)
-                    counted = true;
-                on_node++;
-            }
-        }
-        if (!counted)
-            l.nodes++;
-        if (on_node > l.ranks_per_node)
-            l.ranks_per_node = on_node;
-    }
-    l.concurrency = concurrency_on_node(g, kind, node_of(g, g->members[0]));
-    return l;
-}
-
 /* Layouts of every group of `kind` that has members in `stage`, each
  * weighted by the number of the stage's devices in such groups. */
-static ds_status_t stage_layouts(gen_t *g, group_kind_t kind, int stage, layout_list_t *out)
+static ds_status_t stage_layouts(gen_t *g, dsi_group_kind_t kind, int stage, layout_list_t *out)
 {
     out->count = 0;
-    int groups = kind == KIND_TP ? g->s->dp : g->s->tp;
-    int in_stage = kind == KIND_TP ? g->s->tp : g->s->dp;
+    int groups = kind == DSI_KIND_TP ? g->s->dp : g->s->tp;
+    int in_stage = kind == DSI_KIND_TP ? g->s->tp : g->s->dp;
     for (int index = 0; index < groups; index++) {
-        int size = group_members(g, kind, stage, index);
-        layout_t l = layout_of(g, kind, size);
+        int size = dsi_group_members(&g->place, kind, stage, index);
+        layout_t l = dsi_group_layout(&g->place, kind, size);
         l.devices = in_stage;
         DSI_TRY(layout_add(out, l));
     }
@@ -186,22 +84,15 @@ static ds_status_t stage_layouts(gen_t *g, group_kind_t kind, int stage, layout_
 
 static void set_layout(ds_event_key_t *key, const layout_t *l)
 {
-    key->ranks_per_node = l->ranks_per_node;
-    key->nodes = l->nodes;
-    key->concurrency = l->concurrency;
+    dsi_key_set_layout(key, l);
 }
 
 /* ---- compute and tensor-parallel events of the layers ------------------------------ */
 
-/* Layer "types": layers with identical operators.  Transformer layers differ
- * only between encoder and T5 decoder; layer-list layers by their entry. */
+/* Layer "types": layers with identical operators (dsi_layer_type). */
 static int layer_type(const gen_t *g, int layer)
 {
-    if (layer < 0)
-        return layer; /* embedding, head */
-    if (g->info->arch == DS_ARCH_LAYER_LIST)
-        return g->model->layer_of[layer];
-    return g->info->arch == DS_ARCH_ENCODER_DECODER && layer >= g->info->num_encoder_layers;
+    return dsi_layer_type(g->model, layer);
 }
 
 static ds_status_t add_layer_passes(gen_t *g, int layer, int64_t per_device_count,
@@ -324,24 +215,6 @@ static p2p_counts_t p2p_counts_of(const gen_t *g, int r)
     return c;
 }
 
-/* Bytes of the activation crossing into the stage that starts at `layer`. */
-static int64_t boundary_bytes(const gen_t *g, int layer)
-{
-    const ds_model_info_t *info = g->info;
-    int64_t dsz = (int64_t)ds_dtype_size(g->ctx.dtype);
-    int64_t t = g->ctx.sp ? g->s->tp : 1;
-    if (info->arch == DS_ARCH_LAYER_LIST) {
-        /* The output of the previous layer's last operator, per sample. */
-        const dsi_generic_layer_t *prev = &g->model->generic[g->model->layer_of[layer - 1]];
-        const dsi_generic_op_t *op = &prev->ops[prev->num_ops - 1];
-        return (int64_t)g->ctx.mbs * op->rows * op->cols * dsz;
-    }
-    int64_t tokens = info->seq_len;
-    if (info->arch == DS_ARCH_ENCODER_DECODER && layer >= info->num_encoder_layers)
-        tokens = info->decoder_seq_len + info->seq_len; /* the encoder output travels along */
-    return (int64_t)g->ctx.mbs * tokens / t * info->hidden_size * dsz;
-}
-
 /* One boundary: pipeline rank `from` hands chunk output to rank `to`.
  * `sender_count` / `receiver_count` give the transfers per device. */
 static ds_status_t add_boundary(gen_t *g, int from, int to, int64_t bytes,
@@ -349,40 +222,19 @@ static ds_status_t add_boundary(gen_t *g, int from, int to, int64_t bytes,
                                 ds_pass_t pass)
 {
     const ds_strategy_t *s = g->s;
-    int64_t num_nodes = (g->devices + g->gpus_per_node - 1) / g->gpus_per_node;
     /* Concurrency: pairs of this boundary leaving the same node in the same way. */
     for (int intra = 0; intra <= 1; intra++) {
-        memset(g->pairs_on_node, 0, (size_t)num_nodes * sizeof(*g->pairs_on_node));
-        for (int d = 0; d < s->dp; d++)
-            for (int t = 0; t < s->tp; t++) {
-                int64_t a = ds_strategy_rank_of(s, (ds_coords_t){t, d, from});
-                int64_t b = ds_strategy_rank_of(s, (ds_coords_t){t, d, to});
-                if ((node_of(g, a) == node_of(g, b)) == intra)
-                    g->pairs_on_node[node_of(g, a)]++;
-            }
         layout_list_t layouts = {.count = 0};
         for (int d = 0; d < s->dp; d++)
             for (int t = 0; t < s->tp; t++) {
-                int64_t a = ds_strategy_rank_of(s, (ds_coords_t){t, d, from});
-                int64_t b = ds_strategy_rank_of(s, (ds_coords_t){t, d, to});
-                if ((node_of(g, a) == node_of(g, b)) != intra)
+                layout_t l = dsi_p2p_layout(&g->place, from, to, t, d);
+                if ((l.nodes == 1) != intra)
                     continue;
-                layout_t l = {intra ? 2 : 1, intra ? 1 : 2, g->pairs_on_node[node_of(g, a)], 1};
                 DSI_TRY(layout_add(&layouts, l));
             }
         for (int i = 0; i < layouts.count; i++) {
-            ds_event_key_t key;
-            memset(&key, 0, sizeof(key));
-            key.kind = DS_EVENT_COMM;
-            key.op = DS_COMM_SENDRECV;
-            key.pass = (uint8_t)pass;
-            key.dtype = (uint8_t)g->ctx.dtype;
-            key.group = DS_GROUP_PP;
-            key.group_size = 2;
-            key.dims[0] = bytes;
-            set_layout(&key, &layouts.items[i]);
             for (int batched = 0; batched <= 1; batched++) {
-                key.flags = batched ? DS_COMM_FLAG_BATCHED : 0;
+                ds_event_key_t key = dsi_p2p_key(pass, g->ctx.dtype, bytes, &layouts.items[i], batched);
                 int64_t n = layouts.items[i].devices;
                 DSI_TRY(add(g, &key, 0.0, (double)bytes, pass == DS_PASS_FORWARD ? "pp.activation" : "pp.gradient",
                             n * (send_counts[batched] + recv_counts[batched])));
@@ -397,16 +249,13 @@ static ds_status_t add_pipeline_p2p(gen_t *g)
     const ds_strategy_t *s = g->s;
     if (s->pp == 1)
         return DS_OK;
-    int L = g->info->num_layers;
     for (int r = 0; r < s->pp; r++) {
         /* Rank r sends forward to r+1 (and, interleaved, the last rank to the first). */
         int to = (r + 1) % s->pp;
         if (r == s->pp - 1 && s->schedule != DS_SCHEDULE_INTERLEAVED)
             continue;
         p2p_counts_t mine = p2p_counts_of(g, r), theirs = p2p_counts_of(g, to);
-        int first, n;
-        ds_strategy_chunk_layers(s, L, to, to == 0 ? 1 : 0, &first, &n);
-        int64_t bytes = boundary_bytes(g, first);
+        int64_t bytes = dsi_p2p_boundary_bytes(g->model, s, g->ctx.dtype, to);
         /* Forward: r sends, `to` receives; backward: the reverse. */
         int64_t send_fwd[2] = {mine.fwd_send[0], mine.fwd_send[1]};
         int64_t recv_fwd[2] = {theirs.fwd_recv[0], theirs.fwd_recv[1]};
@@ -422,42 +271,13 @@ static ds_status_t add_pipeline_p2p(gen_t *g)
 
 static int64_t stage_params(const gen_t *g, int stage)
 {
-    int64_t total = 0;
-    int L = g->info->num_layers;
-    for (int chunk = 0; chunk < g->s->vpp; chunk++) {
-        int first, n;
-        ds_strategy_chunk_layers(g->s, L, stage, chunk, &first, &n);
-        for (int layer = first; layer < first + n; layer++)
-            total += dsi_model_layer_params_tp(g->model, layer, g->s->tp);
-    }
-    if (stage == 0)
-        total += dsi_model_layer_params_tp(g->model, DSI_PART_EMBEDDING, g->s->tp);
-    if (stage == g->s->pp - 1) {
-        total += dsi_model_layer_params_tp(g->model, DSI_PART_HEAD, g->s->tp);
-        if (g->info->tied_embeddings && g->s->pp > 1 && g->info->arch != DS_ARCH_LAYER_LIST) {
-            int64_t multiple = 128LL * g->s->tp;
-            int64_t vocab = (g->info->vocab_size + multiple - 1) / multiple * multiple / g->s->tp;
-            total += vocab * g->info->hidden_size; /* the last stage's copy of the embedding */
-        }
-    }
-    return total;
+    return dsi_stage_params(g->model, g->s, stage);
 }
 
 static ds_event_key_t comm_key(const gen_t *g, ds_comm_op_t op, ds_group_t group, int size,
                                ds_dtype_t dtype, int64_t bytes)
 {
-    ds_event_key_t key;
-    memset(&key, 0, sizeof(key));
-    key.kind = DS_EVENT_COMM;
-    key.op = (uint8_t)op;
-    key.pass = DS_PASS_STEP;
-    key.dtype = (uint8_t)dtype;
-    key.group = (uint8_t)group;
-    key.group_size = size;
-    key.dims[0] = bytes;
-    if (group == DS_GROUP_DP && g->s->dp_algo != DS_DP_AUTO && g->s->dp_algo != DS_DP_PS)
-        key.variant = (uint8_t)g->s->dp_algo;
-    return key;
+    return dsi_comm_step_key(g->s, op, group, size, dtype, bytes);
 }
 
 /* Buckets of `params` parameters: `full` buckets of `bucket` and one of `rest`. */
@@ -474,8 +294,6 @@ static ds_status_t add_bucketed(gen_t *g, const layout_list_t *dp_layouts, ds_co
             continue;
         for (int l = 0; l < dp_layouts->count; l++) {
             ds_event_key_t key = comm_key(g, op, DS_GROUP_DP, g->s->dp, dtype, size * dsz);
-            if (op == DS_COMM_PS_PUSH || op == DS_COMM_PS_PULL)
-                key.dims[1] = g->s->ps_servers;
             set_layout(&key, &dp_layouts->items[l]);
             DSI_TRY(add(g, &key, 0.0, (double)(size * dsz), label,
                         n * repeats * dp_layouts->items[l].devices));
@@ -500,7 +318,7 @@ static ds_status_t add_zero3_layers(gen_t *g, int stage, const layout_list_t *dp
                 continue;
         } else if ((layer == DSI_PART_EMBEDDING && stage != 0) ||
                    (layer == DSI_PART_HEAD && stage != s->pp - 1)) {
-            continue;
+            continue; /* the embedding lives on the first stage, the head on the last */
         }
         int64_t params = dsi_model_layer_params_tp(g->model, layer, s->tp);
         if (params == 0)
@@ -517,7 +335,7 @@ static ds_status_t add_data_parallel(gen_t *g, int stage, const layout_list_t *d
 {
     const ds_strategy_t *s = g->s;
     int64_t params = stage_params(g, stage);
-    int64_t bucket = s->bucket_params > 0 ? s->bucket_params : DSI_MAX(40000000LL, 1000000LL * s->dp);
+    int64_t bucket = dsi_dp_bucket_params(s);
     int64_t stage_devices = (int64_t)s->dp * s->tp;
     if (s->dp > 1) {
         if (s->dp_algo == DS_DP_PS) {
@@ -535,30 +353,22 @@ static ds_status_t add_data_parallel(gen_t *g, int stage, const layout_list_t *d
         }
     }
     /* The optimizer step on this device's share of the stage's parameters. */
-    int64_t shard = s->zero >= 1 ? (params + s->dp - 1) / s->dp
-                    : s->dp_algo == DS_DP_PS ? (params + s->ps_servers - 1) / s->ps_servers
-                                             : params;
-    ds_event_key_t opt;
-    memset(&opt, 0, sizeof(opt));
-    opt.kind = DS_EVENT_COMPUTE;
-    opt.op = DS_OP_OPTIMIZER;
-    opt.pass = DS_PASS_STEP;
-    opt.dtype = DS_DTYPE_FP32;
-    opt.dims[0] = shard;
+    int64_t shard = dsi_optimizer_shard(s, params);
+    ds_event_key_t opt = dsi_optimizer_key(shard);
     /* Adam: read/write fp32 master weights, two moments, the gradient, and
      * write the low-precision copy: ~36 bytes and ~12 FLOPs per parameter. */
     DSI_TRY(add(g, &opt, 12.0 * (double)shard, 36.0 * (double)shard, "optimizer.adam", stage_devices));
     return DS_OK;
 }
 
-static ds_status_t add_group_collective(gen_t *g, group_kind_t kind, int groups, ds_group_t group,
+static ds_status_t add_group_collective(gen_t *g, dsi_group_kind_t kind, int groups, ds_group_t group,
                                         int size, int64_t bytes, const char *label,
                                         int64_t per_device)
 {
     layout_list_t layouts = {.count = 0};
     for (int index = 0; index < groups; index++) {
-        int n = group_members(g, kind, 0, index);
-        layout_t l = layout_of(g, kind, n);
+        int n = dsi_group_members(&g->place, kind, 0, index);
+        layout_t l = dsi_group_layout(&g->place, kind, n);
         l.devices = n;
         DSI_TRY(layout_add(&layouts, l));
     }
@@ -575,16 +385,14 @@ static ds_status_t add_iteration_end(gen_t *g)
     const ds_strategy_t *s = g->s;
     const ds_model_info_t *info = g->info;
     int mp = s->tp * s->pp;
-    if (info->tied_embeddings && s->pp > 1 && info->arch != DS_ARCH_LAYER_LIST) {
-        int64_t multiple = 128LL * s->tp;
-        int64_t vocab = (info->vocab_size + multiple - 1) / multiple * multiple / s->tp;
-        DSI_TRY(add_group_collective(g, KIND_EMBEDDING, s->tp * s->dp, DS_GROUP_EMBEDDING, 2,
-                                     vocab * info->hidden_size * 4, "embedding.grad-allreduce", 1));
+    if (dsi_has_tied_copy(info, s)) {
+        DSI_TRY(add_group_collective(g, DSI_KIND_EMBEDDING, s->tp * s->dp, DS_GROUP_EMBEDDING, 2,
+                                     dsi_embedding_grad_bytes(g->model, s), "embedding.grad-allreduce", 1));
     }
     if (mp > 1 && s->grad_clip)
-        DSI_TRY(add_group_collective(g, KIND_MP, s->dp, DS_GROUP_MP, mp, 4, "grad-norm.allreduce", 1));
+        DSI_TRY(add_group_collective(g, DSI_KIND_MP, s->dp, DS_GROUP_MP, mp, 4, "grad-norm.allreduce", 1));
     if (mp > 1 && g->ctx.dtype == DS_DTYPE_FP16)
-        DSI_TRY(add_group_collective(g, KIND_MP, s->dp, DS_GROUP_MP, mp, 4, "overflow-check.allreduce", 1));
+        DSI_TRY(add_group_collective(g, DSI_KIND_MP, s->dp, DS_GROUP_MP, mp, 4, "overflow-check.allreduce", 1));
     return DS_OK;
 }
 
@@ -594,10 +402,7 @@ static ds_status_t add_sp_norm_sync(gen_t *g, int stage, const layout_list_t *tp
      * are all-reduced over TP once per iteration. */
     if (!g->ctx.sp)
         return DS_OK;
-    const ds_model_info_t *info = g->info;
-    int64_t norm = info->norm == DS_NORM_LAYERNORM ? 2LL * info->hidden_size : info->hidden_size;
-    int64_t layers = ds_strategy_stage_layers(g->s, info->num_layers, stage);
-    int64_t params = layers * 2 * norm + (stage == g->s->pp - 1 ? norm : 0);
+    int64_t params = dsi_sp_norm_params(g->model, g->s, stage);
     for (int l = 0; l < tp_layouts->count; l++) {
         ds_event_key_t key = comm_key(g, DS_COMM_ALLREDUCE, DS_GROUP_TP, g->s->tp, DS_DTYPE_FP32, params * 4);
         set_layout(&key, &tp_layouts->items[l]);
@@ -617,32 +422,23 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
     g.info = &model->info;
     g.s = strategy;
     g.cluster = cluster;
-    g.gpus_per_node = cluster->gpus_per_node;
     g.devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
     g.microbatches = ds_strategy_num_microbatches(strategy);
     if (strategy->dp < 1 || g.microbatches < 1 || g.devices != ds_cluster_num_gpus(cluster))
         return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy dp=%d tp=%d pp=%d gbs=%lld is not resolved for %lld devices (call ds_strategy_resolve first)",
                          strategy->dp, strategy->tp, strategy->pp, (long long)strategy->gbs,
                          (long long)ds_cluster_num_gpus(cluster));
-    g.ctx.mbs = strategy->mbs;
-    g.ctx.tp = strategy->tp;
-    g.ctx.sp = strategy->sp && strategy->tp > 1;
-    g.ctx.recompute = strategy->recompute;
-    g.ctx.dtype = model->info.dtype;
+    dsi_shape_ctx_init(&g.ctx, model, strategy);
 
-    int64_t scratch = DSI_MAX(DSI_MAX((int64_t)strategy->tp * strategy->pp, (int64_t)strategy->dp), 2);
-    int64_t num_nodes = (g.devices + g.gpus_per_node - 1) / g.gpus_per_node;
-    DSI_TRY_GOTO(dsi_calloc((size_t)scratch, sizeof(*g.members), &g.members), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)g.gpus_per_node, sizeof(*g.ids), &g.ids), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)num_nodes, sizeof(*g.pairs_on_node), &g.pairs_on_node), status, out);
+    DSI_TRY_GOTO(dsi_placement_init(&g.place, strategy, cluster->gpus_per_node), status, out);
     DSI_TRY_GOTO(ds_event_set_create(&g.set), status, out);
 
     for (int stage = 0; stage < strategy->pp; stage++) {
         layout_list_t tp_layouts = {.count = 0}, dp_layouts = {.count = 0};
         if (strategy->tp > 1)
-            DSI_TRY_GOTO(stage_layouts(&g, KIND_TP, stage, &tp_layouts), status, out);
+            DSI_TRY_GOTO(stage_layouts(&g, DSI_KIND_TP, stage, &tp_layouts), status, out);
         if (strategy->dp > 1)
-            DSI_TRY_GOTO(stage_layouts(&g, KIND_DP, stage, &dp_layouts), status, out);
+            DSI_TRY_GOTO(stage_layouts(&g, DSI_KIND_DP, stage, &dp_layouts), status, out);
         DSI_TRY_GOTO(add_stage_compute(&g, stage, &tp_layouts), status, out);
         DSI_TRY_GOTO(add_data_parallel(&g, stage, &dp_layouts), status, out);
         DSI_TRY_GOTO(add_sp_norm_sync(&g, stage, &tp_layouts), status, out);
@@ -653,8 +449,6 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
     g.set = NULL;
 out:
     ds_event_set_destroy(g.set);
-    dsi_free(g.members);
-    dsi_free(g.ids);
-    dsi_free(g.pairs_on_node);
+    dsi_placement_free(&g.place);
     return status;
 }

@@ -1,0 +1,295 @@
+/*
+ * Costs of the simulator's events: every key is looked up once per run in
+ * the caller's cost table (mean seconds -> integer ns); a key the table lacks
+ * is recorded as missing, or estimated from the device roofline and marked
+ * assumed.  Layer templates (the operators of one layer pass on one TP
+ * layout, with their costs) and stage profiles (the parts of each chunk and
+ * their fused sums) are memoised per run.
+ */
+#include "dsi_sim.h"
+
+#include <string.h>
+
+/* ---- keys looked up ---------------------------------------------------------------------- */
+
+void dsi_sim_keys_reset(ds_sim_t *sim)
+{
+    sim->num_keys = 0;
+    sim->num_missing = 0;
+    if (sim->key_slots != NULL)
+        memset(sim->key_slots, 0, sim->num_key_slots * sizeof(*sim->key_slots));
+}
+
+static size_t key_slot(const ds_sim_t *sim, const ds_event_key_t *key, uint64_t hash)
+{
+    size_t mask = sim->num_key_slots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t slot = sim->key_slots[i];
+        if (slot == 0 || ds_event_key_equal(&sim->keys[slot - 1].key, key))
+            return i;
+    }
+}
+
+static ds_status_t keys_grow(ds_sim_t *sim)
+{
+    size_t num_slots = sim->num_key_slots ? 2 * sim->num_key_slots : 256;
+    uint32_t *slots;
+    DSI_TRY(dsi_calloc(num_slots, sizeof(*slots), &slots));
+    dsi_free(sim->key_slots);
+    sim->key_slots = slots;
+    sim->num_key_slots = num_slots;
+    for (size_t i = 0; i < sim->num_keys; i++)
+        sim->key_slots[key_slot(sim, &sim->keys[i].key, ds_event_key_hash(&sim->keys[i].key))] =
+            (uint32_t)(i + 1);
+    return DS_OK;
+}
+
+ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
+                         int64_t *ns_p, int *assumed_p)
+{
+    if (sim->num_key_slots == 0 || 2 * (sim->num_keys + 1) > sim->num_key_slots)
+        DSI_TRY(keys_grow(sim));
+    uint64_t hash = ds_event_key_hash(key);
+    size_t i = key_slot(sim, key, hash);
+    if (sim->key_slots[i] != 0) {
+        const dsi_key_entry_t *e = &sim->keys[sim->key_slots[i] - 1];
+        *ns_p = e->ns;
+        *assumed_p = e->provenance == DS_PROV_ASSUMED;
+        return DS_OK;
+    }
+    dsi_key_entry_t e;
+    memset(&e, 0, sizeof(e));
+    e.key = *key;
+    const ds_cost_t *cost = sim->costs != NULL ? ds_cost_table_find(sim->costs, key) : NULL;
+    if (cost != NULL) {
+        e.seconds = cost->mean_s;
+        e.provenance = cost->provenance;
+    } else if (sim->opt.estimate_missing) {
+        e.seconds = dsi_estimate_seconds(key, flops, bytes, &sim->cluster);
+        e.provenance = DS_PROV_ASSUMED;
+    } else {
+        e.seconds = 0.0;
+        e.provenance = DS_PROV_ASSUMED;
+        if (sim->num_missing == sim->missing_cap) {
+            size_t cap = sim->missing_cap ? 2 * sim->missing_cap : 32;
+            DSI_TRY(dsi_realloc_array(&sim->missing, cap, sizeof(*sim->missing)));
+            sim->missing_cap = cap;
+        }
+        sim->missing[sim->num_missing++] = *key;
+    }
+    e.ns = dsi_ns(e.seconds);
+    if (sim->num_keys == sim->keys_cap) {
+        size_t cap = sim->keys_cap ? 2 * sim->keys_cap : 128;
+        DSI_TRY(dsi_realloc_array(&sim->keys, cap, sizeof(*sim->keys)));
+        sim->keys_cap = cap;
+    }
+    sim->keys[sim->num_keys++] = e;
+    sim->key_slots[i] = (uint32_t)sim->num_keys;
+    *ns_p = e.ns;
+    *assumed_p = e.provenance == DS_PROV_ASSUMED;
+    return DS_OK;
+}
+
+/* ---- layer templates ------------------------------------------------------------------- */
+
+void dsi_sim_templates_reset(ds_sim_t *sim)
+{
+    for (int32_t i = 0; i < sim->num_profiles; i++) {
+        dsi_free(sim->profiles[i].part_first);
+        dsi_free(sim->profiles[i].fused_dur);
+        dsi_free(sim->profiles[i].fused_comp);
+        dsi_free(sim->profiles[i].fused_assumed);
+    }
+    sim->num_profiles = 0;
+    sim->num_templates = 0;
+    sim->num_ops = 0;
+    sim->num_parts = 0;
+}
+
+static bool same_layout(const dsi_layout_t *a, const dsi_layout_t *b)
+{
+    return a->ranks_per_node == b->ranks_per_node && a->nodes == b->nodes &&
+           a->concurrency == b->concurrency;
+}
+
+static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
+{
+    if (sim->num_ops + need <= sim->ops_cap)
+        return DS_OK;
+    int32_t cap = DSI_MAX(sim->ops_cap * 2, sim->num_ops + need + 256);
+    DSI_TRY(dsi_realloc_array(&sim->op_dur, (size_t)cap, sizeof(*sim->op_dur)));
+    DSI_TRY(dsi_realloc_array(&sim->op_comm, (size_t)cap, sizeof(*sim->op_comm)));
+    DSI_TRY(dsi_realloc_array(&sim->op_assumed, (size_t)cap, sizeof(*sim->op_assumed)));
+    DSI_TRY(dsi_realloc_array(&sim->op_grad, (size_t)cap, sizeof(*sim->op_grad)));
+    DSI_TRY(dsi_realloc_array(&sim->op_label, (size_t)cap, sizeof(*sim->op_label)));
+    sim->ops_cap = cap;
+    return DS_OK;
+}
+
+static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const dsi_layout_t *tp,
+                               int32_t *id_p)
+{
+    int type = dsi_layer_type(sim->model, layer);
+    for (int32_t i = 0; i < sim->num_templates; i++) {
+        const dsi_template_t *t = &sim->templates[i];
+        if (t->type == type && t->pass == pass && same_layout(&t->tp_layout, tp)) {
+            *id_p = i;
+            return DS_OK;
+        }
+    }
+    if (sim->num_templates == sim->templates_cap) {
+        int32_t cap = sim->templates_cap ? 2 * sim->templates_cap : 16;
+        DSI_TRY(dsi_realloc_array(&sim->templates, (size_t)cap, sizeof(*sim->templates)));
+        sim->templates_cap = cap;
+    }
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    size_t count = 0;
+    DSI_TRY(
+        dsi_model_layer_ops(sim->model, layer, &sim->ctx, pass, ops, DSI_ARRAY_SIZE(ops), &count));
+    DSI_TRY(grow_ops(sim, (int32_t)count));
+    dsi_template_t t;
+    memset(&t, 0, sizeof(t));
+    t.layer = layer;
+    t.type = type;
+    t.pass = (uint8_t)pass;
+    t.tp_layout = *tp;
+    t.op_first = sim->num_ops;
+    t.op_count = (int32_t)count;
+    bool tied_head = layer == DSI_PART_HEAD && pass == DS_PASS_BACKWARD &&
+                     dsi_has_tied_copy(&sim->info, &sim->s);
+    for (size_t i = 0; i < count; i++) {
+        ds_event_key_t key = ops[i].key;
+        bool comm = key.kind == DS_EVENT_COMM;
+        if (comm)
+            dsi_key_set_layout(&key, tp);
+        int64_t ns = 0;
+        int assumed = 0;
+        DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
+        int32_t o = sim->num_ops++;
+        sim->op_dur[o] = ns;
+        sim->op_comm[o] = comm;
+        sim->op_assumed[o] = (uint8_t)assumed;
+        sim->op_grad[o] = ops[i].grad_params;
+        sim->op_label[o] = ops[i].label;
+        /* The last stage's copy of tied embeddings gets its gradient from
+         * the logits' weight gradient. */
+        if (tied_head && !comm && key.op == DS_OP_GEMM && (key.variant & DS_GEMM_TRANS_A)) {
+            sim->op_grad[o] += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
+            tied_head = false;
+        }
+        t.dur += ns;
+        if (!comm)
+            t.comp += ns;
+        t.assumed |= (uint8_t)assumed;
+        if (!comm && (key.op == DS_OP_GEMM || key.op == DS_OP_BATCHED_GEMM)) {
+            t.mm_flops += ops[i].flops;
+            if (key.pass != DS_PASS_RECOMPUTE)
+                t.mm_model_flops += ops[i].flops;
+        }
+    }
+    sim->templates[sim->num_templates] = t;
+    *id_p = sim->num_templates++;
+    return DS_OK;
+}
+
+static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp)
+{
+    if (sim->num_parts == sim->parts_cap) {
+        int32_t cap = sim->parts_cap ? 2 * sim->parts_cap : 64;
+        DSI_TRY(dsi_realloc_array(&sim->part_layer, (size_t)cap, sizeof(*sim->part_layer)));
+        DSI_TRY(dsi_realloc_array(&sim->part_tf, (size_t)cap, sizeof(*sim->part_tf)));
+        DSI_TRY(dsi_realloc_array(&sim->part_tb, (size_t)cap, sizeof(*sim->part_tb)));
+        DSI_TRY(dsi_realloc_array(&sim->part_params, (size_t)cap, sizeof(*sim->part_params)));
+        DSI_TRY(dsi_realloc_array(&sim->part_rev, (size_t)cap, sizeof(*sim->part_rev)));
+        sim->parts_cap = cap;
+    }
+    int32_t i = sim->num_parts;
+    sim->part_layer[i] = layer;
+    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, &sim->part_tf[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, &sim->part_tb[i]));
+    int64_t params = dsi_model_layer_params_tp(sim->model, layer, sim->s.tp);
+    if (layer == DSI_PART_HEAD && dsi_has_tied_copy(&sim->info, &sim->s))
+        params += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
+    sim->part_params[i] = params;
+    sim->part_rev[i] = 0;
+    sim->num_parts++;
+    return DS_OK;
+}
+
+ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp, int32_t *id_p)
+{
+    for (int32_t i = 0; i < sim->num_profiles; i++) {
+        if (sim->profiles[i].stage == stage && same_layout(&sim->profiles[i].tp_layout, tp)) {
+            *id_p = i;
+            return DS_OK;
+        }
+    }
+    if (sim->num_profiles == sim->profiles_cap) {
+        int32_t cap = sim->profiles_cap ? 2 * sim->profiles_cap : 16;
+        DSI_TRY(dsi_realloc_array(&sim->profiles, (size_t)cap, sizeof(*sim->profiles)));
+        sim->profiles_cap = cap;
+    }
+    const ds_strategy_t *s = &sim->s;
+    int v = s->vpp;
+    dsi_profile_t *pr = &sim->profiles[sim->num_profiles];
+    memset(pr, 0, sizeof(*pr));
+    pr->stage = stage;
+    pr->tp_layout = *tp;
+    sim->num_profiles++; /* owned from here: freed by dsi_sim_templates_reset */
+    DSI_TRY(dsi_calloc((size_t)v + 1, sizeof(*pr->part_first), &pr->part_first));
+    DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_dur), &pr->fused_dur));
+    DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_comp), &pr->fused_comp));
+    DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_assumed), &pr->fused_assumed));
+    int L = sim->info.num_layers;
+    for (int c = 0; c < v; c++) {
+        pr->part_first[c] = sim->num_parts;
+        if (stage == 0 && c == 0)
+            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp));
+        int first, n;
+        ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
+        for (int layer = first; layer < first + n; layer++)
+            DSI_TRY(add_part(sim, layer, tp));
+        if (stage == s->pp - 1 && c == v - 1)
+            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp));
+    }
+    int32_t id = sim->num_profiles - 1;
+    pr->part_first[v] = sim->num_parts;
+    /* Fused sums, FLOPs, and each part's place in reverse parameter order. */
+    int64_t total = 0;
+    for (int32_t i = pr->part_first[0]; i < pr->part_first[v]; i++)
+        total += sim->part_params[i];
+    int64_t forward_pos = 0;
+    for (int c = 0; c < v; c++) {
+        for (int32_t i = pr->part_first[c]; i < pr->part_first[c + 1]; i++) {
+            const dsi_template_t *tf = &sim->templates[sim->part_tf[i]];
+            const dsi_template_t *tb = &sim->templates[sim->part_tb[i]];
+            pr->fused_dur[c * 2] += tf->dur;
+            pr->fused_comp[c * 2] += tf->comp;
+            pr->fused_assumed[c * 2] |= tf->assumed;
+            pr->fused_dur[c * 2 + 1] += tb->dur;
+            pr->fused_comp[c * 2 + 1] += tb->comp;
+            pr->fused_assumed[c * 2 + 1] |= tb->assumed;
+            pr->mm_flops += tf->mm_flops + tb->mm_flops;
+            pr->mm_model_flops += tf->mm_model_flops + tb->mm_model_flops;
+            sim->part_rev[i] = total - forward_pos - sim->part_params[i];
+            forward_pos += sim->part_params[i];
+        }
+    }
+    /* Lane-level work at the iteration end. */
+    int assumed = 0;
+    if (sim->ctx.sp) {
+        ds_event_key_t key =
+            dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_TP, s->tp, DS_DTYPE_FP32,
+                              dsi_sp_norm_params(sim->model, s, stage) * 4);
+        dsi_key_set_layout(&key, tp);
+        DSI_TRY(dsi_sim_cost(sim, &key, 0.0, (double)key.dims[0], &pr->sp_dur, &assumed));
+        pr->sp_assumed = (uint8_t)assumed;
+    }
+    int64_t shard = dsi_optimizer_shard(s, dsi_stage_params(sim->model, s, stage));
+    ds_event_key_t opt = dsi_optimizer_key(shard);
+    DSI_TRY(dsi_sim_cost(sim, &opt, 12.0 * (double)shard, 36.0 * (double)shard, &pr->opt_dur,
+                         &assumed));
+    pr->opt_assumed = (uint8_t)assumed;
+    *id_p = id;
+    return DS_OK;
+}

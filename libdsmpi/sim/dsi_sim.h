@@ -1,0 +1,388 @@
+/*
+ * Private parts of the simulator: the graph arena, layer templates, the
+ * per-stage programs of the pipeline schedules, lanes (tensor-parallel
+ * groups), data-parallel group instances and replica columns.
+ */
+#ifndef DSI_SIM_H
+#define DSI_SIM_H
+
+#include <dsmpi/sim.h>
+
+#include "dsi_core.h"
+#include "events/dsi_events.h"
+#include "model/dsi_model.h"
+
+/* ---- graph ----------------------------------------------------------------------------- */
+
+typedef enum dsi_node_kind {
+    DSI_N_FWD = 0,  /* layer passes (forward) of a lane */
+    DSI_N_BWD = 1,  /* layer passes (backward, recompute included) */
+    DSI_N_OPT = 2,  /* optimizer step */
+    DSI_N_XFER = 3, /* one point-to-point transfer between two lanes */
+    DSI_N_DP = 4,   /* a collective of a data-parallel group instance */
+    DSI_N_TP = 5,   /* a lane-level TP collective (SP norm gradients) */
+    DSI_N_COL = 6,  /* a collective of a replica column (embedding, norm, overflow) */
+    DSI_N_JOIN = 7, /* zero duration: waits for several nodes */
+    DSI_N_KIND_COUNT_
+} dsi_node_kind_t;
+
+#define DSI_NODE_ASSUMED 1u
+
+/* Struct-of-arrays node and edge storage, reused across runs. */
+typedef struct dsi_graph {
+    int32_t n, cap;
+    int64_t *dur;   /* duration, ns */
+    int64_t *start; /* ready time while evaluating, then start, ns */
+    int64_t *comp;  /* compute part of layer and optimizer nodes, ns */
+    int32_t *bind;  /* the predecessor that decided the start, -1 */
+    uint8_t *kind;
+    uint8_t *iter; /* 1-based iteration */
+    uint8_t *flags;
+    int32_t *owner; /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
+    int32_t *mb;    /* micro-batch, bucket or ZeRO part; -1 */
+    int16_t *chunk;
+    int16_t *part0; /* first part (layer) of a lane node in its chunk pass */
+    int16_t *nparts;
+    int16_t *op0, *op1; /* operator range of a split single-part node; op1 = 0: whole */
+    uint8_t *label;     /* DP/COL/TP labels: index into dsi_node_labels */
+    /* edges, appended in any order */
+    int64_t ne, ecap;
+    int32_t *efrom, *eto;
+    /* evaluation */
+    int32_t *off; /* successors CSR, n + 1 */
+    int32_t *adj;
+    int32_t *indeg;
+    int32_t *queue;
+    int32_t csr_cap;
+    int64_t adj_cap;
+} dsi_graph_t;
+
+ds_status_t dsi_graph_reset(dsi_graph_t *g);
+void dsi_graph_free(dsi_graph_t *g);
+ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g);
+/* Appends a node; returns its index or -1 (out of memory, recorded). */
+static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t owner,
+                                    int64_t dur)
+{
+    if (g->n == g->cap && dsi_graph_grow_nodes(g) != DS_OK)
+        return -1;
+    int32_t id = g->n++;
+    g->dur[id] = dur;
+    g->comp[id] = 0;
+    g->kind[id] = (uint8_t)kind;
+    g->iter[id] = (uint8_t)iter;
+    g->flags[id] = 0;
+    g->owner[id] = owner;
+    g->mb[id] = -1;
+    g->chunk[id] = 0;
+    g->part0[id] = 0;
+    g->nparts[id] = 0;
+    g->op0[id] = 0;
+    g->op1[id] = 0;
+    g->label[id] = 0;
+    return id;
+}
+ds_status_t dsi_graph_grow_edges(dsi_graph_t *g);
+static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t to)
+{
+    if (from < 0) /* nothing before: the start of the simulation */
+        return DS_OK;
+    if (g->ne == g->ecap) {
+        ds_status_t status = dsi_graph_grow_edges(g);
+        if (status != DS_OK)
+            return status;
+    }
+    g->efrom[g->ne] = from;
+    g->eto[g->ne] = to;
+    g->ne++;
+    return DS_OK;
+}
+/* Longest-path sweep in topological order.  On a cycle, fills *cycle_p /
+ * *cycle_len_p (nodes in dependency order, caller frees) and returns
+ * DS_ERR_DEADLOCK without a message. */
+ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle_len_p);
+
+extern const char *const dsi_node_labels[];
+enum {
+    DSI_L_NONE = 0,
+    DSI_L_GRAD_ALLREDUCE,
+    DSI_L_GRAD_RS,
+    DSI_L_PARAM_AG,
+    DSI_L_PS_PUSH,
+    DSI_L_PS_PULL,
+    DSI_L_Z3_GATHER,
+    DSI_L_Z3_RS,
+    DSI_L_SP_NORM,
+    DSI_L_EMBEDDING,
+    DSI_L_OVERFLOW,
+    DSI_L_GRAD_NORM,
+    DSI_L_COUNT_
+};
+
+/* ---- schedule programs ------------------------------------------------------------------ */
+
+typedef enum dsi_action_type {
+    DSI_ACT_FWD = 0,
+    DSI_ACT_BWD = 1,
+    DSI_ACT_COMM = 2
+} dsi_action_type_t;
+
+/* Directions of a transfer seen from the lane that posts it. */
+typedef enum dsi_dir {
+    DSI_SEND_NEXT = 0, /* activation to the next virtual stage */
+    DSI_RECV_PREV = 1, /* activation from the previous one */
+    DSI_SEND_PREV = 2, /* gradient to the previous virtual stage */
+    DSI_RECV_NEXT = 3, /* gradient from the next one */
+} dsi_dir_t;
+
+typedef struct dsi_action {
+    uint8_t type;    /* dsi_action_type_t */
+    uint8_t batched; /* COMM: Megatron's batched steady-state call */
+    uint8_t nx;      /* COMM: transfers */
+    uint8_t sync;    /* BWD: gradient buckets become ready inside (set by the builder) */
+    int16_t chunk;
+    int32_t mb;
+    uint8_t x[4]; /* dsi_dir_t */
+} dsi_action_t;
+
+typedef struct dsi_program {
+    dsi_action_t *actions;
+    int32_t count, cap;
+    int32_t forwards, backwards;
+    int32_t peak_inflight; /* most forwards whose backward has not run */
+} dsi_program_t;
+
+/* Builds the program of pipeline rank `stage`: Megatron-Core's order of
+ * forward/backward passes and send/receive calls.  `unbatched` splits every
+ * batched call into blocking single calls, sends first (the schedule
+ * Megatron avoids: it deadlocks in steady state). */
+ds_status_t dsi_schedule_build(const ds_strategy_t *s, int64_t microbatches, int stage,
+                               int unbatched, dsi_program_t *program);
+void dsi_program_free(dsi_program_t *program);
+
+/* ---- layer templates ------------------------------------------------------------------- */
+
+typedef struct dsi_template {
+    int layer;    /* a representative layer index, or DSI_PART_* */
+    int type;     /* dsi_layer_type */
+    uint8_t pass; /* forward or backward */
+    uint8_t assumed;
+    dsi_layout_t tp_layout;
+    int32_t op_first, op_count;
+    int64_t dur, comp;               /* ns, unscaled */
+    double mm_flops, mm_model_flops; /* matmul FLOPs (recompute included / excluded) */
+} dsi_template_t;
+
+/* A stage of one TP layout: the parts (embedding, layers, head) of each
+ * chunk in forward order, with their templates and fused sums. */
+typedef struct dsi_profile {
+    int stage;
+    dsi_layout_t tp_layout;
+    int32_t *part_first; /* [vpp + 1]: parts of chunk c are [part_first[c], part_first[c+1]) */
+    int64_t *fused_dur;  /* [vpp * 2]: chunk pass (c, pass) */
+    int64_t *fused_comp;
+    uint8_t *fused_assumed;
+    int64_t sp_dur, opt_dur; /* SP norm all-reduce, optimizer step */
+    uint8_t sp_assumed, opt_assumed;
+    double mm_flops, mm_model_flops; /* one micro-batch through every chunk, fwd + bwd */
+} dsi_profile_t;
+
+/* ---- lanes, groups, columns -------------------------------------------------------------- */
+
+#define DSI_MAX_PENDING 64
+
+typedef struct dsi_lane {
+    int32_t d, p;
+    int32_t prof;
+    int32_t next, prev;         /* simulated lanes of the next / previous pipeline rank, -1 */
+    int32_t column;             /* simulated column */
+    int32_t dp_first, dp_count; /* into sim->lane_dp: distinct DP instances of its members */
+    double factor;              /* slowest member's speed factor */
+    /* Transfer costs of the channels this lane sends on, per flag
+     * (0 single, 1 batched); -1 until looked up. */
+    int64_t fwd_cost[2], bwd_cost[2];
+    uint8_t fwd_assumed[2], bwd_assumed[2];
+    /* build state */
+    int32_t last;
+    int32_t npend;
+    int32_t pend[DSI_MAX_PENDING];
+    int32_t seq[4];
+    uint8_t *first_fwd_done; /* per chunk: its first forward of this iteration was built */
+    int32_t nbwd;            /* backwards built this iteration */
+} dsi_lane_t;
+
+typedef struct dsi_dpgroup {
+    int32_t p;
+    int32_t t;     /* representative tp coordinate */
+    int32_t count; /* tp coordinates it stands for in its stage (symmetric) */
+    dsi_layout_t layout;
+    int32_t last; /* stream: last node issued */
+    int64_t cost[2]
+                [2]; /* gradient / parameter collective of a full / last bucket, ns; -1 unknown */
+    uint8_t cost_assumed[2][2];
+} dsi_dpgroup_t;
+
+/* What the placement classes depend on: runs with equal keys reuse them. */
+typedef struct dsi_place_key {
+    int dp, tp, pp, gpus_per_node, wrap, tied, full, valid;
+    ds_dim_t order[3];
+} dsi_place_key_t;
+
+typedef struct dsi_column {
+    int32_t d;
+    int64_t represents; /* columns with this timeline */
+    int32_t lane_first; /* simulated lanes of this column: lane_first + p */
+} dsi_column_t;
+
+/* ---- the simulator ------------------------------------------------------------------------ */
+
+typedef struct dsi_key_entry {
+    ds_event_key_t key;
+    int64_t ns;
+    ds_provenance_t provenance;
+    double seconds;
+} dsi_key_entry_t;
+
+struct ds_sim {
+    /* inputs of the last run */
+    const ds_model_t *model;
+    ds_model_info_t info;
+    ds_strategy_t s;
+    ds_cluster_t cluster;
+    const ds_cost_table_t *costs;
+    ds_sim_options_t opt;
+    int unbatched_p2p; /* tests: the deadlocking schedule */
+    int64_t m;         /* micro-batches */
+    int64_t num_devices;
+    dsi_shape_ctx_t ctx;
+    dsi_placement_t place;
+
+    /* keys looked up: open addressing over `keys` */
+    dsi_key_entry_t *keys;
+    size_t num_keys, keys_cap;
+    uint32_t *key_slots;
+    size_t num_key_slots;
+    ds_event_key_t *missing;
+    size_t num_missing, missing_cap;
+
+    /* operators of the templates (SoA) */
+    int64_t *op_dur;
+    uint8_t *op_comm, *op_assumed;
+    int64_t *op_grad;
+    const char **op_label;
+    int32_t num_ops, ops_cap;
+    dsi_template_t *templates;
+    int32_t num_templates, templates_cap;
+    dsi_profile_t *profiles;
+    int32_t num_profiles, profiles_cap;
+    /* parts, shared by the profiles: layer index and templates */
+    int32_t *part_layer, *part_tf, *part_tb;
+    int64_t *part_params; /* parameters of the part (TP share; head with the tied copy) */
+    int64_t *part_rev;    /* where the part starts in reverse parameter order of its stage */
+    int32_t num_parts, parts_cap;
+
+    dsi_program_t *programs; /* one per pipeline rank */
+    int32_t num_programs;
+    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
+
+    /* placement classes */
+    int32_t *column_of; /* [dp]: simulated column of every replica */
+    int32_t *dp_of;     /* [tp * pp]: simulated DP instance of every (t, p) */
+    dsi_column_t *columns;
+    int32_t num_columns;
+    dsi_lane_t *lanes;
+    int32_t num_lanes;
+    int32_t *lane_dp;
+    int32_t num_lane_dp;
+    dsi_dpgroup_t *dpgroups;
+    int32_t num_dpgroups;
+    int32_t *stage_lanes;      /* lanes of stage p: stage_lanes[p * num_columns + i] */
+    double *device_factor;     /* [devices] in full mode with speed factors, else NULL */
+    dsi_place_key_t place_key; /* of the classes below */
+    /* layouts of every group of the target */
+    dsi_layout_t *tp_lay;  /* [d * pp + p] */
+    dsi_layout_t *dp_lay;  /* [p * tp + t] */
+    dsi_layout_t *fwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,p) -> (t,d,next(p)) */
+    dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
+    dsi_layout_t *emb_lay; /* [d * tp + t] */
+    dsi_layout_t *mp_lay;  /* [d] */
+    uint8_t *fwd_done_store;
+
+    /* buckets of each stage: reverse parameter order */
+    int64_t *stage_params;
+    int64_t bucket;
+    int32_t *num_buckets; /* [pp] */
+    int32_t max_buckets;
+    int32_t rounds;     /* gradient reductions per iteration (m with ZeRO-2, else 1) */
+    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
+    int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
+    int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
+    int32_t *zparts;    /* ZeRO-3: [lane][part] nodes of the current action */
+    int32_t zparts_stride;
+    int32_t *zpre; /* ZeRO-3: [lane] node before the current action */
+
+    /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
+    int32_t *xfer;
+    uint8_t *xfer_sides;
+    uint8_t *xfer_flag; /* flag of the first side seen */
+    int32_t xfer_per_lane;
+
+    dsi_graph_t g;
+
+    /* results */
+    int evaluated;
+    int64_t it_end[3]; /* end of iterations 1 and 2 */
+    int64_t it2_begin; /* first start of an iteration-2 event */
+    ds_sim_summary_t summary;
+    ds_sim_device_t *devices;
+    size_t num_devices_out;
+    int32_t *mb_nodes; /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
+    ds_sim_critical_t critical;
+    /* event queries */
+    int32_t *lane_node_off, *lane_nodes;
+    int32_t *dp_node_off, *dp_node_nodes;
+    int32_t *col_node_off, *col_node_nodes;
+    int32_t *xfer_lane_off, *xfer_lane_nodes; /* transfers each lane sends or receives */
+    ds_sim_event_t *events;
+    size_t events_cap;
+    double build_s, eval_s;
+};
+
+/* costs.c */
+void dsi_sim_keys_reset(ds_sim_t *sim);
+/* The cost of `key` in ns (0 when missing; recorded).  `flops`/`bytes`
+ * feed the roofline estimate. */
+ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
+                         int64_t *ns_p, int *assumed_p);
+ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_layout,
+                               int32_t *profile_p);
+void dsi_sim_templates_reset(ds_sim_t *sim);
+
+/* build.c */
+ds_status_t dsi_sim_build(ds_sim_t *sim);
+/* A readable description of a node for messages: "rank 3 (stage 1) bwd mb 4 layer 7". */
+void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t size);
+/* A representative global rank of the lane. */
+int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t);
+
+/* metrics.c */
+ds_status_t dsi_sim_metrics(ds_sim_t *sim);
+ds_status_t dsi_sim_index_events(ds_sim_t *sim);
+ds_sim_category_t dsi_sim_node_category(const ds_sim_t *sim, int32_t node);
+/* The simulated device (lane, DP instance) of a target rank. */
+void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t *dp_p);
+
+/* memory.c */
+void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *memory);
+
+/* Test hook: build the deadlocking unbatched schedule. */
+void dsi_sim_set_unbatched_p2p(ds_sim_t *sim, int on);
+
+/* Integer ns of a cost in seconds. */
+static inline int64_t dsi_ns(double seconds)
+{
+    double ns = seconds * 1e9;
+    return ns <= 0.0 ? 0 : (int64_t)(ns + 0.5);
+}
+
+#endif /* DSI_SIM_H */

@@ -1,0 +1,135 @@
+/*
+ * Device memory of one pipeline stage:
+ *   weights      P x dtype bytes (/dp with ZeRO-3)
+ *   gradients    P x grad-reduce dtype bytes (Megatron's fp32 main_grad buffer;
+ *                /dp with ZeRO-2 and 3)
+ *   optimizer    P x 12 bytes (fp32 master copy + Adam moments; 8 when training
+ *                in fp32), /dp with ZeRO >= 1, the server share with a
+ *                parameter server
+ *   activations  per layer and micro-batch after Korthikanti et al. (MLSys'23):
+ *                replicated s b h (10 or 8 without dropout), split over TP
+ *                s b (2 (q + 2 kv) + 2 q) for attention inputs plus the MLP
+ *                (4 f s b, 6 f s b gated), attention scores 5 a s^2 b / t (2
+ *                without dropout; none with selective recompute); with SP the
+ *                replicated part is split too; full recompute keeps only each
+ *                layer's input (2 s b h, / t with SP) plus one layer's working
+ *                set.  Times the peak of in-flight (chunk, micro-batch) passes of
+ *                the schedule; the last stage adds one micro-batch of fp32
+ *                logits.
+ *   buffers      DS_SIM_COMM_MIB per communicator the device is in, and two
+ *                pipeline receive buffers per chunk
+ *   context      DS_SIM_CONTEXT_MIB + DS_SIM_WORKSPACE_MIB
+ *   margin       DS_SIM_FRAGMENTATION x the tensors above
+ * Not modelled: temporary buffers inside kernels beyond the stored
+ * activations, the allocator caching more than the margin, the data
+ * loader, checkpointing and evaluation passes.
+ */
+#include "dsi_sim.h"
+
+#include <string.h>
+
+#define MIB (1024.0 * 1024.0)
+
+/* Activation bytes one layer keeps for one micro-batch until its backward. */
+static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recompute_t recompute)
+{
+    const ds_model_info_t *info = &sim->info;
+    const ds_strategy_t *s = &sim->s;
+    double b = s->mbs, t = s->tp, scale = (double)ds_dtype_size(info->dtype) / 2.0;
+    if (info->arch == DS_ARCH_LAYER_LIST) {
+        const dsi_generic_layer_t *gl = &sim->model->generic[sim->model->layer_of[layer]];
+        double bytes = 0.0;
+        for (int i = 0; i < gl->num_ops; i++) {
+            const dsi_generic_op_t *op = &gl->ops[i];
+            double cols = op->split == DSI_TP_COLUMN ? (double)op->cols / t : (double)op->cols;
+            bytes += b * (double)op->rows * cols * (double)ds_dtype_size(info->dtype);
+        }
+        return bytes;
+    }
+    bool t5_decoder = info->arch == DS_ARCH_ENCODER_DECODER && layer >= info->num_encoder_layers;
+    double seq = t5_decoder ? info->decoder_seq_len : info->seq_len;
+    double h = info->hidden_size, a = info->num_heads, f = info->ffn_hidden_size;
+    double q = (double)info->num_heads * info->head_dim,
+           kv = (double)info->num_kv_heads * info->head_dim;
+    bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
+    bool sp = sim->ctx.sp;
+    double sbh = seq * b * h;
+    if (recompute == DS_RECOMPUTE_FULL)
+        return 2.0 * sbh / (sp ? t : 1.0) * scale;
+    double replicated = sbh * (info->dropout ? 10.0 : 8.0);
+    double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) + seq * b * f * (gated ? 6.0 : 4.0);
+    double scores =
+        recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : (info->dropout ? 5.0 : 2.0) * a * seq * seq * b;
+    double per_layer = replicated / (sp ? t : 1.0) + split / t + scores / t;
+    if (t5_decoder) /* cross-attention: another attention block over the encoder tokens */
+        per_layer +=
+            (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t +
+            (recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * seq * info->seq_len * b / t);
+    return per_layer * scale;
+}
+
+void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
+{
+    const ds_model_info_t *info = &sim->info;
+    const ds_strategy_t *s = &sim->s;
+    memset(mem, 0, sizeof(*mem));
+    double P = (double)sim->stage_params[stage];
+    double dp = s->dp;
+    mem->weights_B = P * (double)ds_dtype_size(info->dtype) / (s->zero == 3 ? dp : 1.0);
+    mem->grads_B = P * (double)ds_dtype_size(s->grad_reduce_dtype) / (s->zero >= 2 ? dp : 1.0);
+    double per_param = info->dtype == DS_DTYPE_FP32 ? 8.0 : 12.0;
+    double share = s->zero >= 1 ? dp : (s->dp_algo == DS_DP_PS && s->dp > 1 ? s->ps_servers : 1.0);
+    mem->optimizer_B = P * per_param / share;
+    /* Activations: each chunk's layers, times the peak of passes in flight. */
+    const dsi_program_t *prog = &sim->programs[stage];
+    mem->inflight = prog->peak_inflight;
+    double chunk_bytes = 0.0, largest_layer = 0.0;
+    int L = info->num_layers;
+    for (int c = 0; c < s->vpp; c++) {
+        int first, n;
+        ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
+        double bytes = 0.0;
+        for (int layer = first; layer < first + n; layer++) {
+            bytes += layer_activation_bytes(sim, layer, s->recompute);
+            double whole = layer_activation_bytes(sim, layer, DS_RECOMPUTE_NONE);
+            if (whole > largest_layer)
+                largest_layer = whole;
+        }
+        if (bytes > chunk_bytes)
+            chunk_bytes = bytes;
+    }
+    mem->activations_B = chunk_bytes * prog->peak_inflight;
+    if (s->recompute == DS_RECOMPUTE_FULL) /* the layer being recomputed holds all of it */
+        mem->activations_B += largest_layer;
+    if (info->arch != DS_ARCH_LAYER_LIST) {
+        double tokens =
+            (double)s->mbs *
+            (info->arch == DS_ARCH_ENCODER_DECODER ? info->decoder_seq_len : info->seq_len);
+        if (stage == s->pp - 1) /* fp32 logits and their gradient, one micro-batch */
+            mem->activations_B += tokens * (double)dsi_vocab_share(info, s->tp) * 4.0 * 2.0;
+        if (stage == 0) /* embedding output and dropout mask, per in-flight micro-batch */
+            mem->activations_B += tokens * info->hidden_size * 3.0 / (sim->ctx.sp ? s->tp : 1) *
+                                  (double)prog->peak_inflight / s->vpp;
+    }
+    /* Communicators: TP, DP, the pipeline neighbours, model-parallel, embedding. */
+    int comms = (s->tp > 1) + (s->dp > 1) +
+                (s->pp > 1 ? (stage > 0) + (stage < s->pp - 1 || s->vpp > 1) : 0) +
+                (s->tp * s->pp > 1) +
+                (dsi_has_tied_copy(info, s) && (stage == 0 || stage == s->pp - 1));
+    double pp_buffers = 0.0;
+    if (s->pp > 1)
+        pp_buffers = 2.0 *
+                     (double)dsi_p2p_boundary_bytes(sim->model, s, info->dtype,
+                                                    stage > 0 ? stage : (s->pp > 1 ? 1 : 0)) *
+                     s->vpp;
+    mem->comm_buffers_B = comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers;
+    mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) +
+                      dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) *
+                     MIB;
+    double tensors =
+        mem->weights_B + mem->grads_B + mem->optimizer_B + mem->activations_B + mem->comm_buffers_B;
+    mem->fragmentation_B = tensors * dsi_param_double(DSI_PARAM_SIM_FRAGMENTATION);
+    mem->total_B = tensors + mem->context_B + mem->fragmentation_B;
+    mem->device_B = sim->cluster.device.memory_GiB * 1024.0 * MIB;
+    mem->oom = mem->device_B > 0 && mem->total_B > mem->device_B;
+}

@@ -1,0 +1,345 @@
+/* The simulator object: options, one run (build, evaluate, measure) and the
+ * accessors of its results. */
+#include "dsi_sim.h"
+
+#include <string.h>
+#include <time.h>
+
+static const char *const category_names[DS_SIM_CAT_COUNT_] = {
+    "forward", "backward", "optimizer", "tp-comm", "pp-p2p", "dp-comm", "other-comm", "wait"};
+static const char *const stream_names[DS_SIM_STREAM_COUNT_] = {"compute", "tp", "pp", "dp",
+                                                               "other"};
+
+const char *ds_sim_category_name(ds_sim_category_t category)
+{
+    return (unsigned)category < DS_SIM_CAT_COUNT_ ? category_names[category] : "?";
+}
+
+const char *ds_sim_stream_name(ds_sim_stream_t stream)
+{
+    return (unsigned)stream < DS_SIM_STREAM_COUNT_ ? stream_names[stream] : "?";
+}
+
+void ds_sim_options_init(ds_sim_options_t *options)
+{
+    memset(options, 0, sizeof(*options));
+    options->mode = DS_SIM_SYMMETRIC;
+    options->granularity = DS_SIM_LAYER;
+    options->keep_timeline = 1;
+}
+
+ds_status_t ds_sim_create(ds_sim_t **sim_p)
+{
+    ds_sim_t *sim;
+    DSI_TRY(dsi_calloc(1, sizeof(*sim), &sim));
+    *sim_p = sim;
+    return DS_OK;
+}
+
+void ds_sim_destroy(ds_sim_t *sim)
+{
+    if (sim == NULL)
+        return;
+    dsi_placement_free(&sim->place);
+    dsi_sim_templates_reset(sim);
+    dsi_free(sim->keys);
+    dsi_free(sim->key_slots);
+    dsi_free(sim->missing);
+    dsi_free(sim->op_dur);
+    dsi_free(sim->op_comm);
+    dsi_free(sim->op_assumed);
+    dsi_free(sim->op_grad);
+    dsi_free(sim->op_label);
+    dsi_free(sim->templates);
+    dsi_free(sim->profiles);
+    dsi_free(sim->part_layer);
+    dsi_free(sim->part_tf);
+    dsi_free(sim->part_tb);
+    dsi_free(sim->part_params);
+    dsi_free(sim->part_rev);
+    for (int32_t i = 0; i < sim->num_programs; i++)
+        dsi_program_free(&sim->programs[i]);
+    dsi_free(sim->programs);
+    dsi_free(sim->column_of);
+    dsi_free(sim->dp_of);
+    dsi_free(sim->columns);
+    dsi_free(sim->lanes);
+    dsi_free(sim->lane_dp);
+    dsi_free(sim->dpgroups);
+    dsi_free(sim->stage_lanes);
+    dsi_free(sim->device_factor);
+    dsi_free(sim->tp_lay);
+    dsi_free(sim->dp_lay);
+    dsi_free(sim->fwd_lay);
+    dsi_free(sim->bwd_lay);
+    dsi_free(sim->emb_lay);
+    dsi_free(sim->mp_lay);
+    dsi_free(sim->fwd_done_store);
+    dsi_free(sim->stage_params);
+    dsi_free(sim->num_buckets);
+    dsi_free(sim->ready);
+    dsi_free(sim->gather);
+    dsi_free(sim->round_end);
+    dsi_free(sim->zparts);
+    dsi_free(sim->zpre);
+    dsi_free(sim->xfer);
+    dsi_free(sim->xfer_sides);
+    dsi_free(sim->xfer_flag);
+    dsi_graph_free(&sim->g);
+    dsi_free(sim->devices);
+    dsi_free(sim->mb_nodes);
+    dsi_free(sim->lane_node_off);
+    dsi_free(sim->lane_nodes);
+    dsi_free(sim->dp_node_off);
+    dsi_free(sim->dp_node_nodes);
+    dsi_free(sim->col_node_off);
+    dsi_free(sim->col_node_nodes);
+    dsi_free(sim->xfer_lane_off);
+    dsi_free(sim->xfer_lane_nodes);
+    dsi_free(sim->events);
+    dsi_free(sim);
+}
+
+void dsi_sim_set_unbatched_p2p(ds_sim_t *sim, int on)
+{
+    sim->unbatched_p2p = on;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static ds_status_t set_factors(ds_sim_t *sim)
+{
+    const ds_sim_options_t *o = &sim->opt;
+    if (o->num_slow_devices == 0)
+        return DS_OK;
+    if (o->mode != DS_SIM_FULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "per-device speed factors (%zu given) need the full simulation mode "
+                         "(accepted: mode full, --full)",
+                         o->num_slow_devices);
+    DSI_TRY(dsi_realloc_array(&sim->device_factor, (size_t)sim->num_devices,
+                              sizeof(*sim->device_factor)));
+    for (int64_t i = 0; i < sim->num_devices; i++)
+        sim->device_factor[i] = 1.0;
+    for (size_t i = 0; i < o->num_slow_devices; i++) {
+        const ds_sim_slow_device_t *sd = &o->slow_devices[i];
+        if (sd->rank < 0 || sd->rank >= sim->num_devices)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "slow device rank %lld (accepted: 0 to %lld)",
+                             (long long)sd->rank, (long long)sim->num_devices - 1);
+        if (!(sd->factor > 0.0 && sd->factor <= 1000.0))
+            return DSI_ERROR(
+                DS_ERR_INVALID_ARG,
+                "slow device factor %g for rank %lld (accepted: above 0, at most 1000)", sd->factor,
+                (long long)sd->rank);
+        sim->device_factor[sd->rank] = sd->factor;
+    }
+    return DS_OK;
+}
+
+static ds_status_t deadlock_error(ds_sim_t *sim, const int32_t *cycle, int32_t len)
+{
+    dsi_strbuf_t buf;
+    dsi_strbuf_init(&buf);
+    dsi_strbuf_appendf(&buf,
+                       "the schedule deadlocks: %d events wait on each other in a cycle: ", len);
+    int32_t shown = DSI_MIN(len, 6);
+    for (int32_t i = 0; i < shown; i++) {
+        char text[512];
+        dsi_sim_describe_node(sim, cycle[i], text, sizeof(text));
+        dsi_strbuf_appendf(&buf, "%s%s", i ? " waits for " : "", text);
+    }
+    if (shown < len)
+        dsi_strbuf_appendf(&buf, " ... (%d more)", len - shown);
+    dsi_strbuf_append(&buf, ", which waits for the first");
+    ds_status_t status = DSI_ERROR(DS_ERR_DEADLOCK, "%s",
+                                   dsi_strbuf_status(&buf) == DS_OK ? dsi_strbuf_text(&buf)
+                                                                    : "the schedule deadlocks");
+    dsi_strbuf_free(&buf);
+    return status;
+}
+
+ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy_t *strategy,
+                       const ds_cluster_t *cluster, const ds_cost_table_t *costs,
+                       const ds_sim_options_t *options)
+{
+    double t0 = now_s();
+    sim->evaluated = 0;
+    ds_sim_options_t defaults;
+    if (options == NULL) {
+        ds_sim_options_init(&defaults);
+        options = &defaults;
+    }
+    int64_t devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
+    int64_t m = ds_strategy_num_microbatches(strategy);
+    if (strategy->dp < 1 || m < 1 || devices != ds_cluster_num_gpus(cluster))
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy dp=%d tp=%d pp=%d gbs=%lld is not resolved for %lld devices "
+                         "(call ds_strategy_resolve first)",
+                         strategy->dp, strategy->tp, strategy->pp, (long long)strategy->gbs,
+                         (long long)ds_cluster_num_gpus(cluster));
+    if (options->mode != DS_SIM_SYMMETRIC && options->mode != DS_SIM_FULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "simulation mode %d (accepted: symmetric, full)",
+                         (int)options->mode);
+    if (options->granularity != DS_SIM_LAYER && options->granularity != DS_SIM_STAGE)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "granularity %d (accepted: layer, stage)",
+                         (int)options->granularity);
+    if (m * strategy->vpp > INT32_MAX / 8)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "%lld micro-batches are too many to simulate (accepted: at most %d)",
+                         (long long)m, INT32_MAX / 8 / strategy->vpp);
+    sim->model = model;
+    ds_model_get_info(model, &sim->info);
+    sim->s = *strategy;
+    sim->cluster = *cluster;
+    sim->costs = costs;
+    sim->opt = *options;
+    sim->opt.slow_devices = NULL; /* not kept past the run */
+    sim->m = m;
+    sim->num_devices = devices;
+    dsi_shape_ctx_init(&sim->ctx, model, strategy);
+    dsi_free(sim->device_factor);
+    sim->device_factor = NULL;
+    sim->opt.slow_devices = options->slow_devices;
+    ds_status_t status = set_factors(sim);
+    sim->opt.slow_devices = NULL;
+    if (status != DS_OK)
+        return status;
+    dsi_placement_free(&sim->place);
+    DSI_TRY(dsi_placement_init(&sim->place, &sim->s, cluster->gpus_per_node));
+    dsi_sim_keys_reset(sim);
+    dsi_sim_templates_reset(sim);
+
+    DSI_TRY(dsi_sim_build(sim));
+    if (sim->num_missing > 0) {
+        char key[256];
+        ds_event_key_format(&sim->missing[0], key, sizeof(key));
+        return DSI_ERROR(DS_ERR_NOT_FOUND,
+                         "%zu events have no cost (first: %s); profile them or estimate them from "
+                         "the device roofline",
+                         sim->num_missing, key);
+    }
+    double t1 = now_s();
+    int32_t *cycle = NULL, cycle_len = 0;
+    status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
+    if (status == DS_ERR_DEADLOCK) {
+        status = deadlock_error(sim, cycle, cycle_len);
+        dsi_free(cycle);
+        return status;
+    }
+    DSI_TRY(status);
+    double t2 = now_s();
+    sim->build_s = t1 - t0;
+    sim->eval_s = t2 - t1;
+    DSI_TRY(dsi_sim_metrics(sim));
+    sim->evaluated = 1;
+    return DS_OK;
+}
+
+size_t ds_sim_missing_count(const ds_sim_t *sim)
+{
+    return sim->num_missing;
+}
+
+const ds_event_key_t *ds_sim_missing_at(const ds_sim_t *sim, size_t index)
+{
+    return index < sim->num_missing ? &sim->missing[index] : NULL;
+}
+
+size_t ds_sim_key_count(const ds_sim_t *sim)
+{
+    return sim->num_keys;
+}
+
+const ds_event_key_t *ds_sim_key_at(const ds_sim_t *sim, size_t index,
+                                    ds_provenance_t *provenance_p, double *seconds_p)
+{
+    if (index >= sim->num_keys)
+        return NULL;
+    if (provenance_p != NULL)
+        *provenance_p = sim->keys[index].provenance;
+    if (seconds_p != NULL)
+        *seconds_p = sim->keys[index].seconds;
+    return &sim->keys[index].key;
+}
+
+void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary)
+{
+    if (!sim->evaluated) {
+        memset(summary, 0, sizeof(*summary));
+        return;
+    }
+    *summary = sim->summary;
+}
+
+size_t ds_sim_device_count(const ds_sim_t *sim)
+{
+    return sim->evaluated ? sim->num_devices_out : 0;
+}
+
+ds_status_t ds_sim_device_at(const ds_sim_t *sim, size_t index, ds_sim_device_t *device_p)
+{
+    if (!sim->evaluated || index >= sim->num_devices_out)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "device index %zu (accepted: below %zu)", index,
+                         sim->evaluated ? sim->num_devices_out : 0);
+    *device_p = sim->devices[index];
+    return DS_OK;
+}
+
+ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_device_t *device_p)
+{
+    if (!sim->evaluated || !sim->opt.keep_timeline || rank < 0 || rank >= sim->num_devices)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
+                         (long long)sim->num_devices - 1);
+    ds_coords_t c = ds_strategy_coords_of(&sim->s, rank);
+    int32_t lane = sim->columns[sim->column_of[c.dp]].lane_first + c.pp;
+    size_t index = (size_t)lane * sim->s.tp + c.tp;
+    ds_sim_device_t d = sim->devices[index];
+    d.rank = rank;
+    d.coords = c;
+    d.node = rank / sim->cluster.gpus_per_node;
+    if (sim->device_factor != NULL)
+        d.speed_factor = sim->device_factor[rank];
+    *device_p = d;
+    return DS_OK;
+}
+
+size_t ds_sim_microbatch_count(const ds_sim_t *sim)
+{
+    return sim->evaluated && sim->opt.keep_timeline
+               ? (size_t)sim->s.pp * sim->s.vpp * (size_t)sim->m
+               : 0;
+}
+
+ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_microbatch_t *mb_p)
+{
+    if (index >= ds_sim_microbatch_count(sim))
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "micro-batch entry %zu (accepted: below %zu)", index,
+                         ds_sim_microbatch_count(sim));
+    const int32_t *n = sim->mb_nodes + index * 4;
+    const dsi_graph_t *g = &sim->g;
+    ds_sim_microbatch_t mb;
+    mb.microbatch = (int)(index % (size_t)sim->m);
+    mb.chunk = (int)(index / (size_t)sim->m % (size_t)sim->s.vpp);
+    mb.stage = (int)(index / (size_t)sim->m / (size_t)sim->s.vpp);
+    double origin = (double)sim->it2_begin;
+    mb.fwd_start_s = n[0] >= 0 ? ((double)g->start[n[0]] - origin) * 1e-9 : 0.0;
+    mb.fwd_end_s = n[1] >= 0 ? ((double)(g->start[n[1]] + g->dur[n[1]]) - origin) * 1e-9 : 0.0;
+    mb.bwd_start_s = n[2] >= 0 ? ((double)g->start[n[2]] - origin) * 1e-9 : 0.0;
+    mb.bwd_end_s = n[3] >= 0 ? ((double)(g->start[n[3]] + g->dur[n[3]]) - origin) * 1e-9 : 0.0;
+    *mb_p = mb;
+    return DS_OK;
+}
+
+void ds_sim_get_critical_path(const ds_sim_t *sim, ds_sim_critical_t *critical)
+{
+    if (!sim->evaluated || !sim->opt.keep_timeline) {
+        memset(critical, 0, sizeof(*critical));
+        return;
+    }
+    *critical = sim->critical;
+}
