@@ -11,6 +11,7 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
+    {"allocation", cmd_allocation, "show the allocation dsmpi runs on: MPI ranks, nodes, Slurm job"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 
