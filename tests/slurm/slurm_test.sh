@@ -148,6 +148,15 @@ srun)
     json_is alloc4.json '(j["ranks"], j["nodes"], j["slurm_ntasks"], j["slurm_gpus_on_node"], j["warnings"])' \
         '(4, 1, 4, 4, 0)'
 
+    # A layout Slurm and MPI disagree on (Slurm's variable altered in the
+    # step): one warning, printed once for the node, not once per rank.
+    srun -Q -n 2 env 'SLURM_TASKS_PER_NODE=1(x2)' "$dsmpi" allocation --json >layout.json 2>layout.err
+    rc=$?
+    check "srun -n 2 dsmpi allocation with SLURM_TASKS_PER_NODE=1(x2): $(head -c 400 layout.err)" test "$rc" -eq 0
+    json_is layout.json 'j["warnings"]' 1
+    check "the layout warning is printed once: $(cat layout.err)" \
+        test "$(grep -c 'SLURM_TASKS_PER_NODE=1(x2) gives 1 tasks to node 0 but 2 ranks share it' layout.err)" -eq 1
+
     # dsmpi events under srun: the same table as without MPI, printed once.
     "$dsmpi" events --demo >events1.txt 2>events1.err
     rc=$?
