@@ -332,6 +332,29 @@ out:
 
 #define COMM_MAX_BATCH 256
 
+/* Prepares the operation's buffers on every member, or on none: a member
+ * that cannot (memory) must not leave the others waiting in a barrier. */
+static ds_status_t prepare_everywhere(ds_comm_t *c, const dsi_comm_op_t *op, int verify,
+                                      void **impl_p)
+{
+    void *impl = NULL;
+    ds_status_t status = c->backend->ops->comm_prepare(c, op, verify, &impl);
+    int failed = status != DS_OK, any = 0;
+    int code = MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, c->comm);
+    if (status != DS_OK)
+        return status;
+    if (code != MPI_SUCCESS || any) {
+        c->backend->ops->comm_release(impl);
+        return code != MPI_SUCCESS ? dsi_mpi_error(__FILE__, __LINE__, "MPI_Allreduce", code)
+                                   : DSI_ERROR(DS_ERR_NO_MEMORY,
+                                               "another member could not prepare the %lld-byte "
+                                               "operation",
+                                               (long long)op->bytes);
+    }
+    *impl_p = impl;
+    return DS_OK;
+}
+
 static ds_status_t check_comm_config(const ds_measure_config_t *c)
 {
     if (c == NULL || c->warmup < 0 || c->warmup_s < 0.0 || !(c->budget_s >= 0.0) ||
@@ -365,7 +388,7 @@ ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
                  out);
     DSI_TRY_GOTO(dsi_calloc((size_t)config->max_reps, sizeof(double), &cost), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)config->max_reps, sizeof(double), &skew), status, out);
-    DSI_TRY_GOTO(c->backend->ops->comm_prepare(c, &op, 0, &impl), status, out);
+    DSI_TRY_GOTO(prepare_everywhere(c, &op, 0, &impl), status, out);
     DSI_TRY_GOTO(align_clocks(c), status, out);
 
     /* Warm-up of this size; member 0 decides when it is enough. */
@@ -477,7 +500,7 @@ ds_status_t ds_comm_verify(ds_comm_t *comm, const ds_event_key_t *key, int64_t *
     double seconds = 0.0;
     int64_t errors = 0;
     DSI_TRY(dsi_comm_op_init(key, comm->size, comm->rank, &op));
-    DSI_TRY(comm->backend->ops->comm_prepare(comm, &op, 1, &impl));
+    DSI_TRY(prepare_everywhere(comm, &op, 1, &impl));
     DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
     DSI_TRY_GOTO(comm->backend->ops->comm_run_timed(impl, &seconds), status, out);
     DSI_TRY_GOTO(comm->backend->ops->comm_check(impl, &errors), status, out);

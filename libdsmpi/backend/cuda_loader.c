@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static const dsi_cuda_module_t *module;
 static char load_error[512];
@@ -78,9 +79,19 @@ int dsi_cuda_device_count(void)
     return m != NULL ? m->device_count() : 0;
 }
 
+/* Without the NVIDIA kernel driver there is no GPU to find: do not load
+ * cuBLAS and NCCL (seconds) just to learn that.  DS_CUDA_MODULE set
+ * explicitly always loads the module. */
+static int driver_present(void)
+{
+    const char *configured = dsi_param_string(DSI_PARAM_CUDA_MODULE);
+    return (configured != NULL && configured[0] != '\0') || access("/dev/nvidiactl", F_OK) == 0 ||
+           access("/proc/driver/nvidia/version", F_OK) == 0;
+}
+
 int dsi_cuda_visible_devices(void)
 {
-    return dsi_cuda_device_count();
+    return driver_present() ? dsi_cuda_device_count() : 0;
 }
 
 void dsi_cuda_print_info(FILE *out)
@@ -264,11 +275,12 @@ static const dsi_backend_ops_t cuda_ops = {
 
 ds_status_t dsi_cuda_open(ds_backend_t *b)
 {
-    const dsi_cuda_module_t *m = get_module();
+    const dsi_cuda_module_t *m = driver_present() ? get_module() : NULL;
     int devices = m != NULL ? m->device_count() : 0;
     if (devices <= 0)
         return DSI_ERROR(DS_ERR_NO_DEVICE, "backend cuda: no GPU visible%s%s",
-                         m == NULL ? "; module not loaded: " : "", m == NULL ? load_error : "");
+                         m == NULL && load_error[0] != '\0' ? "; module not loaded: " : "",
+                         m == NULL ? load_error : "");
     cuda_backend_t *cuda = NULL;
     DSI_TRY(dsi_calloc(1, sizeof(*cuda), &cuda));
     int device = b->local_rank % devices;
@@ -289,7 +301,20 @@ ds_status_t dsi_cuda_open(ds_backend_t *b)
     return DS_OK;
 }
 
+ds_status_t dsi_cuda_kernel_read(const ds_kernel_t *kernel, int index, void *host, size_t bytes)
+{
+    if (kernel->backend->kind != DS_BACKEND_CUDA)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "not a kernel of the cuda backend");
+    MODULE_TRY(module->kernel_read(kernel->impl, index, host, bytes));
+    return DS_OK;
+}
+
 #else /* no CUDA in this build */
+
+ds_status_t dsi_cuda_kernel_read(const ds_kernel_t *kernel, int index, void *host, size_t bytes)
+{
+    return DSI_ERROR(DS_ERR_UNSUPPORTED, "this build of dsmpi has no CUDA backend");
+}
 
 int dsi_cuda_visible_devices(void)
 {

@@ -99,5 +99,7 @@ ds_status_t dsi_cpu_open(ds_backend_t *backend);
  * driver. */
 int dsi_cuda_visible_devices(void);
 ds_status_t dsi_cuda_open(ds_backend_t *backend);
+/* For tests: copies `bytes` of buffer `index` of a cuda kernel to the host. */
+ds_status_t dsi_cuda_kernel_read(const ds_kernel_t *kernel, int index, void *host, size_t bytes);
 
 #endif /* DSI_BACKEND_H */

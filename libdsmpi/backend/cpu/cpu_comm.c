@@ -17,7 +17,7 @@ static void bf16_sum(void *in, void *inout, int *length, MPI_Datatype *type)
     const uint16_t *a = in;
     uint16_t *b = inout;
     for (int i = 0; i < *length; i++)
-        b[i] = dsi_bf16_from_f32(dsi_bf16_to_f32(a[i]) + dsi_bf16_to_f32(b[i]));
+        b[i] = dsi_bf16_round(dsi_bf16_widen(a[i]) + dsi_bf16_widen(b[i]));
 }
 
 static void fp16_sum(void *in, void *inout, int *length, MPI_Datatype *type)

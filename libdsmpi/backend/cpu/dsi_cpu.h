@@ -28,6 +28,25 @@ size_t dsi_stype_size(dsi_stype_t type);
 /* Round to nearest even; NaN stays NaN. */
 uint16_t dsi_bf16_from_f32(float value);
 float dsi_bf16_to_f32(uint16_t value);
+/* The same, inline for loops that must vectorise (MPI reductions). */
+static inline float dsi_bf16_widen(uint16_t value)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)value << 16};
+    return v.f;
+}
+static inline uint16_t dsi_bf16_round(float value)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {value};
+    uint32_t rounded = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+    uint32_t nan = (v.u >> 16) | 0x40u;
+    return (uint16_t)((v.u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
 uint16_t dsi_fp16_from_f32(float value);
 float dsi_fp16_to_f32(uint16_t value);
 
