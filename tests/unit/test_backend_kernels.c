@@ -92,7 +92,7 @@ static void test_fill(void)
 {
     /* Values like training's: mean ~0, the asked spread, never all zero. */
     static float v[100000];
-    dsi_cpu_fill_normal(v, DSI_STYPE_F32, 100000, 0.02f, 0, 42);
+    dsi_cpu_fill_normal(v, DSI_STYPE_F32, 100000, 0.02f, 0.0f, 0, 42);
     double sum = 0, sq = 0;
     int zeros = 0;
     for (int i = 0; i < 100000; i++) {

@@ -144,20 +144,11 @@ static void fill_buffer(cpu_kernel_t *k, int index)
         break;
     case DSI_FILL_NORMAL:
     case DSI_FILL_POSITIVE:
-    case DSI_FILL_ONE_NORMAL: {
-        float chunk[256];
-        for (int64_t start = 0; start < b->count; start += 256) {
-            int64_t len = DSI_MIN(b->count - start, 256);
-            for (int64_t i = 0; i < len; i++) {
-                float v = b->scale * dsi_rng_normal(seed, (uint64_t)(start + i));
-                chunk[i] = b->fill == DSI_FILL_POSITIVE     ? fabsf(v)
-                           : b->fill == DSI_FILL_ONE_NORMAL ? 1.0f + v
-                                                            : v;
-            }
-            dsi_cpu_store(k->buf[index], t, start, len, chunk);
-        }
+    case DSI_FILL_ONE_NORMAL:
+        dsi_cpu_fill_normal(k->buf[index], t, b->count, b->scale,
+                            b->fill == DSI_FILL_ONE_NORMAL ? 1.0f : 0.0f,
+                            b->fill == DSI_FILL_POSITIVE, seed);
         break;
-    }
     case DSI_FILL_INDEX:
         dsi_cpu_fill_index(k->buf[index], b->count, b->limit, seed);
         break;
@@ -581,7 +572,7 @@ ds_status_t dsi_cpu_open(ds_backend_t *b)
     mpi[strcspn(mpi, "\n,")] = '\0';
     snprintf(b->device_name, sizeof(b->device_name), "%.100s", model);
     snprintf(b->fingerprint, sizeof(b->fingerprint),
-             "cpu: %s, 1 core | blas: OpenBLAS %s (core %s), 1 thread | bf16: %s | fp16: fp32 | "
+             "cpu: %s, 1 core | blas: %s (core %s), 1 thread | bf16: %s | fp16: fp32 | "
              "mpi: %s | clock: governor %s",
              model, openblas_get_config(), openblas_get_corename(),
              cpu->sbgemm != NULL ? "bf16 storage, cblas_sbgemm"

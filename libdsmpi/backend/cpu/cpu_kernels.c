@@ -14,6 +14,17 @@
 #include <math.h>
 #include <string.h>
 
+/* Every kernel is compiled for three instruction sets and the best one the
+ * processor has is picked when the library loads (x86-64 with GCC >= 11:
+ * AVX-512, AVX2 + FMA, baseline SSE2), so one binary runs anywhere and uses
+ * what the core offers.  The arithmetic is the same in every version: ISO C
+ * mode contracts no multiply-add; only the order of vectorised sums varies. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KERNEL
+#endif
+
 size_t dsi_stype_size(dsi_stype_t type)
 {
     return type == DSI_STYPE_BF16 ? 2 : 4;
@@ -87,7 +98,7 @@ float dsi_fp16_to_f32(uint16_t value)
     return float_of(sign | (exponent + 112u) << 23 | (mantissa << 13));
 }
 
-void dsi_cpu_load(const void *base, dsi_stype_t type, int64_t offset, int64_t n, float *out)
+KERNEL void dsi_cpu_load(const void *base, dsi_stype_t type, int64_t offset, int64_t n, float *out)
 {
     if (type == DSI_STYPE_F32) {
         memcpy(out, (const float *)base + offset, (size_t)n * sizeof(float));
@@ -98,7 +109,7 @@ void dsi_cpu_load(const void *base, dsi_stype_t type, int64_t offset, int64_t n,
         out[i] = float_of((uint32_t)in[i] << 16);
 }
 
-void dsi_cpu_store(void *base, dsi_stype_t type, int64_t offset, int64_t n, const float *in)
+KERNEL void dsi_cpu_store(void *base, dsi_stype_t type, int64_t offset, int64_t n, const float *in)
 {
     if (type == DSI_STYPE_F32) {
         memcpy((float *)base + offset, in, (size_t)n * sizeof(float));
@@ -132,6 +143,38 @@ static inline void row_commit(void *base, dsi_stype_t type, int64_t offset, int6
         dsi_cpu_store(base, type, offset, n, row);
 }
 
+/* ---- fast, vectorisable exponential --------------------------------------------
+ * libm's expf and tanhf are calls the compiler cannot vectorise (tens of ns
+ * per element for GeLU); this is Cephes' expf: Cody-Waite reduction by ln 2
+ * and a degree-6 polynomial, within 2 ulp on [-87, 88], in plain arithmetic
+ * the compiler vectorises.  Arguments are clamped to that range (exp(-87)
+ * stands for anything smaller, exp(88) for anything larger). */
+static inline float fast_exp(float x)
+{
+    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    /* k = round(x / ln 2) by the 1.5 * 2^23 trick (no libm call). */
+    float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t e = (int32_t)k + 127;
+    return p * float_of((uint32_t)e << 23);
+}
+
+/* tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)): absolute error ~1e-7. */
+static inline float fast_tanh(float x)
+{
+    float a = x < 0.0f ? -x : x;
+    float t = 1.0f - 2.0f / (fast_exp(2.0f * a) + 1.0f);
+    return x < 0.0f ? -t : t;
+}
+
 /* ---- values like training's --------------------------------------------------------- */
 
 uint64_t dsi_rng_u64(uint64_t seed, uint64_t index)
@@ -144,17 +187,19 @@ float dsi_rng_normal(uint64_t seed, uint64_t index)
     return dsi_rng_normal_of(dsi_rng_bits(seed, index));
 }
 
-void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev, int positive,
-                         uint64_t seed)
+KERNEL void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev,
+                                float offset, int positive, uint64_t seed)
 {
-    float chunk[256];
-    for (int64_t start = 0; start < n; start += 256) {
-        int64_t len = n - start < 256 ? n - start : 256;
+    float chunk[DSI_CPU_CHUNK];
+    for (int64_t start = 0; start < n; start += DSI_CPU_CHUNK) {
+        int64_t len = n - start < DSI_CPU_CHUNK ? n - start : DSI_CPU_CHUNK;
+        float *out = type == DSI_STYPE_F32 ? (float *)base + start : chunk;
         for (int64_t i = 0; i < len; i++) {
-            float v = stddev * dsi_rng_normal(seed, (uint64_t)(start + i));
-            chunk[i] = positive ? fabsf(v) : v;
+            float v = stddev * dsi_rng_normal_of(dsi_rng_bits(seed, (uint64_t)(start + i)));
+            out[i] = offset + (positive ? fabsf(v) : v);
         }
-        dsi_cpu_store(base, type, start, len, chunk);
+        if (type != DSI_STYPE_F32)
+            dsi_cpu_store(base, type, start, len, chunk);
     }
 }
 
@@ -192,7 +237,7 @@ void dsi_cpu_gemm(dsi_stype_t type, unsigned trans, int64_t m, int64_t n, int64_
 
 /* ---- softmax ------------------------------------------------------------------------------ */
 
-void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal, float scale,
+KERNEL void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal, float scale,
                          const void *x, void *y, float *scratch)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -200,11 +245,13 @@ void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, int causa
         const float *in = row_in(x, type, r * cols, cols, scratch);
         float *out = row_out(y, type, r * cols, scratch + cols);
         float max = -INFINITY;
+#pragma omp simd reduction(max : max)
         for (int64_t j = 0; j < valid; j++)
-            max = fmaxf(max, scale * in[j]);
+            max = max > scale * in[j] ? max : scale * in[j];
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < valid; j++) {
-            out[j] = expf(scale * in[j] - max);
+            out[j] = fast_exp(scale * in[j] - max);
             sum += out[j];
         }
         float inv = 1.0f / sum;
@@ -216,7 +263,7 @@ void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, int causa
     }
 }
 
-void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal, float scale,
+KERNEL void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal, float scale,
                          const void *y, const void *dy, void *dx, float *scratch)
 {
     float *y_row = scratch, *dy_row = scratch + cols;
@@ -225,6 +272,7 @@ void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, int causa
         const float *yr = row_in(y, type, r * cols, cols, y_row);
         const float *dyr = row_in(dy, type, r * cols, cols, dy_row);
         float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j < valid; j++)
             dot += yr[j] * dyr[j];
         /* dx may be written over dy's converted row: read dyr[j] before out[j]. */
@@ -239,7 +287,7 @@ void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, int causa
 
 /* ---- normalisation ------------------------------------------------------------------------- */
 
-void dsi_cpu_layernorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x,
+KERNEL void dsi_cpu_layernorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x,
                            const void *gamma, const void *beta, void *y, float *mean, float *rstd,
                            float *scratch)
 {
@@ -249,9 +297,11 @@ void dsi_cpu_layernorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const v
     for (int64_t r = 0; r < rows; r++) {
         const float *in = row_in(x, type, r * cols, cols, x_row);
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < cols; j++)
             sum += in[j];
         float mu = sum / (float)cols, var = 0.0f;
+#pragma omp simd reduction(+ : var)
         for (int64_t j = 0; j < cols; j++)
             var += (in[j] - mu) * (in[j] - mu);
         float rs = 1.0f / sqrtf(var / (float)cols + DSI_NORM_EPS);
@@ -264,7 +314,7 @@ void dsi_cpu_layernorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const v
     }
 }
 
-void dsi_cpu_layernorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
+KERNEL void dsi_cpu_layernorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
                            const void *x, const void *gamma, const float *mean, const float *rstd,
                            void *dx, float *dgamma, float *dbeta, float *scratch)
 {
@@ -275,6 +325,7 @@ void dsi_cpu_layernorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const v
         const float *xr = row_in(x, type, r * cols, cols, x_row);
         const float *dyr = row_in(dy, type, r * cols, cols, dy_row);
         float mu = mean[r], rs = rstd[r], a = 0.0f, b = 0.0f;
+#pragma omp simd reduction(+ : a, b)
         for (int64_t j = 0; j < cols; j++) {
             float xhat = (xr[j] - mu) * rs, gdy = g[j] * dyr[j];
             a += gdy;
@@ -293,7 +344,7 @@ void dsi_cpu_layernorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const v
     }
 }
 
-void dsi_cpu_rmsnorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x,
+KERNEL void dsi_cpu_rmsnorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x,
                          const void *gamma, void *y, float *rstd, float *scratch)
 {
     float *x_row = scratch, *g = scratch + cols, *y_row = scratch + 2 * cols;
@@ -301,6 +352,7 @@ void dsi_cpu_rmsnorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const voi
     for (int64_t r = 0; r < rows; r++) {
         const float *in = row_in(x, type, r * cols, cols, x_row);
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < cols; j++)
             sum += in[j] * in[j];
         float rs = 1.0f / sqrtf(sum / (float)cols + DSI_NORM_EPS);
@@ -312,7 +364,7 @@ void dsi_cpu_rmsnorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const voi
     }
 }
 
-void dsi_cpu_rmsnorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
+KERNEL void dsi_cpu_rmsnorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
                          const void *x, const void *gamma, const float *rstd, void *dx,
                          float *dgamma, float *scratch)
 {
@@ -323,6 +375,7 @@ void dsi_cpu_rmsnorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const voi
         const float *xr = row_in(x, type, r * cols, cols, x_row);
         const float *dyr = row_in(dy, type, r * cols, cols, dy_row);
         float rs = rstd[r], b = 0.0f;
+#pragma omp simd reduction(+ : b)
         for (int64_t j = 0; j < cols; j++) {
             float xhat = xr[j] * rs;
             b += g[j] * dyr[j] * xhat;
@@ -341,32 +394,52 @@ void dsi_cpu_rmsnorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const voi
 #define GELU_K0 0.7978845608f /* sqrt(2 / pi) */
 #define GELU_K1 0.044715f
 
+static inline float gelu_of(float x)
+{
+    return 0.5f * x * (1.0f + fast_tanh(GELU_K0 * (x + GELU_K1 * x * x * x)));
+}
+
+static inline float gelu_grad_of(float x)
+{
+    float t = fast_tanh(GELU_K0 * (x + GELU_K1 * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
+}
+
+static inline float silu_of(float x)
+{
+    return x / (1.0f + fast_exp(-x));
+}
+
+static inline float silu_grad_of(float x)
+{
+    float s = 1.0f / (1.0f + fast_exp(-x));
+    return s * (1.0f + x * (1.0f - s));
+}
+
 float dsi_gelu(float x)
 {
-    return 0.5f * x * (1.0f + tanhf(GELU_K0 * (x + GELU_K1 * x * x * x)));
+    return gelu_of(x);
 }
 
 float dsi_gelu_grad(float x)
 {
-    float t = tanhf(GELU_K0 * (x + GELU_K1 * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
+    return gelu_grad_of(x);
 }
 
 float dsi_silu(float x)
 {
-    return x / (1.0f + expf(-x));
+    return silu_of(x);
 }
 
 float dsi_silu_grad(float x)
 {
-    float s = 1.0f / (1.0f + expf(-x));
-    return s * (1.0f + x * (1.0f - s));
+    return silu_grad_of(x);
 }
 
 /* Flat unary and binary maps in chunks; `op` picks the function. */
 typedef enum map_op { MAP_GELU, MAP_GELU_GRAD, MAP_RELU, MAP_RELU_GRAD, MAP_ADD } map_op_t;
 
-static void map_chunks(dsi_stype_t type, int64_t n, map_op_t op, const void *x, const void *z,
+KERNEL static void map_chunks(dsi_stype_t type, int64_t n, map_op_t op, const void *x, const void *z,
                        void *y, float *scratch)
 {
     float *xs = scratch, *zs = scratch + DSI_CPU_CHUNK, *ys = scratch + 2 * DSI_CPU_CHUNK;
@@ -378,11 +451,11 @@ static void map_chunks(dsi_stype_t type, int64_t n, map_op_t op, const void *x, 
         switch (op) {
         case MAP_GELU:
             for (int64_t i = 0; i < len; i++)
-                out[i] = dsi_gelu(a[i]);
+                out[i] = gelu_of(a[i]);
             break;
         case MAP_GELU_GRAD: /* a = dy, b = x */
             for (int64_t i = 0; i < len; i++)
-                out[i] = a[i] * dsi_gelu_grad(b[i]);
+                out[i] = a[i] * gelu_grad_of(b[i]);
             break;
         case MAP_RELU:
             for (int64_t i = 0; i < len; i++)
@@ -429,7 +502,7 @@ void dsi_cpu_add(dsi_stype_t type, int64_t n, const void *a, const void *b, void
     map_chunks(type, n, MAP_ADD, a, b, out, scratch);
 }
 
-void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *x,
+KERNEL void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *x,
                      void *y, float *scratch)
 {
     float *x_row = scratch, *y_row = scratch + 2 * cols;
@@ -438,16 +511,16 @@ void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, con
         float *out = row_out(y, type, r * cols, y_row);
         if (gelu) {
             for (int64_t j = 0; j < cols; j++)
-                out[j] = dsi_gelu(in[j]) * in[cols + j];
+                out[j] = gelu_of(in[j]) * in[cols + j];
         } else {
             for (int64_t j = 0; j < cols; j++)
-                out[j] = dsi_silu(in[j]) * in[cols + j];
+                out[j] = silu_of(in[j]) * in[cols + j];
         }
         row_commit(y, type, r * cols, cols, out);
     }
 }
 
-void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *dy,
+KERNEL void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *dy,
                      const void *x, void *dx, float *scratch)
 {
     float *x_row = scratch, *dy_row = scratch + 2 * cols, *dx_row = scratch + 3 * cols;
@@ -455,12 +528,18 @@ void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, con
         const float *in = row_in(x, type, r * 2 * cols, 2 * cols, x_row);
         const float *d = row_in(dy, type, r * cols, cols, dy_row);
         float *out = row_out(dx, type, r * 2 * cols, dx_row);
-        for (int64_t j = 0; j < cols; j++) {
-            float gate = in[j], up = in[cols + j];
-            float act = gelu ? dsi_gelu(gate) : dsi_silu(gate);
-            float grad = gelu ? dsi_gelu_grad(gate) : dsi_silu_grad(gate);
-            out[j] = d[j] * up * grad;
-            out[cols + j] = d[j] * act;
+        if (gelu) {
+            for (int64_t j = 0; j < cols; j++) {
+                float gate = in[j], up = in[cols + j];
+                out[j] = d[j] * up * gelu_grad_of(gate);
+                out[cols + j] = d[j] * gelu_of(gate);
+            }
+        } else {
+            for (int64_t j = 0; j < cols; j++) {
+                float gate = in[j], up = in[cols + j];
+                out[j] = d[j] * up * silu_grad_of(gate);
+                out[cols + j] = d[j] * silu_of(gate);
+            }
         }
         row_commit(dx, type, r * 2 * cols, 2 * cols, out);
     }
@@ -468,19 +547,25 @@ void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, con
 
 /* ---- dropout ----------------------------------------------------------------------------------- */
 
-/* Mask bytes for elements [start, start + len), start a multiple of 8. */
-static void dropout_mask(uint64_t seed, int64_t start, int64_t len, float p, uint8_t *mask)
+/* Mask bytes for elements [start, start + len), start a multiple of 8: byte
+ * b of draw (start + i) / 8 decides element start + i. */
+static inline void dropout_mask(uint64_t seed, int64_t start, int64_t len, float p, uint8_t *mask)
 {
     unsigned threshold = (unsigned)lrintf(p * 256.0f);
-    for (int64_t i = 0; i < len; i += 8) {
-        uint64_t r = dsi_rng_u64(seed, (uint64_t)(start + i) >> 3);
-        int64_t end = len - i < 8 ? len - i : 8;
-        for (int64_t b = 0; b < end; b++)
-            mask[i + b] = ((r >> (8 * b)) & 0xffu) >= threshold;
+    int64_t full = len / 8;
+    for (int64_t g = 0; g < full; g++) {
+        uint64_t r = dsi_rng_bits(seed, (uint64_t)(start / 8 + g));
+        for (int b = 0; b < 8; b++)
+            mask[8 * g + b] = ((r >> (8 * b)) & 0xffu) >= threshold;
+    }
+    if (full * 8 < len) {
+        uint64_t r = dsi_rng_bits(seed, (uint64_t)(start / 8 + full));
+        for (int64_t b = 0; full * 8 + b < len; b++)
+            mask[8 * full + b] = ((r >> (8 * b)) & 0xffu) >= threshold;
     }
 }
 
-void dsi_cpu_dropout_fwd(dsi_stype_t type, int64_t n, float p, uint64_t seed, const void *x,
+KERNEL void dsi_cpu_dropout_fwd(dsi_stype_t type, int64_t n, float p, uint64_t seed, const void *x,
                          void *y, uint8_t *mask, float *scratch)
 {
     float scale = 1.0f / (1.0f - p);
@@ -496,7 +581,7 @@ void dsi_cpu_dropout_fwd(dsi_stype_t type, int64_t n, float p, uint64_t seed, co
     }
 }
 
-void dsi_cpu_dropout_bwd(dsi_stype_t type, int64_t n, float p, const void *dy, const uint8_t *mask,
+KERNEL void dsi_cpu_dropout_bwd(dsi_stype_t type, int64_t n, float p, const void *dy, const uint8_t *mask,
                          void *dx, float *scratch)
 {
     float scale = 1.0f / (1.0f - p);
@@ -511,7 +596,7 @@ void dsi_cpu_dropout_bwd(dsi_stype_t type, int64_t n, float p, const void *dy, c
     }
 }
 
-void dsi_cpu_dropout_add_fwd(dsi_stype_t type, int64_t rows, int64_t cols, float p, uint64_t seed,
+KERNEL void dsi_cpu_dropout_add_fwd(dsi_stype_t type, int64_t rows, int64_t cols, float p, uint64_t seed,
                              const void *x, const void *bias, const void *residual, void *out,
                              uint8_t *mask, float *scratch)
 {
@@ -534,7 +619,7 @@ void dsi_cpu_dropout_add_fwd(dsi_stype_t type, int64_t rows, int64_t cols, float
     }
 }
 
-void dsi_cpu_dropout_add_bwd(dsi_stype_t type, int64_t rows, int64_t cols, float p,
+KERNEL void dsi_cpu_dropout_add_bwd(dsi_stype_t type, int64_t rows, int64_t cols, float p,
                              const void *dout, const uint8_t *mask, void *dx, float *dbias,
                              float *scratch)
 {
@@ -567,7 +652,7 @@ void dsi_cpu_rope_table(int64_t rows, int64_t head_dim, float *cos_sin)
     }
 }
 
-void dsi_cpu_rope(dsi_stype_t type, int backward, int64_t rows, int64_t cols, int64_t head_dim,
+KERNEL void dsi_cpu_rope(dsi_stype_t type, int backward, int64_t rows, int64_t cols, int64_t head_dim,
                   const float *cos_sin, const void *x, void *y, float *scratch)
 {
     int64_t half = head_dim / 2;
@@ -602,7 +687,7 @@ void dsi_cpu_embedding_fwd(dsi_stype_t type, int64_t tokens, int64_t hidden, con
                row_bytes);
 }
 
-void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidden, const int32_t *ids,
+KERNEL void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidden, const int32_t *ids,
                            const void *dout, float *dtable, float *scratch)
 {
     for (int64_t t = 0; t < tokens; t++) {
@@ -615,7 +700,7 @@ void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidden, con
 
 /* ---- cross-entropy ----------------------------------------------------------------------------------- */
 
-void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t vocab, const void *logits,
+KERNEL void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t vocab, const void *logits,
                                const int32_t *targets, float *softmax, float *loss,
                                float *scratch)
 {
@@ -623,21 +708,24 @@ void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t vocab, 
         const float *x = row_in(logits, type, t * vocab, vocab, scratch);
         float *s = softmax + t * vocab;
         float max = -INFINITY;
+#pragma omp simd reduction(max : max)
         for (int64_t j = 0; j < vocab; j++)
-            max = fmaxf(max, x[j]);
+            max = max > x[j] ? max : x[j];
+        float target = x[targets[t]]; /* before s overwrites x when they alias */
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < vocab; j++) {
-            s[j] = expf(x[j] - max);
+            s[j] = fast_exp(x[j] - max);
             sum += s[j];
         }
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < vocab; j++)
             s[j] *= inv;
-        loss[t] = logf(sum) + max - x[targets[t]];
+        loss[t] = logf(sum) + max - target;
     }
 }
 
-void dsi_cpu_cross_entropy_bwd(dsi_stype_t type, int64_t tokens, int64_t vocab,
+KERNEL void dsi_cpu_cross_entropy_bwd(dsi_stype_t type, int64_t tokens, int64_t vocab,
                                const float *softmax, const int32_t *targets, const float *dloss,
                                void *dlogits, float *scratch)
 {
@@ -654,7 +742,7 @@ void dsi_cpu_cross_entropy_bwd(dsi_stype_t type, int64_t tokens, int64_t vocab,
 
 /* ---- optimizer ------------------------------------------------------------------------------------------ */
 
-void dsi_cpu_adam(int64_t n, int64_t step, const dsi_adam_t *hp, float *w, float *m, float *v,
+KERNEL void dsi_cpu_adam(int64_t n, int64_t step, const dsi_adam_t *hp, float *w, float *m, float *v,
                   const float *grad, void *low, dsi_stype_t low_type)
 {
     float b1 = hp->beta1, b2 = hp->beta2;
@@ -680,7 +768,7 @@ void dsi_cpu_adam(int64_t n, int64_t step, const dsi_adam_t *hp, float *w, float
 
 /* ---- pooling ------------------------------------------------------------------------------------------- */
 
-void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x, void *y,
+KERNEL void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x, void *y,
                       int8_t *argmax, float *scratch)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -705,7 +793,7 @@ void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *
     }
 }
 
-void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
+KERNEL void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
                       const int8_t *argmax, void *dx, float *scratch)
 {
     float *d_row = scratch, *out_row = scratch + cols;

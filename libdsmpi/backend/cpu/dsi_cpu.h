@@ -60,9 +60,9 @@ void dsi_cpu_store(void *base, dsi_stype_t type, int64_t offset, int64_t n, cons
 uint64_t dsi_rng_u64(uint64_t seed, uint64_t index);
 /* Approximately normal (see backend/dsi_rng.h). */
 float dsi_rng_normal(uint64_t seed, uint64_t index);
-/* n values of N(0, stddev^2) (absolute values when `positive`). */
-void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev, int positive,
-                         uint64_t seed);
+/* n values offset + N(0, stddev^2) (offset + |N| when `positive`). */
+void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev, float offset,
+                         int positive, uint64_t seed);
 /* n integers uniform in [0, limit). */
 void dsi_cpu_fill_index(int32_t *base, int64_t n, int64_t limit, uint64_t seed);
 
