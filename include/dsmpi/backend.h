@@ -115,6 +115,9 @@ DS_API ds_status_t ds_kernel_estimate_bytes(const ds_backend_t *backend, const d
 
 /* ---- measurement -------------------------------------------------------- */
 
+/* Warm-up runs untimed until both `warmup` runs and `warmup_s` seconds are
+ * done (at least one run when either is non-zero), but stops once it has
+ * taken a quarter of the budget: a kernel that long is warm after one run. */
 typedef struct ds_measure_config {
     int warmup;           /* untimed runs before timing, per kernel or size */
     double warmup_s;      /* ... and at least this long */

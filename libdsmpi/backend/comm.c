@@ -335,10 +335,10 @@ out:
 /* Prepares the operation's buffers on every member, or on none: a member
  * that cannot (memory) must not leave the others waiting in a barrier. */
 static ds_status_t prepare_everywhere(ds_comm_t *c, const dsi_comm_op_t *op, int verify,
-                                      void **impl_p)
+                                      ds_status_t local, void **impl_p)
 {
     void *impl = NULL;
-    ds_status_t status = c->backend->ops->comm_prepare(c, op, verify, &impl);
+    ds_status_t status = local != DS_OK ? local : c->backend->ops->comm_prepare(c, op, verify, &impl);
     int failed = status != DS_OK, any = 0;
     int code = MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, c->comm);
     if (status != DS_OK)
@@ -352,16 +352,6 @@ static ds_status_t prepare_everywhere(ds_comm_t *c, const dsi_comm_op_t *op, int
                                                (long long)op->bytes);
     }
     *impl_p = impl;
-    return DS_OK;
-}
-
-static ds_status_t check_comm_config(const ds_measure_config_t *c)
-{
-    if (c == NULL || c->warmup < 0 || c->warmup_s < 0.0 || !(c->budget_s >= 0.0) ||
-        !(c->target_rel_ci >= 0.0) || c->min_reps < 1 || c->max_reps < c->min_reps)
-        return DSI_ERROR(DS_ERR_INVALID_ARG,
-                         "the measurement configuration needs warm-up, budget and target >= 0 and "
-                         "1 <= min_reps <= max_reps");
     return DS_OK;
 }
 
@@ -381,27 +371,27 @@ ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
     void *impl = NULL;
     double *mine = NULL, *all = NULL, *cost = NULL, *skew = NULL;
     dsi_comm_op_t op;
-    DSI_TRY(check_comm_config(config));
+    DSI_TRY(dsi_measure_check_config(config));
     DSI_TRY(dsi_comm_op_init(key, c->size, c->rank, &op));
-    DSI_TRY_GOTO(dsi_calloc(2 * COMM_MAX_BATCH, sizeof(double), &mine), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)c->size * 2 * COMM_MAX_BATCH, sizeof(double), &all), status,
-                 out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)config->max_reps, sizeof(double), &cost), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)config->max_reps, sizeof(double), &skew), status, out);
-    DSI_TRY_GOTO(prepare_everywhere(c, &op, 0, &impl), status, out);
+    /* Local allocations first; then every member agrees that all went well. */
+    ds_status_t local = dsi_calloc(2 * COMM_MAX_BATCH, sizeof(double), &mine);
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)c->size * 2 * COMM_MAX_BATCH, sizeof(double), &all);
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)config->max_reps, sizeof(double), &cost);
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)config->max_reps, sizeof(double), &skew);
+    DSI_TRY_GOTO(prepare_everywhere(c, &op, 0, local, &impl), status, out);
     DSI_TRY_GOTO(align_clocks(c), status, out);
 
-    /* Warm-up of this size; member 0 decides when it is enough. */
+    /* Warm-up of this size (dsi_warmup_more); member 0 decides. */
     double start = dsi_now_s();
-    for (int done = 0;;) {
-        int more = done < config->warmup || dsi_now_s() - start < config->warmup_s;
-        if (dsi_now_s() - start >= config->budget_s && done >= config->warmup)
-            more = 0;
+    for (int done = 0;; done++) {
+        int more = dsi_warmup_more(config, done, dsi_now_s() - start);
         DSI_TRY_GOTO(agree(c, &more), status, out);
         if (!more)
             break;
         DSI_TRY_GOTO(run_reps(c, impl, 1, NULL), status, out);
-        done++;
     }
 
     ds_measurement_t stats;
@@ -500,7 +490,7 @@ ds_status_t ds_comm_verify(ds_comm_t *comm, const ds_event_key_t *key, int64_t *
     double seconds = 0.0;
     int64_t errors = 0;
     DSI_TRY(dsi_comm_op_init(key, comm->size, comm->rank, &op));
-    DSI_TRY(prepare_everywhere(comm, &op, 1, &impl));
+    DSI_TRY(prepare_everywhere(comm, &op, 1, DS_OK, &impl));
     DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
     DSI_TRY_GOTO(comm->backend->ops->comm_run_timed(impl, &seconds), status, out);
     DSI_TRY_GOTO(comm->backend->ops->comm_check(impl, &errors), status, out);

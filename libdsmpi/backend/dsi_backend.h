@@ -85,6 +85,14 @@ struct ds_comm {
 /* Seconds on CLOCK_MONOTONIC (shared by every process of a node). */
 double dsi_now_s(void);
 
+/* The measurement configuration is usable (DS_ERR_INVALID_ARG otherwise). */
+ds_status_t dsi_measure_check_config(const ds_measure_config_t *config);
+/* Whether warm-up goes on after `done` runs and `elapsed_s` seconds: at
+ * least one run when any warm-up is asked for, then until both `warmup`
+ * runs and `warmup_s` seconds are done, but never past a quarter of the
+ * budget (a kernel that long is warm after one run). */
+int dsi_warmup_more(const ds_measure_config_t *config, int done, double elapsed_s);
+
 /* Sizes the operation `key` describes for a group of `size` members, member
  * `rank`. */
 ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_comm_op_t *op);

@@ -36,7 +36,7 @@ const char *ds_stop_reason_name(ds_stop_reason_t reason)
     return "unknown";
 }
 
-static ds_status_t check_config(const ds_measure_config_t *c)
+ds_status_t dsi_measure_check_config(const ds_measure_config_t *c)
 {
     if (c == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no measurement configuration given");
@@ -52,6 +52,15 @@ static ds_status_t check_config(const ds_measure_config_t *c)
                          "10000000",
                          c->min_reps, c->max_reps);
     return DS_OK;
+}
+
+int dsi_warmup_more(const ds_measure_config_t *c, int done, double elapsed_s)
+{
+    if (done == 0)
+        return c->warmup > 0 || c->warmup_s > 0.0;
+    if (elapsed_s >= 0.25 * c->budget_s) /* a long kernel: one run warms it */
+        return 0;
+    return done < c->warmup || elapsed_s < c->warmup_s;
 }
 
 /* ---- statistics ---------------------------------------------------------------------- */
@@ -171,7 +180,7 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
     const dsi_backend_ops_t *ops = b->ops;
     samples_t total = {NULL, 0, 0};
     samples_t *each = NULL;
-    DSI_TRY(check_config(config));
+    DSI_TRY(dsi_measure_check_config(config));
     if (n == 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "nothing to measure: an empty sequence");
     size_t max_batch = DSI_MAX((size_t)1, (STAMP_SLOTS - 1) / n);
@@ -179,19 +188,13 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
     if (per_op != NULL)
         DSI_TRY(dsi_calloc(n, sizeof(*each), &each));
 
-    /* Warm-up: at least `warmup` passes and `warmup_s` seconds (within the
-     * budget).  Synchronising after each pass once the count is reached
-     * makes the clock see device time, not launch time. */
+    /* Warm-up (dsi_warmup_more); synchronising after each pass makes the
+     * clock see device time, not launch time. */
     double start = dsi_now_s();
-    for (int done = 0; done < config->warmup || dsi_now_s() - start < config->warmup_s;) {
+    for (int done = 0; dsi_warmup_more(config, done, dsi_now_s() - start); done++) {
         DSI_TRY_GOTO(run_sequence(b, impls, n, 0, 0), status, out);
-        if (++done >= config->warmup) {
-            DSI_TRY_GOTO(ops->synchronize(b), status, out);
-            if (dsi_now_s() - start >= config->budget_s)
-                break;
-        }
+        DSI_TRY_GOTO(ops->synchronize(b), status, out);
     }
-    DSI_TRY_GOTO(ops->synchronize(b), status, out);
 
     ds_measurement_t stats;
     memset(&stats, 0, sizeof(stats));
@@ -277,7 +280,7 @@ ds_status_t ds_measure_compute(ds_backend_t *backend, const ds_event_key_t *key,
 {
     ds_status_t status = DS_OK;
     ds_kernel_t *kernel = NULL;
-    DSI_TRY(check_config(config));
+    DSI_TRY(dsi_measure_check_config(config));
     DSI_TRY(ds_kernel_prepare(backend, key, &kernel));
     status = ds_kernel_measure(kernel, config, measurement_p);
     ds_kernel_destroy(kernel);
@@ -291,7 +294,7 @@ ds_status_t ds_measure_layer(ds_backend_t *backend, const ds_event_key_t *keys, 
     ds_status_t status = DS_OK;
     void **impls = NULL;
     size_t computes = 0;
-    DSI_TRY(check_config(config));
+    DSI_TRY(dsi_measure_check_config(config));
     if (keys == NULL || count == 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "a layer pass of no operators");
     DSI_TRY(dsi_calloc(count, sizeof(*impls), &impls));
