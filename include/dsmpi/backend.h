@@ -215,6 +215,7 @@ typedef struct ds_comm_measurement {
     ds_measurement_t cost; /* last exit - last arrival (see the formulas above) */
     ds_measurement_t skew; /* last arrival - first arrival */
     double clock_error_s;  /* bound on the clock alignment error (0 inside one node) */
+    int after_compute;     /* measured in situ, right after a producer kernel */
     ds_comm_sample_t sample; /* the same, as the communication model fits it */
 } ds_comm_measurement_t;
 
@@ -232,6 +233,16 @@ typedef struct ds_comm_measurement {
 DS_API ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
                                    const ds_measure_config_t *config,
                                    ds_comm_measurement_t *measurement_p);
+
+/* Measures `key` in situ (METHOD.md 3): every repetition runs `producer`
+ * first (a kernel prepared on the communicator's backend, e.g. the GEMM
+ * whose output the collective reduces) and issues the operation right
+ * after it on the same queue, as training does; arrival is when the
+ * producer has finished on each member.  Otherwise as ds_comm_measure.
+ * Collective over the group. */
+DS_API ds_status_t ds_comm_measure_after(ds_comm_t *comm, const ds_event_key_t *key,
+                                         ds_kernel_t *producer, const ds_measure_config_t *config,
+                                         ds_comm_measurement_t *measurement_p);
 
 /* Runs `key` once on `comm`, untimed, and checks the result against the
  * values every member put in (small integers, exact in every dtype).

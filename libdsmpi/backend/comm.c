@@ -235,8 +235,8 @@ static ds_status_t warm_up(ds_comm_t *c)
         DSI_TRY(c->backend->ops->comm_prepare(c, &op, 0, &impl));
         ds_status_t status = DS_OK;
         for (int r = 0; r < 3 && status == DS_OK; r++) {
-            double seconds = 0.0;
-            status = c->backend->ops->comm_run_timed(impl, &seconds);
+            double lead = 0.0, seconds = 0.0;
+            status = c->backend->ops->comm_run_timed(impl, NULL, &lead, &seconds);
         }
         c->backend->ops->comm_release(impl);
         DSI_TRY(status);
@@ -303,18 +303,20 @@ int ds_comm_ranks_per_node(const ds_comm_t *comm)
 /* ---- measuring -------------------------------------------------------------------------- */
 
 /* Runs `reps` timed repetitions; times[2 i] and times[2 i + 1] get this
- * member's entry and exit of repetition i on the aligned clock. */
-static ds_status_t run_reps(ds_comm_t *c, void *impl, size_t reps, double *times)
+ * member's entry and exit of repetition i on the aligned clock.  With a
+ * producer kernel, entry is when the producer has finished here. */
+static ds_status_t run_reps(ds_comm_t *c, void *impl, void *producer, size_t reps, double *times)
 {
     ds_status_t status = DS_OK;
     for (size_t i = 0; i < reps; i++) {
-        double seconds = 0.0;
+        double lead = 0.0, seconds = 0.0;
         DSI_MPI_TRY_GOTO(MPI_Barrier(c->comm), status, out);
-        double entry = dsi_now_s() + c->clock_offset_s;
-        DSI_TRY_GOTO(c->backend->ops->comm_run_timed(impl, &seconds), status, out);
+        double start = dsi_now_s() + c->clock_offset_s;
+        DSI_TRY_GOTO(c->backend->ops->comm_run_timed(impl, producer, &lead, &seconds), status,
+                     out);
         if (times != NULL) {
-            times[2 * i] = entry;
-            times[2 * i + 1] = entry + seconds;
+            times[2 * i] = start + lead;
+            times[2 * i + 1] = start + lead + seconds;
         }
     }
 out:
@@ -362,17 +364,21 @@ static void source_tag(const ds_backend_t *b, char *tag, size_t size)
                                   0xffffffffULL));
 }
 
-ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
-                            const ds_measure_config_t *config,
-                            ds_comm_measurement_t *measurement_p)
+static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel_t *producer,
+                           const ds_measure_config_t *config, ds_comm_measurement_t *measurement_p)
 {
     ds_status_t status = DS_OK;
     ds_comm_t *c = comm;
     void *impl = NULL;
     double *mine = NULL, *all = NULL, *cost = NULL, *skew = NULL;
     dsi_comm_op_t op;
+    void *producer_impl = producer != NULL ? producer->impl : NULL;
     DSI_TRY(dsi_measure_check_config(config));
     DSI_TRY(dsi_comm_op_init(key, c->size, c->rank, &op));
+    if (producer != NULL && producer->backend != c->backend)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "the producer kernel was prepared on another backend than the "
+                         "communicator's");
     /* Local allocations first; then every member agrees that all went well. */
     ds_status_t local = dsi_calloc(2 * COMM_MAX_BATCH, sizeof(double), &mine);
     if (local == DS_OK)
@@ -391,7 +397,7 @@ ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
         DSI_TRY_GOTO(agree(c, &more), status, out);
         if (!more)
             break;
-        DSI_TRY_GOTO(run_reps(c, impl, 1, NULL), status, out);
+        DSI_TRY_GOTO(run_reps(c, impl, producer_impl, 1, NULL), status, out);
     }
 
     ds_measurement_t stats;
@@ -426,7 +432,7 @@ ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
         DSI_TRY_GOTO(agree(c, &stop), status, out);
         if (batch == 0)
             break;
-        DSI_TRY_GOTO(run_reps(c, impl, (size_t)batch, mine), status, out);
+        DSI_TRY_GOTO(run_reps(c, impl, producer_impl, (size_t)batch, mine), status, out);
         DSI_MPI_TRY_GOTO(MPI_Allgather(mine, 2 * batch, MPI_DOUBLE, all, 2 * batch, MPI_DOUBLE,
                                        c->comm),
                          status, out);
@@ -454,6 +460,7 @@ ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
     m.cost.stop = m.skew.stop = (ds_stop_reason_t)stop;
     m.cost.wall_s = m.skew.wall_s = wall;
     m.clock_error_s = c->clock_error_s;
+    m.after_compute = producer != NULL;
     ds_comm_sample_t *s = &m.sample;
     s->op = op.op;
     s->dtype = op.dtype;
@@ -482,17 +489,32 @@ out:
     return status;
 }
 
+ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
+                            const ds_measure_config_t *config, ds_comm_measurement_t *measurement_p)
+{
+    return measure(comm, key, NULL, config, measurement_p);
+}
+
+ds_status_t ds_comm_measure_after(ds_comm_t *comm, const ds_event_key_t *key,
+                                  ds_kernel_t *producer, const ds_measure_config_t *config,
+                                  ds_comm_measurement_t *measurement_p)
+{
+    if (producer == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "no producer kernel given (use ds_comm_measure)");
+    return measure(comm, key, producer, config, measurement_p);
+}
+
 ds_status_t ds_comm_verify(ds_comm_t *comm, const ds_event_key_t *key, int64_t *errors_p)
 {
     ds_status_t status = DS_OK;
     void *impl = NULL;
     dsi_comm_op_t op;
-    double seconds = 0.0;
+    double lead = 0.0, seconds = 0.0;
     int64_t errors = 0;
     DSI_TRY(dsi_comm_op_init(key, comm->size, comm->rank, &op));
     DSI_TRY(prepare_everywhere(comm, &op, 1, DS_OK, &impl));
     DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
-    DSI_TRY_GOTO(comm->backend->ops->comm_run_timed(impl, &seconds), status, out);
+    DSI_TRY_GOTO(comm->backend->ops->comm_run_timed(impl, NULL, &lead, &seconds), status, out);
     DSI_TRY_GOTO(comm->backend->ops->comm_check(impl, &errors), status, out);
     *errors_p = errors;
 out:

@@ -224,9 +224,10 @@ static ds_status_t cuda_comm_prepare(ds_comm_t *c, const dsi_comm_op_t *op, int 
     return DS_OK;
 }
 
-static ds_status_t cuda_comm_run_timed(void *impl, double *seconds_p)
+static ds_status_t cuda_comm_run_timed(void *impl, void *before, double *lead_s,
+                                       double *seconds_p)
 {
-    MODULE_TRY(module->comm_run_timed(impl, seconds_p));
+    MODULE_TRY(module->comm_run_timed(impl, before, lead_s, seconds_p));
     return DS_OK;
 }
 

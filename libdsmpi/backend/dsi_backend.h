@@ -43,7 +43,9 @@ typedef struct dsi_backend_ops {
     void (*comm_fini)(ds_comm_t *comm);
     ds_status_t (*comm_prepare)(ds_comm_t *comm, const dsi_comm_op_t *op, int verify,
                                 void **impl_p);
-    ds_status_t (*comm_run_timed)(void *impl, double *seconds_p);
+    /* `before` (a kernel impl, or NULL) runs first, on the same queue:
+     * *lead_s gets its time, *seconds_p the operation's. */
+    ds_status_t (*comm_run_timed)(void *impl, void *before, double *lead_s, double *seconds_p);
     /* After one run of an operation prepared with verify = 1: wrong elements. */
     ds_status_t (*comm_check)(void *impl, int64_t *errors_p);
     void (*comm_release)(void *impl);

@@ -193,7 +193,43 @@ static void test_timed(ds_backend_t *b)
     CHECK_MSG(m.cost.wall_s >= 0.1 && m.cost.wall_s < 0.6, "wall %g", m.cost.wall_s);
     CHECK(m.cost.cost.repetitions >= 5);
     CHECK(same_everywhere(m.cost.wall_s) && same_everywhere((double)m.cost.cost.repetitions));
+    /* In situ: right after the GEMM that produces the reduced tensor. */
+    ds_event_key_t gemm;
+    memset(&gemm, 0, sizeof(gemm));
+    gemm.kind = DS_EVENT_COMPUTE;
+    gemm.op = DS_OP_GEMM;
+    gemm.dtype = DS_DTYPE_FP32;
+    gemm.variant = DS_GEMM_TRANS_B;
+    gemm.dims[0] = 256;
+    gemm.dims[1] = 256;
+    gemm.dims[2] = 256;
+    gemm.dims[3] = 1;
+    ds_kernel_t *producer = NULL;
+    CHECK_OK(ds_kernel_prepare(b, &gemm, &producer));
+    ds_measure_config_default(&cfg);
+    cfg.budget_s = 0.15;
+    key = comm_key(DS_COMM_ALLREDUCE, DS_DTYPE_FP32, 256 * 256 * 4, 2);
+    CHECK_OK(ds_comm_measure_after(comm, &key, producer, &cfg, &m));
+    check_measurement(&m, &key, 256 * 256 * 4, &cfg);
+    CHECK_INT(m.after_compute, 1);
+    if (rank == 0)
+        printf("allreduce 256 KiB after a 256^3 GEMM: median %.2f us, skew median %.2f us\n",
+               m.cost.cost.median_s * 1e6, m.skew.cost.median_s * 1e6);
+    CHECK_OK(ds_comm_measure(comm, &key, &cfg, &m));
+    CHECK_INT(m.after_compute, 0);
+    CHECK_FAILS(ds_comm_measure_after(comm, &key, NULL, &cfg, &m), DS_ERR_INVALID_ARG, "producer");
+    ds_backend_t *other = NULL;
+    CHECK_OK(ds_backend_open(DS_BACKEND_CPU, MPI_COMM_WORLD, &other));
+    ds_kernel_t *foreign = NULL;
+    CHECK_OK(ds_kernel_prepare(other, &gemm, &foreign));
+    CHECK_FAILS(ds_comm_measure_after(comm, &key, foreign, &cfg, &m), DS_ERR_INVALID_ARG,
+                "another backend");
+    ds_kernel_destroy(foreign);
+    ds_backend_close(other);
+    ds_kernel_destroy(producer);
+
     /* The cap. */
+    cfg.target_rel_ci = 0.0;
     cfg.max_reps = 9;
     cfg.budget_s = 100.0;
     CHECK_OK(ds_comm_measure(comm, &key, &cfg, &m));

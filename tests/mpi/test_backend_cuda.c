@@ -174,6 +174,23 @@ static void test_nccl(ds_backend_t *gpu)
             CHECK_OK(ds_comm_measure(comm, &key, &cfg, &m));
             CHECK(m.cost.cost.median_s > 0.0);
         }
+    /* In situ: the all-reduce right after the GEMM that produces its input. */
+    ds_event_key_t gemm = key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 4096, 4096, 4096, 1,
+                                 DS_GEMM_TRANS_B);
+    ds_kernel_t *producer = NULL;
+    CHECK_OK(ds_kernel_prepare(gpu, &gemm, &producer));
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMM;
+    key.op = DS_COMM_ALLREDUCE;
+    key.dtype = DS_DTYPE_BF16;
+    key.dims[0] = 4096LL * 4096 * 2;
+    ds_measure_config_t cfg;
+    ds_measure_config_default(&cfg);
+    ds_comm_measurement_t m;
+    CHECK_OK(ds_comm_measure_after(comm, &key, producer, &cfg, &m));
+    CHECK(m.after_compute == 1 && m.cost.cost.median_s > 0.0);
+    ds_kernel_destroy(producer);
     ds_comm_destroy(comm);
 }
 

@@ -256,7 +256,7 @@ err_free:
     return status;
 }
 
-static ds_status_t cpu_kernel_run(void *impl)
+ds_status_t dsi_cpu_kernel_run_impl(void *impl)
 {
     cpu_kernel_t *k = impl;
     const ds_event_key_t *key = &k->key;
@@ -444,7 +444,7 @@ static void cpu_close(ds_backend_t *backend)
 static const dsi_backend_ops_t cpu_ops = {
     .kernel_estimate = cpu_kernel_estimate,
     .kernel_prepare = cpu_kernel_prepare,
-    .kernel_run = cpu_kernel_run,
+    .kernel_run = dsi_cpu_kernel_run_impl,
     .kernel_bytes = cpu_kernel_bytes,
     .kernel_chain = cpu_kernel_chain,
     .kernel_destroy = cpu_kernel_destroy,

@@ -222,11 +222,15 @@ out:
     return status;
 }
 
-ds_status_t dsi_cpu_comm_run_timed(void *impl, double *seconds_p)
+ds_status_t dsi_cpu_comm_run_timed(void *impl, void *before, double *lead_s, double *seconds_p)
 {
     double start = dsi_now_s();
+    if (before != NULL)
+        DSI_TRY(dsi_cpu_kernel_run_impl(before));
+    double issued = dsi_now_s();
     DSI_TRY(run_once(impl));
-    *seconds_p = dsi_now_s() - start;
+    *lead_s = issued - start;
+    *seconds_p = dsi_now_s() - issued;
     return DS_OK;
 }
 

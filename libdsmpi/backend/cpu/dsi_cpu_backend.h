@@ -29,7 +29,9 @@ ds_status_t dsi_cpu_comm_init(ds_comm_t *comm);
 void dsi_cpu_comm_fini(ds_comm_t *comm);
 ds_status_t dsi_cpu_comm_prepare(ds_comm_t *comm, const dsi_comm_op_t *op, int verify,
                                  void **impl_p);
-ds_status_t dsi_cpu_comm_run_timed(void *impl, double *seconds_p);
+ds_status_t dsi_cpu_comm_run_timed(void *impl, void *before, double *lead_s, double *seconds_p);
+/* Runs a prepared cpu kernel (cpu_backend.c). */
+ds_status_t dsi_cpu_kernel_run_impl(void *kernel);
 ds_status_t dsi_cpu_comm_check(void *impl, int64_t *errors_p);
 void dsi_cpu_comm_release(void *impl);
 

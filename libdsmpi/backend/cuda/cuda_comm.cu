@@ -53,7 +53,7 @@ struct dsc_comm_op {
     ncclDataType_t type;
     size_t element;
     void *send, *recv;
-    cudaEvent_t start, stop;
+    cudaEvent_t start, issued, stop;
 };
 
 void dsc_comm_release(void *handle)
@@ -69,6 +69,8 @@ void dsc_comm_release(void *handle)
         cudaFree(c->recv);
     if (c->start != nullptr)
         cudaEventDestroy(c->start);
+    if (c->issued != nullptr)
+        cudaEventDestroy(c->issued);
     if (c->stop != nullptr)
         cudaEventDestroy(c->stop);
     free(c);
@@ -85,6 +87,7 @@ static int prepare(dsc_comm_op *c, int verify)
     cudaStream_t s = c->ctx->stream;
     DSC_CUDA_TRY(cudaSetDevice(c->ctx->device));
     DSC_CUDA_TRY(cudaEventCreate(&c->start));
+    DSC_CUDA_TRY(cudaEventCreate(&c->issued));
     DSC_CUDA_TRY(cudaEventCreate(&c->stop));
     DSC_CUDA_TRY(cudaMalloc(&c->send, op->send_bytes > 0 ? op->send_bytes : 1));
     DSC_CUDA_TRY(cudaMalloc(&c->recv, op->recv_bytes > 0 ? op->recv_bytes : 1));
@@ -211,16 +214,23 @@ static int issue(dsc_comm_op *c)
     return DS_OK;
 }
 
-int dsc_comm_run_timed(void *handle, double *seconds_p)
+// The producer kernel (if any) and the operation go on one stream back to
+// back, as training issues them; the event between them is the arrival.
+int dsc_comm_run_timed(void *handle, void *before, double *lead_s, double *seconds_p)
 {
     dsc_comm_op *c = static_cast<dsc_comm_op *>(handle);
     cudaStream_t s = c->ctx->stream;
     DSC_CUDA_TRY(cudaEventRecord(c->start, s));
+    if (before != nullptr)
+        DSC_TRY(dsc_kernel_run(before));
+    DSC_CUDA_TRY(cudaEventRecord(c->issued, s));
     DSC_TRY(issue(c));
     DSC_CUDA_TRY(cudaEventRecord(c->stop, s));
     DSC_CUDA_TRY(cudaEventSynchronize(c->stop));
-    float ms = 0.0f;
-    DSC_CUDA_TRY(cudaEventElapsedTime(&ms, c->start, c->stop));
+    float lead = 0.0f, ms = 0.0f;
+    DSC_CUDA_TRY(cudaEventElapsedTime(&lead, c->start, c->issued));
+    DSC_CUDA_TRY(cudaEventElapsedTime(&ms, c->issued, c->stop));
+    *lead_s = 1e-3 * (double)lead;
     *seconds_p = 1e-3 * (double)ms;
     return DS_OK;
 }

@@ -370,7 +370,7 @@ static int gemm(dsc_kernel *k)
     return DS_OK;
 }
 
-static int kernel_run(void *handle)
+int dsc_kernel_run(void *handle)
 {
     dsc_kernel *k = static_cast<dsc_kernel *>(handle);
     cudaStream_t s = k->ctx->stream;
@@ -489,7 +489,7 @@ int dsc_nccl_comm_create(void *ctx, int size, int rank, const unsigned char id[D
 void dsc_nccl_comm_destroy(void *nccl);
 int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_op_t *op,
                      int verify, void **op_p);
-int dsc_comm_run_timed(void *op, double *seconds_p);
+int dsc_comm_run_timed(void *op, void *before, double *lead_s, double *seconds_p);
 int dsc_comm_check(void *op, int64_t *errors_p);
 void dsc_comm_release(void *op);
 
@@ -503,7 +503,7 @@ static const dsi_cuda_module_t module_table = {
     describe,
     kernel_estimate,
     kernel_prepare,
-    kernel_run,
+    dsc_kernel_run,
     kernel_bytes,
     kernel_chain,
     kernel_read,

@@ -67,7 +67,9 @@ typedef struct dsi_cuda_module {
     void (*nccl_comm_destroy)(void *nccl);
     int (*comm_prepare)(void *ctx, void *nccl, int size, int rank, const dsi_comm_op_t *op,
                         int verify, void **op_p);
-    int (*comm_run_timed)(void *op, double *seconds_p);
+    /* Runs kernel `before` (or nothing) then the operation on the same
+     * stream, waits, and gives both times. */
+    int (*comm_run_timed)(void *op, void *before, double *lead_s, double *seconds_p);
     int (*comm_check)(void *op, int64_t *errors_p);
     void (*comm_release)(void *op);
 } dsi_cuda_module_t;

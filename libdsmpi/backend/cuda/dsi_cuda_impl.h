@@ -117,6 +117,9 @@ int dsc_pool_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, const v
 int dsc_pool_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, const void *dy,
                  const int8_t *argmax, void *dx);
 
+// Issues a prepared kernel on its context's stream (cuda_module.cu).
+int dsc_kernel_run(void *kernel);
+
 // Host-side conversions (cuda_kernels.cu).
 float dsc_to_float(const void *p, dsc_type t, int64_t i);
 
