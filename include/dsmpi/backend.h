@@ -70,8 +70,7 @@ typedef struct ds_backend ds_backend_t;
  * OpenBLAS to one thread; both are restored by ds_backend_close.  `comm` is
  * duplicated: the caller may free it after this returns.  Caller closes
  * with ds_backend_close. */
-DS_API ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm,
-                                   ds_backend_t **backend_p);
+DS_API ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t **backend_p);
 /* Releases the device; NULL is a no-op.  Not collective. */
 DS_API void ds_backend_close(ds_backend_t *backend);
 
@@ -89,7 +88,7 @@ DS_API const char *ds_backend_placement(const ds_backend_t *backend);
 /* Waits until everything issued on the device has finished. */
 DS_API ds_status_t ds_backend_synchronize(ds_backend_t *backend);
 
-/* ---- compute kernels -----------------------------------------------------
+/* ---- compute kernels ----------------------------------------------------------------------------
  * A prepared compute event: its buffers allocated on the device and filled
  * with realistic values.  Keys are those ds_events_generate produces (see
  * ds_op_t for each operator's dims); the pass picks forward or backward work
@@ -113,7 +112,7 @@ DS_API void ds_kernel_destroy(ds_kernel_t *kernel);
 DS_API ds_status_t ds_kernel_estimate_bytes(const ds_backend_t *backend, const ds_event_key_t *key,
                                             size_t *bytes_p);
 
-/* ---- measurement -------------------------------------------------------- */
+/* ---- measurement ----------------------------------------------------------------------------- */
 
 /* Warm-up runs untimed until both `warmup` runs and `warmup_s` seconds are
  * done (at least one run when either is non-zero), but stops once it has
@@ -147,8 +146,8 @@ typedef struct ds_measurement {
     ds_cost_t cost; /* mean, median, p10, p90, repetitions; provenance measured */
     double min_s;
     double max_s;
-    double rel_ci;  /* achieved relative 95% CI of the median */
-    double wall_s;  /* time the measurement took, warm-up included */
+    double rel_ci; /* achieved relative 95% CI of the median */
+    double wall_s; /* time the measurement took, warm-up included */
     ds_stop_reason_t stop;
     /* Histogram: hist[i] counts samples in [hist_lo_s + i w, hist_lo_s + (i+1) w)
      * with w = (hist_hi_s - hist_lo_s) / DS_HIST_BINS (the last bin closed). */
@@ -179,9 +178,9 @@ DS_API ds_status_t ds_kernel_measure(ds_kernel_t *kernel, const ds_measure_confi
  * whole pass (the stop rule applies to it), per_op_p[i] those of operator i.
  * Communication keys in the list are not run here: their per_op_p entry has
  * repetitions 0.  per_op_p may be NULL.  Not collective. */
-DS_API ds_status_t ds_measure_layer(ds_backend_t *backend, const ds_event_key_t *keys,
-                                    size_t count, const ds_measure_config_t *config,
-                                    ds_measurement_t *total_p, ds_measurement_t *per_op_p);
+DS_API ds_status_t ds_measure_layer(ds_backend_t *backend, const ds_event_key_t *keys, size_t count,
+                                    const ds_measure_config_t *config, ds_measurement_t *total_p,
+                                    ds_measurement_t *per_op_p);
 
 /* Times a fixed calibration kernel (a 1024^3 fp32 GEMM, or the equivalent
  * bf16 GEMM on cuda) on this device: the ratio between devices of one kind
@@ -189,7 +188,7 @@ DS_API ds_status_t ds_measure_layer(ds_backend_t *backend, const ds_event_key_t 
 DS_API ds_status_t ds_backend_calibrate(ds_backend_t *backend, const ds_measure_config_t *config,
                                         ds_measurement_t *measurement_p);
 
-/* ---- communication -------------------------------------------------------
+/* ---- communication ------------------------------------------------------------------------------
  * A communicator of the backend over a group of ranks the caller chose (MPI
  * on cpu, NCCL on cuda). */
 
@@ -212,10 +211,10 @@ DS_API int ds_comm_ranks_per_node(const ds_comm_t *comm);
 
 /* The result of measuring one communication operation. */
 typedef struct ds_comm_measurement {
-    ds_measurement_t cost; /* last exit - last arrival (see the formulas above) */
-    ds_measurement_t skew; /* last arrival - first arrival */
-    double clock_error_s;  /* bound on the clock alignment error (0 inside one node) */
-    int after_compute;     /* measured in situ, right after a producer kernel */
+    ds_measurement_t cost;   /* last exit - last arrival (see the formulas above) */
+    ds_measurement_t skew;   /* last arrival - first arrival */
+    double clock_error_s;    /* bound on the clock alignment error (0 inside one node) */
+    int after_compute;       /* measured in situ, right after a producer kernel */
     ds_comm_sample_t sample; /* the same, as the communication model fits it */
 } ds_comm_measurement_t;
 

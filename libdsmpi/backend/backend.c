@@ -53,9 +53,9 @@ static ds_status_t local_ranks(ds_backend_t *b)
 {
     ds_status_t status = DS_OK;
     MPI_Comm node = MPI_COMM_NULL;
-    DSI_MPI_TRY_GOTO(MPI_Comm_split_type(b->comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL,
-                                         &node),
-                     status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Comm_split_type(b->comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &node), status,
+        out);
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(node, &b->local_rank), status, out);
     DSI_MPI_TRY_GOTO(MPI_Comm_size(node, &b->local_size), status, out);
 out:
@@ -88,7 +88,7 @@ ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t 
         goto err_comm;
     }
     b->kind = (kind == DS_BACKEND_CUDA || (kind == DS_BACKEND_AUTO && least > 0)) ? DS_BACKEND_CUDA
-                                                                                 : DS_BACKEND_CPU;
+                                                                                  : DS_BACKEND_CPU;
     if (kind == DS_BACKEND_AUTO && gpus > 0 && least == 0 && b->rank == 0)
         DSI_WARN("backend auto: some ranks see no GPU, so every rank uses the cpu backend");
 
@@ -100,8 +100,9 @@ ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t 
     if (status != DS_OK)
         goto err_comm;
     if (any_failed) {
-        status = DSI_ERROR(DS_ERR_NO_DEVICE, "backend %s: opening the device failed on another rank",
-                           ds_backend_kind_name(b->kind));
+        status =
+            DSI_ERROR(DS_ERR_NO_DEVICE, "backend %s: opening the device failed on another rank",
+                      ds_backend_kind_name(b->kind));
         goto err_close;
     }
     DSI_INFO("backend %s on %s: %s", ds_backend_kind_name(b->kind), b->placement, b->fingerprint);
@@ -153,7 +154,7 @@ ds_status_t ds_backend_synchronize(ds_backend_t *backend)
     return backend->ops->synchronize(backend);
 }
 
-/* ---- kernels ------------------------------------------------------------------------ */
+/* ---- kernels --------------------------------------------------------------------------------- */
 
 static ds_status_t check_compute_key(const ds_event_key_t *key)
 {

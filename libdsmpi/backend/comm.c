@@ -31,7 +31,7 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- sizes --------------------------------------------------------------------------- */
+/* ---- sizes ----------------------------------------------------------------------------------- */
 
 ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_comm_op_t *op)
 {
@@ -58,8 +58,7 @@ ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_
     int64_t chunks = 1; /* chunks of `count` in the full buffer */
     switch (op->op) {
     case DS_COMM_ALLREDUCE:
-    case DS_COMM_BROADCAST:
-        break;
+    case DS_COMM_BROADCAST: break;
     case DS_COMM_SENDRECV:
         if (size != 2)
             return DSI_ERROR(DS_ERR_INVALID_ARG,
@@ -67,28 +66,24 @@ ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_
         break;
     case DS_COMM_ALLGATHER:
     case DS_COMM_REDUCE_SCATTER:
-    case DS_COMM_ALLTOALL:
-        chunks = n;
-        break;
+    case DS_COMM_ALLTOALL: chunks = n; break;
     case DS_COMM_PS_PUSH:
     case DS_COMM_PS_PULL:
         op->servers = key->dims[1] > 0 ? (int)DSI_MIN(key->dims[1], n) : 1;
         chunks = op->servers;
         break;
-    case DS_COMM_COUNT_:
-        break;
+    case DS_COMM_COUNT_: break;
     }
     op->count = DSI_MAX(bytes / (e * chunks), 1);
     if (op->count > INT32_MAX / 2)
-        return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "%lld bytes of %s make chunks of %lld elements; at most 2^30 are supported",
-                         (long long)bytes, ds_dtype_name(op->dtype), (long long)op->count);
+        return DSI_ERROR(
+            DS_ERR_UNSUPPORTED,
+            "%lld bytes of %s make chunks of %lld elements; at most 2^30 are supported",
+            (long long)bytes, ds_dtype_name(op->dtype), (long long)op->count);
     size_t chunk = (size_t)(op->count * e), full = chunk * (size_t)chunks;
     op->bytes = (int64_t)full;
     switch (op->op) {
-    case DS_COMM_ALLREDUCE:
-        op->send_bytes = op->recv_bytes = chunk;
-        break;
+    case DS_COMM_ALLREDUCE: op->send_bytes = op->recv_bytes = chunk; break;
     case DS_COMM_BROADCAST:
         op->send_bytes = rank == 0 ? chunk : 0;
         op->recv_bytes = rank == 0 ? 0 : chunk;
@@ -105,9 +100,7 @@ ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_
         op->send_bytes = full;
         op->recv_bytes = chunk;
         break;
-    case DS_COMM_ALLTOALL:
-        op->send_bytes = op->recv_bytes = full;
-        break;
+    case DS_COMM_ALLTOALL: op->send_bytes = op->recv_bytes = full; break;
     case DS_COMM_PS_PUSH:
         op->send_bytes = full;
         op->recv_bytes = rank < op->servers ? chunk : 0;
@@ -116,13 +109,12 @@ ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_
         op->send_bytes = rank < op->servers ? full : 0;
         op->recv_bytes = full;
         break;
-    case DS_COMM_COUNT_:
-        break;
+    case DS_COMM_COUNT_: break;
     }
     return DS_OK;
 }
 
-/* ---- the communicator ---------------------------------------------------------------- */
+/* ---- the communicator ------------------------------------------------------------------------ */
 
 /* Node of every member: members sharing memory with each other. */
 static ds_status_t find_nodes(ds_comm_t *c)
@@ -131,14 +123,13 @@ static ds_status_t find_nodes(ds_comm_t *c)
     MPI_Comm node = MPI_COMM_NULL;
     int *leaders = NULL;
     int leader = 0;
-    DSI_MPI_TRY_GOTO(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL,
-                                         &node),
-                     status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node), status,
+        out);
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &leaders), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &c->node_of), status, out);
-    DSI_MPI_TRY_GOTO(MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, c->comm), status,
-                     out);
+    DSI_MPI_TRY_GOTO(MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, c->comm), status, out);
     c->nodes = 0;
     c->ranks_per_node = 0;
     for (int r = 0; r < c->size; r++) {
@@ -180,9 +171,9 @@ static ds_status_t align_clocks(ds_comm_t *c)
         if (c->rank == 0) {
             for (int i = 0; i < rounds; i++) {
                 double ping = 0.0, pong = 0.0;
-                DSI_MPI_TRY_GOTO(MPI_Recv(&ping, 1, MPI_DOUBLE, leader, 11, c->comm,
-                                          MPI_STATUS_IGNORE),
-                                 status, out);
+                DSI_MPI_TRY_GOTO(
+                    MPI_Recv(&ping, 1, MPI_DOUBLE, leader, 11, c->comm, MPI_STATUS_IGNORE), status,
+                    out);
                 pong = dsi_now_s();
                 DSI_MPI_TRY_GOTO(MPI_Send(&pong, 1, MPI_DOUBLE, leader, 12, c->comm), status, out);
             }
@@ -191,9 +182,9 @@ static ds_status_t align_clocks(ds_comm_t *c)
             for (int i = 0; i < rounds; i++) {
                 double sent = dsi_now_s(), remote = 0.0;
                 DSI_MPI_TRY_GOTO(MPI_Send(&sent, 1, MPI_DOUBLE, 0, 11, c->comm), status, out);
-                DSI_MPI_TRY_GOTO(MPI_Recv(&remote, 1, MPI_DOUBLE, 0, 12, c->comm,
-                                          MPI_STATUS_IGNORE),
-                                 status, out);
+                DSI_MPI_TRY_GOTO(
+                    MPI_Recv(&remote, 1, MPI_DOUBLE, 0, 12, c->comm, MPI_STATUS_IGNORE), status,
+                    out);
                 double received = dsi_now_s(), delay = received - sent;
                 if (delay < best) {
                     best = delay;
@@ -300,7 +291,7 @@ int ds_comm_ranks_per_node(const ds_comm_t *comm)
     return comm->ranks_per_node;
 }
 
-/* ---- measuring -------------------------------------------------------------------------- */
+/* ---- measuring ------------------------------------------------------------------------------- */
 
 /* Runs `reps` timed repetitions; times[2 i] and times[2 i + 1] get this
  * member's entry and exit of repetition i on the aligned clock.  With a
@@ -312,8 +303,7 @@ static ds_status_t run_reps(ds_comm_t *c, void *impl, void *producer, size_t rep
         double lead = 0.0, seconds = 0.0;
         DSI_MPI_TRY_GOTO(MPI_Barrier(c->comm), status, out);
         double start = dsi_now_s() + c->clock_offset_s;
-        DSI_TRY_GOTO(c->backend->ops->comm_run_timed(impl, producer, &lead, &seconds), status,
-                     out);
+        DSI_TRY_GOTO(c->backend->ops->comm_run_timed(impl, producer, &lead, &seconds), status, out);
         if (times != NULL) {
             times[2 * i] = start + lead;
             times[2 * i + 1] = start + lead + seconds;
@@ -340,7 +330,8 @@ static ds_status_t prepare_everywhere(ds_comm_t *c, const dsi_comm_op_t *op, int
                                       ds_status_t local, void **impl_p)
 {
     void *impl = NULL;
-    ds_status_t status = local != DS_OK ? local : c->backend->ops->comm_prepare(c, op, verify, &impl);
+    ds_status_t status =
+        local != DS_OK ? local : c->backend->ops->comm_prepare(c, op, verify, &impl);
     int failed = status != DS_OK, any = 0;
     int code = MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, c->comm);
     if (status != DS_OK)
@@ -433,9 +424,9 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
         if (batch == 0)
             break;
         DSI_TRY_GOTO(run_reps(c, impl, producer_impl, (size_t)batch, mine), status, out);
-        DSI_MPI_TRY_GOTO(MPI_Allgather(mine, 2 * batch, MPI_DOUBLE, all, 2 * batch, MPI_DOUBLE,
-                                       c->comm),
-                         status, out);
+        DSI_MPI_TRY_GOTO(
+            MPI_Allgather(mine, 2 * batch, MPI_DOUBLE, all, 2 * batch, MPI_DOUBLE, c->comm), status,
+            out);
         for (int i = 0; i < batch; i++) {
             double first = INFINITY, last = -INFINITY, done = -INFINITY;
             for (int r = 0; r < c->size; r++) {
@@ -495,8 +486,8 @@ ds_status_t ds_comm_measure(ds_comm_t *comm, const ds_event_key_t *key,
     return measure(comm, key, NULL, config, measurement_p);
 }
 
-ds_status_t ds_comm_measure_after(ds_comm_t *comm, const ds_event_key_t *key,
-                                  ds_kernel_t *producer, const ds_measure_config_t *config,
+ds_status_t ds_comm_measure_after(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel_t *producer,
+                                  const ds_measure_config_t *config,
                                   ds_comm_measurement_t *measurement_p)
 {
     if (producer == NULL)

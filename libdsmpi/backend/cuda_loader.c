@@ -219,13 +219,12 @@ static void cuda_comm_fini(ds_comm_t *c)
 static ds_status_t cuda_comm_prepare(ds_comm_t *c, const dsi_comm_op_t *op, int verify,
                                      void **impl_p)
 {
-    MODULE_TRY(module->comm_prepare(ctx_of(c->backend), c->impl, c->size, c->rank, op, verify,
-                                    impl_p));
+    MODULE_TRY(
+        module->comm_prepare(ctx_of(c->backend), c->impl, c->size, c->rank, op, verify, impl_p));
     return DS_OK;
 }
 
-static ds_status_t cuda_comm_run_timed(void *impl, void *before, double *lead_s,
-                                       double *seconds_p)
+static ds_status_t cuda_comm_run_timed(void *impl, void *before, double *lead_s, double *seconds_p)
 {
     MODULE_TRY(module->comm_run_timed(impl, before, lead_s, seconds_p));
     return DS_OK;

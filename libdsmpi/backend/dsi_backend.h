@@ -76,13 +76,13 @@ struct ds_comm {
     MPI_Comm comm; /* duplicate of the group */
     int rank, size;
     int nodes, ranks_per_node;
-    int *node_of;         /* node index (0..nodes-1) of each member */
+    int *node_of;          /* node index (0..nodes-1) of each member */
     double clock_offset_s; /* add to this member's clock to get the aligned clock */
     double clock_error_s;
     void *impl; /* backend state (NCCL communicator) */
 };
 
-/* ---- shared helpers ----------------------------------------------------------- */
+/* ---- shared helpers -------------------------------------------------------------------------- */
 
 /* Seconds on CLOCK_MONOTONIC (shared by every process of a node). */
 double dsi_now_s(void);
@@ -99,7 +99,7 @@ int dsi_warmup_more(const ds_measure_config_t *config, int done, double elapsed_
  * `rank`. */
 ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_comm_op_t *op);
 
-/* ---- the two backends ----------------------------------------------------------- */
+/* ---- the two backends ------------------------------------------------------------------------ */
 
 /* CPU: fills ops, device name, fingerprint and placement of an open backend
  * whose comm and ranks are set. */

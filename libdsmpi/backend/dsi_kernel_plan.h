@@ -43,13 +43,13 @@ typedef enum dsi_elem {
 } dsi_elem_t;
 
 typedef enum dsi_fill {
-    DSI_FILL_NONE = 0,    /* written by the kernel (fp32 accumulators start at 0) */
-    DSI_FILL_NORMAL,      /* N(0, scale^2) */
-    DSI_FILL_ONE_NORMAL,  /* 1 + N(0, scale^2): norm weights */
-    DSI_FILL_POSITIVE,    /* |N(0, scale^2)|: second moments */
-    DSI_FILL_INDEX,       /* int32 uniform in [0, limit) */
-    DSI_FILL_CONSTANT,    /* `scale` everywhere */
-    DSI_FILL_SAVED,       /* made by the forward at prepare (probabilities, statistics, masks) */
+    DSI_FILL_NONE = 0,   /* written by the kernel (fp32 accumulators start at 0) */
+    DSI_FILL_NORMAL,     /* N(0, scale^2) */
+    DSI_FILL_ONE_NORMAL, /* 1 + N(0, scale^2): norm weights */
+    DSI_FILL_POSITIVE,   /* |N(0, scale^2)|: second moments */
+    DSI_FILL_INDEX,      /* int32 uniform in [0, limit) */
+    DSI_FILL_CONSTANT,   /* `scale` everywhere */
+    DSI_FILL_SAVED,      /* made by the forward at prepare (probabilities, statistics, masks) */
 } dsi_fill_t;
 
 #define DSI_PLAN_MAX_BUFFERS 8

@@ -101,7 +101,8 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
         if (!elements(d[0], d[1], &n))
             return fail(message, message_size, key, "rows and cols must be positive");
         plan->causal = key->variant & 1;
-        plan->in_index = stored(plan, n, DSI_FILL_NORMAL, bwd ? DSI_GRAD_STD : 1.0f / DSI_SOFTMAX_SCALE);
+        plan->in_index =
+            stored(plan, n, DSI_FILL_NORMAL, bwd ? DSI_GRAD_STD : 1.0f / DSI_SOFTMAX_SCALE);
         if (bwd) /* random scores, made probabilities at prepare */
             stored(plan, n, DSI_FILL_NORMAL, 1.0f / DSI_SOFTMAX_SCALE);
         plan->out_index = stored(plan, n, DSI_FILL_NONE, 0.0f);
@@ -251,8 +252,7 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
                  "flash-attention keys are reserved (their dims are not defined yet); attention "
                  "runs as batched GEMMs and a softmax");
         return DS_ERR_UNSUPPORTED;
-    case DS_OP_COUNT_:
-        break;
+    case DS_OP_COUNT_: break;
     }
     return fail(message, message_size, key, "unknown operator");
 }

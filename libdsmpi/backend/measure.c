@@ -40,8 +40,7 @@ ds_status_t dsi_measure_check_config(const ds_measure_config_t *c)
 {
     if (c == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no measurement configuration given");
-    if (c->warmup < 0 || c->warmup_s < 0.0 || !(c->budget_s >= 0.0) ||
-        !(c->target_rel_ci >= 0.0))
+    if (c->warmup < 0 || c->warmup_s < 0.0 || !(c->budget_s >= 0.0) || !(c->target_rel_ci >= 0.0))
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "measurement warmup=%d warmup_s=%g budget_s=%g target_ci=%g: none may be "
                          "negative",
@@ -63,7 +62,7 @@ int dsi_warmup_more(const ds_measure_config_t *c, int done, double elapsed_s)
     return done < c->warmup || elapsed_s < c->warmup_s;
 }
 
-/* ---- statistics ---------------------------------------------------------------------- */
+/* ---- statistics ------------------------------------------------------------------------------ */
 
 static int compare_double(const void *a, const void *b)
 {
@@ -134,7 +133,7 @@ ds_status_t ds_measurement_from_samples(const double *samples, size_t count,
     return status;
 }
 
-/* ---- the loop ------------------------------------------------------------------------------ */
+/* ---- the loop -------------------------------------------------------------------------------- */
 
 typedef struct samples {
     double *data;

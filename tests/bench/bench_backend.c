@@ -75,8 +75,8 @@ static int bench_events(ds_backend_t *b, const char *model_name, const char *str
         return fail("events");
     ds_measure_config_t cfg;
     ds_measure_config_default(&cfg);
-    printf("#\n# unique compute events of %s %s on %lld GPUs, measured on one device\n",
-           model_name, strategy_text, (long long)gpus);
+    printf("#\n# unique compute events of %s %s on %lld GPUs, measured on one device\n", model_name,
+           strategy_text, (long long)gpus);
     printf("# measurement: warm-up %d / %.3g s, %d..%d repetitions, target CI %.3g, budget %.3g s "
            "per event\n",
            cfg.warmup, cfg.warmup_s, cfg.min_reps, cfg.max_reps, cfg.target_rel_ci, cfg.budget_s);
@@ -135,11 +135,11 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     static const struct option options[] = {
-        {"backend", required_argument, NULL, 'b'}, {"gemm", required_argument, NULL, 'g'},
-        {"budget", required_argument, NULL, 't'},  {"model", required_argument, NULL, 'm'},
+        {"backend", required_argument, NULL, 'b'},  {"gemm", required_argument, NULL, 'g'},
+        {"budget", required_argument, NULL, 't'},   {"model", required_argument, NULL, 'm'},
         {"strategy", required_argument, NULL, 's'}, {"target-gpus", required_argument, NULL, 'n'},
-        {"no-events", no_argument, NULL, 'e'},     {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"no-events", no_argument, NULL, 'e'},      {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
     ds_backend_kind_t kind = ds_backend_kind_default();
     long long m = 2048, n = 1024, k = 1024;
     double budget = 5.0;

@@ -43,9 +43,9 @@ static void test_values(ds_backend_t *b)
     CHECK_INT(ds_comm_nodes(comm), 1);
     CHECK_INT(ds_comm_ranks_per_node(comm), size);
 
-    static const ds_comm_op_t collectives[] = {DS_COMM_ALLREDUCE, DS_COMM_ALLGATHER,
-                                               DS_COMM_REDUCE_SCATTER, DS_COMM_ALLTOALL,
-                                               DS_COMM_BROADCAST, DS_COMM_PS_PUSH, DS_COMM_PS_PULL};
+    static const ds_comm_op_t collectives[] = {
+        DS_COMM_ALLREDUCE, DS_COMM_ALLGATHER, DS_COMM_REDUCE_SCATTER, DS_COMM_ALLTOALL,
+        DS_COMM_BROADCAST, DS_COMM_PS_PUSH,   DS_COMM_PS_PULL};
     static const ds_dtype_t dtypes[] = {DS_DTYPE_FP32, DS_DTYPE_BF16, DS_DTYPE_FP16};
     static const int64_t sizes[] = {8192, 1000, 1}; /* 1 byte: one element each */
     for (size_t o = 0; o < sizeof(collectives) / sizeof(collectives[0]); o++)
@@ -150,9 +150,9 @@ static void test_timed(ds_backend_t *b)
     cfg.max_reps = 200;
     cfg.budget_s = 0.15;
     cfg.target_rel_ci = 0.05;
-    static const ds_comm_op_t all[] = {DS_COMM_SENDRECV, DS_COMM_ALLREDUCE, DS_COMM_ALLGATHER,
-                                       DS_COMM_REDUCE_SCATTER, DS_COMM_ALLTOALL, DS_COMM_BROADCAST,
-                                       DS_COMM_PS_PUSH, DS_COMM_PS_PULL};
+    static const ds_comm_op_t all[] = {DS_COMM_SENDRECV,       DS_COMM_ALLREDUCE, DS_COMM_ALLGATHER,
+                                       DS_COMM_REDUCE_SCATTER, DS_COMM_ALLTOALL,  DS_COMM_BROADCAST,
+                                       DS_COMM_PS_PUSH,        DS_COMM_PS_PULL};
     ds_comm_measurement_t m;
     for (size_t o = 0; o < sizeof(all) / sizeof(all[0]); o++) {
         for (int batched = 0; batched <= (all[o] == DS_COMM_SENDRECV); batched++) {
@@ -164,9 +164,9 @@ static void test_timed(ds_backend_t *b)
                 printf("%-14s %s 64 KiB: median %.2f us (p10 %.2f, p90 %.2f, %lld reps, %s), "
                        "skew median %.2f us\n",
                        ds_event_key_op_name(&key), batched ? "batched" : "single ",
-                       m.cost.cost.median_s * 1e6, m.cost.cost.p10_s * 1e6,
-                       m.cost.cost.p90_s * 1e6, (long long)m.cost.cost.repetitions,
-                       ds_stop_reason_name(m.cost.stop), m.skew.cost.median_s * 1e6);
+                       m.cost.cost.median_s * 1e6, m.cost.cost.p10_s * 1e6, m.cost.cost.p90_s * 1e6,
+                       (long long)m.cost.cost.repetitions, ds_stop_reason_name(m.cost.stop),
+                       m.skew.cost.median_s * 1e6);
         }
     }
     /* Sizes that are not a multiple of the group: the sample says what moved. */

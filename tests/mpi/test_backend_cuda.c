@@ -86,10 +86,9 @@ static void test_against_cpu(ds_backend_t *cpu, ds_backend_t *gpu)
             ds_event_key_t bgemm = key_of(DS_OP_BATCHED_GEMM, p, f, 64, 48, 32, 3, trans);
             compare(cpu, gpu, &bgemm);
         }
-        static const ds_op_t rows_ops[] = {DS_OP_SOFTMAX, DS_OP_LAYERNORM, DS_OP_RMSNORM,
-                                           DS_OP_GELU,    DS_OP_RELU,      DS_OP_SWIGLU,
-                                           DS_OP_GEGLU,   DS_OP_DROPOUT,   DS_OP_DROPOUT_ADD,
-                                           DS_OP_ADD,     DS_OP_ROPE,      DS_OP_POOL};
+        static const ds_op_t rows_ops[] = {
+            DS_OP_SOFTMAX, DS_OP_LAYERNORM, DS_OP_RMSNORM,     DS_OP_GELU, DS_OP_RELU, DS_OP_SWIGLU,
+            DS_OP_GEGLU,   DS_OP_DROPOUT,   DS_OP_DROPOUT_ADD, DS_OP_ADD,  DS_OP_ROPE, DS_OP_POOL};
         for (size_t i = 0; i < sizeof(rows_ops) / sizeof(rows_ops[0]); i++) {
             ds_event_key_t key = key_of(rows_ops[i], p, f, 96, 384, 0, 0, 0);
             compare(cpu, gpu, &key);
@@ -110,8 +109,8 @@ static void test_measure(ds_backend_t *gpu)
     ds_measure_config_t cfg;
     ds_measure_config_default(&cfg);
     ds_measurement_t m;
-    ds_event_key_t gemm = key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 8192, 8192, 1,
-                                 DS_GEMM_TRANS_B);
+    ds_event_key_t gemm =
+        key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 8192, 8192, 1, DS_GEMM_TRANS_B);
     CHECK_OK(ds_measure_compute(gpu, &gemm, &cfg, &m));
     CHECK(m.cost.median_s > 0.0 && m.cost.p10_s <= m.cost.median_s &&
           m.cost.median_s <= m.cost.p90_s);
@@ -153,7 +152,7 @@ static void test_nccl(ds_backend_t *gpu)
     if (comm == NULL)
         return;
     static const ds_comm_op_t ops[] = {DS_COMM_ALLREDUCE, DS_COMM_ALLGATHER, DS_COMM_REDUCE_SCATTER,
-                                       DS_COMM_ALLTOALL, DS_COMM_BROADCAST, DS_COMM_PS_PUSH,
+                                       DS_COMM_ALLTOALL,  DS_COMM_BROADCAST, DS_COMM_PS_PUSH,
                                        DS_COMM_PS_PULL};
     for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
         for (int dtype = DS_DTYPE_FP32; dtype <= DS_DTYPE_FP16; dtype++) {
@@ -175,8 +174,8 @@ static void test_nccl(ds_backend_t *gpu)
             CHECK(m.cost.cost.median_s > 0.0);
         }
     /* In situ: the all-reduce right after the GEMM that produces its input. */
-    ds_event_key_t gemm = key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 4096, 4096, 4096, 1,
-                                 DS_GEMM_TRANS_B);
+    ds_event_key_t gemm =
+        key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 4096, 4096, 4096, 1, DS_GEMM_TRANS_B);
     ds_kernel_t *producer = NULL;
     CHECK_OK(ds_kernel_prepare(gpu, &gemm, &producer));
     ds_event_key_t key;

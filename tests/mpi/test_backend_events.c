@@ -50,7 +50,7 @@ static const model_case_t cases[] = {
     {"bert-large", NULL, "tp=1,pp=2,mbs=4", 8, 128},
     {"t5-large", NULL, "tp=2,pp=1,mbs=2", 8, 0},
     {NULL, NULL, "tp=1,pp=1,mbs=2,recompute=selective", 4, 64}, /* the GeGLU config */
-    {NULL, NULL, "tp=2,pp=2,mbs=4", 8, 0},                       /* the CNN */
+    {NULL, NULL, "tp=2,pp=2,mbs=4", 8, 0},                      /* the CNN */
 };
 
 /* Caps every dimension so a key runs in milliseconds; keeps what the
@@ -84,9 +84,7 @@ static ds_event_key_t shrink(ds_event_key_t key)
         d[1] = d[1] > 512 ? 512 : d[1];
         d[2] = d[2] > 4096 ? 4096 : d[2];
         break;
-    case DS_OP_OPTIMIZER:
-        d[0] = d[0] > (1 << 18) ? (1 << 18) : d[0];
-        break;
+    case DS_OP_OPTIMIZER: d[0] = d[0] > (1 << 18) ? (1 << 18) : d[0]; break;
     default:
         d[0] = d[0] > 64 ? 64 : d[0];
         d[1] = d[1] > 4096 ? 4096 : d[1];
@@ -196,7 +194,8 @@ static void test_layer_pass(ds_backend_t *b)
     ds_event_key_t keys[DSI_MAX_LAYER_OPS];
     for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
         size_t count = 0;
-        CHECK_OK(dsi_model_layer_ops(model, 1, &ctx, (ds_pass_t)pass, ops, DSI_MAX_LAYER_OPS, &count));
+        CHECK_OK(
+            dsi_model_layer_ops(model, 1, &ctx, (ds_pass_t)pass, ops, DSI_MAX_LAYER_OPS, &count));
         for (size_t i = 0; i < count; i++)
             keys[i] = ops[i].key;
         /* Operators feed each other: most consecutive pairs chain. */

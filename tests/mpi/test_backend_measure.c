@@ -148,8 +148,8 @@ static void test_prepared_kernels(ds_backend_t *b)
     CHECK_INT(bf16, 0);
     void *pa = NULL, *pb = NULL, *pc = NULL;
     size_t na = 0, nb = 0, nc = 0;
-    CHECK(dsi_cpu_kernel_buffer(kernel, 0, &pa, &na) && dsi_cpu_kernel_buffer(kernel, 1, &pb, &nb) &&
-          dsi_cpu_kernel_buffer(kernel, 2, &pc, &nc));
+    CHECK(dsi_cpu_kernel_buffer(kernel, 0, &pa, &na) &&
+          dsi_cpu_kernel_buffer(kernel, 1, &pb, &nb) && dsi_cpu_kernel_buffer(kernel, 2, &pc, &nc));
     CHECK_INT(na, 4 * m * k);
     CHECK_INT(nb, 4 * k * n);
     CHECK_INT(nc, 4 * m * n);

@@ -47,13 +47,13 @@ static int close_all(const char *what, dsi_stype_t t, const void *got_stored, co
     return 1;
 }
 
-static int close_f32(const char *what, const float *got, const double *want, int64_t n,
-                     double atol, double rtol)
+static int close_f32(const char *what, const float *got, const double *want, int64_t n, double atol,
+                     double rtol)
 {
     for (int64_t i = 0; i < n; i++)
         if (!(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]))) {
-            fprintf(stderr, "%s: element %lld = %.8g, expected %.8g\n", what, (long long)i,
-                    got[i], want[i]);
+            fprintf(stderr, "%s: element %lld = %.8g, expected %.8g\n", what, (long long)i, got[i],
+                    want[i]);
             return 0;
         }
     return 1;
@@ -77,7 +77,7 @@ static void test_formats(void)
     CHECK_INT(dsi_fp16_from_f32(-0.5f), 0xb800);
     CHECK_INT(dsi_fp16_from_f32(65504.0f), 0x7bff);
     CHECK_INT(dsi_fp16_from_f32(70000.0f), 0x7c00);
-    CHECK_INT(dsi_fp16_from_f32(5.9604645e-8f), 0x0001); /* smallest subnormal */
+    CHECK_INT(dsi_fp16_from_f32(5.9604645e-8f), 0x0001);         /* smallest subnormal */
     CHECK_INT(dsi_fp16_from_f32(1.0f + 1.0f / 2048.0f), 0x3c00); /* halfway: even */
     CHECK(dsi_fp16_to_f32(0x0001) == 5.9604645e-8f);
     CHECK(dsi_fp16_to_f32(0x7bff) == 65504.0f);
@@ -132,7 +132,8 @@ static void test_gemm(void)
             for (int64_t j = 0; j < n; j++) {
                 double s = 0;
                 for (int64_t l = 0; l < k; l++)
-                    s += (ta ? ra[l * m + i] : ra[i * k + l]) * (tb ? rb[j * k + l] : rb[l * n + j]);
+                    s +=
+                        (ta ? ra[l * m + i] : ra[i * k + l]) * (tb ? rb[j * k + l] : rb[l * n + j]);
                 want[i * n + j] = s;
             }
         dsi_cpu_gemm(DSI_STYPE_F32, trans, m, n, k, sa, sb, sc, NULL, NULL, 0);
@@ -156,10 +157,12 @@ static void test_softmax(void)
                 for (int64_t j = 0; j < valid; j++)
                     sum += exp(scale * ra[r * cols + j] - max);
                 for (int64_t j = 0; j < cols; j++)
-                    want[r * cols + j] = j < valid ? exp(scale * ra[r * cols + j] - max) / sum : 0.0;
+                    want[r * cols + j] =
+                        j < valid ? exp(scale * ra[r * cols + j] - max) / sum : 0.0;
             }
             dsi_cpu_softmax_fwd(t, rows, cols, causal, scale, sa, sb, scratch);
-            CHECK_MSG(close_all("softmax fwd", t, sb, want, rows * cols, 1e-6), "causal %d", causal);
+            CHECK_MSG(close_all("softmax fwd", t, sb, want, rows * cols, 1e-6), "causal %d",
+                      causal);
             /* Masked entries are exactly zero. */
             if (causal) {
                 float row0[6];
@@ -195,8 +198,8 @@ static void test_norms(void)
     for (size_t ti = 0; ti < 2; ti++) {
         dsi_stype_t t = types[ti];
         for (int layer = 0; layer <= 1; layer++) {
-            make(t, rows * cols, 1.5f, 5, sa, ra);      /* x */
-            make(t, cols, 0.3f, 6, sb, rb);             /* gamma (scaled below) */
+            make(t, rows * cols, 1.5f, 5, sa, ra); /* x */
+            make(t, cols, 0.3f, 6, sb, rb);        /* gamma (scaled below) */
             for (int64_t j = 0; j < cols; j++)
                 rb[j] += 1.0;
             {
@@ -229,9 +232,9 @@ static void test_norms(void)
                 dsi_cpu_layernorm_fwd(t, rows, cols, sa, sb, sc, sd, mean, rstd, scratch);
             else
                 dsi_cpu_rmsnorm_fwd(t, rows, cols, sa, sb, sd, rstd, scratch);
-            CHECK_MSG(close_all(layer ? "layernorm fwd" : "rmsnorm fwd", t, sd, want, rows * cols,
-                                1e-4),
-                      "layer %d", layer);
+            CHECK_MSG(
+                close_all(layer ? "layernorm fwd" : "rmsnorm fwd", t, sd, want, rows * cols, 1e-4),
+                "layer %d", layer);
             double rstd_ref[16];
             for (int64_t r = 0; r < rows; r++)
                 rstd_ref[r] = rs[r];
@@ -267,9 +270,9 @@ static void test_norms(void)
                                       scratch);
             else
                 dsi_cpu_rmsnorm_bwd(t, rows, cols, sc, sa, sb, rstd, sd, dgamma, scratch);
-            CHECK_MSG(close_all(layer ? "layernorm bwd" : "rmsnorm bwd", t, sd, want, rows * cols,
-                                2e-3),
-                      "layer %d", layer);
+            CHECK_MSG(
+                close_all(layer ? "layernorm bwd" : "rmsnorm bwd", t, sd, want, rows * cols, 2e-3),
+                "layer %d", layer);
             CHECK(close_f32("norm dgamma", dgamma, want2, cols, 1e-4, 1e-4));
             if (layer)
                 CHECK(close_f32("norm dbeta", dbeta, rd, cols, 1e-4, 1e-4));
@@ -386,8 +389,8 @@ static void test_dropout(void)
         CHECK(close_all("dropout bwd", t, sd, want, n, 1e-6));
 
         /* Bias + dropout + residual. */
-        make(t, cols, 0.1f, 15, sb, rb);       /* bias */
-        make(t, n, 1.0f, 16, sc, rc);          /* residual */
+        make(t, cols, 0.1f, 15, sb, rb); /* bias */
+        make(t, n, 1.0f, 16, sc, rc);    /* residual */
         dsi_cpu_dropout_add_fwd(t, rows, cols, p, 7, sa, sb, sc, sd, mask, scratch);
         for (int64_t i = 0; i < n; i++)
             want[i] = rc[i] + (mask[i] ? (ra[i] + rb[i % cols]) * scale : 0.0);

@@ -26,7 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* ---- device buffers -------------------------------------------------------------------- */
+/* ---- device buffers -------------------------------------------------------------------------- */
 
 /* Page-aligned, zero-filled memory; large buffers ask for transparent huge
  * pages (a GPU's memory has no TLB misses to speak of). */
@@ -51,7 +51,7 @@ static void buffer_free(void *ptr, size_t bytes)
         munmap(ptr, bytes == 0 ? 1 : bytes);
 }
 
-/* ---- kernels ------------------------------------------------------------------------------ */
+/* ---- kernels --------------------------------------------------------------------------------- */
 
 struct cpu_kernel {
     cpu_backend_t *cpu;
@@ -117,7 +117,7 @@ static ds_status_t plan_kernel(const cpu_backend_t *cpu, const ds_event_key_t *k
     return DS_OK;
 }
 
-/* ---- operations -------------------------------------------------------------------------- */
+/* ---- operations ------------------------------------------------------------------------------ */
 
 static ds_status_t cpu_kernel_estimate(const ds_backend_t *backend, const ds_event_key_t *key,
                                        size_t *bytes_p)
@@ -126,8 +126,9 @@ static ds_status_t cpu_kernel_estimate(const ds_backend_t *backend, const ds_eve
     int64_t scratch = 0, rows = 0;
     const cpu_backend_t *cpu = backend->impl;
     DSI_TRY(plan_kernel(cpu, key, &plan, &scratch, &rows));
-    *bytes_p = dsi_kernel_plan_bytes(&plan, dsi_stype_size(storage_of(cpu, (ds_dtype_t)key->dtype))) +
-               (size_t)scratch * sizeof(float);
+    *bytes_p =
+        dsi_kernel_plan_bytes(&plan, dsi_stype_size(storage_of(cpu, (ds_dtype_t)key->dtype))) +
+        (size_t)scratch * sizeof(float);
     return DS_OK;
 }
 
@@ -136,12 +137,11 @@ static void fill_buffer(cpu_kernel_t *k, int index)
     const dsi_buffer_plan_t *b = &k->plan.buffers[index];
     uint64_t seed = dsi_kernel_plan_seed(&k->key, index);
     dsi_stype_t t = b->elem == DSI_ELEM_STORED ? k->type
-                    : b->elem == DSI_ELEM_BF16  ? DSI_STYPE_BF16
-                                                : DSI_STYPE_F32;
+                    : b->elem == DSI_ELEM_BF16 ? DSI_STYPE_BF16
+                                               : DSI_STYPE_F32;
     switch (b->fill) {
     case DSI_FILL_NONE:
-    case DSI_FILL_SAVED:
-        break;
+    case DSI_FILL_SAVED: break;
     case DSI_FILL_NORMAL:
     case DSI_FILL_POSITIVE:
     case DSI_FILL_ONE_NORMAL:
@@ -149,9 +149,7 @@ static void fill_buffer(cpu_kernel_t *k, int index)
                             b->fill == DSI_FILL_ONE_NORMAL ? 1.0f : 0.0f,
                             b->fill == DSI_FILL_POSITIVE, seed);
         break;
-    case DSI_FILL_INDEX:
-        dsi_cpu_fill_index(k->buf[index], b->count, b->limit, seed);
-        break;
+    case DSI_FILL_INDEX: dsi_cpu_fill_index(k->buf[index], b->count, b->limit, seed); break;
     case DSI_FILL_CONSTANT:
         for (int64_t i = 0; i < b->count; i++)
             ((float *)k->buf[index])[i] = b->scale;
@@ -186,17 +184,15 @@ static void make_saved_state(cpu_kernel_t *k)
         break;
     case DS_OP_DROPOUT: /* dy mask dx */
     case DS_OP_DROPOUT_ADD:
-        dsi_cpu_dropout_fwd(t, n, DSI_DROPOUT_P, dsi_kernel_plan_seed(key, -1), b[0], b[2], b[1], s);
+        dsi_cpu_dropout_fwd(t, n, DSI_DROPOUT_P, dsi_kernel_plan_seed(key, -1), b[0], b[2], b[1],
+                            s);
         break;
-    case DS_OP_POOL: /* dy argmax dx */
-        dsi_cpu_pool_fwd(t, rows, cols, b[0], b[2], b[1], s);
-        break;
+    case DS_OP_POOL: /* dy argmax dx */ dsi_cpu_pool_fwd(t, rows, cols, b[0], b[2], b[1], s); break;
     case DS_OP_CROSS_ENTROPY: /* softmax targets dloss dlogits: in place, loss into dloss */
         dsi_cpu_cross_entropy_fwd(DSI_STYPE_F32, rows, cols, b[0], b[1], b[0], b[2], s);
         fill_buffer(k, 2);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -222,7 +218,8 @@ static ds_status_t cpu_kernel_prepare(ds_backend_t *backend, const ds_event_key_
     int64_t scratch = 0, scratch_rows = 0;
     DSI_TRY(plan_kernel(cpu, key, &plan, &scratch, &scratch_rows));
     dsi_stype_t type = storage_of(cpu, (ds_dtype_t)key->dtype);
-    size_t need = dsi_kernel_plan_bytes(&plan, dsi_stype_size(type)) + (size_t)scratch * sizeof(float);
+    size_t need =
+        dsi_kernel_plan_bytes(&plan, dsi_stype_size(type)) + (size_t)scratch * sizeof(float);
     size_t left = cpu->memory_limit - DSI_MIN(cpu->memory_used, cpu->memory_limit);
     if (need > left) {
         char text[256];
@@ -289,7 +286,8 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
         if (!bwd)
             dsi_cpu_softmax_fwd(t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, in, b[1], s);
         else
-            dsi_cpu_softmax_bwd(t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, b[1], in, b[2], s);
+            dsi_cpu_softmax_bwd(t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, b[1], in, b[2],
+                                s);
         break;
     case DS_OP_LAYERNORM:
         if (!bwd)
@@ -337,12 +335,8 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
         else
             dsi_cpu_dropout_add_bwd(t, rows, cols, DSI_DROPOUT_P, in, b[1], b[2], b[3], s);
         break;
-    case DS_OP_ADD:
-        dsi_cpu_add(t, n, in, b[1], b[2], s);
-        break;
-    case DS_OP_ROPE:
-        dsi_cpu_rope(t, bwd, rows, cols, k->plan.head_dim, b[2], in, b[1], s);
-        break;
+    case DS_OP_ADD: dsi_cpu_add(t, n, in, b[1], b[2], s); break;
+    case DS_OP_ROPE: dsi_cpu_rope(t, bwd, rows, cols, k->plan.head_dim, b[2], in, b[1], s); break;
     case DS_OP_EMBEDDING:
         if (!bwd)
             dsi_cpu_embedding_fwd(t, rows, cols, b[0], b[1], b[2]);
@@ -393,7 +387,7 @@ static ds_status_t cpu_kernel_chain(void *consumer, const void *producer, int *c
     return DS_OK;
 }
 
-/* ---- timestamps -------------------------------------------------------------------------- */
+/* ---- timestamps ------------------------------------------------------------------------------ */
 
 static ds_status_t cpu_stamps_reserve(ds_backend_t *backend, size_t count)
 {
@@ -424,7 +418,7 @@ static ds_status_t cpu_elapsed(ds_backend_t *backend, size_t from, size_t to, do
     return DS_OK;
 }
 
-/* ---- opening and the fingerprint ---------------------------------------------------------- */
+/* ---- opening and the fingerprint ------------------------------------------------------------- */
 
 static void cpu_close(ds_backend_t *backend)
 {
@@ -587,7 +581,7 @@ ds_status_t dsi_cpu_open(ds_backend_t *b)
     return DS_OK;
 }
 
-/* ---- for tests ------------------------------------------------------------------------------ */
+/* ---- for tests ------------------------------------------------------------------------------- */
 
 int dsi_cpu_kernel_buffer(const ds_kernel_t *kernel, int index, void **ptr_p, size_t *bytes_p)
 {

@@ -189,8 +189,8 @@ static ds_status_t run_once(cpu_comm_op_t *c)
     case DS_COMM_SENDRECV:
         if (op->batched) {
             int peer = 1 - rank;
-            DSI_MPI_TRY_GOTO(MPI_Sendrecv(send, count, c->type, peer, 7, recv, count, c->type,
-                                          peer, 7, mc, MPI_STATUS_IGNORE),
+            DSI_MPI_TRY_GOTO(MPI_Sendrecv(send, count, c->type, peer, 7, recv, count, c->type, peer,
+                                          7, mc, MPI_STATUS_IGNORE),
                              status, out);
         } else if (rank == 0) {
             DSI_MPI_TRY_GOTO(MPI_Send(send, count, c->type, 1, 7, mc), status, out);
@@ -209,8 +209,8 @@ static ds_status_t run_once(cpu_comm_op_t *c)
         break;
     case DS_COMM_PS_PULL:
         for (int s = 0; s < op->servers; s++)
-            DSI_MPI_TRY_GOTO(MPI_Ibcast(recv + (size_t)(s * op->count) * c->element, count,
-                                        c->type, s, mc, &c->requests[s]),
+            DSI_MPI_TRY_GOTO(MPI_Ibcast(recv + (size_t)(s * op->count) * c->element, count, c->type,
+                                        s, mc, &c->requests[s]),
                              status, out);
         DSI_MPI_TRY_GOTO(MPI_Waitall(op->servers, c->requests, MPI_STATUSES_IGNORE), status, out);
         break;
@@ -249,16 +249,12 @@ ds_status_t dsi_cpu_comm_check(void *impl, int64_t *errors_p)
             for (int r = 0; r < n; r++)
                 want += dsi_comm_verify_value(r, i);
             break;
-        case DS_COMM_ALLGATHER:
-            want = dsi_comm_verify_value((int)chunk, j);
-            break;
+        case DS_COMM_ALLGATHER: want = dsi_comm_verify_value((int)chunk, j); break;
         case DS_COMM_REDUCE_SCATTER:
             for (int r = 0; r < n; r++)
                 want += dsi_comm_verify_value(r, me * k + i);
             break;
-        case DS_COMM_ALLTOALL:
-            want = dsi_comm_verify_value((int)chunk, me * k + j);
-            break;
+        case DS_COMM_ALLTOALL: want = dsi_comm_verify_value((int)chunk, me * k + j); break;
         case DS_COMM_BROADCAST:
             if (me == 0)
                 continue;
@@ -275,11 +271,8 @@ ds_status_t dsi_cpu_comm_check(void *impl, int64_t *errors_p)
             for (int r = 0; r < n; r++)
                 want += dsi_comm_verify_value(r, me * k + i);
             break;
-        case DS_COMM_PS_PULL:
-            want = dsi_comm_verify_value((int)chunk, chunk * k + j);
-            break;
-        case DS_COMM_COUNT_:
-            break;
+        case DS_COMM_PS_PULL: want = dsi_comm_verify_value((int)chunk, chunk * k + j); break;
+        case DS_COMM_COUNT_: break;
         }
         if (element_get(c->recv, op->dtype, i) != want)
             errors++;

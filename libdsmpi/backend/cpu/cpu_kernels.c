@@ -30,7 +30,7 @@ size_t dsi_stype_size(dsi_stype_t type)
     return type == DSI_STYPE_BF16 ? 2 : 4;
 }
 
-/* ---- number formats ------------------------------------------------------------ */
+/* ---- number formats -------------------------------------------------------------------------- */
 
 static inline uint32_t bits_of(float value)
 {
@@ -73,7 +73,7 @@ uint16_t dsi_fp16_from_f32(float value)
         return (uint16_t)(sign | (magnitude > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (magnitude >= 0x477ff000u) /* rounds to 65536 or more */
         return (uint16_t)(sign | 0x7c00u);
-    if (magnitude < 0x38800000u) { /* below 2^-14: subnormal or zero */
+    if (magnitude < 0x38800000u) {                        /* below 2^-14: subnormal or zero */
         float scaled = float_of(magnitude) * 16777216.0f; /* exact: a power of two */
         return (uint16_t)(sign | (uint16_t)lrintf(scaled));
     }
@@ -143,7 +143,7 @@ static inline void row_commit(void *base, dsi_stype_t type, int64_t offset, int6
         dsi_cpu_store(base, type, offset, n, row);
 }
 
-/* ---- fast, vectorisable exponential --------------------------------------------
+/* ---- fast, vectorisable exponential -------------------------------------------------------------
  * libm's expf and tanhf are calls the compiler cannot vectorise (tens of ns
  * per element for GeLU); this is Cephes' expf: Cody-Waite reduction by ln 2
  * and a degree-6 polynomial, within 2 ulp on [-87, 88], in plain arithmetic
@@ -175,7 +175,7 @@ static inline float fast_tanh(float x)
     return x < 0.0f ? -t : t;
 }
 
-/* ---- values like training's --------------------------------------------------------- */
+/* ---- values like training's ------------------------------------------------------------------ */
 
 uint64_t dsi_rng_u64(uint64_t seed, uint64_t index)
 {
@@ -187,8 +187,8 @@ float dsi_rng_normal(uint64_t seed, uint64_t index)
     return dsi_rng_normal_of(dsi_rng_bits(seed, index));
 }
 
-KERNEL void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev,
-                                float offset, int positive, uint64_t seed)
+KERNEL void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev, float offset,
+                                int positive, uint64_t seed)
 {
     float chunk[DSI_CPU_CHUNK];
     for (int64_t start = 0; start < n; start += DSI_CPU_CHUNK) {
@@ -209,10 +209,10 @@ void dsi_cpu_fill_index(int32_t *base, int64_t n, int64_t limit, uint64_t seed)
         base[i] = (int32_t)(dsi_rng_u64(seed, (uint64_t)i) % (uint64_t)limit);
 }
 
-/* ---- GEMM ------------------------------------------------------------------------------- */
+/* ---- GEMM ------------------------------------------------------------------------------------ */
 
-void dsi_cpu_gemm(dsi_stype_t type, unsigned trans, int64_t m, int64_t n, int64_t k,
-                  const void *a, const void *b, void *c, dsi_sbgemm_fn sbgemm, float *scratch,
+void dsi_cpu_gemm(dsi_stype_t type, unsigned trans, int64_t m, int64_t n, int64_t k, const void *a,
+                  const void *b, void *c, dsi_sbgemm_fn sbgemm, float *scratch,
                   int64_t scratch_rows)
 {
     int trans_a = (trans & DS_GEMM_TRANS_A) != 0, trans_b = (trans & DS_GEMM_TRANS_B) != 0;
@@ -235,10 +235,10 @@ void dsi_cpu_gemm(dsi_stype_t type, unsigned trans, int64_t m, int64_t n, int64_
     }
 }
 
-/* ---- softmax ------------------------------------------------------------------------------ */
+/* ---- softmax --------------------------------------------------------------------------------- */
 
-KERNEL void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal, float scale,
-                         const void *x, void *y, float *scratch)
+KERNEL void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal,
+                                float scale, const void *x, void *y, float *scratch)
 {
     for (int64_t r = 0; r < rows; r++) {
         int64_t valid = causal ? r % cols + 1 : cols;
@@ -263,8 +263,9 @@ KERNEL void dsi_cpu_softmax_fwd(dsi_stype_t type, int64_t rows, int64_t cols, in
     }
 }
 
-KERNEL void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal, float scale,
-                         const void *y, const void *dy, void *dx, float *scratch)
+KERNEL void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, int causal,
+                                float scale, const void *y, const void *dy, void *dx,
+                                float *scratch)
 {
     float *y_row = scratch, *dy_row = scratch + cols;
     for (int64_t r = 0; r < rows; r++) {
@@ -285,13 +286,14 @@ KERNEL void dsi_cpu_softmax_bwd(dsi_stype_t type, int64_t rows, int64_t cols, in
     }
 }
 
-/* ---- normalisation ------------------------------------------------------------------------- */
+/* ---- normalisation --------------------------------------------------------------------------- */
 
 KERNEL void dsi_cpu_layernorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x,
-                           const void *gamma, const void *beta, void *y, float *mean, float *rstd,
-                           float *scratch)
+                                  const void *gamma, const void *beta, void *y, float *mean,
+                                  float *rstd, float *scratch)
 {
-    float *x_row = scratch, *g = scratch + cols, *b = scratch + 2 * cols, *y_row = scratch + 3 * cols;
+    float *x_row = scratch, *g = scratch + cols, *b = scratch + 2 * cols,
+          *y_row = scratch + 3 * cols;
     dsi_cpu_load(gamma, type, 0, cols, g);
     dsi_cpu_load(beta, type, 0, cols, b);
     for (int64_t r = 0; r < rows; r++) {
@@ -315,8 +317,9 @@ KERNEL void dsi_cpu_layernorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, 
 }
 
 KERNEL void dsi_cpu_layernorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
-                           const void *x, const void *gamma, const float *mean, const float *rstd,
-                           void *dx, float *dgamma, float *dbeta, float *scratch)
+                                  const void *x, const void *gamma, const float *mean,
+                                  const float *rstd, void *dx, float *dgamma, float *dbeta,
+                                  float *scratch)
 {
     float *x_row = scratch, *dy_row = scratch + cols, *g = scratch + 2 * cols,
           *dx_row = scratch + 3 * cols;
@@ -345,7 +348,7 @@ KERNEL void dsi_cpu_layernorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, 
 }
 
 KERNEL void dsi_cpu_rmsnorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x,
-                         const void *gamma, void *y, float *rstd, float *scratch)
+                                const void *gamma, void *y, float *rstd, float *scratch)
 {
     float *x_row = scratch, *g = scratch + cols, *y_row = scratch + 2 * cols;
     dsi_cpu_load(gamma, type, 0, cols, g);
@@ -365,8 +368,8 @@ KERNEL void dsi_cpu_rmsnorm_fwd(dsi_stype_t type, int64_t rows, int64_t cols, co
 }
 
 KERNEL void dsi_cpu_rmsnorm_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
-                         const void *x, const void *gamma, const float *rstd, void *dx,
-                         float *dgamma, float *scratch)
+                                const void *x, const void *gamma, const float *rstd, void *dx,
+                                float *dgamma, float *scratch)
 {
     float *x_row = scratch, *dy_row = scratch + cols, *g = scratch + 2 * cols,
           *dx_row = scratch + 3 * cols;
@@ -402,7 +405,8 @@ static inline float gelu_of(float x)
 static inline float gelu_grad_of(float x)
 {
     float t = fast_tanh(GELU_K0 * (x + GELU_K1 * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
 }
 
 static inline float silu_of(float x)
@@ -439,8 +443,8 @@ float dsi_silu_grad(float x)
 /* Flat unary and binary maps in chunks; `op` picks the function. */
 typedef enum map_op { MAP_GELU, MAP_GELU_GRAD, MAP_RELU, MAP_RELU_GRAD, MAP_ADD } map_op_t;
 
-KERNEL static void map_chunks(dsi_stype_t type, int64_t n, map_op_t op, const void *x, const void *z,
-                       void *y, float *scratch)
+KERNEL static void map_chunks(dsi_stype_t type, int64_t n, map_op_t op, const void *x,
+                              const void *z, void *y, float *scratch)
 {
     float *xs = scratch, *zs = scratch + DSI_CPU_CHUNK, *ys = scratch + 2 * DSI_CPU_CHUNK;
     for (int64_t start = 0; start < n; start += DSI_CPU_CHUNK) {
@@ -503,7 +507,7 @@ void dsi_cpu_add(dsi_stype_t type, int64_t n, const void *a, const void *b, void
 }
 
 KERNEL void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *x,
-                     void *y, float *scratch)
+                            void *y, float *scratch)
 {
     float *x_row = scratch, *y_row = scratch + 2 * cols;
     for (int64_t r = 0; r < rows; r++) {
@@ -521,7 +525,7 @@ KERNEL void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t co
 }
 
 KERNEL void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *dy,
-                     const void *x, void *dx, float *scratch)
+                            const void *x, void *dx, float *scratch)
 {
     float *x_row = scratch, *dy_row = scratch + 2 * cols, *dx_row = scratch + 3 * cols;
     for (int64_t r = 0; r < rows; r++) {
@@ -545,7 +549,7 @@ KERNEL void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t co
     }
 }
 
-/* ---- dropout ----------------------------------------------------------------------------------- */
+/* ---- dropout --------------------------------------------------------------------------------- */
 
 /* Mask bytes for elements [start, start + len), start a multiple of 8: byte
  * b of draw (start + i) / 8 decides element start + i. */
@@ -566,7 +570,7 @@ static inline void dropout_mask(uint64_t seed, int64_t start, int64_t len, float
 }
 
 KERNEL void dsi_cpu_dropout_fwd(dsi_stype_t type, int64_t n, float p, uint64_t seed, const void *x,
-                         void *y, uint8_t *mask, float *scratch)
+                                void *y, uint8_t *mask, float *scratch)
 {
     float scale = 1.0f / (1.0f - p);
     float *xs = scratch, *ys = scratch + DSI_CPU_CHUNK;
@@ -581,8 +585,8 @@ KERNEL void dsi_cpu_dropout_fwd(dsi_stype_t type, int64_t n, float p, uint64_t s
     }
 }
 
-KERNEL void dsi_cpu_dropout_bwd(dsi_stype_t type, int64_t n, float p, const void *dy, const uint8_t *mask,
-                         void *dx, float *scratch)
+KERNEL void dsi_cpu_dropout_bwd(dsi_stype_t type, int64_t n, float p, const void *dy,
+                                const uint8_t *mask, void *dx, float *scratch)
 {
     float scale = 1.0f / (1.0f - p);
     float *ds = scratch, *xs = scratch + DSI_CPU_CHUNK;
@@ -596,9 +600,9 @@ KERNEL void dsi_cpu_dropout_bwd(dsi_stype_t type, int64_t n, float p, const void
     }
 }
 
-KERNEL void dsi_cpu_dropout_add_fwd(dsi_stype_t type, int64_t rows, int64_t cols, float p, uint64_t seed,
-                             const void *x, const void *bias, const void *residual, void *out,
-                             uint8_t *mask, float *scratch)
+KERNEL void dsi_cpu_dropout_add_fwd(dsi_stype_t type, int64_t rows, int64_t cols, float p,
+                                    uint64_t seed, const void *x, const void *bias,
+                                    const void *residual, void *out, uint8_t *mask, float *scratch)
 {
     float scale = 1.0f / (1.0f - p);
     float *b = scratch, *x_row = scratch + cols, *res_row = scratch + 2 * cols;
@@ -620,8 +624,8 @@ KERNEL void dsi_cpu_dropout_add_fwd(dsi_stype_t type, int64_t rows, int64_t cols
 }
 
 KERNEL void dsi_cpu_dropout_add_bwd(dsi_stype_t type, int64_t rows, int64_t cols, float p,
-                             const void *dout, const uint8_t *mask, void *dx, float *dbias,
-                             float *scratch)
+                                    const void *dout, const uint8_t *mask, void *dx, float *dbias,
+                                    float *scratch)
 {
     float scale = 1.0f / (1.0f - p);
     float *d_row = scratch, *x_row = scratch + cols;
@@ -637,7 +641,7 @@ KERNEL void dsi_cpu_dropout_add_bwd(dsi_stype_t type, int64_t rows, int64_t cols
     }
 }
 
-/* ---- rotary embedding ------------------------------------------------------------------------- */
+/* ---- rotary embedding ------------------------------------------------------------------------ */
 
 void dsi_cpu_rope_table(int64_t rows, int64_t head_dim, float *cos_sin)
 {
@@ -652,8 +656,9 @@ void dsi_cpu_rope_table(int64_t rows, int64_t head_dim, float *cos_sin)
     }
 }
 
-KERNEL void dsi_cpu_rope(dsi_stype_t type, int backward, int64_t rows, int64_t cols, int64_t head_dim,
-                  const float *cos_sin, const void *x, void *y, float *scratch)
+KERNEL void dsi_cpu_rope(dsi_stype_t type, int backward, int64_t rows, int64_t cols,
+                         int64_t head_dim, const float *cos_sin, const void *x, void *y,
+                         float *scratch)
 {
     int64_t half = head_dim / 2;
     float sign = backward ? -1.0f : 1.0f;
@@ -676,19 +681,20 @@ KERNEL void dsi_cpu_rope(dsi_stype_t type, int backward, int64_t rows, int64_t c
     }
 }
 
-/* ---- embedding ------------------------------------------------------------------------------------ */
+/* ---- embedding ------------------------------------------------------------------------------- */
 
 void dsi_cpu_embedding_fwd(dsi_stype_t type, int64_t tokens, int64_t hidden, const int32_t *ids,
                            const void *table, void *out)
 {
     size_t row_bytes = (size_t)hidden * dsi_stype_size(type);
     for (int64_t t = 0; t < tokens; t++)
-        memcpy((char *)out + (size_t)t * row_bytes, (const char *)table + (size_t)ids[t] * row_bytes,
-               row_bytes);
+        memcpy((char *)out + (size_t)t * row_bytes,
+               (const char *)table + (size_t)ids[t] * row_bytes, row_bytes);
 }
 
-KERNEL void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidden, const int32_t *ids,
-                           const void *dout, float *dtable, float *scratch)
+KERNEL void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidden,
+                                  const int32_t *ids, const void *dout, float *dtable,
+                                  float *scratch)
 {
     for (int64_t t = 0; t < tokens; t++) {
         const float *d = row_in(dout, type, t * hidden, hidden, scratch);
@@ -698,11 +704,11 @@ KERNEL void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidd
     }
 }
 
-/* ---- cross-entropy ----------------------------------------------------------------------------------- */
+/* ---- cross-entropy --------------------------------------------------------------------------- */
 
-KERNEL void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t vocab, const void *logits,
-                               const int32_t *targets, float *softmax, float *loss,
-                               float *scratch)
+KERNEL void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t vocab,
+                                      const void *logits, const int32_t *targets, float *softmax,
+                                      float *loss, float *scratch)
 {
     for (int64_t t = 0; t < tokens; t++) {
         const float *x = row_in(logits, type, t * vocab, vocab, scratch);
@@ -726,8 +732,8 @@ KERNEL void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t 
 }
 
 KERNEL void dsi_cpu_cross_entropy_bwd(dsi_stype_t type, int64_t tokens, int64_t vocab,
-                               const float *softmax, const int32_t *targets, const float *dloss,
-                               void *dlogits, float *scratch)
+                                      const float *softmax, const int32_t *targets,
+                                      const float *dloss, void *dlogits, float *scratch)
 {
     for (int64_t t = 0; t < tokens; t++) {
         const float *s = softmax + t * vocab;
@@ -740,10 +746,10 @@ KERNEL void dsi_cpu_cross_entropy_bwd(dsi_stype_t type, int64_t tokens, int64_t 
     }
 }
 
-/* ---- optimizer ------------------------------------------------------------------------------------------ */
+/* ---- optimizer ------------------------------------------------------------------------------- */
 
-KERNEL void dsi_cpu_adam(int64_t n, int64_t step, const dsi_adam_t *hp, float *w, float *m, float *v,
-                  const float *grad, void *low, dsi_stype_t low_type)
+KERNEL void dsi_cpu_adam(int64_t n, int64_t step, const dsi_adam_t *hp, float *w, float *m,
+                         float *v, const float *grad, void *low, dsi_stype_t low_type)
 {
     float b1 = hp->beta1, b2 = hp->beta2;
     float correction1 = 1.0f - powf(b1, (float)step), correction2 = 1.0f - powf(b2, (float)step);
@@ -766,10 +772,10 @@ KERNEL void dsi_cpu_adam(int64_t n, int64_t step, const dsi_adam_t *hp, float *w
     }
 }
 
-/* ---- pooling ------------------------------------------------------------------------------------------- */
+/* ---- pooling --------------------------------------------------------------------------------- */
 
 KERNEL void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *x, void *y,
-                      int8_t *argmax, float *scratch)
+                             int8_t *argmax, float *scratch)
 {
     for (int64_t r = 0; r < rows; r++) {
         const float *in = row_in(x, type, r * cols, cols, scratch);
@@ -794,7 +800,7 @@ KERNEL void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const
 }
 
 KERNEL void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
-                      const int8_t *argmax, void *dx, float *scratch)
+                             const int8_t *argmax, void *dx, float *scratch)
 {
     float *d_row = scratch, *out_row = scratch + cols;
     for (int64_t r = 0; r < rows; r++) {

@@ -23,7 +23,7 @@ typedef enum dsi_stype {
 
 size_t dsi_stype_size(dsi_stype_t type);
 
-/* ---- number formats ------------------------------------------------------------ */
+/* ---- number formats -------------------------------------------------------------------------- */
 
 /* Round to nearest even; NaN stays NaN. */
 uint16_t dsi_bf16_from_f32(float value);
@@ -54,7 +54,7 @@ float dsi_fp16_to_f32(uint16_t value);
 void dsi_cpu_load(const void *base, dsi_stype_t type, int64_t offset, int64_t n, float *out);
 void dsi_cpu_store(void *base, dsi_stype_t type, int64_t offset, int64_t n, const float *in);
 
-/* ---- values like training's ---------------------------------------------------------
+/* ---- values like training's ---------------------------------------------------------------------
  * A counter-based generator: deterministic from (seed, index), so a buffer
  * is filled the same way whatever its chunking. */
 uint64_t dsi_rng_u64(uint64_t seed, uint64_t index);
@@ -66,7 +66,7 @@ void dsi_cpu_fill_normal(void *base, dsi_stype_t type, int64_t n, float stddev, 
 /* n integers uniform in [0, limit). */
 void dsi_cpu_fill_index(int32_t *base, int64_t n, int64_t limit, uint64_t seed);
 
-/* ---- kernels --------------------------------------------------------------------------
+/* ---- kernels ------------------------------------------------------------------------------------
  * Rows of a flat elementwise kernel are processed in chunks of
  * DSI_CPU_CHUNK elements. */
 #define DSI_CPU_CHUNK 2048
@@ -76,11 +76,11 @@ void dsi_cpu_fill_index(int32_t *base, int64_t n, int64_t limit, uint64_t seed);
  * bf16 needs `sbgemm` (cblas_sbgemm) and `scratch` of scratch_rows x n
  * floats (the product is computed scratch_rows rows at a time in fp32 and
  * rounded to bf16). */
-typedef void (*dsi_sbgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k,
-                              float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
-                              float beta, float *c, int ldc);
-void dsi_cpu_gemm(dsi_stype_t type, unsigned trans, int64_t m, int64_t n, int64_t k,
-                  const void *a, const void *b, void *c, dsi_sbgemm_fn sbgemm, float *scratch,
+typedef void (*dsi_sbgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                              const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta,
+                              float *c, int ldc);
+void dsi_cpu_gemm(dsi_stype_t type, unsigned trans, int64_t m, int64_t n, int64_t k, const void *a,
+                  const void *b, void *c, dsi_sbgemm_fn sbgemm, float *scratch,
                   int64_t scratch_rows);
 
 /* Softmax over rows of `cols` of scale * x; causal: row r is query
@@ -122,8 +122,8 @@ void dsi_cpu_relu_bwd(dsi_stype_t type, int64_t n, const void *dy, const void *x
 /* Gated units: x is rows x 2 cols, [gate | up] per row; y = act(gate) up
  * (SwiGLU: act = SiLU; GeGLU: act = GeLU).  Backward: dx (rows x 2 cols)
  * from dy (rows x cols).  Scratch: 6 cols. */
-void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *x,
-                     void *y, float *scratch);
+void dsi_cpu_glu_fwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *x, void *y,
+                     float *scratch);
 void dsi_cpu_glu_bwd(dsi_stype_t type, int gelu, int64_t rows, int64_t cols, const void *dy,
                      const void *x, void *dx, float *scratch);
 
@@ -167,8 +167,7 @@ void dsi_cpu_embedding_bwd(dsi_stype_t type, int64_t tokens, int64_t hidden, con
  * backward) and loss[t] = log sum exp - logit[target]; backward dlogits =
  * (softmax - onehot(target)) dloss[t].  Scratch: 1 vocab. */
 void dsi_cpu_cross_entropy_fwd(dsi_stype_t type, int64_t tokens, int64_t vocab, const void *logits,
-                               const int32_t *targets, float *softmax, float *loss,
-                               float *scratch);
+                               const int32_t *targets, float *softmax, float *loss, float *scratch);
 void dsi_cpu_cross_entropy_bwd(dsi_stype_t type, int64_t tokens, int64_t vocab,
                                const float *softmax, const int32_t *targets, const float *dloss,
                                void *dlogits, float *scratch);

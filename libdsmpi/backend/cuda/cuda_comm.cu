@@ -26,8 +26,8 @@ int dsc_nccl_unique_id(unsigned char id[DSI_NCCL_ID_BYTES])
     return DS_OK;
 }
 
-int dsc_nccl_comm_create(void *handle, int size, int rank, const unsigned char id[DSI_NCCL_ID_BYTES],
-                         void **nccl_p)
+int dsc_nccl_comm_create(void *handle, int size, int rank,
+                         const unsigned char id[DSI_NCCL_ID_BYTES], void **nccl_p)
 {
     dsc_ctx *ctx = static_cast<dsc_ctx *>(handle);
     ncclUniqueId unique;
@@ -104,8 +104,8 @@ static int prepare(dsc_comm_op *c, int verify)
             DSC_TRY(dsc_fill(s, c->send, DSI_ELEM_STORED, t, sends, DSI_FILL_NORMAL, 1.0f, 0,
                              (uint64_t)c->rank + 1));
         if (!verify)
-            DSC_TRY(dsc_fill(s, c->recv, DSI_ELEM_STORED, t, recvs, DSI_FILL_NORMAL, 1.0f, 0,
-                             0x5eed));
+            DSC_TRY(
+                dsc_fill(s, c->recv, DSI_ELEM_STORED, t, recvs, DSI_FILL_NORMAL, 1.0f, 0, 0x5eed));
     }
     if (op->op == DS_COMM_PS_PULL && c->rank < op->servers) { // a server holds its shard
         size_t offset = (size_t)(c->rank * op->count) * c->element;
@@ -117,8 +117,8 @@ static int prepare(dsc_comm_op *c, int verify)
     return DS_OK;
 }
 
-int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_op_t *op,
-                     int verify, void **op_p)
+int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_op_t *op, int verify,
+                     void **op_p)
 {
     if (op->dtype == DS_DTYPE_FP8 && is_reduction(op->op))
         return dsc_fail(DS_ERR_UNSUPPORTED, "the cuda backend does not reduce fp8 values yet");
@@ -156,9 +156,7 @@ static int issue(dsc_comm_op *c)
     case DS_COMM_ALLREDUCE:
         DSC_NCCL_TRY(ncclAllReduce(send, recv, count, c->type, ncclSum, comm, s));
         break;
-    case DS_COMM_ALLGATHER:
-        DSC_NCCL_TRY(ncclAllGather(send, recv, count, c->type, comm, s));
-        break;
+    case DS_COMM_ALLGATHER: DSC_NCCL_TRY(ncclAllGather(send, recv, count, c->type, comm, s)); break;
     case DS_COMM_REDUCE_SCATTER:
         DSC_NCCL_TRY(ncclReduceScatter(send, recv, count, c->type, ncclSum, comm, s));
         break;
@@ -196,19 +194,19 @@ static int issue(dsc_comm_op *c)
     case DS_COMM_PS_PUSH:
         DSC_NCCL_TRY(ncclGroupStart());
         for (int server = 0; server < op->servers; server++)
-            DSC_NCCL_TRY(ncclReduce(send + server * chunk, c->rank == server ? recv : send + server * chunk,
-                                    count, c->type, ncclSum, server, comm, s));
+            DSC_NCCL_TRY(ncclReduce(send + server * chunk,
+                                    c->rank == server ? recv : send + server * chunk, count,
+                                    c->type, ncclSum, server, comm, s));
         DSC_NCCL_TRY(ncclGroupEnd());
         break;
     case DS_COMM_PS_PULL:
         DSC_NCCL_TRY(ncclGroupStart());
         for (int server = 0; server < op->servers; server++)
-            DSC_NCCL_TRY(ncclBroadcast(recv + server * chunk, recv + server * chunk, count,
-                                       c->type, server, comm, s));
+            DSC_NCCL_TRY(ncclBroadcast(recv + server * chunk, recv + server * chunk, count, c->type,
+                                       server, comm, s));
         DSC_NCCL_TRY(ncclGroupEnd());
         break;
-    case DS_COMM_COUNT_:
-        return dsc_fail(DS_ERR_INTERNAL, "communication operator %d", (int)op->op);
+    case DS_COMM_COUNT_: return dsc_fail(DS_ERR_INTERNAL, "communication operator %d", (int)op->op);
     }
     (void)chunk;
     return DS_OK;

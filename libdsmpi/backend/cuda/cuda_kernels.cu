@@ -12,7 +12,8 @@
 
 #include <math.h>
 
-namespace {
+namespace
+{
 
 const int kBlock = 256;
 
@@ -93,7 +94,7 @@ __device__ float block_max(float v, float *shared)
     return best;
 }
 
-// ---- fills -------------------------------------------------------------------------------
+// ---- fills --------------------------------------------------------------------------------------
 
 template <typename T>
 __global__ void fill_normal_k(T *p, int64_t n, int kind, float scale, uint64_t seed)
@@ -124,7 +125,7 @@ template <typename T> __global__ void fill_verify_k(T *p, int64_t n, int member,
     GRID_STRIDE(i, n) p[i] = from_f<T>((float)((member + offset + i) % 4 + 1));
 }
 
-// ---- softmax ------------------------------------------------------------------------------
+// ---- softmax ------------------------------------------------------------------------------------
 
 template <typename T>
 __global__ void softmax_fwd_k(const T *x, T *y, int64_t cols, int causal, float scale)
@@ -148,8 +149,7 @@ __global__ void softmax_fwd_k(const T *x, T *y, int64_t cols, int causal, float 
 }
 
 template <typename T>
-__global__ void softmax_bwd_k(const T *y, const T *dy, T *dx, int64_t cols, int causal,
-                              float scale)
+__global__ void softmax_bwd_k(const T *y, const T *dy, T *dx, int64_t cols, int causal, float scale)
 {
     __shared__ float shared[kBlock / 32];
     int64_t r = blockIdx.x;
@@ -163,7 +163,7 @@ __global__ void softmax_bwd_k(const T *y, const T *dy, T *dx, int64_t cols, int 
         dx[r * cols + j] = from_f<T>(j < valid ? scale * to_f(yr[j]) * (to_f(dyr[j]) - dot) : 0.0f);
 }
 
-// ---- normalisation -------------------------------------------------------------------------
+// ---- normalisation ------------------------------------------------------------------------------
 
 template <typename T>
 __global__ void norm_fwd_k(const T *x, const T *gamma, const T *beta, T *y, float *mean,
@@ -243,7 +243,7 @@ __global__ void norm_bwd_params_k(const T *dy, const T *x, const float *mean, co
         atomicAdd(&dbeta[j], b);
 }
 
-// ---- elementwise ------------------------------------------------------------------------------
+// ---- elementwise --------------------------------------------------------------------------------
 
 __device__ __forceinline__ float gelu(float x)
 {
@@ -268,8 +268,7 @@ __device__ __forceinline__ float silu_grad(float x)
     return s * (1.0f + x * (1.0f - s));
 }
 
-template <typename T>
-__global__ void map_k(int op, int64_t n, const T *a, const T *b, T *out)
+template <typename T> __global__ void map_k(int op, int64_t n, const T *a, const T *b, T *out)
 {
     GRID_STRIDE(i, n)
     {
@@ -319,8 +318,8 @@ __device__ __forceinline__ uint8_t keep_of(uint64_t seed, int64_t i, unsigned th
 }
 
 template <typename T>
-__global__ void dropout_fwd_k(int64_t n, unsigned threshold, float scale, uint64_t seed,
-                              const T *x, T *y, uint8_t *mask)
+__global__ void dropout_fwd_k(int64_t n, unsigned threshold, float scale, uint64_t seed, const T *x,
+                              T *y, uint8_t *mask)
 {
     GRID_STRIDE(i, n)
     {
@@ -372,7 +371,7 @@ __global__ void dropout_add_bwd_bias_k(int64_t rows, int64_t cols, float scale, 
     atomicAdd(&dbias[j], s);
 }
 
-// ---- rotary embedding --------------------------------------------------------------------------
+// ---- rotary embedding ---------------------------------------------------------------------------
 
 __global__ void rope_table_k(int64_t rows, int64_t half, int64_t head_dim, float *cos_sin)
 {
@@ -405,11 +404,11 @@ __global__ void rope_k(int backward, int64_t rows, int64_t cols, int64_t head_di
     }
 }
 
-// ---- embedding ------------------------------------------------------------------------------------
+// ---- embedding ----------------------------------------------------------------------------------
 
 template <typename T>
-__global__ void embedding_fwd_k(int64_t tokens, int64_t hidden, const int32_t *ids,
-                                const T *table, T *out)
+__global__ void embedding_fwd_k(int64_t tokens, int64_t hidden, const int32_t *ids, const T *table,
+                                T *out)
 {
     GRID_STRIDE(i, tokens * hidden)
     {
@@ -429,7 +428,7 @@ __global__ void embedding_bwd_k(int64_t tokens, int64_t hidden, const int32_t *i
     }
 }
 
-// ---- cross-entropy --------------------------------------------------------------------------------
+// ---- cross-entropy ------------------------------------------------------------------------------
 
 template <typename T>
 __global__ void cross_entropy_fwd_k(int64_t vocab, const T *logits, const int32_t *targets,
@@ -468,7 +467,7 @@ __global__ void cross_entropy_bwd_k(int64_t tokens, int64_t vocab, const float *
     }
 }
 
-// ---- optimizer and pooling --------------------------------------------------------------------------
+// ---- optimizer and pooling ----------------------------------------------------------------------
 
 __global__ void adam_k(int64_t n, float step_size, float inv_sqrt_c2, float decay, float b1,
                        float b2, float eps, float *w, float *m, float *v, const float *grad,
@@ -571,7 +570,7 @@ int dsc_fill(cudaStream_t s, void *p, dsi_elem_t elem, dsc_type t, int64_t count
     switch (fill) {
     case DSI_FILL_INDEX:
         fill_index_k<<<grid_for(count), kBlock, 0, s>>>(static_cast<int32_t *>(p), count, limit,
-                                                         seed);
+                                                        seed);
         break;
     case DSI_FILL_CONSTANT:
         fill_constant_k<<<grid_for(count), kBlock, 0, s>>>(static_cast<float *>(p), count, scale);
@@ -593,15 +592,15 @@ int dsc_fill_verify(cudaStream_t s, void *p, dsc_type t, int64_t count, int memb
     return launched("fill_verify");
 }
 
-int dsc_softmax_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal,
-                    float scale, const void *x, void *y)
+int dsc_softmax_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal, float scale,
+                    const void *x, void *y)
 {
     LAUNCH(t, softmax_fwd_k, row_grid(rows), C(x), P(y), cols, causal, scale);
     return launched("softmax");
 }
 
-int dsc_softmax_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal,
-                    float scale, const void *y, const void *dy, void *dx)
+int dsc_softmax_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal, float scale,
+                    const void *y, const void *dy, void *dx)
 {
     LAUNCH(t, softmax_bwd_k, row_grid(rows), C(y), C(dy), P(dx), cols, causal, scale);
     return launched("softmax backward");
@@ -696,8 +695,8 @@ int dsc_rope_table(cudaStream_t s, int64_t rows, int64_t head_dim, float *cos_si
     return launched("rope table");
 }
 
-int dsc_rope(cudaStream_t s, dsc_type t, int backward, int64_t rows, int64_t cols,
-             int64_t head_dim, const float *cos_sin, const void *x, void *y)
+int dsc_rope(cudaStream_t s, dsc_type t, int backward, int64_t rows, int64_t cols, int64_t head_dim,
+             const float *cos_sin, const void *x, void *y)
 {
     LAUNCH(t, rope_k, grid_for(rows * cols), backward, rows, cols, head_dim, cos_sin, C(x), P(y));
     return launched("rope");
@@ -728,8 +727,8 @@ int dsc_cross_entropy_bwd(cudaStream_t s, dsc_type t, int64_t tokens, int64_t vo
                           const float *softmax, const int32_t *targets, const float *dloss,
                           void *dlogits)
 {
-    LAUNCH(t, cross_entropy_bwd_k, grid_for(tokens * vocab), tokens, vocab, softmax, targets,
-           dloss, P(dlogits));
+    LAUNCH(t, cross_entropy_bwd_k, grid_for(tokens * vocab), tokens, vocab, softmax, targets, dloss,
+           P(dlogits));
     return launched("cross-entropy backward");
 }
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-// ---- errors --------------------------------------------------------------------------------
+// ---- errors -------------------------------------------------------------------------------------
 
 static thread_local char last_message[512];
 
@@ -30,7 +30,7 @@ const char *dsc_last_error(void)
     return last_message;
 }
 
-// ---- devices ---------------------------------------------------------------------------------
+// ---- devices ------------------------------------------------------------------------------------
 
 static int device_count(void)
 {
@@ -109,8 +109,8 @@ static int open_ctx(int device, void **ctx_p)
     if (cs == CUBLAS_STATUS_SUCCESS)
         cs = cublasSetStream(ctx->cublas, ctx->stream);
     if (cs != CUBLAS_STATUS_SUCCESS) {
-        status = dsc_fail(DS_ERR_CUBLAS, "cuBLAS on device %d: %s", device,
-                          cublasGetStatusString(cs));
+        status =
+            dsc_fail(DS_ERR_CUBLAS, "cuBLAS on device %d: %s", device, cublasGetStatusString(cs));
         goto fail;
     }
     *ctx_p = ctx;
@@ -148,14 +148,15 @@ static void describe(void *handle, char *name, size_t name_size, char *fingerpri
              nccl / 10000, (nccl % 10000) / 100, nccl % 100, clock_khz / 1000, memory_khz / 1000);
 }
 
-// ---- timing --------------------------------------------------------------------------------
+// ---- timing -------------------------------------------------------------------------------------
 
 static int stamps_reserve(void *handle, size_t count)
 {
     dsc_ctx *ctx = static_cast<dsc_ctx *>(handle);
     if (count <= ctx->num_stamps)
         return DS_OK;
-    cudaEvent_t *grown = static_cast<cudaEvent_t *>(realloc(ctx->stamps, count * sizeof(cudaEvent_t)));
+    cudaEvent_t *grown =
+        static_cast<cudaEvent_t *>(realloc(ctx->stamps, count * sizeof(cudaEvent_t)));
     if (grown == nullptr)
         return dsc_fail(DS_ERR_NO_MEMORY, "out of memory for %zu CUDA events", count);
     ctx->stamps = grown;
@@ -189,7 +190,7 @@ static int elapsed(void *handle, size_t from, size_t to, double *seconds_p)
     return DS_OK;
 }
 
-// ---- kernels ---------------------------------------------------------------------------------
+// ---- kernels ------------------------------------------------------------------------------------
 
 struct dsc_kernel {
     dsc_ctx *ctx;
@@ -265,10 +266,9 @@ static int make_saved_state(dsc_kernel *k)
                             static_cast<float *>(b[3]));
     case DS_OP_DROPOUT:
     case DS_OP_DROPOUT_ADD:
-        return dsc_dropout_fwd(s, t, rows * cols, DSI_DROPOUT_P, dsi_kernel_plan_seed(key, -1), b[0],
-                               b[2], static_cast<uint8_t *>(b[1]));
-    case DS_OP_POOL:
-        return dsc_pool_fwd(s, t, rows, cols, b[0], b[2], static_cast<int8_t *>(b[1]));
+        return dsc_dropout_fwd(s, t, rows * cols, DSI_DROPOUT_P, dsi_kernel_plan_seed(key, -1),
+                               b[0], b[2], static_cast<uint8_t *>(b[1]));
+    case DS_OP_POOL: return dsc_pool_fwd(s, t, rows, cols, b[0], b[2], static_cast<int8_t *>(b[1]));
     case DS_OP_CROSS_ENTROPY: {
         DSC_TRY(dsc_cross_entropy_fwd(s, DSC_F32, rows, cols, b[0],
                                       static_cast<const int32_t *>(b[1]),
@@ -277,8 +277,7 @@ static int make_saved_state(dsc_kernel *k)
         return dsc_fill(s, b[2], dl->elem, t, dl->count, dl->fill, dl->scale, dl->limit,
                         dsi_kernel_plan_seed(key, 2));
     }
-    default:
-        return DS_OK;
+    default: return DS_OK;
     }
 }
 
@@ -317,9 +316,9 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
             e = cudaMemsetAsync(k->buf[i], 0, k->bytes[i], ctx->stream);
         if (e != cudaSuccess) {
             k->buf[i] = nullptr;
-            status = dsc_fail(e == cudaErrorMemoryAllocation ? DS_ERR_NO_MEMORY : DS_ERR_CUDA,
-                              "allocating a %zu-byte buffer: %s", k->bytes[i],
-                              cudaGetErrorString(e));
+            status =
+                dsc_fail(e == cudaErrorMemoryAllocation ? DS_ERR_NO_MEMORY : DS_ERR_CUDA,
+                         "allocating a %zu-byte buffer: %s", k->bytes[i], cudaGetErrorString(e));
             break;
         }
         status = dsc_fill(ctx->stream, k->buf[i], bp->elem, t, bp->count, bp->fill, bp->scale,
@@ -328,8 +327,8 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
     if (status == DS_OK)
         status = make_saved_state(k);
     if (status == DS_OK && cudaStreamSynchronize(ctx->stream) != cudaSuccess)
-        status = dsc_fail(DS_ERR_CUDA, "preparing a kernel: %s",
-                          cudaGetErrorString(cudaGetLastError()));
+        status =
+            dsc_fail(DS_ERR_CUDA, "preparing a kernel: %s", cudaGetErrorString(cudaGetLastError()));
     if (status != DS_OK) {
         kernel_destroy(k);
         return status;
@@ -363,9 +362,9 @@ static int gemm(dsc_kernel *k)
         long long stride_a = (long long)d[0] * d[2], stride_b = (long long)d[2] * d[1],
                   stride_c = (long long)d[0] * d[1];
         DSC_CUBLAS_TRY(cublasGemmStridedBatchedEx(
-            k->ctx->cublas, op_b, op_a, n, m, kk, &one, k->buf[1], type, ldb, stride_b, k->in,
-            type, lda, stride_a, &zero, k->buf[2], type, n, stride_c, (int)d[3],
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            k->ctx->cublas, op_b, op_a, n, m, kk, &one, k->buf[1], type, ldb, stride_b, k->in, type,
+            lda, stride_a, &zero, k->buf[2], type, n, stride_c, (int)d[3], CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT));
     }
     return DS_OK;
 }
@@ -383,8 +382,7 @@ int dsc_kernel_run(void *handle)
     uint64_t seed = dsi_kernel_plan_seed(key, -1) + (uint64_t)++k->runs;
     switch ((ds_op_t)key->op) {
     case DS_OP_GEMM:
-    case DS_OP_BATCHED_GEMM:
-        return gemm(k);
+    case DS_OP_BATCHED_GEMM: return gemm(k);
     case DS_OP_SOFTMAX:
         return bwd ? dsc_softmax_bwd(s, t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, b[1], in,
                                      b[2])
@@ -423,8 +421,7 @@ int dsc_kernel_run(void *handle)
                                          static_cast<float *>(b[3]))
                    : dsc_dropout_add_fwd(s, t, rows, cols, DSI_DROPOUT_P, seed, in, b[1], b[2],
                                          b[3], static_cast<uint8_t *>(b[4]));
-    case DS_OP_ADD:
-        return dsc_map(s, t, DSC_ADD, n, in, b[1], b[2]);
+    case DS_OP_ADD: return dsc_map(s, t, DSC_ADD, n, in, b[1], b[2]);
     case DS_OP_ROPE:
         return dsc_rope(s, t, bwd, rows, cols, k->plan.head_dim, static_cast<float *>(b[2]), in,
                         b[1]);
@@ -434,8 +431,8 @@ int dsc_kernel_run(void *handle)
                    : dsc_embedding_fwd(s, t, rows, cols, static_cast<int32_t *>(b[0]), b[1], b[2]);
     case DS_OP_CROSS_ENTROPY:
         return bwd ? dsc_cross_entropy_bwd(s, t, rows, cols, static_cast<float *>(b[0]),
-                                           static_cast<int32_t *>(b[1]),
-                                           static_cast<float *>(b[2]), b[3])
+                                           static_cast<int32_t *>(b[1]), static_cast<float *>(b[2]),
+                                           b[3])
                    : dsc_cross_entropy_fwd(s, t, rows, cols, in, static_cast<int32_t *>(b[1]),
                                            static_cast<float *>(b[2]), static_cast<float *>(b[3]));
     case DS_OP_OPTIMIZER:
@@ -446,8 +443,7 @@ int dsc_kernel_run(void *handle)
         return bwd ? dsc_pool_bwd(s, t, rows, cols, in, static_cast<int8_t *>(b[1]), b[2])
                    : dsc_pool_fwd(s, t, rows, cols, in, b[1], static_cast<int8_t *>(b[2]));
     case DS_OP_FLASH_ATTENTION:
-    case DS_OP_COUNT_:
-        break;
+    case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
 }
@@ -481,14 +477,14 @@ static int kernel_read(const void *handle, int index, void *host, size_t bytes)
     return DS_OK;
 }
 
-// ---- the table ---------------------------------------------------------------------------------
+// ---- the table ----------------------------------------------------------------------------------
 
 int dsc_nccl_unique_id(unsigned char id[DSI_NCCL_ID_BYTES]);
 int dsc_nccl_comm_create(void *ctx, int size, int rank, const unsigned char id[DSI_NCCL_ID_BYTES],
                          void **nccl_p);
 void dsc_nccl_comm_destroy(void *nccl);
-int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_op_t *op,
-                     int verify, void **op_p);
+int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_op_t *op, int verify,
+                     void **op_p);
 int dsc_comm_run_timed(void *op, void *before, double *lead_s, double *seconds_p);
 int dsc_comm_check(void *op, int64_t *errors_p);
 void dsc_comm_release(void *op);

@@ -76,7 +76,7 @@ typedef struct dsi_cuda_module {
 
 typedef const dsi_cuda_module_t *(*dsi_cuda_entry_fn)(void);
 
-/* ---- implemented in libdsmpi (cuda_loader.c) ------------------------------------- */
+/* ---- implemented in libdsmpi (cuda_loader.c) ------------------------------------------------- */
 
 /* Number of CUDA devices visible to this process; 0 when there is no GPU,
  * no usable driver, or the module cannot be loaded (never an error: the CPU

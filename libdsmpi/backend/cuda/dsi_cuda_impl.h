@@ -63,7 +63,7 @@ static inline size_t dsc_type_size(dsc_type t)
     return t == DSC_F32 ? 4 : 2;
 }
 
-// ---- launchers (cuda_kernels.cu): asynchronous on `s`, return a ds_status_t ----
+// ---- launchers (cuda_kernels.cu): asynchronous on `s`, return a ds_status_t ---------------------
 
 // Fills `count` elements of `elem` (stored as `t` when elem is STORED).
 int dsc_fill(cudaStream_t s, void *p, dsi_elem_t elem, dsc_type t, int64_t count, dsi_fill_t fill,
@@ -71,10 +71,10 @@ int dsc_fill(cudaStream_t s, void *p, dsi_elem_t elem, dsc_type t, int64_t count
 // Element i = (member + offset + i) % 4 + 1 (communication checks).
 int dsc_fill_verify(cudaStream_t s, void *p, dsc_type t, int64_t count, int member, int64_t offset);
 
-int dsc_softmax_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal,
-                    float scale, const void *x, void *y);
-int dsc_softmax_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal,
-                    float scale, const void *y, const void *dy, void *dx);
+int dsc_softmax_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal, float scale,
+                    const void *x, void *y);
+int dsc_softmax_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, int causal, float scale,
+                    const void *y, const void *dy, void *dx);
 // beta / mean NULL: RMSNorm.
 int dsc_norm_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, const void *x,
                  const void *gamma, const void *beta, void *y, float *mean, float *rstd);
@@ -99,8 +99,8 @@ int dsc_dropout_add_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, 
 int dsc_dropout_add_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, float p,
                         const void *dout, const uint8_t *mask, void *dx, float *dbias);
 int dsc_rope_table(cudaStream_t s, int64_t rows, int64_t head_dim, float *cos_sin);
-int dsc_rope(cudaStream_t s, dsc_type t, int backward, int64_t rows, int64_t cols,
-             int64_t head_dim, const float *cos_sin, const void *x, void *y);
+int dsc_rope(cudaStream_t s, dsc_type t, int backward, int64_t rows, int64_t cols, int64_t head_dim,
+             const float *cos_sin, const void *x, void *y);
 int dsc_embedding_fwd(cudaStream_t s, dsc_type t, int64_t tokens, int64_t hidden,
                       const int32_t *ids, const void *table, void *out);
 int dsc_embedding_bwd(cudaStream_t s, dsc_type t, int64_t tokens, int64_t hidden,
