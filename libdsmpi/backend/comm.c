@@ -395,7 +395,7 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
     memset(&stats, 0, sizeof(stats));
     int stop = DS_STOP_MAX_REPS;
     size_t reps = 0;
-    double timed_s = 0.0;
+    double timed_start = dsi_now_s(); /* per-repetition wall time counts barriers too */
     for (;;) {
         int batch = 0;
         if (reps < (size_t)config->min_reps) {
@@ -410,7 +410,7 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
             } else if (spent >= config->budget_s) {
                 stop = DS_STOP_BUDGET;
             } else {
-                double per_rep = timed_s / (double)reps;
+                double per_rep = (dsi_now_s() - timed_start) / (double)reps;
                 batch = (int)DSI_MAX(reps / 4, (size_t)1);
                 if (per_rep > 0.0)
                     batch = (int)DSI_MIN((double)batch,
@@ -437,7 +437,6 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
             }
             cost[reps] = DSI_MAX(done - last, 0.0);
             skew[reps] = last - first;
-            timed_s += done - first;
             reps++;
         }
     }
