@@ -132,6 +132,9 @@ static ds_status_t find_nodes(ds_comm_t *c)
     DSI_MPI_TRY_GOTO(MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, c->comm), status, out);
     c->nodes = 0;
     c->ranks_per_node = 0;
+    int64_t fake = dsi_param_int(DSI_PARAM_COMM_FAKE_NODES);
+    for (int r = 0; r < c->size && fake > 0; r++) /* every `fake` members a node */
+        leaders[r] = (int)(r / fake * fake);
     for (int r = 0; r < c->size; r++) {
         /* Nodes are numbered by their lowest member; a leader is its own first member. */
         c->node_of[r] = leaders[r] == r ? c->nodes++ : c->node_of[leaders[r]];
