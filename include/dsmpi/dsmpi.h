@@ -4,6 +4,7 @@
 #ifndef DSMPI_DSMPI_H
 #define DSMPI_DSMPI_H
 
+#include <dsmpi/backend.h>
 #include <dsmpi/cluster.h>
 #include <dsmpi/comm.h>
 #include <dsmpi/core.h>
