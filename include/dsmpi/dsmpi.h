@@ -8,6 +8,7 @@
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
+#include <dsmpi/store.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus
