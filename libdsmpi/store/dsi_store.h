@@ -162,6 +162,9 @@ struct ds_profile_db {
  * status and message of the lowest failing rank.  No-op without MPI. */
 ds_status_t dsi_store_agree(const ds_profile_db_t *db, ds_status_t local);
 
+/* The directory of `path` exists and this process may create files in it. */
+ds_status_t dsi_store_check_directory(const char *path);
+
 /* DS_OK when the handle may be written to (not read-only, not broken). */
 ds_status_t dsi_store_check_writable(const ds_profile_db_t *db);
 
@@ -195,6 +198,9 @@ bool dsi_store_fs_is_unsafe_for_mpiio(const char *directory, char *fs_name, size
 /* Test hook: called on every rank taking part in a write at each stage
  * ("created", "written", "closed", "renamed"); NULL outside tests. */
 extern void (*dsi_store_write_hook)(const char *stage, int rank);
+/* Whether a write first checks the file system has room (tests turn it off
+ * to exercise running out of space half-way). */
+extern bool dsi_store_space_check;
 
 /* UTC seconds now; seconds on a monotonic clock. */
 double dsi_store_utc_now(void);

@@ -10,6 +10,13 @@ static _Thread_local char h5_message[768];
 static herr_t capture_innermost(unsigned n, const H5E_error2_t *error, void *data)
 {
     (void)data;
+    if (dsi_log_enabled(DS_LOG_TRACE)) {
+        char major[96] = "", minor[160] = "";
+        H5Eget_msg(error->maj_num, NULL, major, sizeof(major));
+        H5Eget_msg(error->min_num, NULL, minor, sizeof(minor));
+        ds_log(DS_LOG_TRACE, "HDF5 error stack #%u: %s (%s:%u): %s [%s: %s]", n, error->func_name,
+               error->file_name, error->line, error->desc ? error->desc : "", major, minor);
+    }
     if (n != 0)
         return 0;
     /* Walking upward, entry 0 is where HDF5 detected the problem: its

@@ -162,7 +162,7 @@ bool dsi_store_fs_is_unsafe_for_mpiio(const char *directory, char *fs_name, size
 /* ---- open and close ------------------------------------------------------------------- */
 
 /* The directory of `path` must exist and be writable (rank 0). */
-static ds_status_t check_directory(const char *path)
+ds_status_t dsi_store_check_directory(const char *path)
 {
     char directory[4096];
     const char *slash = strrchr(path, '/');
@@ -222,7 +222,7 @@ ds_status_t ds_profile_db_open(MPI_Comm comm, const char *path, unsigned flags,
         DSI_MPI_TRY_GOTO(MPI_Comm_size(db->comm, &db->size), status, err_db);
     }
     if (!db->read_only) {
-        ds_status_t local = db->rank == 0 ? check_directory(path) : DS_OK;
+        ds_status_t local = db->rank == 0 ? dsi_store_check_directory(path) : DS_OK;
         DSI_TRY_GOTO(dsi_store_agree(db, local), status, err_db);
     }
     DSI_TRY_GOTO(dsi_store_load(db, &db->own, path, db->read_only), status, err_db);

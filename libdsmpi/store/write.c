@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -239,14 +240,26 @@ agree:
 
 /* ---- the HDF5 file -------------------------------------------------------------------- */
 
-/* Fails with the cause prefixed by the database it concerns. */
+static void split_path(const char *path, char *directory, size_t size, const char **base_p);
+
+/* Fails with the cause prefixed by the database it concerns.  HDF5 reports
+ * a short write without errno: say so when the file system is full. */
 static ds_status_t write_failed(const ds_profile_db_t *db, ds_status_t status)
 {
     if (status == DS_OK)
         return status;
-    char cause[768];
+    char cause[768], directory[4096], full[128] = "";
+    const char *base;
     snprintf(cause, sizeof(cause), "%s", ds_last_error());
-    return DSI_ERROR(status, "cannot write profile database '%s': %s", db->own.path, cause);
+    split_path(db->own.path, directory, sizeof(directory), &base);
+    struct statvfs fs;
+    if (status == DS_ERR_HDF5 && strstr(cause, "write failed") != NULL &&
+        strstr(cause, "errno") == NULL && statvfs(directory, &fs) == 0 &&
+        (double)fs.f_bavail * (double)fs.f_frsize < 65536.0)
+        snprintf(full, sizeof(full),
+                 " (its file system has %.0f KiB free: No space left on device)",
+                 (double)fs.f_bavail * (double)fs.f_frsize / 1024.0);
+    return DSI_ERROR(status, "cannot write profile database '%s': %s%s", db->own.path, cause, full);
 }
 
 static ds_status_t write_attr(hid_t object, const char *name, hid_t file_type, hid_t mem_type,
@@ -468,6 +481,16 @@ static ds_status_t write_steps(ds_profile_db_t *db, const char *path, bool colle
     STEP(local);
     hook(db, "closed");
 out:
+    if (status != DS_OK && file >= 0) {
+        /* The file is garbage now, but closing it flushes HDF5's metadata,
+         * collectively: if the disk is full, that flush can fail on some
+         * ranks and not others, and they would wait for each other forever.
+         * Truncating the file first frees its space for the flush. */
+        if (db->rank == 0 && truncate(path, 0) != 0)
+            DSI_DEBUG("truncating '%s' after a failed write: %s", path, strerror(errno));
+        if (collective)
+            MPI_Barrier(db->comm);
+    }
     dsi_h5_close(&host_type);
     dsi_h5_close(&fingerprint_type);
     dsi_h5_close(&comm_type);
@@ -532,6 +555,32 @@ static void remove_stale_temporaries(const char *directory, const char *base)
     closedir(dir);
 }
 
+bool dsi_store_space_check = true;
+
+/* Refuses to start a write the file system has no room for: a write that
+ * runs out of space half-way fails less cleanly (MPI-IO prints its own
+ * errors) and takes longer to fail. */
+static ds_status_t check_space(const ds_profile_db_t *db, const char *directory)
+{
+    const dsi_db_layer_t *own = &db->own;
+    double bytes = (double)own->num_rows * sizeof(dsi_event_row_t) +
+                   (double)own->num_comm * sizeof(dsi_comm_row_t) +
+                   (double)own->fingerprints.count * DS_FINGERPRINT_MAX +
+                   (double)(own->hosts.count + db->run_hosts.count) * DS_NAME_MAX;
+    /* Metadata, chunk indexes and checksums: a few percent and a few KiB. */
+    double needed = bytes * 1.05 + 64.0 * 1024.0;
+    struct statvfs fs;
+    if (statvfs(directory, &fs) != 0)
+        return DS_OK; /* cannot tell: let the write find out */
+    double available = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (available < needed)
+        return DSI_ERROR(DS_ERR_IO,
+                         "cannot write profile database '%s': it needs about %.1f MiB and '%s' has "
+                         "%.1f MiB free (No space left on device)",
+                         db->own.path, needed / 1048576.0, directory, available / 1048576.0);
+    return DS_OK;
+}
+
 typedef struct plan {
     int collective;
     char temporary[4096];
@@ -550,6 +599,8 @@ static ds_status_t plan_write(ds_profile_db_t *db, plan_t *plan)
     bool unsafe = dsi_store_fs_is_unsafe_for_mpiio(directory, fs_name, sizeof(fs_name));
     plan->collective =
         db->comm != MPI_COMM_NULL && db->size > 1 && (mode == 1 || (mode == 0 && !unsafe));
+    DSI_DEBUG("writing profile database '%s' %s", db->own.path,
+              plan->collective ? "collectively with parallel HDF5" : "from rank 0 alone");
     if (unsafe && mode == 0 && db->size > 1)
         DSI_INFO(
             "profile database directory '%s' is on %s, where MPI-IO is unsafe: rank 0 writes alone",
@@ -558,7 +609,10 @@ static ds_status_t plan_write(ds_profile_db_t *db, plan_t *plan)
                  dsi_hostname(), (long)getpid()) >= (int)sizeof(plan->temporary))
         return DSI_ERROR(DS_ERR_INVALID_ARG, "profile database path of %zu characters is too long",
                          strlen(db->own.path));
+    DSI_TRY(dsi_store_check_directory(db->own.path));
     remove_stale_temporaries(directory, base);
+    if (dsi_store_space_check)
+        DSI_TRY(check_space(db, directory));
 
     ds_profile_db_info_t *info = &plan->info;
     info->format_version = DS_PROFILE_DB_FORMAT_VERSION;
