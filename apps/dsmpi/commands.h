@@ -5,6 +5,7 @@
 #include "app.h"
 
 int cmd_events(app_t *app);
+int cmd_import(app_t *app);
 int cmd_version(app_t *app);
 
 #endif /* DSMPI_COMMANDS_H */

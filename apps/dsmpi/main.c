@@ -11,6 +11,7 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
+    {"import", cmd_import, "import measurements (text cost tables) into a profile database"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 
