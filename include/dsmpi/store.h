@@ -165,6 +165,7 @@ typedef struct ds_profile_db_info {
     int ranks;              /* allocation shape of the writing run */
     int nodes;
     int max_ranks_per_node;
+    char hosts[256]; /* "node01,node02,... (+N more)"; all in /allocation_hosts */
     size_t num_records;
     size_t num_fingerprints;
     size_t num_comm_samples;

@@ -75,6 +75,7 @@ static ds_status_t read_info(hid_t file, ds_profile_db_info_t *info)
     DSI_TRY(read_attr_number(file, "nodes", H5T_NATIVE_INT, &info->nodes));
     DSI_TRY(
         read_attr_number(file, "max_ranks_per_node", H5T_NATIVE_INT, &info->max_ranks_per_node));
+    DSI_TRY(read_attr_string(file, "hosts", info->hosts, sizeof(info->hosts)));
     return DS_OK;
 }
 

@@ -307,6 +307,7 @@ static ds_status_t write_attributes(hid_t file, const ds_profile_db_info_t *info
     DSI_TRY(write_attr_int(file, "ranks", info->ranks));
     DSI_TRY(write_attr_int(file, "nodes", info->nodes));
     DSI_TRY(write_attr_int(file, "max_ranks_per_node", info->max_ranks_per_node));
+    DSI_TRY(write_attr_string(file, "hosts", info->hosts));
     return DS_OK;
 }
 
@@ -629,6 +630,18 @@ static ds_status_t plan_write(ds_profile_db_t *db, plan_t *plan)
     info->ranks = db->size;
     info->nodes = (int)db->run_hosts.count;
     info->max_ranks_per_node = db->run_max_ranks_per_node;
+    /* The first hosts, as many as fit with room for the count of the rest. */
+    size_t used = 0, shown = 0;
+    for (; shown < db->run_hosts.count; shown++) {
+        const char *host = dsi_strtab_at(&db->run_hosts, shown);
+        if (used + strlen(host) + 1 + 24 >= sizeof(info->hosts))
+            break;
+        used += (size_t)snprintf(info->hosts + used, sizeof(info->hosts) - used, "%s%s",
+                                 shown ? "," : "", host);
+    }
+    if (shown < db->run_hosts.count)
+        snprintf(info->hosts + used, sizeof(info->hosts) - used, ",... (+%zu more)",
+                 db->run_hosts.count - shown);
     return DS_OK;
 }
 

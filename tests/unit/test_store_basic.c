@@ -203,6 +203,12 @@ int main(void)
     CHECK_INT(info.ranks, 1);
     CHECK_INT(info.nodes, 1);
     CHECK_INT(info.max_ranks_per_node, 1);
+    {
+        char me[256];
+        gethostname(me, sizeof(me));
+        me[strcspn(me, ".")] = '\0';
+        CHECK_MSG(strcmp(info.hosts, me) == 0, "hosts '%s', expected '%s'", info.hosts, me);
+    }
     CHECK(info.written_at_s >= t0 && info.written_at_s <= (double)time(NULL) + 1.0);
     CHECK(strlen(info.written_at) == 20 && info.written_at[19] == 'Z');
     CHECK_INT(info.num_records, 6);

@@ -16,6 +16,9 @@ static char directory[] = "store_refuse_XXXXXX";
 
 static int read_all(const char *path, unsigned char **data_p, size_t *size_p)
 {
+    struct stat info;
+    if (stat(path, &info) != 0 || !S_ISREG(info.st_mode))
+        return -1;
     FILE *file = fopen(path, "rb");
     if (file == NULL)
         return -1;
