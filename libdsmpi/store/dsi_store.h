@@ -37,6 +37,13 @@ ds_status_t dsi_h5_error(const char *file, int line, const char *call);
         }                                                                                          \
     } while (0)
 
+/* H5Pset_file_locking exists from 1.10.7 in the 1.10 series and from 1.12.1. */
+#if (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 11, 0)) || H5_VERSION_GE(1, 12, 1)
+#define DSI_H5_HAS_FILE_LOCKING 1
+#else
+#define DSI_H5_HAS_FILE_LOCKING 0
+#endif
+
 /* Closes an HDF5 identifier of any kind if valid, ignoring errors (cleanup paths). */
 void dsi_h5_close(hid_t *id);
 

@@ -210,7 +210,7 @@ ds_status_t dsi_store_read_file(const char *path, dsi_db_layer_t *layer)
                          refusal);
 
     DSI_H5_TRY_GOTO(fapl = H5Pcreate(H5P_FILE_ACCESS), status, err);
-#if H5_VERSION_GE(1, 10, 7)
+#if DSI_H5_HAS_FILE_LOCKING
     /* Lock where the file system can; go on where it cannot. */
     DSI_H5_TRY_GOTO(H5Pset_file_locking(fapl, 1, 1), status, err);
 #endif

@@ -365,6 +365,8 @@ static ds_status_t write_table(const ds_profile_db_t *db, hid_t file, const char
     DSI_H5_TRY_GOTO(dcpl = H5Pcreate(H5P_DATASET_CREATE), status, out);
     DSI_H5_TRY_GOTO(H5Pset_chunk(dcpl, 1, &chunk), status, out);
     DSI_H5_TRY_GOTO(H5Pset_fletcher32(dcpl), status, out);
+    /* Every row is written: no fill values first. */
+    DSI_H5_TRY_GOTO(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), status, out);
     DSI_H5_TRY_GOTO(dset = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
                     status, out);
     DSI_TRY_GOTO(write_attr_string(dset, "description", description), status, out);
@@ -418,7 +420,7 @@ static ds_status_t create_file(const ds_profile_db_t *db, const char *path, bool
     /* The 1.10 format checksums every metadata object: with the per-chunk
      * Fletcher-32 of the tables, damage anywhere in the file is detected. */
     DSI_H5_TRY_GOTO(H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110), status, out);
-#if H5_VERSION_GE(1, 10, 7)
+#if DSI_H5_HAS_FILE_LOCKING
     DSI_H5_TRY_GOTO(H5Pset_file_locking(fapl, 1, 1), status, out);
 #endif
     DSI_H5_TRY_GOTO(*file_p = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), status, out);
