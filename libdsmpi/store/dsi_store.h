@@ -81,9 +81,10 @@ void dsi_row_from_record(const ds_profile_record_t *record, dsi_event_row_t *row
 void dsi_row_key(const dsi_event_row_t *row, ds_event_key_t *key);
 void dsi_comm_row_from_sample(const ds_comm_sample_t *sample, dsi_comm_row_t *row);
 void dsi_comm_row_to_sample(const dsi_comm_row_t *row, ds_comm_sample_t *sample);
-/* Checks the values a row may hold; `what` names it in the message. */
+/* Checks the values a row may hold; the message names row `index` of
+ * `table` (SIZE_MAX: the table name alone). */
 ds_status_t dsi_event_row_check(const dsi_event_row_t *row, size_t num_fingerprints,
-                                size_t num_hosts, const char *what);
+                                size_t num_hosts, const char *table, size_t index);
 ds_status_t dsi_comm_row_check(const dsi_comm_row_t *row, const char *what);
 
 /* ---- string tables -------------------------------------------------------------
@@ -116,7 +117,8 @@ typedef struct dsi_db_layer {
     dsi_strtab_t hosts;        /* width DS_NAME_MAX */
     dsi_event_row_t *rows;
     size_t num_rows, cap_rows;
-    uint32_t *index; /* (fingerprint, key) -> row + 1 */
+    uint32_t *index;      /* (fingerprint, key) -> row + 1 */
+    uint32_t *index_tags; /* high 32 bits of the hash of each slot's row */
     size_t index_slots;
     dsi_comm_row_t *comm;
     size_t num_comm, cap_comm;
@@ -134,6 +136,8 @@ ds_status_t dsi_layer_put(dsi_db_layer_t *layer, const dsi_event_row_t *row, boo
 ds_status_t dsi_layer_put_comm(dsi_db_layer_t *layer, const dsi_comm_row_t *row);
 /* Whether two samples describe the same measurement (statistics aside). */
 bool dsi_comm_row_same(const dsi_comm_row_t *a, const dsi_comm_row_t *b);
+/* Makes room for `count` rows in all, without regrowing while they are put. */
+ds_status_t dsi_layer_reserve(dsi_db_layer_t *layer, size_t count);
 /* Rebuilds the row index after rows were filled in bulk. */
 ds_status_t dsi_layer_reindex(dsi_db_layer_t *layer);
 

@@ -214,32 +214,46 @@ static bool finite_nonneg(double value)
     return isfinite(value) && value >= 0.0;
 }
 
-ds_status_t dsi_event_row_check(const dsi_event_row_t *r, size_t num_fingerprints, size_t num_hosts,
-                                const char *what)
+/* Names a row in a message: "events row 17", or the table alone. */
+static const char *row_name(char *buffer, size_t size, const char *table, size_t index)
 {
+    if (index == SIZE_MAX)
+        snprintf(buffer, size, "%s", table);
+    else
+        snprintf(buffer, size, "%s row %zu", table, index);
+    return buffer;
+}
+
+ds_status_t dsi_event_row_check(const dsi_event_row_t *r, size_t num_fingerprints, size_t num_hosts,
+                                const char *table, size_t index)
+{
+    char what[96];
     int num_ops = r->kind == DS_EVENT_COMPUTE ? DS_OP_COUNT_ : DS_COMM_COUNT_;
     if (r->kind > DS_EVENT_COMM || r->op >= num_ops || r->pass > DS_PASS_STEP ||
         r->dtype > DS_DTYPE_FP8 || r->group >= DS_GROUP_COUNT_)
         return DSI_ERROR(
             DS_ERR_INVALID_ARG,
-            "%s: event key with kind %u op %u pass %u dtype %u group %u is not a known key", what,
-            r->kind, r->op, r->pass, r->dtype, r->group);
+            "%s: event key with kind %u op %u pass %u dtype %u group %u is not a known key",
+            row_name(what, sizeof(what), table, index), r->kind, r->op, r->pass, r->dtype,
+            r->group);
     if (r->provenance >= DS_PROV_COUNT_)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "%s: provenance %u (accepted: 0 to %d)", what,
-                         r->provenance, DS_PROV_COUNT_ - 1);
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "%s: provenance %u (accepted: 0 to %d)",
+                         row_name(what, sizeof(what), table, index), r->provenance,
+                         DS_PROV_COUNT_ - 1);
     if (!finite_nonneg(r->mean_s) || !finite_nonneg(r->median_s) || !finite_nonneg(r->p10_s) ||
         !finite_nonneg(r->p90_s) || r->repetitions < 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "%s: cost mean %g median %g p10 %g p90 %g s over %lld repetitions "
                          "(accepted: finite seconds >= 0)",
-                         what, r->mean_s, r->median_s, r->p10_s, r->p90_s,
-                         (long long)r->repetitions);
+                         row_name(what, sizeof(what), table, index), r->mean_s, r->median_s,
+                         r->p10_s, r->p90_s, (long long)r->repetitions);
     if (!isfinite(r->measured_at_s) || !isfinite(r->hist_min_s) || !isfinite(r->hist_max_s))
         return DSI_ERROR(DS_ERR_INVALID_ARG, "%s: time or histogram bounds are not finite numbers",
-                         what);
+                         row_name(what, sizeof(what), table, index));
     if (r->fingerprint >= num_fingerprints || r->host >= num_hosts)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "%s: names fingerprint %u of %zu and host %u of %zu",
-                         what, r->fingerprint, num_fingerprints, r->host, num_hosts);
+                         row_name(what, sizeof(what), table, index), r->fingerprint,
+                         num_fingerprints, r->host, num_hosts);
     return DS_OK;
 }
 
@@ -286,6 +300,7 @@ void dsi_layer_free(dsi_db_layer_t *layer)
     dsi_strtab_free(&layer->allocation_hosts);
     dsi_free(layer->rows);
     dsi_free(layer->index);
+    dsi_free(layer->index_tags);
     dsi_free(layer->comm);
     dsi_layer_init(layer);
 }
@@ -295,14 +310,20 @@ static uint64_t row_hash(uint32_t fingerprint, const ds_event_key_t *key)
     return ds_event_key_hash(key) ^ dsi_hash_mix64((uint64_t)fingerprint + 1);
 }
 
+/* The slot of (fingerprint, key) with hash `hash`: where it is, or the
+ * empty slot where it goes.  Each slot keeps the high bits of its row's
+ * hash, so a probe reads a row only when those match. */
 static size_t index_slot(const dsi_db_layer_t *layer, uint32_t fingerprint,
-                         const ds_event_key_t *key)
+                         const ds_event_key_t *key, uint64_t hash)
 {
     size_t mask = layer->index_slots - 1;
-    for (size_t i = row_hash(fingerprint, key) & mask;; i = (i + 1) & mask) {
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
         uint32_t slot = layer->index[i];
         if (slot == 0)
             return i;
+        if (layer->index_tags[i] != tag)
+            continue;
         const dsi_event_row_t *row = &layer->rows[slot - 1];
         if (row->fingerprint == fingerprint) {
             ds_event_key_t other;
@@ -313,22 +334,37 @@ static size_t index_slot(const dsi_db_layer_t *layer, uint32_t fingerprint,
     }
 }
 
-static ds_status_t index_rebuild(dsi_db_layer_t *layer, size_t num_slots)
+/* Indexes every row in a table of `num_slots`; a row whose (fingerprint,
+ * key) an earlier row has replaces that row's contents (*duplicates_p). */
+static ds_status_t index_rebuild(dsi_db_layer_t *layer, size_t num_slots, bool *duplicates_p)
 {
-    uint32_t *index;
+    uint32_t *index = NULL, *tags = NULL;
     DSI_TRY(dsi_calloc(num_slots, sizeof(*index), &index));
+    if (dsi_calloc(num_slots, sizeof(*tags), &tags) != DS_OK) {
+        dsi_free(index);
+        return DS_ERR_NO_MEMORY;
+    }
     dsi_free(layer->index);
+    dsi_free(layer->index_tags);
     layer->index = index;
+    layer->index_tags = tags;
     layer->index_slots = num_slots;
+    bool duplicates = false;
     for (size_t i = 0; i < layer->num_rows; i++) {
         ds_event_key_t key;
         dsi_row_key(&layer->rows[i], &key);
-        size_t slot = index_slot(layer, layer->rows[i].fingerprint, &key);
-        if (layer->index[slot] != 0) /* a duplicate in bulk data: the later row wins */
+        uint64_t hash = row_hash(layer->rows[i].fingerprint, &key);
+        size_t slot = index_slot(layer, layer->rows[i].fingerprint, &key, hash);
+        if (layer->index[slot] != 0) {
             layer->rows[layer->index[slot] - 1] = layer->rows[i];
-        else
+            duplicates = true;
+        } else {
             layer->index[slot] = (uint32_t)(i + 1);
+            layer->index_tags[slot] = (uint32_t)(hash >> 32);
+        }
     }
+    if (duplicates_p != NULL)
+        *duplicates_p = duplicates;
     return DS_OK;
 }
 
@@ -340,20 +376,38 @@ ds_status_t dsi_layer_reindex(dsi_db_layer_t *layer)
     size_t num_slots = 64;
     while (num_slots < 2 * layer->num_rows + 2)
         num_slots *= 2;
-    DSI_TRY(index_rebuild(layer, num_slots));
-    /* Drop the duplicates index_rebuild folded (files never hold any, but a
-     * damaged or hand-made one might): keep the indexed rows in order. */
+    bool duplicates = false;
+    DSI_TRY(index_rebuild(layer, num_slots, &duplicates));
+    if (!duplicates)
+        return DS_OK;
+    /* Files never hold duplicates, but a damaged or hand-made one might:
+     * keep the indexed rows, in order, and index again. */
     size_t kept = 0;
     for (size_t i = 0; i < layer->num_rows; i++) {
         ds_event_key_t key;
         dsi_row_key(&layer->rows[i], &key);
-        if (layer->index[index_slot(layer, layer->rows[i].fingerprint, &key)] == i + 1)
+        uint64_t hash = row_hash(layer->rows[i].fingerprint, &key);
+        if (layer->index[index_slot(layer, layer->rows[i].fingerprint, &key, hash)] == i + 1)
             layer->rows[kept++] = layer->rows[i];
     }
-    if (kept != layer->num_rows) {
-        layer->num_rows = kept;
-        DSI_TRY(index_rebuild(layer, num_slots));
+    layer->num_rows = kept;
+    return index_rebuild(layer, num_slots, NULL);
+}
+
+ds_status_t dsi_layer_reserve(dsi_db_layer_t *layer, size_t count)
+{
+    if (count > UINT32_MAX / 4)
+        return DSI_ERROR(DS_ERR_OVERFLOW, "%zu events in one database (accepted: at most %u)",
+                         count, UINT32_MAX / 4);
+    if (count > layer->cap_rows) {
+        DSI_TRY(dsi_realloc_array(&layer->rows, count, sizeof(*layer->rows)));
+        layer->cap_rows = count;
     }
+    size_t num_slots = layer->index_slots ? layer->index_slots : 64;
+    while (num_slots < 2 * count + 2)
+        num_slots *= 2;
+    if (num_slots != layer->index_slots)
+        DSI_TRY(index_rebuild(layer, num_slots, NULL));
     return DS_OK;
 }
 
@@ -363,7 +417,8 @@ int64_t dsi_layer_find(const dsi_db_layer_t *layer, uint32_t fingerprint, const 
         return -1;
     ds_event_key_t normal = *key;
     normal.reserved = 0;
-    uint32_t slot = layer->index[index_slot(layer, fingerprint, &normal)];
+    uint64_t hash = row_hash(fingerprint, &normal);
+    uint32_t slot = layer->index[index_slot(layer, fingerprint, &normal, hash)];
     return slot ? (int64_t)slot - 1 : -1;
 }
 
@@ -375,9 +430,10 @@ ds_status_t dsi_layer_put(dsi_db_layer_t *layer, const dsi_event_row_t *row, boo
         if (layer->num_rows + 1 > UINT32_MAX / 4)
             return DSI_ERROR(DS_ERR_OVERFLOW, "more than %u events in one database",
                              UINT32_MAX / 4);
-        DSI_TRY(index_rebuild(layer, layer->index_slots ? 2 * layer->index_slots : 64));
+        DSI_TRY(index_rebuild(layer, layer->index_slots ? 2 * layer->index_slots : 64, NULL));
     }
-    size_t slot = index_slot(layer, row->fingerprint, &key);
+    uint64_t hash = row_hash(row->fingerprint, &key);
+    size_t slot = index_slot(layer, row->fingerprint, &key, hash);
     if (layer->index[slot] != 0) {
         layer->rows[layer->index[slot] - 1] = *row;
         if (replaced_p != NULL)
@@ -391,6 +447,7 @@ ds_status_t dsi_layer_put(dsi_db_layer_t *layer, const dsi_event_row_t *row, boo
     }
     layer->rows[layer->num_rows] = *row;
     layer->index[slot] = (uint32_t)++layer->num_rows;
+    layer->index_tags[slot] = (uint32_t)(hash >> 32);
     if (replaced_p != NULL)
         *replaced_p = false;
     return DS_OK;

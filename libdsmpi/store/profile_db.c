@@ -508,7 +508,7 @@ ds_status_t ds_profile_db_add_record(ds_profile_db_t *db, const ds_profile_recor
     dsi_event_row_t row;
     dsi_row_from_record(record, &row);
     /* Intern after checking the row, so a refused record leaves no strings. */
-    DSI_TRY(dsi_event_row_check(&row, 1, 1, "profile record"));
+    DSI_TRY(dsi_event_row_check(&row, 1, 1, "profile record", SIZE_MAX));
     DSI_TRY(dsi_strtab_intern(&db->pending_fingerprints, record->fingerprint, &row.fingerprint));
     DSI_TRY(dsi_strtab_intern(&db->pending_hosts, record->host, &row.host));
     if (db->num_pending == db->cap_pending) {

@@ -150,13 +150,11 @@ static ds_status_t read_tables(hid_t file, dsi_db_layer_t *layer)
                             &layer->num_comm),
                  status, out);
     layer->cap_comm = layer->num_comm ? layer->num_comm : 1;
-    char what[64];
-    for (size_t i = 0; i < layer->num_rows; i++) {
-        snprintf(what, sizeof(what), "events row %zu", i);
+    for (size_t i = 0; i < layer->num_rows; i++)
         DSI_TRY_GOTO(dsi_event_row_check(&layer->rows[i], layer->fingerprints.count,
-                                         layer->hosts.count, what),
+                                         layer->hosts.count, "events", i),
                      status, out);
-    }
+    char what[64];
     for (size_t i = 0; i < layer->num_comm; i++) {
         snprintf(what, sizeof(what), "comm_samples row %zu", i);
         DSI_TRY_GOTO(dsi_comm_row_check(&layer->comm[i], what), status, out);

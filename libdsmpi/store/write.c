@@ -145,6 +145,7 @@ static ds_status_t merge(ds_profile_db_t *db, const gathered_t *g)
     for (int r = 0; r < db->size; r++)
         for (int k = 0; k < G_KINDS; k++)
             totals[k] += (size_t)g->counts[r * G_KINDS + k];
+    DSI_TRY_GOTO(dsi_layer_reserve(&db->own, db->own.num_rows + totals[G_ROWS]), status, out);
     DSI_TRY_GOTO(dsi_calloc(totals[G_FINGERPRINTS] + 1, sizeof(uint32_t), &fingerprint_map), status,
                  out);
     DSI_TRY_GOTO(dsi_calloc(totals[G_HOSTS] + 1, sizeof(uint32_t), &host_map), status, out);
