@@ -11,8 +11,10 @@
  *   /comm_samples       communication measurements (measured or imported)
  *   /allocation_hosts   the hosts of the run that wrote the file last
  *   root attributes     format name and version, library version, backend,
- *                       device, command line, ranks, nodes, date
- * A file without the format attribute, with another format version, damaged
+ *                       device, command line, ranks, nodes, hosts, date
+ * Tables are chunked and extendible, each chunk with a Fletcher-32 checksum;
+ * the file uses the HDF5 1.10 format (metadata checksums), so any damage is
+ * detected on reading.  HDF5 1.10 or newer reads it.  A file without the format attribute, with another format version, damaged
  * or truncated, or not HDF5 at all is refused with a one-line error naming
  * it, and is never written to.
  *
@@ -21,11 +23,14 @@
  * rank holds the same committed contents and queries are local.  Ranks add
  * the records they measured locally; a commit (or a checkpoint) gathers
  * everyone's additions to every rank and rewrites the whole file: collectively
- * with parallel HDF5 (each rank writes its own block of rows), into a
- * temporary file in the same directory that is then renamed over the
- * previous one.  A crash at any moment, of one rank or all, leaves the last
- * complete database in place.  On NFS (and SMB) MPI-IO is unsafe, so rank 0
- * writes alone; DS_DB_WRITE_MODE forces either way.
+ * with parallel HDF5 (each rank writes its own block of rows of the merged
+ * table), into a temporary file in the same directory ("<file>.tmp.<host>.
+ * <pid>") that is then renamed over the previous one.  A crash at any
+ * moment, of one rank or all, leaves the last complete database in place;
+ * the next write on the same host removes the temporary file a killed run
+ * left.  A write that the file system has no room for is refused before it
+ * starts.  On NFS (and SMB) MPI-IO is unsafe, so rank 0 writes alone;
+ * DS_DB_WRITE_MODE forces either way.
  *
  * File systems without file locking (some Lustre and NFS mounts): HDF5 may
  * fail to open files there; dsmpi asks HDF5 to ignore locking where the file
