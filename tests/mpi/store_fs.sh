@@ -8,12 +8,14 @@ set -u
 program=$1 work=$2 mpiexec=$3 npflag=$4
 shift 4
 preflags="$*"
+umount "$work/mnt" 2>/dev/null # left mounted by a run that was killed
 rm -rf "$work" && mkdir -p "$work/mnt" || exit 1
 if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=1m dsmpi-test "$work/mnt" 2>/dev/null; then
     echo "store_fs: cannot mount a tmpfs here (needs root); skipped"
     exit 77
 fi
 trap 'umount "$work/mnt" 2>/dev/null' EXIT
+trap 'exit 1' INT TERM
 db=$work/mnt/profile.h5
 failures=0
 
