@@ -7,7 +7,7 @@
 # checkpoint costs).  Times are the slowest rank's.
 set -eu
 build=${1:?usage: store_bench.sh BUILD_DIR [DIRECTORY]}
-directory=${2:-$(mktemp -d)}
+if [ $# -ge 2 ]; then directory=$2 made=""; else directory=$(mktemp -d) made=$directory; fi
 program=$build/tests/bench/bench_store
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 echo "# dsmpi profile database benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
@@ -21,3 +21,4 @@ for records in 10000 100000; do
     done
 done
 rm -f "$directory/bench.h5"
+[ -z "$made" ] || rmdir "$made"
