@@ -13,6 +13,7 @@ static const command_t commands[] = {
     {"allocation", cmd_allocation, "show the allocation dsmpi runs on: MPI ranks, nodes, Slurm job"},
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
+    {"import", cmd_import, "import measurements (text cost tables) into a profile database"},
     {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };

@@ -12,6 +12,7 @@
 #include <dsmpi/model.h>
 #include <dsmpi/profile.h>
 #include <dsmpi/sim.h>
+#include <dsmpi/store.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus
