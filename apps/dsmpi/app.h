@@ -58,9 +58,10 @@ typedef struct inputs {
 } inputs_t;
 
 /* Long options every model-and-strategy command accepts, with the Megatron
- * aliases; `extra` (may be NULL) is appended.  Returns a table the caller
- * frees with free(). */
-struct option *inputs_long_options(const struct option *extra);
+ * aliases; the NULL-terminated tables a, b, c (each may be NULL) are
+ * appended.  Returns a table the caller frees with free(). */
+struct option *inputs_long_options(const struct option *a, const struct option *b,
+                                   const struct option *c);
 void inputs_init(inputs_t *in);
 /* Handles one option of the common set; returns 1 when handled, 0 when the
  * option is not a common one, -1 (message printed) on bad input. */
@@ -78,6 +79,8 @@ void inputs_set_demo(inputs_t *in);
 
 /* The '#' preamble of a results table: version, command line, ranks. */
 void output_preamble(const app_t *app, FILE *out);
+/* "dsmpi <command> <args...>" for the records a run leaves. */
+void app_command_line(const app_t *app, char *text, size_t size);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
 

@@ -69,12 +69,22 @@ static const struct {
 #define NUM_COMMON (sizeof(common_options) / sizeof(common_options[0]))
 #define NUM_MEGATRON (sizeof(megatron_options) / sizeof(megatron_options[0]))
 
-struct option *inputs_long_options(const struct option *extra)
+static size_t table_length(const struct option *table)
 {
-    size_t num_extra = 0;
-    while (extra != NULL && extra[num_extra].name != NULL)
-        num_extra++;
-    struct option *table = calloc(NUM_COMMON + NUM_MEGATRON + num_extra + 1, sizeof(*table));
+    size_t n = 0;
+    while (table != NULL && table[n].name != NULL)
+        n++;
+    return n;
+}
+
+struct option *inputs_long_options(const struct option *a, const struct option *b,
+                                   const struct option *c)
+{
+    const struct option *extras[3] = {a, b, c};
+    size_t total = NUM_COMMON + NUM_MEGATRON + 1;
+    for (int t = 0; t < 3; t++)
+        total += table_length(extras[t]);
+    struct option *table = calloc(total, sizeof(*table));
     if (table == NULL)
         return NULL;
     size_t n = 0;
@@ -83,8 +93,9 @@ struct option *inputs_long_options(const struct option *extra)
     for (size_t i = 0; i < NUM_MEGATRON; i++)
         table[n++] = (struct option){megatron_options[i].name, megatron_options[i].has_arg, NULL,
                                      OPT_MEGATRON + (int)i};
-    for (size_t i = 0; i < num_extra; i++)
-        table[n++] = extra[i];
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < table_length(extras[t]); i++)
+            table[n++] = extras[t][i];
     return table;
 }
 
@@ -98,7 +109,7 @@ void inputs_set_demo(inputs_t *in)
 {
     in->demo = true;
     in->model_spec = "gpt2-medium";
-    in->target_text = "nodes=128,gpus-per-node=8,device=h100-sxm";
+    in->target_text = "nodes=128,gpus-per-node=8";
     ds_strategy_init(&in->strategy);
     (void)ds_strategy_parse("dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b", &in->strategy);
     in->strategy_given = true;
@@ -200,6 +211,9 @@ ds_status_t inputs_build(inputs_t *in)
         if ((status = ds_device_spec_lookup(in->device, &spec)) != DS_OK)
             return status;
         in->cluster.device = spec;
+        if (in->cluster_file == NULL)
+            snprintf(in->cluster.name, sizeof(in->cluster.name), "%lldx%d-%s",
+                     (long long)in->cluster.nodes, in->cluster.gpus_per_node, spec.name);
     }
     if (in->global_batch > 0)
         in->strategy.gbs = in->global_batch;

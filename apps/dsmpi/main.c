@@ -14,7 +14,9 @@ static const command_t commands[] = {
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
     {"import", cmd_import, "import measurements (text cost tables) into a profile database"},
+    {"profile", cmd_profile, "profile this allocation's share of the unique events into the database"},
     {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
+    {"run", cmd_run, "the main job: profile on this allocation, then predict the target (--demo)"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 
