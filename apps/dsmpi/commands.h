@@ -4,6 +4,7 @@
 
 #include "app.h"
 
+int cmd_comm(app_t *app);
 int cmd_events(app_t *app);
 int cmd_version(app_t *app);
 

@@ -10,6 +10,7 @@ typedef struct command {
 } command_t;
 
 static const command_t commands[] = {
+    {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };

@@ -5,10 +5,12 @@
 #define DSMPI_DSMPI_H
 
 #include <dsmpi/cluster.h>
+#include <dsmpi/comm.h>
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
 #include <dsmpi/sim.h>
+#include <dsmpi/profile.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus

@@ -316,8 +316,8 @@ static ds_status_t add_zero3_layers(gen_t *g, int stage, const layout_list_t *dp
             ds_strategy_chunk_layers(s, L, stage, 0, &first, &n);
             if (layer < first || layer >= first + n)
                 continue;
-        } else if ((layer == DSI_PART_EMBEDDING) != (stage == 0) ||
-                   (layer == DSI_PART_HEAD) != (stage == s->pp - 1)) {
+        } else if ((layer == DSI_PART_EMBEDDING && stage != 0) ||
+                   (layer == DSI_PART_HEAD && stage != s->pp - 1)) {
             continue;
         }
         int64_t params = dsi_model_layer_params_tp(g->model, layer, s->tp);

@@ -99,8 +99,9 @@ typedef enum dsi_part {
 ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_shape_ctx_t *ctx,
                                 ds_pass_t pass, dsi_op_t *ops, size_t max_ops, size_t *count_p);
 
-/* Trainable parameters of a layer or part, before any parallel split, and
- * the share one tensor-parallel rank holds. */
+/* Trainable parameters of a layer or part: as the model defines them, and
+ * the share one tensor-parallel rank holds (vocabulary padded as Megatron
+ * pads it to a multiple of 128 x tp). */
 int64_t dsi_model_layer_params(const ds_model_t *model, int layer);
 int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp);
 

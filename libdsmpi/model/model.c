@@ -180,7 +180,11 @@ static int64_t padded_vocab(const ds_model_info_t *info, int tp)
     return (info->vocab_size + multiple - 1) / multiple * multiple;
 }
 
-int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp)
+/* T5's relative position buckets (32 per head, first encoder and first
+ * decoder layer), kept with the embedding. */
+#define T5_RELATIVE_BUCKETS 32
+
+static int64_t layer_params(const ds_model_t *model, int layer, int tp, bool pad_vocab)
 {
     const ds_model_info_t *info = &model->info;
     if (info->arch == DS_ARCH_LAYER_LIST) {
@@ -193,19 +197,22 @@ int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp)
         return total;
     }
     int64_t h = info->hidden_size;
-    int64_t vocab = padded_vocab(info, tp) / tp;
+    int64_t vocab = (pad_vocab ? padded_vocab(info, tp) : info->vocab_size) / tp;
     if (layer == DSI_PART_EMBEDDING) {
         int64_t total = vocab * h;
         if (info->learned_positions)
             total += (int64_t)info->max_positions * h;
         if (info->arch == DS_ARCH_ENCODER)
             total += 2 * h + norm_params(info); /* token types, embedding LayerNorm */
+        if (info->arch == DS_ARCH_ENCODER_DECODER)
+            total += 2LL * T5_RELATIVE_BUCKETS * info->num_heads;
         return total;
     }
     if (layer == DSI_PART_HEAD) {
-        int64_t total = norm_params(info);
+        /* BERT is post-norm: no final norm, but the MLM transform and bias. */
+        int64_t total = info->arch == DS_ARCH_ENCODER ? 0 : norm_params(info);
         if (info->arch == DS_ARCH_ENCODER)
-            total += h * h + h + norm_params(info) + vocab; /* MLM transform + output bias */
+            total += h * h + h + norm_params(info) + vocab;
         if (info->arch == DS_ARCH_ENCODER_DECODER)
             total += norm_params(info); /* the encoder's final norm too */
         if (!info->tied_embeddings)
@@ -219,9 +226,14 @@ int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp)
     return total;
 }
 
+int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp)
+{
+    return layer_params(model, layer, tp, true);
+}
+
 int64_t dsi_model_layer_params(const ds_model_t *model, int layer)
 {
-    return dsi_model_layer_params_tp(model, layer, 1);
+    return layer_params(model, layer, 1, false);
 }
 
 /* ---- overrides and queries ------------------------------------------------ */

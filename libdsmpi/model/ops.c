@@ -56,7 +56,6 @@ static void gemm(op_list_t *list, const char *label, int64_t m, int64_t n, int64
     op->key.dims[0] = m;
     op->key.dims[1] = n;
     op->key.dims[2] = k;
-    op->key.dims[3] = 1;
     op->flops = 2.0 * (double)m * (double)n * (double)k;
     op->bytes = dsize(list) * ((double)m * k + (double)k * n + (double)m * n);
     op->grad_params = grad_params;
@@ -393,7 +392,8 @@ static void embedding_pass(op_list_t *list, const ds_model_info_t *info, const s
 static void head_forward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
     int64_t vocab = vocab_share(info, list->ctx->tp);
-    elementwise(list, norm_op(info), "head.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
+    if (info->arch != DS_ARCH_ENCODER) /* post-norm BERT has no final norm */
+        elementwise(list, norm_op(info), "head.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
     tp_enter_forward(list, sh, "head.tp.gather");
     if (info->arch == DS_ARCH_ENCODER) { /* BERT's MLM transform, replicated */
         gemm(list, "head.transform", sh->tokens, sh->h, sh->h, DS_GEMM_TRANS_B, 0);
@@ -422,6 +422,7 @@ static void head_backward(op_list_t *list, const ds_model_info_t *info, const sh
         gemm(list, "head.transform.dgrad", sh->tokens, sh->h, sh->h, 0, 0);
         gemm(list, "head.transform.wgrad", sh->h, sh->h, sh->tokens, DS_GEMM_TRANS_A,
              sh->h * sh->h + sh->h + vocab);
+        return;
     }
     elementwise(list, norm_op(info), "head.norm", sh->rows, sh->h, 0, 10.0, 3.0,
                 norm_param_count(info));

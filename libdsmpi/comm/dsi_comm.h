@@ -1,0 +1,184 @@
+/* Private parts of the communication model: group shapes, cost terms, the
+ * algorithm tables of the communication libraries, bandwidth curves and
+ * the fitted levels. */
+#ifndef DSI_COMM_H
+#define DSI_COMM_H
+
+#include <dsmpi/comm.h>
+
+#include "dsi_core.h"
+
+/* ---- group shapes ------------------------------------------------------------------ */
+
+/* How a group spreads over the cluster.  units[0] = ranks, units[1] = nodes,
+ * units[L] (L >= 2) = level-(L-1) domains spanned; units[top + 1] = 1.
+ * Nodes are assumed contiguous (the placement fills a node, then a leaf). */
+typedef struct dsi_comm_shape {
+    int64_t n; /* ranks */
+    int64_t r; /* most ranks on one node */
+    int top;   /* highest level crossed; 0 inside a node */
+    int64_t units[DS_MAX_NET_LEVELS + 1];
+    int32_t concurrency; /* groups sharing one node's network interfaces */
+    int64_t servers;     /* parameter servers (0: one per rank) */
+} dsi_comm_shape_t;
+
+/* Cost of one algorithm on one shape, before the level parameters:
+ * time = base + sum_L hops[L] x hop_L + max_L volume[L] / bandwidth_L(S).
+ * Volumes are in the level's bus-bandwidth units: per rank at level 0, per
+ * node (the group's share of the node's interfaces) at level >= 1. */
+typedef struct dsi_comm_terms {
+    double hops[DS_MAX_NET_LEVELS];
+    double volume[DS_MAX_NET_LEVELS];
+} dsi_comm_terms_t;
+
+/* ---- bandwidth curves --------------------------------------------------------------- */
+
+#define DSI_COMM_CURVE_MAX 64
+
+/* A piecewise power law: log(bandwidth) linear in log(bytes) between knots,
+ * constant beyond them.  Slopes never exceed 1, so bytes / bandwidth (the
+ * time of a given volume) never decreases with size. */
+typedef struct dsi_comm_curve {
+    int count;
+    double log_bytes[DSI_COMM_CURVE_MAX];
+    double log_bw[DSI_COMM_CURVE_MAX]; /* log of bytes per second */
+} dsi_comm_curve_t;
+
+/* A point to fit: size, the bandwidth that explains it, and how far the
+ * curve may deviate from it (relative, from the time tolerance). */
+typedef struct dsi_comm_curve_point {
+    double bytes;
+    double bw;
+    double allowed;
+} dsi_comm_curve_point_t;
+
+double dsi_comm_curve_eval(const dsi_comm_curve_t *curve, double bytes);
+/* Fits `count` points (sorted by bytes, count >= 1): monotone time
+ * (pool-adjacent-violators on bytes/bw), then knots added where the curve
+ * misses a point by more than it allows.  `points` is modified. */
+void dsi_comm_curve_fit(dsi_comm_curve_point_t *points, int count, dsi_comm_curve_t *curve);
+/* The curve scaled by `factor`. */
+void dsi_comm_curve_scale(dsi_comm_curve_t *curve, double factor);
+double dsi_comm_curve_peak(const dsi_comm_curve_t *curve);
+
+/* ---- fitted levels ------------------------------------------------------------------- */
+
+#define DSI_COMM_MAX_CURVES 16
+
+/* One curve and the group layout it was measured on.  Level 0 curves are
+ * per rank over the collective's bytes; level >= 1 curves per network
+ * interface over the bytes one interface carries (bytes / interfaces used). */
+typedef struct dsi_comm_layout_curve {
+    int64_t r;     /* ranks per node */
+    int64_t units; /* level 0: ranks; level >= 1: level-(L-1) domains spanned */
+    dsi_comm_curve_t curve;
+} dsi_comm_layout_curve_t;
+
+typedef struct dsi_comm_level {
+    bool resolved;
+    ds_comm_fit_source_t source;
+    ds_comm_op_t from_op;
+    double base_s; /* level 0: constant per operation */
+    double hop_s;
+    int num_curves;
+    dsi_comm_layout_curve_t curves[DSI_COMM_MAX_CURVES];
+    size_t points;
+} dsi_comm_level_t;
+
+/* Samples of one shape merged per size (in-place and out-of-place averaged). */
+typedef struct dsi_comm_series {
+    ds_comm_op_t op;
+    int32_t n, nodes, r, concurrency, batched;
+    ds_provenance_t provenance; /* measured if any sample was, else imported */
+    size_t count;
+    double *bytes;   /* increasing */
+    ds_cost_t *cost; /* per size */
+} dsi_comm_series_t;
+
+typedef struct dsi_comm_library dsi_comm_library_t;
+
+struct ds_comm_model {
+    ds_cluster_t cluster; /* with at least two levels */
+    ds_comm_model_options_t options;
+    const dsi_comm_library_t *library;
+    double tree_efficiency;
+    double tolerance;
+    dsi_comm_level_t levels[DS_COMM_COUNT_][DS_MAX_NET_LEVELS];
+    dsi_comm_series_t *series;
+    size_t num_series;
+};
+
+/* The shape of a group of `n` ranks on `nodes` nodes with at most `r` per
+ * node, on the model's cluster. */
+void dsi_comm_shape_init(const ds_comm_model_t *model, int64_t n, int64_t nodes, int64_t r,
+                         int32_t concurrency, int64_t servers, dsi_comm_shape_t *shape);
+
+/* Bandwidth (bytes/s) a group of `shape` gets at `level` for primitive
+ * `op` at `bytes` (the level's curve, the group's share of the node's
+ * interfaces, oversubscription). */
+double dsi_comm_level_bandwidth(const ds_comm_model_t *model, ds_comm_op_t op, int level,
+                                double bytes, const dsi_comm_shape_t *shape);
+/* Network interfaces the group's ranks on one node use, concurrency included. */
+double dsi_comm_nic_share(const ds_comm_model_t *model, const dsi_comm_shape_t *shape);
+/* Bandwidth divisor for groups whose top level is `level`. */
+double dsi_comm_oversubscription(const ds_comm_model_t *model, int level);
+
+/* Time of cost terms on the model's level parameters. */
+double dsi_comm_terms_time(const ds_comm_model_t *model, ds_comm_op_t op,
+                           const dsi_comm_shape_t *shape, const dsi_comm_terms_t *terms,
+                           double bytes);
+
+/* Which primitive's level parameters `op` uses (parameter-server traffic is
+ * point-to-point). */
+ds_comm_op_t dsi_comm_fit_op(ds_comm_op_t op);
+
+/* ---- algorithm tables ------------------------------------------------------------------
+ * An algorithm either yields cost terms (ring, tree, direct: these are also
+ * what the fit inverts) or composes other predictions (hierarchical). */
+
+typedef struct dsi_comm_algo {
+    ds_comm_algo_t id;
+    const char *name;
+    bool (*applies)(ds_comm_op_t op, const dsi_comm_shape_t *shape);
+    /* NULL for composite algorithms. */
+    void (*terms)(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                  const dsi_comm_shape_t *shape, dsi_comm_terms_t *terms);
+    /* Composite algorithms: the time from sub-predictions. */
+    double (*compose)(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                      const dsi_comm_shape_t *shape);
+} dsi_comm_algo_t;
+
+#define DSI_COMM_MAX_ALGOS 8
+
+/* A communication library: its algorithms and its decision logic.  NCCL
+ * tunes by predicted time, so its `choose` is NULL (the fastest automatic
+ * algorithm); a library that decides by rules (Open MPI's tuned component:
+ * size and group thresholds) supplies `choose`, which gets the time of
+ * every algorithm (-1 where it does not apply) and returns an index. */
+struct dsi_comm_library {
+    const char *name;
+    /* Every algorithm the library has; `automatic` marks the ones its own
+     * selection considers (the others only when a key forces them). */
+    const dsi_comm_algo_t *const *algos;
+    const bool *automatic;
+    size_t count;
+    int (*choose)(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *shape,
+                  const double *times);
+};
+
+const dsi_comm_library_t *dsi_comm_library_get(ds_comm_library_t library);
+const dsi_comm_algo_t *dsi_comm_library_find(const dsi_comm_library_t *library, ds_comm_algo_t id);
+
+/* Time of `op` on `shape` with the model only: the library's fastest
+ * automatic algorithm, or `forced` when it applies.  Writes the algorithm
+ * used and the ring-only / tree-only times (-1 when not applicable). */
+double dsi_comm_model_time(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                           const dsi_comm_shape_t *shape, ds_comm_algo_t forced, bool force,
+                           ds_comm_algo_t *algo_p, double *ring_p, double *tree_p);
+
+/* ---- fitting ------------------------------------------------------------------------------ */
+
+ds_status_t dsi_comm_fit(ds_comm_model_t *model, const ds_comm_sample_t *samples, size_t count);
+void dsi_comm_series_free(ds_comm_model_t *model);
+
+#endif /* DSI_COMM_H */

@@ -1,0 +1,107 @@
+#!/bin/bash
+# Command-line contract of dsmpi: help and version, bad input (one line on
+# stderr naming the value, exit 2, nothing on stdout), machine-readable
+# output, and rank-0-only printing under MPI.
+#   cli_test.sh DSMPI DATA_DIR GOLDEN_DIR MPIEXEC NPFLAG
+set -u
+dsmpi=$1 data=$2 golden=$3 mpiexec=$4 npflag=$5
+failures=0 checks=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# expect_error CODE SUBSTRING ARGS...: exit CODE, one stderr line with SUBSTRING, empty stdout.
+expect_error() {
+    local code=$1 needle=$2
+    shift 2
+    checks=$((checks + 1))
+    "$dsmpi" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne "$code" ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$needle" "$tmp/err" || [ -s "$tmp/out" ]; then
+        fail "dsmpi $* -> rc $rc, $lines stderr lines: $(head -c 300 "$tmp/err"); expected rc $code with '$needle'"
+    fi
+}
+
+expect_ok() {
+    checks=$((checks + 1))
+    if ! "$dsmpi" "$@" >"$tmp/out" 2>"$tmp/err"; then
+        fail "dsmpi $* failed: $(head -c 300 "$tmp/err")"
+    fi
+}
+
+# Help, version, tunables.
+expect_ok --help
+grep -q "^  events " "$tmp/out" || fail "--help does not list 'events'"
+expect_ok events --help
+grep -q -- "--strategy" "$tmp/out" || fail "events --help does not describe --strategy"
+expect_ok --version
+grep -q "^dsmpi [0-9]" "$tmp/out" || fail "--version"
+expect_ok --params
+grep -q "DS_LOG_LEVEL" "$tmp/out" || fail "--params does not list DS_LOG_LEVEL"
+expect_ok version
+grep -q "^hdf5 .*parallel" "$tmp/out" || fail "version does not report parallel HDF5"
+
+# Bad input: exit 2, one line naming the value and what is accepted.
+checks=$((checks + 1))
+"$dsmpi" >"$tmp/out" 2>"$tmp/err"; rc=$?
+{ [ "$rc" -eq 2 ] && grep -q "^usage: dsmpi" "$tmp/err" && [ ! -s "$tmp/out" ]; } || fail "bare dsmpi: rc $rc"
+expect_error 2 "'frobnicate' is not a command (accepted: " frobnicate
+expect_error 2 "model 'gpt5' is not known (accepted: bert-large" events --model gpt5 --target-gpus 8
+expect_error 2 "no target given" events --model gpt2-medium
+expect_error 2 "no model given" events --target-gpus 8
+expect_error 2 "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8, 16)" events --model gpt2-medium --strategy tp=3 --target-gpus 24
+expect_error 2 "pp=5 does not divide the 24 layers" events --model gpt2-medium --strategy pp=5 --target-gpus 40
+expect_error 2 "dp*tp*pp = 2*2*2 = 8 does not equal the 16 target devices" events --model gpt2-medium --strategy dp=2,tp=2,pp=2 --target-gpus 16
+expect_error 2 "gbs=100 is not a multiple of dp*mbs" events --model gpt2-medium --strategy gbs=100 --target-gpus 16
+expect_error 2 "strategy key 'foo' is not known" events --model gpt2-medium --strategy foo=1 --target-gpus 8
+expect_error 2 "target-gpus 12 is not a multiple of 8 devices per node" events --model gpt2-medium --target-gpus 12
+expect_error 2 "target-gpus 1000000000000 is out of range" events --model gpt2-medium --target-gpus 1T
+expect_error 2 "target-gpus -4 is out of range (accepted: 1 to" events --model gpt2-medium --target-gpus -4
+expect_error 2 "seq-len 1099511627776 is out of range" events --model llama3-8b --seq-len 1099511627776 --target-gpus 8
+expect_error 2 "seq-len 4096 exceeds the 1024 learned positions" events --model gpt2-medium --seq-len 4096 --target-gpus 8
+expect_error 2 "dtype 'fp64' is not known" events --model gpt2-medium --dtype fp64 --target-gpus 8
+expect_error 2 "device 'tpu' is not known" events --model gpt2-medium --target nodes=2,device=tpu
+expect_error 2 "zero=2 cannot be combined with pp=2" events --model gpt2-medium --strategy pp=2,zero=2 --target-gpus 8
+expect_error 2 "schedule 'zigzag' is not known (accepted: gpipe, 1f1b, interleaved)" events --model gpt2-medium --strategy schedule=zigzag --target-gpus 8
+expect_error 2 "cannot open '/nonexistent/model.json'" events --model /nonexistent/model.json --target-gpus 8
+expect_error 2 "option '--frob' is not known" events --demo --frob
+expect_error 2 "unexpected argument 'extra'" events --demo extra
+expect_error 2 "tensor-model-parallel-size" events --model gpt2-medium --target-gpus 8 --tensor-model-parallel-size
+printf '{"model_type": "gpt2", "n_layer": 2,\n' >"$tmp/broken.json"
+expect_error 2 "broken.json:2:0: not valid JSON" events --model "$tmp/broken.json" --target-gpus 8
+head -c 9000000 /dev/zero | tr '\0' ' ' >"$tmp/huge.json"
+expect_error 2 "huge.json' is 9000000 bytes (accepted: at most 8388608)" events --model "$tmp/huge.json" --target-gpus 8
+
+# A Hugging Face config and a layer list run end to end; Megatron names are accepted.
+expect_ok events --model "$data/hf/meta-llama-3-8b.json" --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 --global-batch-size 256 --target-nodes 32 --target-gpus-per-node 8
+grep -q "strategy: dp=32,tp=4,pp=2,mbs=1,gbs=256,schedule=1f1b,sp" "$tmp/out" || fail "Megatron aliases not applied: $(grep strategy "$tmp/out")"
+grep -q "note: seq-len 8192 taken from max_position_embeddings 8192" "$tmp/out" || fail "no seq-len note for a HF config"
+expect_ok events --model "$data/models/mlp-layers.json" --strategy tp=2,pp=2 --target-gpus 8
+
+# Machine-readable output.
+expect_ok events --demo --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["target_gpus"] == 1024 and len(d["kinds"]) == 5 and len(d["top"]) == 10' "$tmp/out" || fail "--json is not the expected JSON"
+expect_ok events --demo --csv
+[ "$(head -1 "$tmp/out" | cut -d, -f1-3)" = "class,op,pass" ] || fail "--csv header"
+rows=$(($(wc -l <"$tmp/out") - 1))
+unique=$(grep '^  total' <("$dsmpi" events --demo) | awk '{print $3}')
+[ "$rows" -eq "$unique" ] || fail "--csv has $rows rows, the table says $unique unique events"
+
+# Golden output of the demo.
+expect_ok events --demo
+diff -u "$golden/events_demo.txt" "$tmp/out" >"$tmp/diff" || fail "events --demo differs from the golden output: $(head -40 "$tmp/diff")"
+
+# Under MPI only rank 0 prints.
+checks=$((checks + 1))
+"$mpiexec" "$npflag" 2 "$dsmpi" events --demo >"$tmp/mpi" 2>"$tmp/mpierr" || fail "mpiexec -n 2 dsmpi events --demo: $(head -c 300 "$tmp/mpierr")"
+[ "$(grep -c '^# dsmpi ' "$tmp/mpi")" -eq 1 ] || fail "under MPI the table is printed $(grep -c '^# dsmpi ' "$tmp/mpi") times"
+grep -q "^# ranks: 2$" "$tmp/mpi" || fail "under MPI the preamble does not say 2 ranks"
+
+if [ "$failures" -ne 0 ]; then
+    echo "cli_test: $failures of $checks checks failed" >&2
+    exit 1
+fi
+echo "cli_test: $checks checks passed"

@@ -1,0 +1,520 @@
+/* The communication model on the real A100 logs (1-8 GPUs in a node, 16 on
+ * two nodes): the fit reproduces what it was fitted on, predictions to 1024
+ * GPUs are monotone and never beat the links, measurements are used inside
+ * their range, concurrency, oversubscription and forced algorithms act as
+ * they should, cost tables are filled, and leave-one-out errors stay within
+ * the bounds argued below. */
+#include "check.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+static const char *data_dir = "tests/data";
+
+enum { NUM_LOGS = 5 };
+static const int log_gpus[NUM_LOGS] = {1, 2, 4, 8, 16};
+static ds_comm_samples_t *logs[NUM_LOGS];
+static ds_cluster_t cluster; /* 128 nodes x 8 A100-40GB: NVLink 300 GB/s, 8 x 25 GB/s NICs */
+
+/* A100 SXM: 12 NVLinks x 25 GB/s per direction; NDv4: one 200 Gb/s HDR NIC per GPU. */
+#define NVLINK_GBPS 300.0
+#define NIC_GBPS 25.0
+
+static void load_logs(void)
+{
+    ds_comm_import_options_t options;
+    ds_comm_import_options_init(&options);
+    options.source = "azure-ndv4";
+    for (int i = 0; i < NUM_LOGS; i++) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/nccl-tests/a100-azure-ndv4/all_reduce_%d.log", data_dir,
+                 log_gpus[i]);
+        CHECK_OK(ds_comm_samples_create(&logs[i]));
+        CHECK_OK(ds_comm_import_nccl_tests(path, &options, logs[i], NULL));
+    }
+    CHECK_OK(ds_cluster_init(&cluster, 128, 8, "a100-40g"));
+}
+
+/* A model on the logs whose bit is set in `mask`. */
+static ds_comm_model_t *fit(unsigned mask, const ds_cluster_t *c, int use_measurements)
+{
+    ds_comm_samples_t *all;
+    ds_comm_model_t *model = NULL;
+    CHECK_OK(ds_comm_samples_create(&all));
+    for (int i = 0; i < NUM_LOGS; i++)
+        if (mask & (1u << i))
+            CHECK_OK(ds_comm_samples_add(all, ds_comm_samples_data(logs[i]),
+                                         ds_comm_samples_size(logs[i])));
+    ds_comm_model_options_t options;
+    ds_comm_model_options_init(&options);
+    options.use_measurements = use_measurements;
+    CHECK_OK(ds_comm_model_create(c, ds_comm_samples_data(all), ds_comm_samples_size(all), &options,
+                                  &model));
+    ds_comm_samples_destroy(all);
+    return model;
+}
+
+#define ALL_LOGS 0x1fu
+#define NODE_LOGS 0x0fu /* 1 to 8 GPUs */
+
+/* Mean of the out-of-place and in-place times of log `i` at `bytes`. */
+static double logged_s(int i, int64_t bytes)
+{
+    const ds_comm_sample_t *s = ds_comm_samples_data(logs[i]);
+    double sum = 0;
+    int count = 0;
+    for (size_t k = 0; k < ds_comm_samples_size(logs[i]); k++)
+        if (s[k].bytes == bytes) {
+            sum += s[k].mean_s;
+            count++;
+        }
+    return count ? sum / count : -1.0;
+}
+
+static ds_comm_prediction_t predict(const ds_comm_model_t *model, ds_comm_op_t op, int64_t bytes,
+                                    int gpus)
+{
+    ds_event_key_t key;
+    ds_comm_prediction_t p;
+    memset(&p, 0, sizeof(p));
+    CHECK_OK(ds_comm_key_init(&key, op, bytes, gpus, 8));
+    CHECK_OK(ds_comm_model_predict(model, &key, &p));
+    return p;
+}
+
+static void test_fit_reproduces_points(void)
+{
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 0);
+    double worst = 0;
+    for (int i = 1; i < NUM_LOGS; i++) {
+        const ds_comm_sample_t *s = ds_comm_samples_data(logs[i]);
+        for (size_t k = 0; k < ds_comm_samples_size(logs[i]); k++) {
+            if (s[k].bytes < 65536 || s[k].in_place)
+                continue;
+            double measured = logged_s(i, s[k].bytes);
+            ds_comm_prediction_t p = predict(model, DS_COMM_ALLREDUCE, s[k].bytes, log_gpus[i]);
+            double err = fabs(p.cost.mean_s - measured) / measured;
+            worst = fmax(worst, err);
+            CHECK_MSG(err <= 0.05, "%d GPUs, %lld B: model %.2f us, log %.2f us", log_gpus[i],
+                      (long long)s[k].bytes, p.cost.mean_s * 1e6, measured * 1e6);
+            CHECK_INT(p.cost.provenance, DS_PROV_EXTRAPOLATED);
+        }
+    }
+    printf("fit on all logs: largest error on its own points >= 64 KiB: %.2f%%\n", 100 * worst);
+
+    ds_comm_level_fit_t f;
+    CHECK_OK(ds_comm_model_level_fit(model, 0, DS_COMM_ALLREDUCE, &f));
+    CHECK_INT(f.source, DS_COMM_FIT_DATA);
+    CHECK_INT(f.curves, 3); /* 2, 4 and 8 ranks; the single GPU is not communication */
+    CHECK(f.hop_us > 1.0 && f.hop_us < 3.0); /* floors 8.6, 16.2, 31 us over 2, 6, 14 hops */
+    CHECK(f.base_us > 2.0 && f.base_us < 8.0);
+    CHECK(f.peak_busbw_GBps > 200.0 && f.peak_busbw_GBps < NVLINK_GBPS);
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_INT(f.source, DS_COMM_FIT_DATA);
+    CHECK_INT(f.curves, 1);
+    CHECK(f.peak_busbw_GBps > 10.0 && f.peak_busbw_GBps <= NIC_GBPS);
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLGATHER, &f));
+    CHECK_INT(f.source, DS_COMM_FIT_BORROWED);
+    CHECK_INT(f.from_op, DS_COMM_ALLREDUCE);
+    CHECK_FAILS(ds_comm_model_level_fit(model, 5, DS_COMM_ALLREDUCE, &f), DS_ERR_INVALID_ARG,
+                "level 5");
+    ds_comm_model_destroy(model);
+}
+
+static void test_measurements_used_inside_range(void)
+{
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1);
+    /* A logged size: the log's value (in-place and out-of-place averaged). */
+    ds_comm_prediction_t p = predict(model, DS_COMM_ALLREDUCE, 1048576, 8);
+    CHECK_NEAR(p.cost.mean_s, 0.5 * (72.53e-6 + 70.07e-6), 1e-9);
+    CHECK_INT(p.cost.provenance, DS_PROV_IMPORTED);
+    CHECK_INT(p.cost.repetitions, 40);
+    CHECK_NEAR(p.busbw_GBps, 1048576 / p.cost.mean_s * 1e-9 * 1.75, 1e-9);
+    /* Between logged sizes: interpolated in log-size. */
+    p = predict(model, DS_COMM_ALLREDUCE, 1536 * 1024, 8);
+    CHECK_INT(p.cost.provenance, DS_PROV_INTERPOLATED);
+    CHECK(p.cost.mean_s > logged_s(3, 1048576) && p.cost.mean_s < logged_s(3, 2097152));
+    /* Two nodes, from the mpirun log. */
+    p = predict(model, DS_COMM_ALLREDUCE, 17179869184LL, 16);
+    CHECK_NEAR(p.cost.mean_s, 0.5 * (251757e-6 + 250681e-6), 1e-9);
+    CHECK_INT(p.level, 1);
+    /* Below the two-node log's sizes the model continues from its edge. */
+    p = predict(model, DS_COMM_ALLREDUCE, 512, 16);
+    CHECK_INT(p.cost.provenance, DS_PROV_EXTRAPOLATED);
+    CHECK(p.cost.mean_s > 20e-6 && p.cost.mean_s <= logged_s(4, 1024));
+    /* Outside the logged sizes, or other group sizes: the model. */
+    p = predict(model, DS_COMM_ALLREDUCE, 4LL << 30, 8);
+    CHECK_INT(p.cost.provenance, DS_PROV_EXTRAPOLATED);
+    p = predict(model, DS_COMM_ALLREDUCE, 1048576, 32);
+    CHECK_INT(p.cost.provenance, DS_PROV_EXTRAPOLATED);
+    CHECK_INT(p.level, 1);
+    /* A group of one moves nothing. */
+    p = predict(model, DS_COMM_ALLREDUCE, 1048576, 1);
+    CHECK(p.cost.mean_s == 0.0);
+    /* Inside a node groups do not share links: the log applies to 2 groups of 4. */
+    ds_event_key_t key;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_ALLREDUCE, 33554432, 4, 8));
+    key.concurrency = 2;
+    CHECK_OK(ds_comm_model_predict(model, &key, &p));
+    CHECK_NEAR(p.cost.mean_s, 0.5 * (279.2e-6 + 278.3e-6), 1e-9);
+    /* Malformed keys. */
+    key.ranks_per_node = 0;
+    CHECK_FAILS(ds_comm_model_predict(model, &key, &p), DS_ERR_INVALID_ARG, "not valid");
+    key.kind = DS_EVENT_COMPUTE;
+    CHECK_FAILS(ds_comm_model_predict(model, &key, &p), DS_ERR_INVALID_ARG,
+                "not a communication event");
+    ds_comm_model_destroy(model);
+}
+
+static const int targets[] = {16, 32, 64, 128, 256, 512, 1024};
+#define NUM_TARGETS ((int)(sizeof(targets) / sizeof(targets[0])))
+
+static void test_monotone_and_physical(void)
+{
+    for (int use = 0; use <= 1; use++) {
+        ds_comm_model_t *model = fit(ALL_LOGS, &cluster, use);
+        double previous_n[64] = {0};
+        for (int g = 0; g < NUM_TARGETS; g++) {
+            double previous = 0;
+            int row = 0;
+            for (int64_t bytes = 8; bytes <= (16LL << 30); bytes *= 2, row++) {
+                ds_comm_prediction_t p = predict(model, DS_COMM_ALLREDUCE, bytes, targets[g]);
+                /* Larger messages never take less time ... */
+                CHECK_MSG(p.cost.mean_s >= previous, "%d GPUs: %lld B in %.3f us < %.3f us",
+                          targets[g], (long long)bytes, p.cost.mean_s * 1e6, previous * 1e6);
+                /* ... nor do larger groups (ring steps, tree depth, bus volume grow). */
+                CHECK_MSG(p.cost.mean_s >= previous_n[row] * (1 - 1e-12),
+                          "%lld B: %d GPUs in %.3f us, fewer GPUs in %.3f us", (long long)bytes,
+                          targets[g], p.cost.mean_s * 1e6, previous_n[row] * 1e6);
+                /* Bus bandwidth within the links: NVLink per GPU, the node's NICs. */
+                CHECK_MSG(p.busbw_GBps <= fmin(NVLINK_GBPS, 8 * NIC_GBPS),
+                          "%d GPUs, %lld B: busbw %.1f GB/s", targets[g], (long long)bytes,
+                          p.busbw_GBps);
+                if (!use) /* the model's pick lies in its own ring/tree band */
+                    CHECK(p.low_s <= p.cost.mean_s * (1 + 1e-12) &&
+                          p.cost.mean_s <= p.high_s * (1 + 1e-12));
+                CHECK(p.ring_s > 0 && p.tree_s > 0);
+                previous = p.cost.mean_s;
+                previous_n[row] = p.cost.mean_s;
+            }
+        }
+        /* NCCL's choice: trees for small messages at scale (log-depth latency). */
+        ds_comm_prediction_t p = predict(model, DS_COMM_ALLREDUCE, 1024, 1024);
+        CHECK_INT(p.algo, DS_COMM_ALGO_TREE);
+        CHECK(p.ring_s > 10 * p.tree_s);
+        p = predict(model, DS_COMM_ALLREDUCE, 4LL << 30, 32);
+        CHECK_INT(p.algo, DS_COMM_ALGO_RING);
+        /* Inside a node, predicted sizes beyond the logs stay under NVLink. */
+        p = predict(model, DS_COMM_ALLREDUCE, 16LL << 30, 8);
+        CHECK(p.busbw_GBps > 200 && p.busbw_GBps <= NVLINK_GBPS);
+        ds_comm_model_destroy(model);
+    }
+}
+
+static void test_provenance_and_fallback(void)
+{
+    /* Without the two-node log, everything across nodes rests on the cluster. */
+    ds_comm_model_t *model = fit(NODE_LOGS, &cluster, 1);
+    ds_comm_level_fit_t f;
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_INT(f.source, DS_COMM_FIT_ASSUMED);
+    CHECK_NEAR(f.hop_us, 5.0, 1e-9);
+    /* NVLink's measured efficiency carried to the NIC: below its line rate. */
+    CHECK(f.peak_busbw_GBps > 0.5 * NIC_GBPS && f.peak_busbw_GBps < NIC_GBPS);
+    ds_comm_prediction_t p = predict(model, DS_COMM_ALLREDUCE, 1 << 20, 16);
+    CHECK_INT(p.cost.provenance, DS_PROV_ASSUMED);
+    p = predict(model, DS_COMM_ALLREDUCE, 1 << 20, 8);
+    CHECK_INT(p.cost.provenance, DS_PROV_IMPORTED);
+    ds_comm_model_destroy(model);
+
+    /* Nothing at all: the cluster's nominal links. */
+    ds_comm_model_t *empty = NULL;
+    CHECK_OK(ds_comm_model_create(&cluster, NULL, 0, NULL, &empty));
+    p = predict(empty, DS_COMM_ALLREDUCE, 1LL << 30, 8);
+    CHECK_INT(p.cost.provenance, DS_PROV_ASSUMED);
+    CHECK_NEAR(p.busbw_GBps, NVLINK_GBPS, 0.01);
+    ds_comm_model_destroy(empty);
+    ds_comm_model_destroy(NULL);
+}
+
+static void test_concurrency_and_oversubscription(void)
+{
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1);
+    /* A DP group with one rank on each of 128 nodes (tp = 8): each of the
+     * node's 8 groups has its own NIC until more groups share them. */
+    ds_event_key_t key;
+    ds_comm_prediction_t alone, eight, sixteen;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_ALLREDUCE, 1LL << 30, 128, 1));
+    CHECK_INT(key.nodes, 128);
+    CHECK_INT(key.ranks_per_node, 1);
+    CHECK_OK(ds_comm_model_predict(model, &key, &alone));
+    key.concurrency = 8;
+    CHECK_OK(ds_comm_model_predict(model, &key, &eight));
+    key.concurrency = 16;
+    CHECK_OK(ds_comm_model_predict(model, &key, &sixteen));
+    CHECK_NEAR(eight.cost.mean_s, alone.cost.mean_s, 1e-12);
+    CHECK(sixteen.cost.mean_s > 1.8 * eight.cost.mean_s);
+    CHECK(alone.busbw_GBps <= NIC_GBPS);
+    /* A group with 8 ranks per node gets the node's NICs. */
+    ds_comm_prediction_t wide = predict(model, DS_COMM_ALLREDUCE, 1LL << 30, 1024);
+    CHECK(wide.busbw_GBps > 4 * alone.busbw_GBps);
+
+    /* Leaves of 16 nodes under a 2:1 oversubscribed spine. */
+    ds_cluster_t spine = cluster;
+    spine.num_levels = 3;
+    spine.levels[1].span = 16;
+    spine.levels[2] = spine.levels[1];
+    snprintf(spine.levels[2].name, sizeof(spine.levels[2].name), "spine");
+    spine.levels[2].span = 0;
+    spine.levels[2].latency_us = 7.0;
+    spine.levels[2].oversubscription = 2.0;
+    ds_comm_model_t *tiered = fit(ALL_LOGS, &spine, 1);
+    ds_comm_prediction_t flat = predict(model, DS_COMM_ALLREDUCE, 1LL << 30, 1024);
+    ds_comm_prediction_t up = predict(tiered, DS_COMM_ALLREDUCE, 1LL << 30, 1024);
+    CHECK_INT(up.level, 2);
+    CHECK_INT(up.cost.provenance, DS_PROV_ASSUMED); /* nothing measured above a leaf */
+    CHECK(up.cost.mean_s > 1.8 * flat.cost.mean_s);
+    ds_comm_prediction_t leaf = predict(tiered, DS_COMM_ALLREDUCE, 1LL << 30, 128);
+    CHECK_INT(leaf.level, 1);
+    CHECK_INT(leaf.cost.provenance, DS_PROV_EXTRAPOLATED);
+    CHECK_NEAR(leaf.cost.mean_s, predict(model, DS_COMM_ALLREDUCE, 1LL << 30, 128).cost.mean_s,
+               1e-12);
+    ds_comm_model_destroy(tiered);
+    ds_comm_model_destroy(model);
+}
+
+static void test_algorithms_and_primitives(void)
+{
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1);
+    ds_event_key_t key;
+    ds_comm_prediction_t autop, ring, tree, hier;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_ALLREDUCE, 64 << 20, 1024, 8));
+    CHECK_OK(ds_comm_model_predict(model, &key, &autop));
+    key.variant = DS_DP_RING;
+    CHECK_OK(ds_comm_model_predict(model, &key, &ring));
+    key.variant = DS_DP_TREE;
+    CHECK_OK(ds_comm_model_predict(model, &key, &tree));
+    key.variant = DS_DP_HIERARCHICAL;
+    CHECK_OK(ds_comm_model_predict(model, &key, &hier));
+    CHECK_INT(ring.algo, DS_COMM_ALGO_RING);
+    CHECK_NEAR(ring.cost.mean_s, autop.ring_s, 1e-12);
+    CHECK_INT(tree.algo, DS_COMM_ALGO_TREE);
+    CHECK_NEAR(tree.cost.mean_s, autop.tree_s, 1e-12);
+    CHECK_NEAR(autop.cost.mean_s, fmin(autop.ring_s, autop.tree_s), 1e-12);
+    CHECK_INT(hier.algo, DS_COMM_ALGO_HIERARCHICAL);
+    CHECK(hier.cost.mean_s > 0 && hier.cost.mean_s != autop.cost.mean_s);
+    CHECK_INT(hier.cost.provenance, DS_PROV_EXTRAPOLATED);
+    /* Inside a node there is no hierarchy: the library's own choice. */
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_ALLREDUCE, 64 << 20, 8, 8));
+    key.variant = DS_DP_HIERARCHICAL;
+    CHECK_OK(ds_comm_model_predict(model, &key, &hier));
+    CHECK_INT(hier.algo, DS_COMM_ALGO_RING);
+
+    /* All-gather moves half of an all-reduce's bus volume. */
+    ds_comm_prediction_t ag = predict(model, DS_COMM_ALLGATHER, 1LL << 30, 32);
+    ds_comm_prediction_t ar = predict(model, DS_COMM_ALLREDUCE, 1LL << 30, 32);
+    CHECK_INT(ag.cost.provenance, DS_PROV_EXTRAPOLATED);
+    CHECK(ag.cost.mean_s > 0.4 * ar.cost.mean_s && ag.cost.mean_s < 0.6 * ar.cost.mean_s);
+    CHECK(ag.tree_s < 0 && ag.low_s == ag.cost.mean_s && ag.high_s == ag.cost.mean_s);
+    CHECK(ag.busbw_GBps <= 8 * NIC_GBPS);
+
+    /* Point-to-point: a pair across nodes through one NIC, inside a node over NVLink. */
+    ds_comm_prediction_t inside, across;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_SENDRECV, 64 << 20, 2, 8));
+    CHECK_OK(ds_comm_model_predict(model, &key, &inside));
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_SENDRECV, 64 << 20, 2, 1));
+    CHECK_OK(ds_comm_model_predict(model, &key, &across));
+    CHECK(across.cost.mean_s > 3 * inside.cost.mean_s);
+    CHECK(across.busbw_GBps <= NIC_GBPS && inside.busbw_GBps <= NVLINK_GBPS);
+    CHECK_INT(across.algo, DS_COMM_ALGO_DIRECT);
+    /* One NIC carrying 1 MiB runs as each of the eight NICs did when the
+     * two-node all-reduce moved 8 MiB: close to its plateau, not at the
+     * rate of a 1 MiB all-reduce spread over eight. */
+    ds_comm_prediction_t small;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_SENDRECV, 1 << 20, 2, 1));
+    CHECK_OK(ds_comm_model_predict(model, &key, &small));
+    CHECK(small.busbw_GBps > 0.5 * across.busbw_GBps);
+
+    /* Parameter server: 128 workers on 16 nodes; fewer servers, busier links. */
+    ds_comm_prediction_t many, few, pull;
+    CHECK_OK(ds_comm_key_init(&key, DS_COMM_PS_PUSH, 256 << 20, 128, 8));
+    key.dims[1] = 128;
+    CHECK_OK(ds_comm_model_predict(model, &key, &many));
+    key.dims[1] = 4;
+    CHECK_OK(ds_comm_model_predict(model, &key, &few));
+    key.op = DS_COMM_PS_PULL;
+    CHECK_OK(ds_comm_model_predict(model, &key, &pull));
+    CHECK_INT(many.algo, DS_COMM_ALGO_PS);
+    CHECK(few.cost.mean_s > 3 * many.cost.mean_s);
+    CHECK_NEAR(pull.cost.mean_s, few.cost.mean_s, 1e-12);
+
+    /* All-to-all across nodes is bound by the NICs, inside a node by NVLink. */
+    ds_comm_prediction_t a2a_in = predict(model, DS_COMM_ALLTOALL, 256 << 20, 8);
+    ds_comm_prediction_t a2a_out = predict(model, DS_COMM_ALLTOALL, 256 << 20, 64);
+    CHECK(a2a_out.cost.mean_s > 2 * a2a_in.cost.mean_s);
+    CHECK(a2a_in.busbw_GBps <= NVLINK_GBPS);
+    ds_comm_model_destroy(model);
+}
+
+/* Every communication key of generated event sets gets a cost; measured
+ * costs already in the table stay.  Strategies cover TP collectives, PP
+ * transfers, DP all-reduce, forced DP algorithms and the parameter server. */
+static void test_fill_cost_table(void)
+{
+    static const char *const strategies[] = {
+        "dp=4,tp=4,pp=2,mbs=1,gbs=16",
+        "dp=8,tp=2,pp=2,mbs=1,gbs=16,zero=1",
+        "dp=16,tp=2,pp=1,mbs=1,gbs=16,dp-algo=hierarchical",
+        "dp=8,tp=4,pp=1,mbs=1,gbs=16,dp-algo=ring",
+        "dp=32,tp=1,pp=1,mbs=1,gbs=32,dp-algo=ps,ps-servers=4",
+    };
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1);
+    ds_model_t *gpt = NULL;
+    ds_cluster_t target;
+    CHECK_OK(ds_model_load("gpt2-medium", &gpt));
+    CHECK_OK(ds_cluster_init(&target, 4, 8, "a100-40g"));
+    for (size_t n = 0; n < sizeof(strategies) / sizeof(strategies[0]); n++) {
+        ds_strategy_t strategy;
+        ds_event_set_t *set = NULL;
+        ds_cost_table_t *table = NULL;
+        ds_strategy_init(&strategy);
+        CHECK_OK(ds_strategy_parse(strategies[n], &strategy));
+        CHECK_OK(ds_strategy_resolve(&strategy, gpt, 32, 8));
+        CHECK_OK(ds_events_generate(gpt, &strategy, &target, &set));
+        CHECK_OK(ds_cost_table_create(&table));
+        if (set == NULL || table == NULL)
+            break;
+        /* One communication cost measured before: kept. */
+        const ds_event_key_t *first_comm = NULL;
+        size_t comm_keys = 0, ps_keys = 0, forced = 0;
+        for (size_t i = 0; i < ds_event_set_size(set); i++) {
+            const ds_event_key_t *k = &ds_event_set_at(set, i)->key;
+            if (k->kind != DS_EVENT_COMM)
+                continue;
+            comm_keys++;
+            ps_keys += k->op == DS_COMM_PS_PUSH || k->op == DS_COMM_PS_PULL;
+            forced += k->variant != 0;
+            if (first_comm == NULL)
+                first_comm = k;
+        }
+        CHECK_MSG(comm_keys >= 2 && first_comm != NULL, "%s", strategies[n]);
+        if (strstr(strategies[n], "dp-algo=ps"))
+            CHECK(ps_keys >= 2);
+        if (strstr(strategies[n], "dp-algo=hier") || strstr(strategies[n], "dp-algo=ring"))
+            CHECK(forced >= 1);
+        ds_cost_t known = {1.0, 1.0, 1.0, 1.0, 7, DS_PROV_MEASURED};
+        CHECK_OK(ds_cost_table_set(table, first_comm, &known));
+        size_t filled = 0;
+        CHECK_OK(ds_comm_model_fill(model, set, table, &filled));
+        CHECK_INT(filled, comm_keys - 1);
+        CHECK_INT(ds_cost_table_size(table), comm_keys);
+        CHECK(ds_cost_table_find(table, first_comm)->mean_s == 1.0);
+        for (size_t i = 0; i < ds_event_set_size(set); i++) {
+            const ds_event_key_t *k = &ds_event_set_at(set, i)->key;
+            const ds_cost_t *c = ds_cost_table_find(table, k);
+            if (k->kind == DS_EVENT_COMPUTE) {
+                CHECK(c == NULL);
+                continue;
+            }
+            CHECK_MSG(c != NULL && c->mean_s > 0, "%s: key %zu", strategies[n], i);
+            ds_comm_prediction_t p;
+            CHECK_OK(ds_comm_model_predict(model, k, &p));
+            if (c != NULL && k != first_comm)
+                CHECK(c->mean_s == p.cost.mean_s && c->provenance == p.cost.provenance);
+        }
+        CHECK_OK(ds_comm_model_fill(model, set, table, &filled));
+        CHECK_INT(filled, 0);
+        ds_cost_table_destroy(table);
+        ds_event_set_destroy(set);
+    }
+    ds_model_destroy(gpt);
+    ds_comm_model_destroy(model);
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Leave one log out, predict it from the others.  Bounds, for sizes >= 1 MiB:
+ * - 4 GPUs lies between measured layouts (2 and 8): median <= 10%, max <= 20%.
+ * - 2 and 8 GPUs are extrapolated from the nearest layout, and 16 GPUs (the
+ *   only two-node log) rests on the nominal NIC: median <= 20%, max <= 35%.
+ * Why not tighter: the logs differ that much between neighbouring layouts.
+ * Bus bandwidth of 2 vs 4 GPUs differs by up to 27% at equal size >= 1 MiB
+ * (17.6 vs 23.7 GB/s at 1 MiB); 8 GPUs at 1-2 MiB run 26% faster than the
+ * additive latency + bus-volume structure (NCCL's own) predicts from 4
+ * GPUs, the mid-size pipelining gain of more ranks; and the inter-node level
+ * reaches 64% of the NIC's line rate where NVLink reaches 77%, so the
+ * assumed level (NVLink's efficiency carried to the NIC) is ~20% fast.  The
+ * test prints the layouts' own spread beside the errors. */
+static void test_leave_one_out(void)
+{
+    printf("leave-one-out, |error| %% by size band (median / max):\n");
+    for (int drop = 1; drop < NUM_LOGS; drop++) {
+        ds_comm_model_t *model = fit(ALL_LOGS & ~(1u << drop), &cluster, 1);
+        double bands[3][64];
+        int counts[3] = {0, 0, 0};
+        ds_provenance_t provenance = DS_PROV_MEASURED;
+        const ds_comm_sample_t *s = ds_comm_samples_data(logs[drop]);
+        for (size_t k = 0; k < ds_comm_samples_size(logs[drop]); k++) {
+            if (s[k].in_place)
+                continue;
+            double measured = logged_s(drop, s[k].bytes);
+            ds_comm_prediction_t p = predict(model, DS_COMM_ALLREDUCE, s[k].bytes, log_gpus[drop]);
+            int band = s[k].bytes < 65536 ? 0 : s[k].bytes < 1048576 ? 1 : 2;
+            if (counts[band] < 64)
+                bands[band][counts[band]++] = fabs(p.cost.mean_s - measured) / measured;
+            provenance = p.cost.provenance;
+        }
+        double med[3], max[3];
+        for (int b = 0; b < 3; b++) {
+            qsort(bands[b], (size_t)counts[b], sizeof(double), compare_double);
+            med[b] = counts[b] ? bands[b][counts[b] / 2] : 0;
+            max[b] = counts[b] ? bands[b][counts[b] - 1] : 0;
+        }
+        printf("  drop %2d GPUs (%s): <64KiB %5.1f / %5.1f   64KiB-1MiB %5.1f / %5.1f   "
+               ">=1MiB %5.1f / %5.1f\n",
+               log_gpus[drop], ds_provenance_name(provenance), 100 * med[0], 100 * max[0],
+               100 * med[1], 100 * max[1], 100 * med[2], 100 * max[2]);
+        bool inside = log_gpus[drop] == 4;
+        CHECK_MSG(med[2] <= (inside ? 0.10 : 0.20), "drop %d: median %.1f%%", log_gpus[drop],
+                  100 * med[2]);
+        CHECK_MSG(max[2] <= (inside ? 0.20 : 0.35), "drop %d: max %.1f%%", log_gpus[drop],
+                  100 * max[2]);
+        CHECK_INT(provenance, log_gpus[drop] == 16 ? DS_PROV_ASSUMED : DS_PROV_EXTRAPOLATED);
+        ds_comm_model_destroy(model);
+    }
+    printf("layouts' own spread of bus bandwidth at equal size >= 1 MiB (max):");
+    for (int i = 1; i + 1 < NUM_LOGS - 1; i++) {
+        double spread = 0;
+        for (int64_t bytes = 1 << 20; bytes <= (1LL << 30); bytes *= 2) {
+            double a =
+                bytes / logged_s(i, bytes) * ds_comm_busbw_factor(DS_COMM_ALLREDUCE, log_gpus[i]);
+            double b = bytes / logged_s(i + 1, bytes) *
+                       ds_comm_busbw_factor(DS_COMM_ALLREDUCE, log_gpus[i + 1]);
+            spread = fmax(spread, fabs(a - b) / fmax(a, b));
+        }
+        printf("  %d vs %d GPUs %.0f%%", log_gpus[i], log_gpus[i + 1], 100 * spread);
+    }
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        data_dir = argv[1];
+    load_logs();
+    test_fit_reproduces_points();
+    test_measurements_used_inside_range();
+    test_monotone_and_physical();
+    test_provenance_and_fallback();
+    test_concurrency_and_oversubscription();
+    test_algorithms_and_primitives();
+    test_fill_cost_table();
+    test_leave_one_out();
+    for (int i = 0; i < NUM_LOGS; i++)
+        ds_comm_samples_destroy(logs[i]);
+    return check_summary("test_comm_model");
+}

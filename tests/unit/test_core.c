@@ -1,0 +1,92 @@
+/* Core: status codes, number parsing, string buffer, hashing, tunables. */
+#include "check.h"
+#include "dsi_core.h"
+
+static void test_status(void)
+{
+    static const ds_status_t codes[] = {
+        DS_OK, DS_ERR_INVALID_ARG, DS_ERR_BAD_FILE, DS_ERR_NOT_FOUND, DS_ERR_NO_MEMORY, DS_ERR_IO,
+        DS_ERR_MPI, DS_ERR_HDF5, DS_ERR_CUDA, DS_ERR_CUBLAS, DS_ERR_NCCL, DS_ERR_UNSUPPORTED,
+        DS_ERR_NO_DEVICE, DS_ERR_INTERRUPTED, DS_ERR_DEADLOCK, DS_ERR_OVERFLOW, DS_ERR_INTERNAL};
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(codes); i++) {
+        CHECK(strcmp(ds_status_string(codes[i]), "unknown status") != 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(ds_status_string(codes[i]), ds_status_string(codes[j])) != 0);
+    }
+    CHECK(ds_status_is_input_error(DS_ERR_INVALID_ARG));
+    CHECK(ds_status_is_input_error(DS_ERR_BAD_FILE));
+    CHECK(!ds_status_is_input_error(DS_ERR_MPI));
+    CHECK(ds_set_error(DS_ERR_IO, "line one\nline two") == DS_ERR_IO);
+    CHECK(strcmp(ds_last_error(), "line one line two") == 0); /* always one line */
+    ds_clear_error();
+    CHECK(strcmp(ds_last_error(), "no error recorded") == 0);
+}
+
+static void test_parse(void)
+{
+    int64_t v = 0;
+    CHECK_OK(ds_parse_count("1536", "gbs", 1, 1LL << 40, &v));
+    CHECK_INT(v, 1536);
+    CHECK_OK(ds_parse_count("1.5B", "tokens", 1, 1LL << 60, &v));
+    CHECK_INT(v, 1500000000);
+    CHECK_OK(ds_parse_count("1T", "tokens", 1, 1LL << 60, &v));
+    CHECK_INT(v, 1000000000000LL);
+    CHECK_OK(ds_parse_count("40M", "bucket", 1, 1LL << 60, &v));
+    CHECK_INT(v, 40000000);
+    CHECK_FAILS(ds_parse_count("1.5", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs '1.5' is not a whole number");
+    CHECK_FAILS(ds_parse_count("0", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs 0 is out of range (accepted: 1 to 100)");
+    CHECK_FAILS(ds_parse_count("", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_FAILS(ds_parse_count("12x", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs '12x'");
+    CHECK_FAILS(ds_parse_count("99999999999999999999", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_INT(v, 40000000); /* untouched on failure */
+    CHECK_OK(dsi_parse_bytes("4MiB", "size", &v));
+    CHECK_INT(v, 4 << 20);
+    CHECK_OK(dsi_parse_bytes("1G", "size", &v));
+    CHECK_INT(v, 1000000000);
+    CHECK_FAILS(dsi_parse_bytes("4 MiB", "size", &v), DS_ERR_INVALID_ARG, "size '4 MiB'");
+    double d = 0;
+    CHECK_OK(dsi_parse_double("2.5", "factor", 0, 10, &d));
+    CHECK(d == 2.5);
+    CHECK_FAILS(dsi_parse_double("nan", "factor", 0, 10, &d), DS_ERR_INVALID_ARG, "is not a number");
+    ds_dtype_t dtype;
+    CHECK_OK(ds_dtype_parse("bfloat16", &dtype));
+    CHECK(dtype == DS_DTYPE_BF16 && ds_dtype_size(dtype) == 2);
+    CHECK_FAILS(ds_dtype_parse("fp64", &dtype), DS_ERR_INVALID_ARG, "dtype 'fp64' is not known (accepted: fp32, bf16");
+}
+
+static void test_strbuf_and_hash(void)
+{
+    dsi_strbuf_t buf;
+    dsi_strbuf_init(&buf);
+    CHECK(strcmp(dsi_strbuf_text(&buf), "") == 0);
+    for (int i = 0; i < 1000; i++)
+        dsi_strbuf_appendf(&buf, "%d,", i);
+    CHECK(dsi_strbuf_status(&buf) == DS_OK);
+    CHECK(strncmp(dsi_strbuf_text(&buf), "0,1,2,", 6) == 0);
+    CHECK(buf.length == strlen(dsi_strbuf_text(&buf)));
+    dsi_strbuf_free(&buf);
+    uint64_t a = dsi_hash64("abc", 3, 0), b = dsi_hash64("abd", 3, 0);
+    CHECK(a != b);
+    CHECK(a == dsi_hash64("abc", 3, 0));
+    CHECK(dsi_hash64("abc", 3, 1) != a);
+}
+
+static void test_params(void)
+{
+    CHECK(ds_param_count() >= 5);
+    const char *env, *def, *help, *current;
+    CHECK_OK(ds_param_describe(0, &env, &def, &help, &current));
+    CHECK(strncmp(env, "DS_", 3) == 0 && help[0] != '\0');
+    CHECK_FAILS(ds_param_describe(ds_param_count(), &env, &def, &help, &current), DS_ERR_INVALID_ARG, "out of range");
+    CHECK(dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS) == 1048576);
+    CHECK(dsi_param_int(DSI_PARAM_DEFAULT_GPUS_PER_NODE) == 8);
+}
+
+int main(void)
+{
+    test_status();
+    test_parse();
+    test_strbuf_and_hash();
+    test_params();
+    return check_summary("test_core");
+}

@@ -1,0 +1,313 @@
+/* Models: preset and Hugging Face parameter counts, layer shapes after the
+ * TP/SP split, layer lists, and bad inputs. */
+#include "check.h"
+
+#include <stdlib.h>
+#include "model/dsi_model.h"
+
+static ds_model_t *load(const char *spec)
+{
+    ds_model_t *model = NULL;
+    ds_status_t status = ds_model_load(spec, &model);
+    CHECK_MSG(status == DS_OK, "loading %s: %s", spec, ds_last_error());
+    return model;
+}
+
+static int64_t params_of(const char *spec)
+{
+    ds_model_t *model = load(spec);
+    ds_model_info_t info;
+    if (model == NULL)
+        return -1;
+    ds_model_get_info(model, &info);
+    ds_model_destroy(model);
+    return info.num_parameters;
+}
+
+/* Megatron's count for its GPT models: 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)), plus the final LayerNorm. */
+static double megatron_params(double l, double h, double V, double s)
+{
+    return 12.0 * l * h * h + 13.0 * l * h + (V + s) * h + 2.0 * h;
+}
+
+static void test_parameter_counts(void)
+{
+    /* Exact counts of the released checkpoints (Hugging Face, tied weights counted once). */
+    CHECK_INT(params_of("gpt2-medium"), 354823168);
+    CHECK_INT(params_of("llama2-7b"), 6738415616LL);
+    CHECK_INT(params_of("llama3-8b"), 8030261248LL);
+    CHECK_INT(params_of("bert-large"), 335174458LL); /* BertForMaskedLM */
+    CHECK_INT(params_of("t5-large"), 737668096LL);
+    CHECK_NEAR(params_of("llama2-70b"), 68976648192.0, 1e-9);
+    CHECK_NEAR(params_of("llama3-70b"), 70553706496.0, 1e-9);
+    CHECK_NEAR(params_of("llama3-405b"), 405.8e9, 0.005);
+    CHECK_NEAR(params_of("gpt3-175b"), 175e9, 0.01);
+    CHECK_NEAR(params_of("gpt2-xl"), 1557611200.0, 1e-9);
+    CHECK_NEAR(params_of("megatron-1t"), megatron_params(128, 25600, 51200, 2048), 1e-12);
+    CHECK_NEAR(params_of("megatron-530b"), megatron_params(105, 20480, 51200, 2048), 1e-12);
+    CHECK_NEAR(params_of("megatron-1.7b"), megatron_params(24, 2304, 51200, 2048), 1e-12);
+    CHECK_NEAR(params_of("megatron-145b"), 145.6e9, 0.01);
+    CHECK_INT(params_of("bert-exlarge"), 335174458LL + 24 * 12596224LL);
+    CHECK(ds_model_preset_count() >= 21);
+}
+
+static void test_hf_configs(void)
+{
+    static const struct {
+        const char *file;
+        const char *preset; /* same architecture as this preset */
+        int64_t params;
+        int seq_len;
+    } cases[] = {
+        {"gpt2-medium.json", "gpt2-medium", 354823168, 1024},
+        {"bert-large-uncased.json", "bert-large", 335174458, 512},
+        {"t5-large.json", "t5-large", 737668096, 512},
+        {"llama-2-7b-hf.json", "llama2-7b", 6738415616LL, 4096},
+        {"meta-llama-3-8b.json", "llama3-8b", 8030261248LL, 8192},
+        {"mistral-7b-v0.1.json", NULL, 7241732096LL, 8192},
+    };
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(cases); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/hf/%s", DSMPI_TEST_DATA, cases[i].file);
+        ds_model_t *model = load(path);
+        if (model == NULL)
+            continue;
+        ds_model_info_t info;
+        ds_model_get_info(model, &info);
+        CHECK_MSG(info.num_parameters == cases[i].params, "%s: %lld parameters, expected %lld",
+                  cases[i].file, (long long)info.num_parameters, (long long)cases[i].params);
+        CHECK_MSG(info.seq_len == cases[i].seq_len, "%s: seq %d", cases[i].file, info.seq_len);
+        CHECK(info.source == DS_MODEL_HF_CONFIG);
+        CHECK(ds_model_seq_len_note(model) != NULL); /* the user is told where seq came from */
+        if (cases[i].preset != NULL) {
+            ds_model_t *preset = load(cases[i].preset);
+            ds_model_info_t p;
+            ds_model_get_info(preset, &p);
+            CHECK(info.arch == p.arch && info.num_layers == p.num_layers &&
+                  info.hidden_size == p.hidden_size && info.num_heads == p.num_heads &&
+                  info.num_kv_heads == p.num_kv_heads && info.ffn_hidden_size == p.ffn_hidden_size &&
+                  info.vocab_size == p.vocab_size && info.activation == p.activation &&
+                  info.norm == p.norm && info.tied_embeddings == p.tied_embeddings);
+            ds_model_destroy(preset);
+        }
+        ds_model_destroy(model);
+    }
+    /* GQA and SwiGLU read from num_key_value_heads / hidden_act. */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/hf/mistral-7b-v0.1.json", DSMPI_TEST_DATA);
+    ds_model_t *mistral = load(path);
+    ds_model_info_t info;
+    ds_model_get_info(mistral, &info);
+    CHECK_INT(info.num_kv_heads, 8);
+    CHECK(info.activation == DS_ACT_SWIGLU && info.norm == DS_NORM_RMSNORM);
+    CHECK_INT(info.max_positions, 32768);
+    CHECK(strstr(ds_model_seq_len_note(mistral), "capped") != NULL);
+    CHECK_OK(ds_model_set_seq_len(mistral, 4096));
+    CHECK(ds_model_seq_len_note(mistral) == NULL);
+    ds_model_destroy(mistral);
+}
+
+static const dsi_op_t *find_op(const dsi_op_t *ops, size_t n, const char *label, int nth)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ops[i].label, label) == 0 && nth-- == 0)
+            return &ops[i];
+    return NULL;
+}
+
+static void check_gemm(const dsi_op_t *op, int64_t m, int64_t n, int64_t k, unsigned trans)
+{
+    CHECK_MSG(op != NULL, "missing GEMM %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+    if (op == NULL)
+        return;
+    CHECK_MSG(op->key.op == DS_OP_GEMM && op->key.dims[0] == m && op->key.dims[1] == n &&
+                  op->key.dims[2] == k && op->key.variant == trans,
+              "%s: got m=%lld n=%lld k=%lld trans=%u, expected %lld %lld %lld %u", op->label,
+              (long long)op->key.dims[0], (long long)op->key.dims[1], (long long)op->key.dims[2],
+              op->key.variant, (long long)m, (long long)n, (long long)k, trans);
+    CHECK(op->flops == 2.0 * (double)m * (double)n * (double)k);
+}
+
+static size_t ops_of(const ds_model_t *model, int layer, dsi_shape_ctx_t ctx, ds_pass_t pass,
+                     dsi_op_t *ops)
+{
+    size_t n = 0;
+    CHECK_OK(dsi_model_layer_ops(model, layer, &ctx, pass, ops, DSI_MAX_LAYER_OPS, &n));
+    return n;
+}
+
+static void test_gpt2_medium_tp2_shapes(void)
+{
+    ds_model_t *model = load("gpt2-medium");
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    dsi_shape_ctx_t ctx = {1, 2, 0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16};
+    size_t n = ops_of(model, 3, ctx, DS_PASS_FORWARD, ops);
+    const unsigned NT = DS_GEMM_TRANS_B, TN = DS_GEMM_TRANS_A;
+    /* T = 1024 tokens; QKV column-parallel 3h/2; projection row-parallel h/2 in. */
+    check_gemm(find_op(ops, n, "attn.qkv", 0), 1024, 1536, 1024, NT);
+    check_gemm(find_op(ops, n, "attn.proj", 0), 1024, 1024, 512, NT);
+    check_gemm(find_op(ops, n, "mlp.fc1", 0), 1024, 2048, 1024, NT);
+    check_gemm(find_op(ops, n, "mlp.fc2", 0), 1024, 1024, 2048, NT);
+    const dsi_op_t *scores = find_op(ops, n, "attn.scores", 0);
+    CHECK(scores != NULL && scores->key.op == DS_OP_BATCHED_GEMM && scores->key.dims[0] == 1024 &&
+          scores->key.dims[1] == 1024 && scores->key.dims[2] == 64 && scores->key.dims[3] == 8);
+    const dsi_op_t *softmax = find_op(ops, n, "attn.softmax", 0);
+    CHECK(softmax != NULL && softmax->key.variant == 1 && softmax->key.dims[0] == 8 * 1024);
+    /* Two TP all-reduces of the [T, h] bf16 activation per forward. */
+    int allreduces = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].key.kind == DS_EVENT_COMM) {
+            CHECK(ops[i].key.op == DS_COMM_ALLREDUCE && ops[i].key.dims[0] == 1024 * 1024 * 2 &&
+                  ops[i].key.group == DS_GROUP_TP && ops[i].key.group_size == 2);
+            allreduces++;
+        }
+    CHECK_INT(allreduces, 2);
+    /* Backward: data and weight gradients; weight gradients carry their parameters. */
+    n = ops_of(model, 3, ctx, DS_PASS_BACKWARD, ops);
+    check_gemm(find_op(ops, n, "attn.qkv.dgrad", 0), 1024, 1024, 1536, 0);
+    check_gemm(find_op(ops, n, "attn.qkv.wgrad", 0), 1536, 1024, 1024, TN);
+    check_gemm(find_op(ops, n, "mlp.fc2.wgrad", 0), 1024, 2048, 1024, TN);
+    int64_t grads = 0;
+    for (size_t i = 0; i < n; i++)
+        grads += ops[i].grad_params;
+    CHECK_INT(grads, dsi_model_layer_params_tp(model, 3, 2));
+    CHECK(ops[0].key.pass == DS_PASS_BACKWARD);
+
+    /* Sequence parallelism: norms on T/tp rows, all-gather in, reduce-scatter out. */
+    ctx.sp = 1;
+    n = ops_of(model, 3, ctx, DS_PASS_FORWARD, ops);
+    CHECK(ops[0].key.op == DS_OP_LAYERNORM && ops[0].key.dims[0] == 512);
+    CHECK(ops[1].key.kind == DS_EVENT_COMM && ops[1].key.op == DS_COMM_ALLGATHER);
+    const dsi_op_t *rs = find_op(ops, n, "attn.tp.reduce", 0);
+    CHECK(rs != NULL && rs->key.op == DS_COMM_REDUCE_SCATTER);
+
+    /* Full recompute repeats the forward at the start of backward. */
+    ctx.sp = 0;
+    size_t forward = ops_of(model, 3, ctx, DS_PASS_FORWARD, ops);
+    ctx.recompute = DS_RECOMPUTE_FULL;
+    n = ops_of(model, 3, ctx, DS_PASS_BACKWARD, ops);
+    size_t recomputed = 0;
+    while (recomputed < n && ops[recomputed].key.pass == DS_PASS_RECOMPUTE)
+        recomputed++;
+    CHECK_INT(recomputed, forward);
+    ctx.recompute = DS_RECOMPUTE_SELECTIVE;
+    n = ops_of(model, 3, ctx, DS_PASS_BACKWARD, ops);
+    CHECK(ops[0].key.pass == DS_PASS_RECOMPUTE && ops[0].key.op == DS_OP_BATCHED_GEMM);
+    CHECK(ops[3].key.pass == DS_PASS_RECOMPUTE && ops[4].key.pass == DS_PASS_BACKWARD);
+    ds_model_destroy(model);
+}
+
+static void test_llama_gqa_shapes(void)
+{
+    ds_model_t *model = load("llama3-8b");
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    dsi_shape_ctx_t ctx = {1, 2, 0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16};
+    size_t n = ops_of(model, 0, ctx, DS_PASS_FORWARD, ops);
+    const unsigned NT = DS_GEMM_TRANS_B;
+    /* tp=2: 16 query heads and 4 kv heads of 128 per rank; gate+up fused. */
+    check_gemm(find_op(ops, n, "attn.qkv", 0), 8192, (16 + 2 * 4) * 128, 4096, NT);
+    check_gemm(find_op(ops, n, "attn.proj", 0), 8192, 4096, 16 * 128, NT);
+    check_gemm(find_op(ops, n, "mlp.fc1", 0), 8192, 2 * 7168, 4096, NT);
+    check_gemm(find_op(ops, n, "mlp.fc2", 0), 8192, 4096, 7168, NT);
+    const dsi_op_t *act = find_op(ops, n, "mlp.act", 0);
+    CHECK(act != NULL && act->key.op == DS_OP_SWIGLU && act->key.dims[1] == 7168);
+    CHECK(find_op(ops, n, "attn.rope", 0) != NULL);
+    CHECK(find_op(ops, n, "attn.dropout", 0) == NULL); /* LLaMA trains without dropout */
+    CHECK(ops[0].key.op == DS_OP_RMSNORM);
+    /* The head's vocabulary is padded to a multiple of 128 x tp and split. */
+    n = ops_of(model, DSI_PART_HEAD, ctx, DS_PASS_FORWARD, ops);
+    check_gemm(find_op(ops, n, "head.logits", 0), 8192, 128256 / 2, 4096, NT);
+    ds_model_destroy(model);
+}
+
+static void test_layer_list(void)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/models/mlp-layers.json", DSMPI_TEST_DATA);
+    ds_model_t *model = load(path);
+    if (model == NULL)
+        return;
+    ds_model_info_t info;
+    ds_model_get_info(model, &info);
+    CHECK(info.arch == DS_ARCH_LAYER_LIST && info.num_layers == 6);
+    int64_t expected = (3 * 49 * 64 + 64) + 2 * 64 + 4 * (1024 * 4096 + 4096 + 4096 * 1024 + 1024) +
+                       (1024 * 1000 + 1000);
+    CHECK_INT(info.num_parameters, expected);
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    dsi_shape_ctx_t ctx = {2, 2, 0, DS_RECOMPUTE_NONE, DS_DTYPE_FP32};
+    size_t n = ops_of(model, 0, ctx, DS_PASS_FORWARD, ops);
+    /* conv 7x7/2 on 224x224: 112x112 outputs, K = 3*49, per sample x mbs 2. */
+    check_gemm(&ops[0], 2 * 112 * 112, 64, 147, DS_GEMM_TRANS_B);
+    n = ops_of(model, 1, ctx, DS_PASS_FORWARD, ops);
+    check_gemm(&ops[0], 2 * 196, 2048, 1024, DS_GEMM_TRANS_B); /* column-parallel */
+    check_gemm(&ops[2], 2 * 196, 1024, 2048, DS_GEMM_TRANS_B); /* row-parallel */
+    CHECK(n == 5 && ops[3].key.kind == DS_EVENT_COMM && ops[3].key.op == DS_COMM_ALLREDUCE);
+    n = ops_of(model, DSI_PART_HEAD, ctx, DS_PASS_FORWARD, ops);
+    CHECK(n == 1 && ops[0].key.op == DS_OP_CROSS_ENTROPY && ops[0].key.dims[1] == 1000);
+    CHECK_FAILS(ds_model_set_seq_len(model, 128), DS_ERR_INVALID_ARG, "layer-list");
+    ds_model_destroy(model);
+}
+
+static void test_bad_models(void)
+{
+    ds_model_t *model = NULL;
+    CHECK_FAILS(ds_model_load("gpt5", &model), DS_ERR_INVALID_ARG,
+                "model 'gpt5' is not known (accepted: bert-large, bert-exlarge, gpt2-medium");
+    CHECK_FAILS(ds_model_load("/nonexistent/config.json", &model), DS_ERR_NOT_FOUND,
+                "cannot open '/nonexistent/config.json'");
+    static const struct {
+        const char *json;
+        const char *message;
+    } bad[] = {
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2,", "test.json:1:"},
+        {"{\"model_type\": \"gpt_neox\"}", "model_type \"gpt_neox\" is not supported (accepted: gpt2, bert"},
+        {"{\"n_layer\": 2}", "neither a Hugging Face config"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"vocab_size\": 100}", "required field \"n_head\" is missing"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 0, \"n_embd\": 64, \"n_head\": 4, \"vocab_size\": 100}", "\"n_layer\" = 0 is out of range"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 5, \"vocab_size\": 100}", "hidden size 64 is not a multiple of 5 heads"},
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 8, \"num_key_value_heads\": 3, \"intermediate_size\": 128, \"vocab_size\": 100}", "3 key/value heads do not divide 8 attention heads"},
+        {"{\"model_type\": \"mistral\", \"num_local_experts\": 8, \"num_hidden_layers\": 2}", "mixture-of-experts"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": \"two\"}", "\"n_layer\" is not a whole number"},
+        {"{\"format\": \"dsmpi-layers\", \"layers\": []}", "\"layers\" must be an array of 1 to 100000 layers"},
+        {"{\"format\": \"dsmpi-layers\", \"layers\": [{\"ops\": [{\"op\": \"lstm\"}]}]}", "op \"lstm\" is not known (accepted: linear, conv2d"},
+        {"{\"format\": \"dsmpi-layers\", \"layers\": [{\"ops\": [{\"op\": \"linear\", \"in_features\": 4, \"out_features\": 4, \"parallel\": \"diagonal\"}]}]}", "\"parallel\" = \"diagonal\" (accepted: none, column, row)"},
+        {"{\"format\": \"onnx\"}", "\"format\" is \"onnx\""},
+        {"[1, 2]", "the top level is not a JSON object"},
+        {"{\"a\": 1, \"a\": 2}", "duplicate"},
+    };
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(bad); i++) {
+        ds_clear_error();
+        ds_status_t status = ds_model_load_json(bad[i].json, strlen(bad[i].json), "test.json", &model);
+        CHECK_MSG(status == DS_ERR_BAD_FILE && strstr(ds_last_error(), bad[i].message) != NULL,
+                  "case %zu: %s: %s", i, ds_status_string(status), ds_last_error());
+    }
+    /* A deeply nested document is refused by the parser's depth limit, not the stack. */
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 1);
+    for (size_t i = 0; i < depth; i++) {
+        deep[i] = '[';
+        deep[depth + i] = ']';
+    }
+    deep[2 * depth] = '\0';
+    CHECK(ds_model_load_json(deep, 2 * depth, "deep.json", &model) == DS_ERR_BAD_FILE);
+    free(deep);
+
+    model = load("gpt2-medium");
+    CHECK_FAILS(ds_model_set_seq_len(model, 2048), DS_ERR_INVALID_ARG,
+                "seq-len 2048 exceeds the 1024 learned positions of gpt2-medium");
+    CHECK_FAILS(ds_model_set_global_batch(model, 0), DS_ERR_INVALID_ARG, "global-batch 0 is out of range");
+    CHECK_FAILS(ds_model_set_dtype(model, DS_DTYPE_FP8), DS_ERR_INVALID_ARG, "fp8 is not modelled yet");
+    ds_model_destroy(model);
+    ds_model_destroy(NULL);
+}
+
+int main(void)
+{
+    test_parameter_counts();
+    test_hf_configs();
+    test_gpt2_medium_tp2_shapes();
+    test_llama_gqa_shapes();
+    test_layer_list();
+    test_bad_models();
+    return check_summary("test_model");
+}

@@ -1,0 +1,178 @@
+/* Strategies: grammar, Megatron aliases, validation messages, placement. */
+#include "check.h"
+
+static ds_model_t *model_named(const char *name)
+{
+    ds_model_t *model = NULL;
+    CHECK_OK(ds_model_load(name, &model));
+    return model;
+}
+
+static void test_parse_and_format(void)
+{
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK(s.tp == 1 && s.pp == 1 && s.dp == 0 && s.mbs == 1 && s.schedule == DS_SCHEDULE_1F1B &&
+          s.overlap_grad_reduce == 1 && s.grad_reduce_dtype == DS_DTYPE_FP32);
+    CHECK_OK(ds_strategy_parse("dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=1f1b", &s));
+    CHECK(s.dp == 16 && s.tp == 8 && s.pp == 8 && s.gbs == 1536);
+    CHECK_OK(ds_strategy_parse("vpp=2,sp,zero=1,recompute=selective,dp-algo=ring,bucket=25M,no-overlap,order=dp-tp-pp", &s));
+    CHECK(s.schedule == DS_SCHEDULE_INTERLEAVED && s.vpp == 2 && s.sp && s.zero == 1 &&
+          s.recompute == DS_RECOMPUTE_SELECTIVE && s.dp_algo == DS_DP_RING &&
+          s.bucket_params == 25000000 && !s.overlap_grad_reduce && s.order[0] == DS_DIM_DP &&
+          s.order[1] == DS_DIM_TP && s.order[2] == DS_DIM_PP);
+    char text[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&s, text, sizeof(text));
+    CHECK(strcmp(text, "dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=interleaved,vpp=2,sp,zero=1,"
+                       "recompute=selective,dp-algo=ring,bucket=25000000,no-overlap,order=dp-tp-pp") == 0);
+    ds_strategy_t back;
+    ds_strategy_init(&back);
+    CHECK_OK(ds_strategy_parse(text, &back));
+    CHECK(memcmp(&back, &s, sizeof(s)) == 0); /* the canonical text round-trips */
+
+    ds_strategy_t m;
+    ds_strategy_init(&m);
+    CHECK_OK(ds_strategy_apply_megatron(&m, "tensor-model-parallel-size", "4"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "pipeline-model-parallel-size", "2"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "micro-batch-size", "2"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "sequence-parallel", NULL));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "use-distributed-optimizer", NULL));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "recompute-granularity", "full"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "num-layers-per-virtual-pipeline-stage", "3"));
+    CHECK(m.tp == 4 && m.pp == 2 && m.mbs == 2 && m.sp && m.zero == 1 &&
+          m.recompute == DS_RECOMPUTE_FULL && m.schedule == DS_SCHEDULE_INTERLEAVED);
+    ds_model_t *gpt2 = model_named("gpt2-medium");
+    CHECK_OK(ds_strategy_resolve(&m, gpt2, 64, 8));
+    CHECK_INT(m.vpp, 4); /* 24 layers / pp 2 = 12 per rank, 3 per virtual stage */
+    CHECK_INT(m.dp, 8);
+    CHECK_INT(m.gbs, 512);
+    CHECK_INT(ds_strategy_num_microbatches(&m), 32);
+    ds_model_destroy(gpt2);
+}
+
+static void test_bad_strategies(void)
+{
+    ds_strategy_t s;
+    static const struct {
+        const char *text;
+        const char *message;
+    } bad_text[] = {
+        {"tp=0", "tp 0 is out of range (accepted: 1 to"},
+        {"foo=1", "strategy key 'foo' is not known (accepted: dp, tp, pp"},
+        {"schedule=zigzag", "schedule 'zigzag' is not known (accepted: gpipe, 1f1b, interleaved)"},
+        {"recompute=some", "recompute 'some' is not known (accepted: none, selective, full)"},
+        {"zero=4", "zero 4 is out of range (accepted: 0 to 3)"},
+        {"order=tp-tp-pp", "order 'tp-tp-pp' is not accepted (accepted: a permutation of tp, dp, pp"},
+        {"mbs=abc", "mbs 'abc' is not a whole number"},
+        {"dp-algo=butterfly", "dp-algo 'butterfly' is not known (accepted: auto, ring, tree, hierarchical, ps)"},
+        {"overlap=maybe", "overlap 'maybe' is not known"},
+        {"tp", "strategy item 'tp' has no value"},
+        {"", "strategy is empty"},
+    };
+    for (size_t i = 0; i < sizeof(bad_text) / sizeof(bad_text[0]); i++) {
+        ds_strategy_init(&s);
+        ds_strategy_t before = s;
+        ds_clear_error();
+        ds_status_t status = ds_strategy_parse(bad_text[i].text, &s);
+        CHECK_MSG(status == DS_ERR_INVALID_ARG && strstr(ds_last_error(), bad_text[i].message),
+                  "'%s': %s", bad_text[i].text, ds_last_error());
+        CHECK(memcmp(&before, &s, sizeof(s)) == 0); /* untouched on failure */
+    }
+
+    static const struct {
+        const char *model;
+        const char *text;
+        int64_t gpus;
+        const char *message;
+    } bad_resolve[] = {
+        {"gpt2-medium", "tp=3", 24, "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8, 16)"},
+        {"gpt2-medium", "pp=5", 40, "pp=5 does not divide the 24 layers of gpt2-medium (accepted: 1, 2, 3, 4, 6, 8, 12, 24"},
+        {"gpt2-medium", "dp=2,tp=2,pp=2", 16, "dp*tp*pp = 2*2*2 = 8 does not equal the 16 target devices (accepted: dp=4"},
+        {"gpt2-medium", "tp=4,pp=2", 12, "tp*pp = 8 does not divide the 12 target devices"},
+        {"gpt2-medium", "tp=2,gbs=100", 16, "gbs=100 is not a multiple of dp*mbs = 8*1 = 8 (accepted: multiples of 8)"},
+        {"gpt2-medium", "schedule=interleaved,vpp=2", 8, "schedule=interleaved needs pp >= 2"},
+        {"gpt2-medium", "pp=2,vpp=2,schedule=1f1b", 8, "vpp=2 needs schedule=interleaved"},
+        {"gpt2-medium", "pp=2,zero=2", 8, "zero=2 cannot be combined with pp=2"},
+        {"gpt2-medium", "cp=2", 8, "context parallelism is not modelled yet (accepted: cp=1)"},
+        {"gpt2-medium", "ep=2", 8, "expert parallelism is not modelled yet"},
+        {"gpt2-medium", "flash", 8, "flash attention is not modelled yet"},
+        {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
+        {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8, "needs the 6 micro-batches to be a multiple of pp=4"},
+        {"gpt2-medium", "pp=4,vpp=5", 8, "pp*vpp = 4*5 does not divide the 24 layers"},
+        {"gpt2-medium", "pp=2,vpp=2,first-stage-layers=10", 8, "cannot be combined with schedule=interleaved"},
+        {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4, "leave 3 layers for 2 other stages"},
+        {"gpt2-medium", "dp-algo=ps,ps-servers=9", 8, "ps-servers=9 exceeds dp=8 (accepted: 1 to 8)"},
+        {"gpt2-medium", "pp=32", 32, "pp=32 exceeds the 24 layers of gpt2-medium"},
+        {"t5-large", "tp=3", 3, "tp=3 does not divide the 16 attention heads of t5-large"},
+    };
+    for (size_t i = 0; i < sizeof(bad_resolve) / sizeof(bad_resolve[0]); i++) {
+        ds_model_t *model = model_named(bad_resolve[i].model);
+        ds_strategy_init(&s);
+        CHECK_OK(ds_strategy_parse(bad_resolve[i].text, &s));
+        ds_strategy_t before = s;
+        ds_clear_error();
+        ds_status_t status = ds_strategy_resolve(&s, model, bad_resolve[i].gpus, 8);
+        CHECK_MSG(status == DS_ERR_INVALID_ARG && strstr(ds_last_error(), bad_resolve[i].message),
+                  "%s '%s' on %lld: %s", bad_resolve[i].model, bad_resolve[i].text,
+                  (long long)bad_resolve[i].gpus, ds_last_error());
+        CHECK(memcmp(&before, &s, sizeof(s)) == 0);
+        ds_model_destroy(model);
+    }
+}
+
+static void test_stages_and_placement(void)
+{
+    ds_model_t *model = model_named("gpt3-175b");
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("tp=8,pp=8,vpp=3,gbs=1536", &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, 1024, 8));
+    /* Megatron: chunk c of pipeline rank r holds model chunk c*pp + r (4 layers each). */
+    int first, count;
+    ds_strategy_chunk_layers(&s, 96, 1, 2, &first, &count);
+    CHECK(first == (2 * 8 + 1) * 4 && count == 4);
+    CHECK_INT(ds_strategy_stage_layers(&s, 96, 5), 12);
+    ds_model_destroy(model);
+
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("pp=4,first-stage-layers=3,last-stage-layers=5", &s));
+    model = model_named("gpt2-medium");
+    CHECK_OK(ds_strategy_resolve(&s, model, 4, 8));
+    int firsts[4], counts[4];
+    for (int p = 0; p < 4; p++)
+        ds_strategy_chunk_layers(&s, 24, p, 0, &firsts[p], &counts[p]);
+    CHECK(counts[0] == 3 && counts[1] == 8 && counts[2] == 8 && counts[3] == 5);
+    CHECK(firsts[0] == 0 && firsts[1] == 3 && firsts[2] == 11 && firsts[3] == 19);
+    ds_model_destroy(model);
+
+    /* Placement: tp fastest by default; every order is a bijection. */
+    ds_strategy_init(&s);
+    s.dp = 4;
+    s.tp = 2;
+    s.pp = 3;
+    ds_coords_t c = {1, 2, 1};
+    CHECK_INT(ds_strategy_rank_of(&s, c), 1 + 2 * (2 + 4 * 1));
+    static const char *const orders[] = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"};
+    for (size_t o = 0; o < 6; o++) {
+        char text[32];
+        snprintf(text, sizeof(text), "order=%s", orders[o]);
+        CHECK_OK(ds_strategy_parse(text, &s));
+        int seen[24] = {0};
+        for (int64_t r = 0; r < 24; r++) {
+            ds_coords_t k = ds_strategy_coords_of(&s, r);
+            CHECK(k.tp < 2 && k.dp < 4 && k.pp < 3);
+            CHECK_INT(ds_strategy_rank_of(&s, k), r);
+            seen[k.tp + 2 * (k.dp + 4 * k.pp)]++;
+        }
+        for (int i = 0; i < 24; i++)
+            CHECK(seen[i] == 1);
+    }
+}
+
+int main(void)
+{
+    test_parse_and_format();
+    test_bad_strategies();
+    test_stages_and_placement();
+    return check_summary("test_strategy");
+}
