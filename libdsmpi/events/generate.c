@@ -318,7 +318,7 @@ static ds_status_t add_zero3_layers(gen_t *g, int stage, const layout_list_t *dp
                 continue;
         } else if ((layer == DSI_PART_EMBEDDING && stage != 0) ||
                    (layer == DSI_PART_HEAD && stage != s->pp - 1)) {
-            continue;
+            continue; /* the embedding lives on the first stage, the head on the last */
         }
         int64_t params = dsi_model_layer_params_tp(g->model, layer, s->tp);
         if (params == 0)

@@ -64,6 +64,8 @@ int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t ow
 ds_status_t dsi_graph_grow_edges(dsi_graph_t *g);
 static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t to)
 {
+    if (from < 0) /* nothing before: the start of the simulation */
+        return DS_OK;
     if (g->ne == g->ecap) {
         ds_status_t status = dsi_graph_grow_edges(g);
         if (status != DS_OK)

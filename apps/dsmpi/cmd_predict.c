@@ -1,0 +1,657 @@
+/* dsmpi predict: the timeline of one strategy on the target from a cost
+ * table (or roofline estimates), its metrics, memory and exports. */
+#include "commands.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_COST_TABLE = 512,
+    OPT_ESTIMATE,
+    OPT_PEAK_TFLOPS,
+    OPT_MEM_BW,
+    OPT_FULL,
+    OPT_STAGE_LEVEL,
+    OPT_SLOW,
+    OPT_TRACE,
+    OPT_TRACE_RANKS,
+    OPT_DETAIL_RANKS,
+    OPT_TIMELINE,
+    OPT_SVG,
+    OPT_MICROBATCHES,
+    OPT_HELP,
+};
+
+#define MAX_SLOW 4096
+#define MAX_MISSING_SHOWN 40
+
+static void help(void)
+{
+    printf("usage: dsmpi predict --model M --strategy S --target-gpus N (--cost-table F | --estimate-missing) [options]\n"
+           "       dsmpi predict --demo --estimate-missing\n\n"
+           "Simulates two training iterations of the strategy on every device of the target\n"
+           "(the second is reported): iteration time, throughput, TFLOP/s per GPU, MFU and HFU,\n"
+           "per-GPU compute / communication (exposed, hidden) / idle time, the pipeline bubble,\n"
+           "the critical path, per stage and micro-batch start/end times and memory per GPU with\n"
+           "an out-of-memory verdict.  Formulas: include/dsmpi/sim.h.\n\n");
+    inputs_print_help(stdout);
+    printf("Costs:\n"
+           "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
+           "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
+           "                           every number resting on them is marked assumed\n"
+           "  --peak-tflops X          device peak for estimates and MFU/HFU (TFLOP/s)\n"
+           "  --mem-bw-gbs X           device memory bandwidth for estimates (GB/s)\n"
+           "Simulation:\n"
+           "  --full                   every device (default: one per role class)\n"
+           "  --slow-device RANK=F     rank RANK computes F times slower (repeatable; implies --full)\n"
+           "  --stage-level            one event per chunk pass where exact (the search's fast path)\n"
+           "Outputs:\n"
+           "  --trace FILE.json        Perfetto / Chrome trace of the reported iteration\n"
+           "  --trace-ranks LIST       ranks in the trace and chart, e.g. 0-7,64 (default: DP replica 0)\n"
+           "  --detail-ranks LIST      ranks traced operator by operator\n"
+           "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, end\n"
+           "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
+           "  --microbatches           print per stage and micro-batch start/end times\n");
+}
+
+/* "0-3,8,12-15" into ranks below `limit`; caller frees *ranks_p. */
+static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_p, size_t *count_p)
+{
+    size_t cap = 16, n = 0;
+    int64_t *ranks = malloc(cap * sizeof(*ranks));
+    if (ranks == NULL)
+        return ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+    const char *p = text;
+    while (*p != '\0') {
+        char *end;
+        long long a = strtoll(p, &end, 10), b = a;
+        if (end == p)
+            goto bad;
+        p = end;
+        if (*p == '-') {
+            b = strtoll(p + 1, &end, 10);
+            if (end == p + 1)
+                goto bad;
+            p = end;
+        }
+        if (a < 0 || b < a || b >= limit)
+            goto bad;
+        for (long long r = a; r <= b; r++) {
+            if (n == cap) {
+                cap *= 2;
+                int64_t *grown = realloc(ranks, cap * sizeof(*ranks));
+                if (grown == NULL) {
+                    free(ranks);
+                    return ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+                }
+                ranks = grown;
+            }
+            ranks[n++] = r;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p != '\0')
+            goto bad;
+    }
+    if (n == 0)
+        goto bad;
+    *ranks_p = ranks;
+    *count_p = n;
+    return DS_OK;
+bad:
+    free(ranks);
+    return ds_set_error(DS_ERR_INVALID_ARG, "rank list '%s' (accepted: ranks or ranges below %lld, e.g. 0-7,64)",
+                        text, (long long)limit);
+}
+
+typedef struct options {
+    const char *cost_table;
+    bool estimate;
+    double peak_tflops, mem_bw;
+    bool full, stage_level, microbatches;
+    ds_sim_slow_device_t slow[MAX_SLOW];
+    size_t num_slow;
+    const char *trace, *trace_ranks, *detail_ranks, *timeline, *svg;
+} options_t;
+
+static const char *mode_name(ds_sim_mode_t m)
+{
+    return m == DS_SIM_FULL ? "full" : "symmetric";
+}
+
+/* A row of the per-GPU table: devices with the same numbers. */
+typedef struct row {
+    ds_sim_device_t dev;
+    int64_t count;
+    char ranks[48];
+    size_t ranks_len;
+    int64_t run_first, run_last; /* the range being written */
+    bool truncated;
+} row_t;
+
+static bool same_numbers(const ds_sim_device_t *a, const ds_sim_device_t *b)
+{
+    return a->coords.pp == b->coords.pp && fabs(a->compute_s - b->compute_s) < 1e-9 &&
+           fabs(a->comm_exposed_s - b->comm_exposed_s) < 1e-9 && fabs(a->comm_s - b->comm_s) < 1e-9 &&
+           fabs(a->idle_s - b->idle_s) < 1e-9 && fabs(a->memory.total_B - b->memory.total_B) < 1.0 &&
+           a->speed_factor == b->speed_factor;
+}
+
+static void row_flush_run(row_t *r)
+{
+    if (r->run_first < 0 || r->truncated)
+        return;
+    char part[48];
+    if (r->run_first == r->run_last)
+        snprintf(part, sizeof(part), "%s%lld", r->ranks_len ? "," : "", (long long)r->run_first);
+    else
+        snprintf(part, sizeof(part), "%s%lld-%lld", r->ranks_len ? "," : "", (long long)r->run_first,
+                 (long long)r->run_last);
+    size_t len = strlen(part);
+    if (r->ranks_len + len + 4 >= sizeof(r->ranks)) {
+        snprintf(r->ranks + r->ranks_len, sizeof(r->ranks) - r->ranks_len, ",..");
+        r->truncated = true;
+        return;
+    }
+    memcpy(r->ranks + r->ranks_len, part, len + 1);
+    r->ranks_len += len;
+}
+
+static void row_add_rank(row_t *r, int64_t rank)
+{
+    r->count++;
+    if (r->run_first >= 0 && rank == r->run_last + 1) {
+        r->run_last = rank;
+        return;
+    }
+    row_flush_run(r);
+    r->run_first = r->run_last = rank;
+}
+
+#define MAX_ROWS 64
+
+static size_t group_rows(ds_sim_t *sim, int64_t devices, row_t *rows, bool *more_p)
+{
+    size_t n = 0;
+    *more_p = false;
+    for (int64_t rank = 0; rank < devices; rank++) {
+        ds_sim_device_t d;
+        if (ds_sim_device_of_rank(sim, rank, &d) != DS_OK)
+            continue;
+        size_t i = 0;
+        while (i < n && !same_numbers(&rows[i].dev, &d))
+            i++;
+        if (i == n) {
+            if (n == MAX_ROWS) {
+                *more_p = true;
+                continue;
+            }
+            memset(&rows[n], 0, sizeof(rows[n]));
+            rows[n].dev = d;
+            rows[n].run_first = -1;
+            n++;
+        }
+        row_add_rank(&rows[i], rank);
+    }
+    for (size_t i = 0; i < n; i++)
+        row_flush_run(&rows[i]);
+    return n;
+}
+
+static const char *basis(double assumed_share, char *text, size_t size)
+{
+    if (assumed_share <= 0.0)
+        snprintf(text, size, "measured");
+    else if (assumed_share >= 0.9995)
+        snprintf(text, size, "assumed");
+    else
+        snprintf(text, size, "assumed:%.0f%%", 100.0 * assumed_share);
+    return text;
+}
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static void print_table(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    char strategy[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
+    output_preamble(app, stdout);
+    printf("# model: %s (%.3g B parameters, seq %d, %s)\n", info.name, info.num_parameters / 1e9,
+           info.seq_len, ds_dtype_name(info.dtype));
+    printf("# strategy: %s (%lld micro-batches)\n", strategy, (long long)sum.microbatches);
+    printf("# target: %s, %lld nodes x %d devices = %lld, %.0f GiB each\n", in->cluster.name,
+           (long long)in->cluster.nodes, in->cluster.gpus_per_node, (long long)sum.num_devices,
+           in->cluster.device.memory_GiB);
+    const char *note = ds_model_seq_len_note(in->model);
+    if (note != NULL)
+        printf("# note: %s\n", note);
+    size_t keys = ds_sim_key_count(sim);
+    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.0f TFLOP/s, %.0f GB/s)\n",
+           o->cost_table ? o->cost_table : "none given",
+           o->estimate ? ", missing ones estimated" : "", (long long)sum.assumed_keys, keys,
+           in->cluster.device.name, in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps);
+    if (sum.assumed_keys > 0)
+        printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest on\n"
+               "#   assumed costs; columns 'basis' and 'assumed' mark every number that does.\n",
+               100.0 * sum.assumed_share, 100.0 * sum.critical_assumed_share);
+    printf("# simulation: %s mode, %s level, %lld of %lld devices with their own timeline, %lld events,\n"
+           "#   %lld dependencies, built in %.2f ms, evaluated in %.2f ms\n",
+           mode_name(sum.mode), sum.granularity == DS_SIM_STAGE ? "stage" : "layer",
+           (long long)sum.simulated_devices, (long long)sum.num_devices, (long long)sum.graph_nodes,
+           (long long)sum.graph_edges, sum.build_s * 1e3, sum.evaluate_s * 1e3);
+    char b[32];
+    printf("#\n# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s\n", "iter_time", "samples/s",
+           "tokens/s", "model_TF", "MFU", "HFU", "bubble", "mem_peak", "basis");
+    printf("# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s\n", "(s)", "(sample/s)", "(token/s)",
+           "(TFLOP/s)", "(%)", "(%)", "(%)", "(GiB)", "");
+    printf("  %-10.6f %12.2f %14.4g %10.2f %7.2f %7.2f %7.2f %9.2f %-11s\n", sum.iteration_s,
+           sum.samples_per_s, sum.tokens_per_s, sum.model_tflops_per_gpu, 100.0 * sum.mfu,
+           100.0 * sum.hfu, 100.0 * sum.bubble_fraction, sum.peak_memory_GiB,
+           basis(sum.assumed_share, b, sizeof(b)));
+    printf("# MFU = model TFLOP/s per GPU / %.0f TFLOP/s peak (recompute excluded); HFU includes recompute\n",
+           sum.peak_tflops);
+
+    /* Per GPU, devices with equal numbers on one row. */
+    row_t *rows = calloc(MAX_ROWS, sizeof(*rows));
+    if (rows != NULL) {
+        bool more = false;
+        size_t n = group_rows(sim, sum.num_devices, rows, &more);
+        printf("#\n# per GPU (seconds per iteration; exposed = communication not under compute)\n");
+        printf("# %-22s %6s %5s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %7s\n", "ranks", "gpus", "stage",
+               "compute", "comm", "exposed", "hidden", "idle", "tp", "pp", "dp", "other", "mem", "assumed");
+        printf("# %-22s %6s %5s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %7s\n", "", "(count)", "",
+               "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(GiB)", "(%)");
+        for (size_t i = 0; i < n; i++) {
+            const ds_sim_device_t *d = &rows[i].dev;
+            printf("  %-22s %6lld %5d %9.5f %9.5f %9.5f %9.5f %9.5f %8.5f %8.5f %8.5f %8.5f %8.2f %7.1f\n",
+                   rows[i].ranks, (long long)rows[i].count, d->coords.pp, d->compute_s, d->comm_s,
+                   d->comm_exposed_s, d->comm_hidden_s, d->idle_s, d->tp_s, d->pp_s, d->dp_s,
+                   d->other_s, d->memory.total_B / GIB, 100.0 * d->assumed_share);
+        }
+        if (more)
+            printf("# (more distinct devices than %d rows: see --json or --csv)\n", MAX_ROWS);
+        free(rows);
+    }
+
+    /* Critical path. */
+    ds_sim_critical_t cr;
+    ds_sim_get_critical_path(sim, &cr);
+    printf("#\n# critical path of the iteration: %lld events, %lld changes of stage, ends with %s\n",
+           (long long)cr.events, (long long)cr.devices_crossed, cr.ends_with);
+    printf("# %-12s %12s %7s\n", "waited_on", "time", "share");
+    printf("# %-12s %12s %7s\n", "", "(s)", "(%)");
+    for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
+        printf("  %-12s %12.6f %7.2f\n", ds_sim_category_name((ds_sim_category_t)c), cr.seconds[c],
+               sum.iteration_s > 0 ? 100.0 * cr.seconds[c] / sum.iteration_s : 0.0);
+
+    /* Memory per stage. */
+    printf("#\n# memory per GPU by stage (verdict against %.0f GiB)\n", in->cluster.device.memory_GiB);
+    printf("# %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n", "stage", "weights", "grads", "optim",
+           "activ", "inflight", "buffers", "context", "margin", "total", "verdict");
+    printf("# %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "", "(GiB)", "(GiB)", "(GiB)", "(GiB)",
+           "(count)", "(GiB)", "(GiB)", "(GiB)", "(GiB)");
+    for (int p = 0; p < in->strategy.pp; p++) {
+        ds_sim_device_t d;
+        if (ds_sim_device_of_rank(sim, ds_strategy_rank_of(&in->strategy, (ds_coords_t){0, 0, p}), &d) != DS_OK)
+            continue;
+        const ds_sim_memory_t *m = &d.memory;
+        printf("  %5d %8.2f %8.2f %8.2f %8.2f %8d %8.2f %8.2f %8.2f %8.2f  %s\n", p, m->weights_B / GIB,
+               m->grads_B / GIB, m->optimizer_B / GIB, m->activations_B / GIB, m->inflight,
+               m->comm_buffers_B / GIB, m->context_B / GIB, m->fragmentation_B / GIB, m->total_B / GIB,
+               m->oom ? "OUT OF MEMORY" : "fits");
+    }
+    printf("# not modelled: temporary buffers inside kernels beyond stored activations, allocator\n"
+           "#   caching beyond the margin, the data loader, checkpointing and evaluation passes\n");
+
+    size_t nmb = ds_sim_microbatch_count(sim);
+    if (o->microbatches || nmb <= 64) {
+        printf("#\n# forward and backward of each micro-batch, data-parallel replica 0 (from the iteration start)\n");
+        printf("# %5s %5s %6s %12s %12s %12s %12s\n", "stage", "chunk", "mb", "fwd_start", "fwd_end",
+               "bwd_start", "bwd_end");
+        printf("# %5s %5s %6s %12s %12s %12s %12s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)");
+        for (size_t i = 0; i < nmb; i++) {
+            ds_sim_microbatch_t mb;
+            if (ds_sim_microbatch_at(sim, i, &mb) != DS_OK)
+                continue;
+            printf("  %5d %5d %6d %12.4f %12.4f %12.4f %12.4f\n", mb.stage, mb.chunk, mb.microbatch,
+                   mb.fwd_start_s * 1e3, mb.fwd_end_s * 1e3, mb.bwd_start_s * 1e3, mb.bwd_end_s * 1e3);
+        }
+    } else {
+        printf("#\n# %zu (stage, chunk, micro-batch) timings: --microbatches or --json prints them\n", nmb);
+    }
+    if (sum.oom)
+        printf("# VERDICT: OUT OF MEMORY on some devices (peak %.2f GiB of %.0f GiB)\n",
+               sum.peak_memory_GiB, in->cluster.device.memory_GiB);
+}
+
+static void json_device(const ds_sim_device_t *d)
+{
+    printf("{\"rank\": %lld, \"node\": %lld, \"tp\": %d, \"dp\": %d, \"pp\": %d, \"represents\": %lld, "
+           "\"speed_factor\": %g, \"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_exposed_s\": %.9g, "
+           "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"tp_s\": %.9g, \"pp_s\": %.9g, \"dp_s\": %.9g, "
+           "\"other_s\": %.9g, \"assumed_share\": %.6f, \"memory\": {\"weights_GiB\": %.6f, "
+           "\"grads_GiB\": %.6f, \"optimizer_GiB\": %.6f, \"activations_GiB\": %.6f, \"inflight\": %d, "
+           "\"comm_buffers_GiB\": %.6f, \"context_GiB\": %.6f, \"fragmentation_GiB\": %.6f, "
+           "\"total_GiB\": %.6f, \"device_GiB\": %.3f, \"oom\": %s}}",
+           (long long)d->rank, (long long)d->node, d->coords.tp, d->coords.dp, d->coords.pp,
+           (long long)d->represents, d->speed_factor, d->compute_s, d->comm_s, d->comm_exposed_s,
+           d->comm_hidden_s, d->idle_s, d->tp_s, d->pp_s, d->dp_s, d->other_s, d->assumed_share,
+           d->memory.weights_B / GIB, d->memory.grads_B / GIB, d->memory.optimizer_B / GIB,
+           d->memory.activations_B / GIB, d->memory.inflight, d->memory.comm_buffers_B / GIB,
+           d->memory.context_B / GIB, d->memory.fragmentation_B / GIB, d->memory.total_B / GIB,
+           d->memory.device_B / GIB, d->memory.oom ? "true" : "false");
+}
+
+static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    char strategy[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
+    ds_sim_summary_t s;
+    ds_sim_get_summary(sim, &s);
+    printf("{\"model\": ");
+    output_json_string(stdout, info.name);
+    printf(", \"strategy\": ");
+    output_json_string(stdout, strategy);
+    printf(", \"target\": ");
+    output_json_string(stdout, in->cluster.name);
+    printf(", \"target_gpus\": %lld, \"device\": ", (long long)s.num_devices);
+    output_json_string(stdout, in->cluster.device.name);
+    printf(", \"cost_table\": ");
+    if (o->cost_table)
+        output_json_string(stdout, o->cost_table);
+    else
+        printf("null");
+    printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
+           "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, \"dependencies\": %lld, "
+           "\"build_s\": %.6f, \"evaluate_s\": %.6f,\n",
+           o->estimate ? "true" : "false", mode_name(s.mode), s.granularity == DS_SIM_STAGE ? "stage" : "layer",
+           (long long)s.microbatches, (long long)s.simulated_devices, (long long)s.graph_nodes,
+           (long long)s.graph_edges, s.build_s, s.evaluate_s);
+    printf(" \"summary\": {\"iter_time_s\": %.9g, \"samples_per_s\": %.6g, \"tokens_per_s\": %.6g, "
+           "\"model_flops\": %.6e, \"hardware_flops\": %.6e, \"model_tflops_per_gpu\": %.6g, "
+           "\"hardware_tflops_per_gpu\": %.6g, \"peak_tflops\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
+           "\"bubble_fraction\": %.6f, \"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_exposed_s\": %.9g, "
+           "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"peak_memory_GiB\": %.6f, \"oom\": %s, "
+           "\"assumed_share\": %.6f, \"critical_assumed_share\": %.6f, \"assumed_keys\": %lld, "
+           "\"keys\": %zu, \"basis\": \"%s\"},\n",
+           s.iteration_s, s.samples_per_s, s.tokens_per_s, s.model_flops, s.hardware_flops,
+           s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu, s.hfu,
+           s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s, s.idle_s,
+           s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share, s.critical_assumed_share,
+           (long long)s.assumed_keys, ds_sim_key_count(sim), s.assumed_keys > 0 ? "assumed" : "measured");
+    ds_sim_critical_t cr;
+    ds_sim_get_critical_path(sim, &cr);
+    printf(" \"critical_path\": {\"events\": %lld, \"stage_changes\": %lld, \"ends_with\": ",
+           (long long)cr.events, (long long)cr.devices_crossed);
+    output_json_string(stdout, cr.ends_with);
+    for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
+        printf(", \"%s_s\": %.9g", ds_sim_category_name((ds_sim_category_t)c), cr.seconds[c]);
+    printf("},\n \"devices\": [");
+    for (size_t i = 0; i < ds_sim_device_count(sim); i++) {
+        ds_sim_device_t d;
+        if (ds_sim_device_at(sim, i, &d) != DS_OK)
+            continue;
+        printf("%s\n  ", i ? "," : "");
+        json_device(&d);
+    }
+    printf("],\n \"microbatches\": [");
+    for (size_t i = 0; i < ds_sim_microbatch_count(sim); i++) {
+        ds_sim_microbatch_t mb;
+        if (ds_sim_microbatch_at(sim, i, &mb) != DS_OK)
+            continue;
+        printf("%s\n  {\"stage\": %d, \"chunk\": %d, \"microbatch\": %d, \"fwd_start_s\": %.9g, "
+               "\"fwd_end_s\": %.9g, \"bwd_start_s\": %.9g, \"bwd_end_s\": %.9g}",
+               i ? "," : "", mb.stage, mb.chunk, mb.microbatch, mb.fwd_start_s, mb.fwd_end_s,
+               mb.bwd_start_s, mb.bwd_end_s);
+    }
+    printf("],\n \"assumed_keys\": [");
+    size_t shown = 0;
+    for (size_t i = 0; i < ds_sim_key_count(sim); i++) {
+        ds_provenance_t prov;
+        double secs;
+        const ds_event_key_t *key = ds_sim_key_at(sim, i, &prov, &secs);
+        if (prov != DS_PROV_ASSUMED)
+            continue;
+        char text[256];
+        ds_event_key_format(key, text, sizeof(text));
+        printf("%s\n  {\"event\": ", shown++ ? "," : "");
+        output_json_string(stdout, text);
+        printf(", \"seconds\": %.9g}", secs);
+    }
+    printf("]}\n");
+}
+
+static void print_csv(ds_sim_t *sim)
+{
+    printf("rank,node,tp,dp,pp,represents,speed_factor,compute_s,comm_s,comm_exposed_s,comm_hidden_s,"
+           "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share\n");
+    for (size_t i = 0; i < ds_sim_device_count(sim); i++) {
+        ds_sim_device_t d;
+        if (ds_sim_device_at(sim, i, &d) != DS_OK)
+            continue;
+        printf("%lld,%lld,%d,%d,%d,%lld,%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%d,%.6f\n",
+               (long long)d.rank, (long long)d.node, d.coords.tp, d.coords.dp, d.coords.pp,
+               (long long)d.represents, d.speed_factor, d.compute_s, d.comm_s, d.comm_exposed_s,
+               d.comm_hidden_s, d.idle_s, d.tp_s, d.pp_s, d.dp_s, d.other_s, d.memory.total_B / GIB,
+               d.memory.oom, d.assumed_share);
+    }
+}
+
+/* The command that measures what is missing. */
+static void report_missing(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
+{
+    if (app->rank != 0)
+        return;
+    size_t n = ds_sim_missing_count(sim);
+    char strategy[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
+    fprintf(stderr, "dsmpi predict: %zu events have no cost%s%s:\n", n, o->cost_table ? " in " : "",
+            o->cost_table ? o->cost_table : " (no --cost-table given)");
+    for (size_t i = 0; i < n && i < MAX_MISSING_SHOWN; i++) {
+        char key[256];
+        ds_event_key_format(ds_sim_missing_at(sim, i), key, sizeof(key));
+        fprintf(stderr, "  %s\n", key);
+    }
+    if (n > MAX_MISSING_SHOWN)
+        fprintf(stderr, "  ... and %zu more\n", n - MAX_MISSING_SHOWN);
+    fprintf(stderr, "profile them on a small allocation of %s devices with\n  mpirun -n 4 dsmpi profile --model %s --strategy %s"
+                    " --target nodes=%lld,gpus-per-node=%d,device=%s",
+            in->cluster.device.name, in->model_spec, strategy, (long long)in->cluster.nodes,
+            in->cluster.gpus_per_node, in->cluster.device.name);
+    if (in->seq_len > 0)
+        fprintf(stderr, " --seq-len %lld", (long long)in->seq_len);
+    if (in->dtype != NULL)
+        fprintf(stderr, " --dtype %s", in->dtype);
+    fprintf(stderr, " --profile-db profile.h5\nor rerun with --estimate-missing (roofline estimates, marked assumed)\n");
+}
+
+static int parse_slow(const app_t *app, options_t *o, const char *arg)
+{
+    if (o->num_slow == MAX_SLOW)
+        return app_usage_error(app, "more than %d --slow-device options", MAX_SLOW);
+    const char *eq = strchr(arg, '=');
+    char *end;
+    long long rank = strtoll(arg, &end, 10);
+    double factor = eq ? strtod(eq + 1, &end) : 0.0;
+    if (eq == NULL || end == eq + 1 || *end != '\0' || rank < 0 || !(factor > 0.0))
+        return app_usage_error(app, "--slow-device '%s' (accepted: RANK=FACTOR, e.g. 17=1.2)", arg);
+    o->slow[o->num_slow].rank = rank;
+    o->slow[o->num_slow].factor = factor;
+    o->num_slow++;
+    return APP_EXIT_OK;
+}
+
+static int parse_double_opt(const app_t *app, const char *name, const char *arg, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || !(v > 0.0) || v > 1e9)
+        return app_usage_error(app, "--%s '%s' (accepted: a positive number)", name, arg);
+    *out = v;
+    return APP_EXIT_OK;
+}
+
+static int exports(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
+{
+    int64_t devices = ds_cluster_num_gpus(&in->cluster);
+    int64_t *ranks = NULL, *detail = NULL;
+    size_t num_ranks = 0, num_detail = 0;
+    ds_status_t status = DS_OK;
+    if (o->trace_ranks != NULL)
+        status = parse_ranks(o->trace_ranks, devices, &ranks, &num_ranks);
+    if (status == DS_OK && o->detail_ranks != NULL)
+        status = parse_ranks(o->detail_ranks, devices, &detail, &num_detail);
+    if (status == DS_OK && o->trace != NULL)
+        status = ds_sim_write_trace(sim, o->trace, ranks, num_ranks, detail, num_detail);
+    if (status == DS_OK && o->timeline != NULL)
+        status = ds_sim_write_timeline(sim, o->timeline);
+    if (status == DS_OK && o->svg != NULL)
+        status = ds_sim_write_svg(sim, o->svg, ranks, num_ranks, 64);
+    free(ranks);
+    free(detail);
+    return status == DS_OK ? APP_EXIT_OK : app_fail(app, status);
+}
+
+int cmd_predict(app_t *app)
+{
+    static const struct option extra[] = {
+        {"cost-table", required_argument, NULL, OPT_COST_TABLE},
+        {"estimate-missing", no_argument, NULL, OPT_ESTIMATE},
+        {"peak-tflops", required_argument, NULL, OPT_PEAK_TFLOPS},
+        {"mem-bw-gbs", required_argument, NULL, OPT_MEM_BW},
+        {"full", no_argument, NULL, OPT_FULL},
+        {"stage-level", no_argument, NULL, OPT_STAGE_LEVEL},
+        {"slow-device", required_argument, NULL, OPT_SLOW},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"trace-ranks", required_argument, NULL, OPT_TRACE_RANKS},
+        {"detail-ranks", required_argument, NULL, OPT_DETAIL_RANKS},
+        {"timeline", required_argument, NULL, OPT_TIMELINE},
+        {"svg", required_argument, NULL, OPT_SVG},
+        {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    int code = app_mpi_start(app, false);
+    if (code != APP_EXIT_OK)
+        return code;
+    inputs_t in;
+    inputs_init(&in);
+    options_t *o = calloc(1, sizeof(*o));
+    struct option *table = inputs_long_options(extra);
+    if (o == NULL || table == NULL) {
+        free(o);
+        free(table);
+        return app_usage_error(app, "out of memory");
+    }
+    int id;
+    opterr = 0;
+    optind = 1;
+    code = -1;
+    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        int rc = APP_EXIT_OK;
+        switch (id) {
+        case OPT_HELP:
+            if (app->rank == 0)
+                help();
+            code = APP_EXIT_OK;
+            continue;
+        case OPT_COST_TABLE: o->cost_table = optarg; break;
+        case OPT_ESTIMATE: o->estimate = true; break;
+        case OPT_PEAK_TFLOPS: rc = parse_double_opt(app, "peak-tflops", optarg, &o->peak_tflops); break;
+        case OPT_MEM_BW: rc = parse_double_opt(app, "mem-bw-gbs", optarg, &o->mem_bw); break;
+        case OPT_FULL: o->full = true; break;
+        case OPT_STAGE_LEVEL: o->stage_level = true; break;
+        case OPT_SLOW: rc = parse_slow(app, o, optarg); break;
+        case OPT_TRACE: o->trace = optarg; break;
+        case OPT_TRACE_RANKS: o->trace_ranks = optarg; break;
+        case OPT_DETAIL_RANKS: o->detail_ranks = optarg; break;
+        case OPT_TIMELINE: o->timeline = optarg; break;
+        case OPT_SVG: o->svg = optarg; break;
+        case OPT_MICROBATCHES: o->microbatches = true; break;
+        default: {
+            int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, &in, id, optarg);
+            if (handled < 0)
+                rc = APP_EXIT_USAGE;
+            else if (handled == 0)
+                rc = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi predict --help')",
+                                     app->argv[optind - 1]);
+        }
+        }
+        if (rc != APP_EXIT_OK)
+            code = rc;
+    }
+    free(table);
+    if (code >= 0)
+        goto out;
+    if (optind < app->argc) {
+        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi predict --help')", app->argv[optind]);
+        goto out;
+    }
+    if (o->cost_table == NULL && !o->estimate) {
+        code = app_usage_error(app, "no costs given (accepted: --cost-table FILE, --estimate-missing, or both)");
+        goto out;
+    }
+    ds_status_t status = inputs_build(&in);
+    ds_cost_table_t *costs = NULL;
+    ds_sim_t *sim = NULL;
+    if (status == DS_OK) {
+        if (o->peak_tflops > 0) {
+            in.cluster.device.peak_tflops_bf16 = o->peak_tflops;
+            in.cluster.device.peak_tflops_fp32 = o->peak_tflops;
+        }
+        if (o->mem_bw > 0)
+            in.cluster.device.mem_bw_GBps = o->mem_bw;
+        status = ds_cost_table_create(&costs);
+    }
+    if (status == DS_OK && o->cost_table != NULL)
+        status = ds_cost_table_load_text(costs, o->cost_table);
+    if (status == DS_OK)
+        status = ds_sim_create(&sim);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto done;
+    }
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.mode = o->full || o->num_slow > 0 ? DS_SIM_FULL : DS_SIM_SYMMETRIC;
+    so.granularity = o->stage_level ? DS_SIM_STAGE : DS_SIM_LAYER;
+    so.estimate_missing = o->estimate;
+    so.slow_devices = o->slow;
+    so.num_slow_devices = o->num_slow;
+    so.peak_tflops = o->peak_tflops;
+    status = ds_sim_run(sim, in.model, &in.strategy, &in.cluster, costs, &so);
+    if (status == DS_ERR_NOT_FOUND && ds_sim_missing_count(sim) > 0) {
+        report_missing(app, &in, o, sim);
+        code = APP_EXIT_USAGE;
+        goto done;
+    }
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto done;
+    }
+    if (app->rank == 0) {
+        if (in.format == OUTPUT_JSON)
+            print_json(&in, o, sim);
+        else if (in.format == OUTPUT_CSV)
+            print_csv(sim);
+        else if (!in.quiet)
+            print_table(app, &in, o, sim);
+        code = exports(app, &in, o, sim);
+    } else {
+        code = APP_EXIT_OK;
+    }
+done:
+    ds_sim_destroy(sim);
+    ds_cost_table_destroy(costs);
+out:
+    inputs_free(&in);
+    free(o);
+    return code;
+}
