@@ -6,7 +6,9 @@
 
 int cmd_comm(app_t *app);
 int cmd_events(app_t *app);
+int cmd_plan(app_t *app);
 int cmd_predict(app_t *app);
+int cmd_search(app_t *app);
 int cmd_version(app_t *app);
 
 #endif /* DSMPI_COMMANDS_H */

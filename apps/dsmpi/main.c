@@ -12,7 +12,9 @@ typedef struct command {
 static const command_t commands[] = {
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
+    {"plan", cmd_plan, "best strategy, time to train, GPU-hours and cost for a list of cluster sizes"},
     {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
+    {"search", cmd_search, "rank every valid strategy of a model on a target (parallel under MPI)"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 

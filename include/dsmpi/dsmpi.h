@@ -11,6 +11,7 @@
 #include <dsmpi/model.h>
 #include <dsmpi/sim.h>
 #include <dsmpi/profile.h>
+#include <dsmpi/search.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus
