@@ -508,9 +508,14 @@ static ds_status_t plan_size(const app_t *app, const inputs_t *in, const options
                                          e->best.strategy.gbs, tokens, &e->row);
         } else {
             e->row.nodes = cluster->nodes;
-            snprintf(e->note, sizeof(e->note), "no strategy fits (%lld valid, %lld out of memory)",
-                     (long long)(e->stats.candidates + e->stats.out_of_memory),
-                     (long long)e->stats.out_of_memory);
+            if (e->stats.out_of_memory > 0)
+                snprintf(e->note, sizeof(e->note),
+                         "no strategy fits: %lld valid ones are out of memory (the smallest needs "
+                         "%.1f GiB)",
+                         (long long)e->stats.out_of_memory, e->stats.min_oom_GiB);
+            else
+                snprintf(e->note, sizeof(e->note), "no valid strategy (%lld combinations)",
+                         (long long)e->stats.enumerated);
         }
     }
     ds_search_destroy(search);

@@ -125,10 +125,6 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         if (ds_search_result_at(search, i, &r) == DS_OK)
             print_row(label, &r);
     }
-    if (n == 0) {
-        printf("# no candidate: every valid strategy is out of memory, or none is valid\n");
-        return;
-    }
     ds_search_result_t best;
     (void)ds_search_result_at(search, 0, &best);
     if (have_worst) {
@@ -403,6 +399,12 @@ int cmd_search(app_t *app)
     }
     if (status != DS_OK) {
         code = app_fail(app, status);
+        goto done;
+    }
+    ds_search_stats_t st;
+    ds_search_get_stats(search, &st);
+    if (st.candidates == 0) {
+        code = search_inputs_no_candidate(app, &st, &in.cluster);
         goto done;
     }
     code = APP_EXIT_OK;

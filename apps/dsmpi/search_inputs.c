@@ -184,6 +184,26 @@ void search_inputs_free(search_inputs_t *si)
     si->samples = NULL;
 }
 
+int search_inputs_no_candidate(const app_t *app, const ds_search_stats_t *st,
+                               const ds_cluster_t *cluster)
+{
+    if (st->enumerated == 0)
+        return app_usage_error(
+            app, "the space is empty: the fixes leave no combination (see 'dsmpi %s --help')",
+            app->command);
+    if (st->out_of_memory == 0)
+        return app_usage_error(
+            app,
+            "no strategy of the space is valid: %lld combinations, all rejected (the first: %s)",
+            (long long)st->enumerated, st->first_invalid);
+    return app_usage_error(
+        app,
+        "no strategy fits in the %.0f GiB of a %s: %lld valid ones are out of memory "
+        "(the smallest needs %.1f GiB), %lld invalid",
+        cluster->device.memory_GiB, cluster->device.name, (long long)st->out_of_memory,
+        st->min_oom_GiB, (long long)st->invalid);
+}
+
 int64_t search_inputs_max_mbs(const search_inputs_t *si)
 {
     if (si->max_mbs > 0)

@@ -48,6 +48,9 @@ ds_status_t search_inputs_create(const search_inputs_t *si, const ds_model_t *mo
                                  const ds_cluster_t *cluster, int64_t global_batch,
                                  const ds_comm_model_t *comm, int top_k, ds_search_t **search_p);
 void search_inputs_free(search_inputs_t *si);
+/* A space without a candidate: one line saying why, exit 2. */
+int search_inputs_no_candidate(const app_t *app, const ds_search_stats_t *st,
+                               const ds_cluster_t *cluster);
 /* --max-mbs, else the DS_SEARCH_MAX_MBS tunable. */
 int64_t search_inputs_max_mbs(const search_inputs_t *si);
 void search_inputs_print_help(FILE *out);

@@ -165,10 +165,12 @@ typedef struct ds_search_stats {
     int64_t failed;        /* the simulation failed (first message below) */
     int worst_exact;       /* the worst result is the worst of all candidates */
     int ranks;
-    double enumerate_s; /* wall time of the enumeration */
-    double bound_s;     /* wall time of the lower bounds */
-    double simulate_s;  /* wall time of the simulations and the merge */
-    double sim_cpu_s;   /* time inside simulations, summed over ranks */
+    double enumerate_s;      /* wall time of the enumeration */
+    double bound_s;          /* wall time of the lower bounds */
+    double simulate_s;       /* wall time of the simulations and the merge */
+    double sim_cpu_s;        /* time inside simulations, summed over ranks */
+    double min_oom_GiB;      /* the smallest memory need among those out of memory */
+    char first_invalid[256]; /* why the first invalid combination was rejected */
     char first_error[256];
 } ds_search_stats_t;
 

@@ -127,7 +127,8 @@ static ds_status_t visit_combination(ds_search_t *search, const ds_strategy_t *c
     ds_strategy_t s = *combo;
     /* Devices per node 0: no warning per candidate for tp spanning nodes. */
     if (ds_strategy_resolve(&s, search->model, ds_cluster_num_gpus(&search->cluster), 0) != DS_OK) {
-        st->invalid++;
+        if (st->invalid++ == 0)
+            snprintf(st->first_invalid, sizeof(st->first_invalid), "%s", ds_last_error());
         return DS_OK;
     }
     ds_sim_options_t so;
@@ -135,7 +136,9 @@ static ds_status_t visit_combination(ds_search_t *search, const ds_strategy_t *c
     ds_sim_estimate_t est;
     DSI_TRY(ds_sim_estimate(search->sim, search->model, &s, &search->cluster, NULL, &so, &est));
     if (est.oom) {
-        st->out_of_memory++;
+        double need = est.memory.total_B / GIB;
+        if (st->out_of_memory++ == 0 || need < st->min_oom_GiB)
+            st->min_oom_GiB = need;
         return DS_OK;
     }
     return add_candidate(search, &s, est.memory.total_B / GIB);
