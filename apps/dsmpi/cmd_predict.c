@@ -28,7 +28,8 @@ enum {
 
 static void help(void)
 {
-    printf("usage: dsmpi predict --model M --strategy S --target-gpus N (--cost-table F | --estimate-missing) [options]\n"
+    printf("usage: dsmpi predict --model M --strategy S --target-gpus N (--cost-table F | "
+           "--estimate-missing) [options]\n"
            "       dsmpi predict --demo --estimate-missing\n\n"
            "Simulates two training iterations of the strategy on every device of the target\n"
            "(the second is reported): iteration time, throughput, TFLOP/s per GPU, MFU and HFU,\n"
@@ -36,23 +37,27 @@ static void help(void)
            "the critical path, per stage and micro-batch start/end times and memory per GPU with\n"
            "an out-of-memory verdict.  Formulas: include/dsmpi/sim.h.\n\n");
     inputs_print_help(stdout);
-    printf("Costs:\n"
-           "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
-           "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
-           "                           every number resting on them is marked assumed\n"
-           "  --peak-tflops X          device peak for estimates and MFU/HFU (TFLOP/s)\n"
-           "  --mem-bw-gbs X           device memory bandwidth for estimates (GB/s)\n"
-           "Simulation:\n"
-           "  --full                   every device (default: one per role class)\n"
-           "  --slow-device RANK=F     rank RANK computes F times slower (repeatable; implies --full)\n"
-           "  --stage-level            one event per chunk pass where exact (the search's fast path)\n"
-           "Outputs:\n"
-           "  --trace FILE.json        Perfetto / Chrome trace of the reported iteration\n"
-           "  --trace-ranks LIST       ranks in the trace and chart, e.g. 0-7,64 (default: DP replica 0)\n"
-           "  --detail-ranks LIST      ranks traced operator by operator\n"
-           "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, end\n"
-           "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
-           "  --microbatches           print per stage and micro-batch start/end times\n");
+    printf(
+        "Costs:\n"
+        "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
+        "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
+        "                           every number resting on them is marked assumed\n"
+        "  --peak-tflops X          device peak for estimates and MFU/HFU (TFLOP/s)\n"
+        "  --mem-bw-gbs X           device memory bandwidth for estimates (GB/s)\n"
+        "Simulation:\n"
+        "  --full                   every device (default: one per role class)\n"
+        "  --slow-device RANK=F     rank RANK computes F times slower (repeatable; implies "
+        "--full)\n"
+        "  --stage-level            one event per chunk pass where exact (the search's fast path)\n"
+        "Outputs:\n"
+        "  --trace FILE.json        Perfetto / Chrome trace of the reported iteration\n"
+        "  --trace-ranks LIST       ranks in the trace and chart, e.g. 0-7,64 (default: DP replica "
+        "0)\n"
+        "  --detail-ranks LIST      ranks traced operator by operator\n"
+        "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
+        "end\n"
+        "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
+        "  --microbatches           print per stage and micro-batch start/end times\n");
 }
 
 /* "0-3,8,12-15" into ranks below `limit`; caller frees *ranks_p. */
@@ -101,8 +106,9 @@ static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_
     return DS_OK;
 bad:
     free(ranks);
-    return ds_set_error(DS_ERR_INVALID_ARG, "rank list '%s' (accepted: ranks or ranges below %lld, e.g. 0-7,64)",
-                        text, (long long)limit);
+    return ds_set_error(DS_ERR_INVALID_ARG,
+                        "rank list '%s' (accepted: ranks or ranges below %lld, e.g. 0-7,64)", text,
+                        (long long)limit);
 }
 
 typedef struct options {
@@ -133,9 +139,9 @@ typedef struct row {
 static bool same_numbers(const ds_sim_device_t *a, const ds_sim_device_t *b)
 {
     return a->coords.pp == b->coords.pp && fabs(a->compute_s - b->compute_s) < 1e-9 &&
-           fabs(a->comm_exposed_s - b->comm_exposed_s) < 1e-9 && fabs(a->comm_s - b->comm_s) < 1e-9 &&
-           fabs(a->idle_s - b->idle_s) < 1e-9 && fabs(a->memory.total_B - b->memory.total_B) < 1.0 &&
-           a->speed_factor == b->speed_factor;
+           fabs(a->comm_exposed_s - b->comm_exposed_s) < 1e-9 &&
+           fabs(a->comm_s - b->comm_s) < 1e-9 && fabs(a->idle_s - b->idle_s) < 1e-9 &&
+           fabs(a->memory.total_B - b->memory.total_B) < 1.0 && a->speed_factor == b->speed_factor;
 }
 
 static void row_flush_run(row_t *r)
@@ -146,8 +152,8 @@ static void row_flush_run(row_t *r)
     if (r->run_first == r->run_last)
         snprintf(part, sizeof(part), "%s%lld", r->ranks_len ? "," : "", (long long)r->run_first);
     else
-        snprintf(part, sizeof(part), "%s%lld-%lld", r->ranks_len ? "," : "", (long long)r->run_first,
-                 (long long)r->run_last);
+        snprintf(part, sizeof(part), "%s%lld-%lld", r->ranks_len ? "," : "",
+                 (long long)r->run_first, (long long)r->run_last);
     size_t len = strlen(part);
     if (r->ranks_len + len + 4 >= sizeof(r->ranks)) {
         snprintf(r->ranks + r->ranks_len, sizeof(r->ranks) - r->ranks_len, ",..");
@@ -231,15 +237,19 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     if (note != NULL)
         printf("# note: %s\n", note);
     size_t keys = ds_sim_key_count(sim);
-    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.0f TFLOP/s, %.0f GB/s)\n",
+    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.0f TFLOP/s, %.0f "
+           "GB/s)\n",
            o->cost_table ? o->cost_table : "none given",
            o->estimate ? ", missing ones estimated" : "", (long long)sum.assumed_keys, keys,
-           in->cluster.device.name, in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps);
+           in->cluster.device.name, in->cluster.device.peak_tflops_bf16,
+           in->cluster.device.mem_bw_GBps);
     if (sum.assumed_keys > 0)
-        printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest on\n"
+        printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
+               "on\n"
                "#   assumed costs; columns 'basis' and 'assumed' mark every number that does.\n",
                100.0 * sum.assumed_share, 100.0 * sum.critical_assumed_share);
-    printf("# simulation: %s mode, %s level, %lld of %lld devices with their own timeline, %lld events,\n"
+    printf("# simulation: %s mode, %s level, %lld of %lld devices with their own timeline, %lld "
+           "events,\n"
            "#   %lld dependencies, built in %.2f ms, evaluated in %.2f ms\n",
            mode_name(sum.mode), sum.granularity == DS_SIM_STAGE ? "stage" : "layer",
            (long long)sum.simulated_devices, (long long)sum.num_devices, (long long)sum.graph_nodes,
@@ -253,7 +263,8 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            sum.samples_per_s, sum.tokens_per_s, sum.model_tflops_per_gpu, 100.0 * sum.mfu,
            100.0 * sum.hfu, 100.0 * sum.bubble_fraction, sum.peak_memory_GiB,
            basis(sum.assumed_share, b, sizeof(b)));
-    printf("# MFU = model TFLOP/s per GPU / %.0f TFLOP/s peak (recompute excluded); HFU includes recompute\n",
+    printf("# MFU = model TFLOP/s per GPU / %.0f TFLOP/s peak (recompute excluded); HFU includes "
+           "recompute\n",
            sum.peak_tflops);
 
     /* Per GPU, devices with equal numbers on one row. */
@@ -262,13 +273,15 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         bool more = false;
         size_t n = group_rows(sim, sum.num_devices, rows, &more);
         printf("#\n# per GPU (seconds per iteration; exposed = communication not under compute)\n");
-        printf("# %-22s %6s %5s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %7s\n", "ranks", "gpus", "stage",
-               "compute", "comm", "exposed", "hidden", "idle", "tp", "pp", "dp", "other", "mem", "assumed");
+        printf("# %-22s %6s %5s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %7s\n", "ranks", "gpus",
+               "stage", "compute", "comm", "exposed", "hidden", "idle", "tp", "pp", "dp", "other",
+               "mem", "assumed");
         printf("# %-22s %6s %5s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %7s\n", "", "(count)", "",
                "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(s)", "(GiB)", "(%)");
         for (size_t i = 0; i < n; i++) {
             const ds_sim_device_t *d = &rows[i].dev;
-            printf("  %-22s %6lld %5d %9.5f %9.5f %9.5f %9.5f %9.5f %8.5f %8.5f %8.5f %8.5f %8.2f %7.1f\n",
+            printf("  %-22s %6lld %5d %9.5f %9.5f %9.5f %9.5f %9.5f %8.5f %8.5f %8.5f %8.5f %8.2f "
+                   "%7.1f\n",
                    rows[i].ranks, (long long)rows[i].count, d->coords.pp, d->compute_s, d->comm_s,
                    d->comm_exposed_s, d->comm_hidden_s, d->idle_s, d->tp_s, d->pp_s, d->dp_s,
                    d->other_s, d->memory.total_B / GIB, 100.0 * d->assumed_share);
@@ -281,8 +294,12 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     /* Critical path. */
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
-    printf("#\n# critical path of the iteration: %lld events, %lld changes of stage, ends with %s\n",
-           (long long)cr.events, (long long)cr.devices_crossed, cr.ends_with);
+    printf(
+        "#\n# critical path of the iteration: %lld events, %lld changes of stage, ends with %s\n",
+        (long long)cr.events, (long long)cr.devices_crossed, cr.ends_with);
+    if (sum.assumed_keys > 0)
+        printf("# ASSUMED: %.1f%% of this path rests on assumed costs\n",
+               100.0 * sum.critical_assumed_share);
     printf("# %-12s %12s %7s\n", "waited_on", "time", "share");
     printf("# %-12s %12s %7s\n", "", "(s)", "(%)");
     for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
@@ -290,39 +307,47 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
                sum.iteration_s > 0 ? 100.0 * cr.seconds[c] / sum.iteration_s : 0.0);
 
     /* Memory per stage. */
-    printf("#\n# memory per GPU by stage (verdict against %.0f GiB)\n", in->cluster.device.memory_GiB);
+    printf("#\n# memory per GPU by stage (verdict against %.0f GiB)\n",
+           in->cluster.device.memory_GiB);
     printf("# %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n", "stage", "weights", "grads", "optim",
            "activ", "inflight", "buffers", "context", "margin", "total", "verdict");
     printf("# %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "", "(GiB)", "(GiB)", "(GiB)", "(GiB)",
            "(count)", "(GiB)", "(GiB)", "(GiB)", "(GiB)");
     for (int p = 0; p < in->strategy.pp; p++) {
         ds_sim_device_t d;
-        if (ds_sim_device_of_rank(sim, ds_strategy_rank_of(&in->strategy, (ds_coords_t){0, 0, p}), &d) != DS_OK)
+        if (ds_sim_device_of_rank(sim, ds_strategy_rank_of(&in->strategy, (ds_coords_t){0, 0, p}),
+                                  &d) != DS_OK)
             continue;
         const ds_sim_memory_t *m = &d.memory;
-        printf("  %5d %8.2f %8.2f %8.2f %8.2f %8d %8.2f %8.2f %8.2f %8.2f  %s\n", p, m->weights_B / GIB,
-               m->grads_B / GIB, m->optimizer_B / GIB, m->activations_B / GIB, m->inflight,
-               m->comm_buffers_B / GIB, m->context_B / GIB, m->fragmentation_B / GIB, m->total_B / GIB,
-               m->oom ? "OUT OF MEMORY" : "fits");
+        printf("  %5d %8.2f %8.2f %8.2f %8.2f %8d %8.2f %8.2f %8.2f %8.2f  %s\n", p,
+               m->weights_B / GIB, m->grads_B / GIB, m->optimizer_B / GIB, m->activations_B / GIB,
+               m->inflight, m->comm_buffers_B / GIB, m->context_B / GIB, m->fragmentation_B / GIB,
+               m->total_B / GIB, m->oom ? "OUT OF MEMORY" : "fits");
     }
     printf("# not modelled: temporary buffers inside kernels beyond stored activations, allocator\n"
            "#   caching beyond the margin, the data loader, checkpointing and evaluation passes\n");
 
     size_t nmb = ds_sim_microbatch_count(sim);
     if (o->microbatches || nmb <= 64) {
-        printf("#\n# forward and backward of each micro-batch, data-parallel replica 0 (from the iteration start)\n");
-        printf("# %5s %5s %6s %12s %12s %12s %12s\n", "stage", "chunk", "mb", "fwd_start", "fwd_end",
-               "bwd_start", "bwd_end");
+        printf("#\n# forward and backward of each micro-batch, data-parallel replica 0 (from the "
+               "iteration start)\n");
+        if (sum.assumed_keys > 0)
+            printf("# ASSUMED: these times rest partly on assumed costs\n");
+        printf("# %5s %5s %6s %12s %12s %12s %12s\n", "stage", "chunk", "mb", "fwd_start",
+               "fwd_end", "bwd_start", "bwd_end");
         printf("# %5s %5s %6s %12s %12s %12s %12s\n", "", "", "", "(ms)", "(ms)", "(ms)", "(ms)");
         for (size_t i = 0; i < nmb; i++) {
             ds_sim_microbatch_t mb;
             if (ds_sim_microbatch_at(sim, i, &mb) != DS_OK)
                 continue;
             printf("  %5d %5d %6d %12.4f %12.4f %12.4f %12.4f\n", mb.stage, mb.chunk, mb.microbatch,
-                   mb.fwd_start_s * 1e3, mb.fwd_end_s * 1e3, mb.bwd_start_s * 1e3, mb.bwd_end_s * 1e3);
+                   mb.fwd_start_s * 1e3, mb.fwd_end_s * 1e3, mb.bwd_start_s * 1e3,
+                   mb.bwd_end_s * 1e3);
         }
     } else {
-        printf("#\n# %zu (stage, chunk, micro-batch) timings: --microbatches or --json prints them\n", nmb);
+        printf(
+            "#\n# %zu (stage, chunk, micro-batch) timings: --microbatches or --json prints them\n",
+            nmb);
     }
     if (sum.oom)
         printf("# VERDICT: OUT OF MEMORY on some devices (peak %.2f GiB of %.0f GiB)\n",
@@ -331,11 +356,14 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
 
 static void json_device(const ds_sim_device_t *d)
 {
-    printf("{\"rank\": %lld, \"node\": %lld, \"tp\": %d, \"dp\": %d, \"pp\": %d, \"represents\": %lld, "
+    printf("{\"rank\": %lld, \"node\": %lld, \"tp\": %d, \"dp\": %d, \"pp\": %d, \"represents\": "
+           "%lld, "
            "\"speed_factor\": %g, \"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_exposed_s\": %.9g, "
-           "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"tp_s\": %.9g, \"pp_s\": %.9g, \"dp_s\": %.9g, "
+           "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"tp_s\": %.9g, \"pp_s\": %.9g, \"dp_s\": "
+           "%.9g, "
            "\"other_s\": %.9g, \"assumed_share\": %.6f, \"memory\": {\"weights_GiB\": %.6f, "
-           "\"grads_GiB\": %.6f, \"optimizer_GiB\": %.6f, \"activations_GiB\": %.6f, \"inflight\": %d, "
+           "\"grads_GiB\": %.6f, \"optimizer_GiB\": %.6f, \"activations_GiB\": %.6f, \"inflight\": "
+           "%d, "
            "\"comm_buffers_GiB\": %.6f, \"context_GiB\": %.6f, \"fragmentation_GiB\": %.6f, "
            "\"total_GiB\": %.6f, \"device_GiB\": %.3f, \"oom\": %s}}",
            (long long)d->rank, (long long)d->node, d->coords.tp, d->coords.dp, d->coords.pp,
@@ -369,23 +397,28 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     else
         printf("null");
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
-           "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, \"dependencies\": %lld, "
+           "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
+           "\"dependencies\": %lld, "
            "\"build_s\": %.6f, \"evaluate_s\": %.6f,\n",
-           o->estimate ? "true" : "false", mode_name(s.mode), s.granularity == DS_SIM_STAGE ? "stage" : "layer",
-           (long long)s.microbatches, (long long)s.simulated_devices, (long long)s.graph_nodes,
-           (long long)s.graph_edges, s.build_s, s.evaluate_s);
-    printf(" \"summary\": {\"iter_time_s\": %.9g, \"samples_per_s\": %.6g, \"tokens_per_s\": %.6g, "
-           "\"model_flops\": %.6e, \"hardware_flops\": %.6e, \"model_tflops_per_gpu\": %.6g, "
-           "\"hardware_tflops_per_gpu\": %.6g, \"peak_tflops\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
-           "\"bubble_fraction\": %.6f, \"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_exposed_s\": %.9g, "
-           "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"peak_memory_GiB\": %.6f, \"oom\": %s, "
-           "\"assumed_share\": %.6f, \"critical_assumed_share\": %.6f, \"assumed_keys\": %lld, "
-           "\"keys\": %zu, \"basis\": \"%s\"},\n",
-           s.iteration_s, s.samples_per_s, s.tokens_per_s, s.model_flops, s.hardware_flops,
-           s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu, s.hfu,
-           s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s, s.idle_s,
-           s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share, s.critical_assumed_share,
-           (long long)s.assumed_keys, ds_sim_key_count(sim), s.assumed_keys > 0 ? "assumed" : "measured");
+           o->estimate ? "true" : "false", mode_name(s.mode),
+           s.granularity == DS_SIM_STAGE ? "stage" : "layer", (long long)s.microbatches,
+           (long long)s.simulated_devices, (long long)s.graph_nodes, (long long)s.graph_edges,
+           s.build_s, s.evaluate_s);
+    printf(
+        " \"summary\": {\"iter_time_s\": %.9g, \"samples_per_s\": %.6g, \"tokens_per_s\": %.6g, "
+        "\"model_flops\": %.6e, \"hardware_flops\": %.6e, \"model_tflops_per_gpu\": %.6g, "
+        "\"hardware_tflops_per_gpu\": %.6g, \"peak_tflops\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
+        "\"bubble_fraction\": %.6f, \"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_exposed_s\": "
+        "%.9g, "
+        "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"peak_memory_GiB\": %.6f, \"oom\": %s, "
+        "\"assumed_share\": %.6f, \"critical_assumed_share\": %.6f, \"assumed_keys\": %lld, "
+        "\"keys\": %zu, \"basis\": \"%s\"},\n",
+        s.iteration_s, s.samples_per_s, s.tokens_per_s, s.model_flops, s.hardware_flops,
+        s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu, s.hfu,
+        s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s, s.idle_s,
+        s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share, s.critical_assumed_share,
+        (long long)s.assumed_keys, ds_sim_key_count(sim),
+        s.assumed_keys > 0 ? "assumed" : "measured");
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
     printf(" \"critical_path\": {\"events\": %lld, \"stage_changes\": %lld, \"ends_with\": ",
@@ -423,20 +456,22 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
         ds_event_key_format(key, text, sizeof(text));
         printf("%s\n  {\"event\": ", shown++ ? "," : "");
         output_json_string(stdout, text);
-        printf(", \"seconds\": %.9g}", secs);
+        printf(", \"seconds\": %.17g}", secs);
     }
     printf("]}\n");
 }
 
 static void print_csv(ds_sim_t *sim)
 {
-    printf("rank,node,tp,dp,pp,represents,speed_factor,compute_s,comm_s,comm_exposed_s,comm_hidden_s,"
-           "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share\n");
+    printf(
+        "rank,node,tp,dp,pp,represents,speed_factor,compute_s,comm_s,comm_exposed_s,comm_hidden_s,"
+        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share\n");
     for (size_t i = 0; i < ds_sim_device_count(sim); i++) {
         ds_sim_device_t d;
         if (ds_sim_device_at(sim, i, &d) != DS_OK)
             continue;
-        printf("%lld,%lld,%d,%d,%d,%lld,%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%d,%.6f\n",
+        printf("%lld,%lld,%d,%d,%d,%lld,%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%d,%."
+               "6f\n",
                (long long)d.rank, (long long)d.node, d.coords.tp, d.coords.dp, d.coords.pp,
                (long long)d.represents, d.speed_factor, d.compute_s, d.comm_s, d.comm_exposed_s,
                d.comm_hidden_s, d.idle_s, d.tp_s, d.pp_s, d.dp_s, d.other_s, d.memory.total_B / GIB,
@@ -461,15 +496,18 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
     }
     if (n > MAX_MISSING_SHOWN)
         fprintf(stderr, "  ... and %zu more\n", n - MAX_MISSING_SHOWN);
-    fprintf(stderr, "profile them on a small allocation of %s devices with\n  mpirun -n 4 dsmpi profile --model %s --strategy %s"
-                    " --target nodes=%lld,gpus-per-node=%d,device=%s",
+    fprintf(stderr,
+            "profile them on a small allocation of %s devices with\n  mpirun -n 4 dsmpi profile "
+            "--model %s --strategy %s"
+            " --target nodes=%lld,gpus-per-node=%d,device=%s",
             in->cluster.device.name, in->model_spec, strategy, (long long)in->cluster.nodes,
             in->cluster.gpus_per_node, in->cluster.device.name);
     if (in->seq_len > 0)
         fprintf(stderr, " --seq-len %lld", (long long)in->seq_len);
     if (in->dtype != NULL)
         fprintf(stderr, " --dtype %s", in->dtype);
-    fprintf(stderr, " --profile-db profile.h5\nor rerun with --estimate-missing (roofline estimates, marked assumed)\n");
+    fprintf(stderr, " --profile-db profile.h5\nor rerun with --estimate-missing (roofline "
+                    "estimates, marked assumed)\n");
 }
 
 static int parse_slow(const app_t *app, options_t *o, const char *arg)
@@ -564,7 +602,9 @@ int cmd_predict(app_t *app)
             continue;
         case OPT_COST_TABLE: o->cost_table = optarg; break;
         case OPT_ESTIMATE: o->estimate = true; break;
-        case OPT_PEAK_TFLOPS: rc = parse_double_opt(app, "peak-tflops", optarg, &o->peak_tflops); break;
+        case OPT_PEAK_TFLOPS:
+            rc = parse_double_opt(app, "peak-tflops", optarg, &o->peak_tflops);
+            break;
         case OPT_MEM_BW: rc = parse_double_opt(app, "mem-bw-gbs", optarg, &o->mem_bw); break;
         case OPT_FULL: o->full = true; break;
         case OPT_STAGE_LEVEL: o->stage_level = true; break;
@@ -580,8 +620,9 @@ int cmd_predict(app_t *app)
             if (handled < 0)
                 rc = APP_EXIT_USAGE;
             else if (handled == 0)
-                rc = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi predict --help')",
-                                     app->argv[optind - 1]);
+                rc = app_usage_error(
+                    app, "option '%s' is not known or lacks its value (see 'dsmpi predict --help')",
+                    app->argv[optind - 1]);
         }
         }
         if (rc != APP_EXIT_OK)
@@ -591,11 +632,13 @@ int cmd_predict(app_t *app)
     if (code >= 0)
         goto out;
     if (optind < app->argc) {
-        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi predict --help')", app->argv[optind]);
+        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi predict --help')",
+                               app->argv[optind]);
         goto out;
     }
     if (o->cost_table == NULL && !o->estimate) {
-        code = app_usage_error(app, "no costs given (accepted: --cost-table FILE, --estimate-missing, or both)");
+        code = app_usage_error(
+            app, "no costs given (accepted: --cost-table FILE, --estimate-missing, or both)");
         goto out;
     }
     ds_status_t status = inputs_build(&in);

@@ -26,8 +26,10 @@
  *
  * ---- Evaluation ------------------------------------------------------------------
  * Every candidate is simulated in symmetric mode from one cost table (the
- * stage-level fast path by default: equal to the layer level) and ranked by
- * iteration time (ties: lower candidate index first).  Branch and bound: the
+ * stage-level fast path by default: equal to the layer level) without its
+ * timeline, and ranked by iteration time (ties: lower candidate index
+ * first); the results shown (top K and worst) are simulated again with the
+ * timeline for their bubble and exposed communication.  Branch and bound: the
  * candidates are visited in increasing order of a lower bound of their
  * iteration time (ds_sim_estimate: the busiest pipeline rank's forward and
  * backward passes); once K results are known, a candidate whose bound

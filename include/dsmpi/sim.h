@@ -109,7 +109,12 @@ typedef struct ds_sim_options {
     const ds_sim_slow_device_t *slow_devices; /* full mode only */
     size_t num_slow_devices;
     double peak_tflops; /* > 0: the peak MFU and HFU divide by (default: the device's) */
-    int keep_timeline;  /* keep what the exports and event queries need (default 1) */
+    /* 1 (default): per-device numbers, micro-batch timings, the critical
+     * path and event queries.  0 (search): the summary's iteration time,
+     * throughput, FLOP rates and memory only; per-device means, the bubble
+     * and the device, micro-batch, critical-path and event queries are left
+     * empty. */
+    int keep_timeline;
     /* Communication keys the cost table lacks are predicted by this model
      * (provenance of its prediction) before estimate_missing applies; NULL
      * (default): none.  Used only during ds_sim_run and ds_sim_estimate. */
@@ -193,8 +198,8 @@ typedef struct ds_sim_summary {
     int64_t assumed_keys; /* unique keys whose cost is assumed */
     int64_t graph_nodes, graph_edges;
     double build_s, evaluate_s; /* wall time of the last run */
-    double peak_memory_GiB; /* largest total over devices */
-    int oom;                /* some device exceeds its memory */
+    double peak_memory_GiB;     /* largest total over devices */
+    int oom;                    /* some device exceeds its memory */
 } ds_sim_summary_t;
 
 DS_API void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary);
@@ -203,14 +208,14 @@ DS_API void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary);
 typedef struct ds_sim_memory {
     double weights_B;
     double grads_B;
-    double optimizer_B;    /* fp32 master copy and Adam moments, ZeRO-sharded */
-    double activations_B;  /* stored for the in-flight micro-batches at the peak */
-    double comm_buffers_B; /* communication library and pipeline buffers */
-    double context_B;      /* device context and library workspaces */
+    double optimizer_B;     /* fp32 master copy and Adam moments, ZeRO-sharded */
+    double activations_B;   /* stored for the in-flight micro-batches at the peak */
+    double comm_buffers_B;  /* communication library and pipeline buffers */
+    double context_B;       /* device context and library workspaces */
     double fragmentation_B; /* allocator margin */
     double total_B;
     double device_B;
-    int inflight;          /* peak in-flight (chunk, micro-batch) passes */
+    int inflight; /* peak in-flight (chunk, micro-batch) passes */
     int oom;
 } ds_sim_memory_t;
 
@@ -244,7 +249,8 @@ typedef struct ds_sim_microbatch {
 } ds_sim_microbatch_t;
 
 DS_API size_t ds_sim_microbatch_count(const ds_sim_t *sim);
-DS_API ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_microbatch_t *mb_p);
+DS_API ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index,
+                                        ds_sim_microbatch_t *mb_p);
 
 /* The critical path of the reported iteration: walking back from its last
  * event through the dependency that decided each start, the time per
@@ -272,26 +278,26 @@ typedef enum ds_sim_stream {
 DS_API const char *ds_sim_stream_name(ds_sim_stream_t stream);
 
 typedef struct ds_sim_event {
-    int64_t id;           /* stable within a run */
+    int64_t id; /* stable within a run */
     ds_sim_stream_t stream;
     ds_sim_category_t category;
-    int iteration;        /* 1 or 2 */
+    int iteration; /* 1 or 2 */
     int stage, chunk;
-    int microbatch;       /* -1 when not per micro-batch */
-    int layer;            /* first layer of the node, -1 embedding, -2 head, -3 none */
-    int num_layers;       /* layers the node covers (stage level: the chunk) */
-    int bucket;           /* DP bucket or ZeRO layer part, -1 otherwise */
+    int microbatch; /* -1 when not per micro-batch */
+    int layer;      /* first layer of the node, -1 embedding, -2 head, -3 none */
+    int num_layers; /* layers the node covers (stage level: the chunk) */
+    int bucket;     /* DP bucket or ZeRO layer part, -1 otherwise */
     int64_t start_ns, end_ns;
-    int64_t compute_ns;   /* compute part of a layer node (the rest is TP) */
-    int assumed;          /* some cost behind it is assumed */
-    const char *name;     /* static: "fwd", "bwd", "optimizer", "p2p", "dp.grad-allreduce", ... */
+    int64_t compute_ns; /* compute part of a layer node (the rest is TP) */
+    int assumed;        /* some cost behind it is assumed */
+    const char *name;   /* static: "fwd", "bwd", "optimizer", "p2p", "dp.grad-allreduce", ... */
 } ds_sim_event_t;
 
 /* Events of `rank` (any target rank), both iterations, sorted by stream and
  * start.  Requires keep_timeline.  The array is owned by the simulator and
  * valid until the next call of this function or run. */
-DS_API ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event_t **events_p,
-                                        size_t *count_p);
+DS_API ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank,
+                                        const ds_sim_event_t **events_p, size_t *count_p);
 
 /* ---- estimates without a run ------------------------------------------------------------ */
 
@@ -334,8 +340,9 @@ DS_API ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int
 /* HDF5 timeline: group /devices with one group per simulated device
  * ("rank_%06d", attribute "represents") holding equal-length datasets
  * event_id (uint32), kind (uint8, ds_sim_category_t), stream (uint8),
- * microbatch (int32), start_ns and end_ns (int64); attributes of the root
- * give the iteration, the category names and the strategy. */
+ * microbatch (int32), start_ns and end_ns (int64), assumed (uint8: a cost
+ * behind the event is assumed); attributes of the root give the iteration,
+ * the category names, the strategy and the assumed share. */
 DS_API ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path);
 
 /* SVG Gantt chart of the reported iteration: one row per device of replica

@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy,
-                               int gpus_per_node)
+ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy, int gpus_per_node)
 {
     memset(p, 0, sizeof(*p));
     p->s = strategy;
     p->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : 1;
     p->devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
     p->num_nodes = (p->devices + p->gpus_per_node - 1) / p->gpus_per_node;
-    int64_t scratch = DSI_MAX(DSI_MAX((int64_t)strategy->tp * strategy->pp, (int64_t)strategy->dp), 2);
+    int64_t scratch =
+        DSI_MAX(DSI_MAX((int64_t)strategy->tp * strategy->pp, (int64_t)strategy->dp), 2);
     ds_status_t status = DS_OK;
     DSI_TRY_GOTO(dsi_calloc((size_t)scratch, sizeof(*p->members), &p->members), status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)scratch, sizeof(*p->sorted), &p->sorted), status, err);

@@ -399,6 +399,28 @@ static ds_status_t merge(ds_search_t *search, const unsigned char *blocks, int r
     return status;
 }
 
+/* The numbers a run without the timeline leaves out (bubble, exposed
+ * communication), for the results shown: the ranked ones and the worst. */
+static ds_status_t add_details(ds_search_t *search, const ds_cost_table_t *costs,
+                               const ds_sim_options_t *so)
+{
+    ds_sim_options_t full = *so;
+    full.keep_timeline = 1;
+    size_t n = search->num_results + (search->have_worst ? 1 : 0);
+    for (size_t i = 0; i < n; i++) {
+        ds_search_result_t *r = i < search->num_results ? &search->results[i] : &search->worst;
+        DSI_TRY(ds_sim_run(search->sim, search->model, &r->strategy, &search->cluster, costs, &full));
+        ds_sim_summary_t sum;
+        ds_sim_get_summary(search->sim, &sum);
+        if (sum.iteration_s != r->iteration_s)
+            return DSI_ERROR(DS_ERR_INTERNAL, "the simulator gave %.9g s and then %.9g s for the same strategy",
+                             r->iteration_s, sum.iteration_s);
+        r->bubble_fraction = sum.bubble_fraction;
+        r->comm_exposed_s = sum.comm_exposed_s;
+    }
+    return DS_OK;
+}
+
 /* Rank 0's results and counts to every rank. */
 static ds_status_t share_results(ds_search_t *search, MPI_Comm comm, int rank)
 {
@@ -672,6 +694,8 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
         memcpy(blocks, block, bs);
     if (rank == 0)
         status = merge(search, blocks, size, k);
+    if (rank == 0 && status == DS_OK)
+        status = add_details(search, costs, &so);
     status = agree(dup, rank, status);
     if (status == DS_OK && dup != MPI_COMM_NULL)
         status = share_results(search, dup, rank);

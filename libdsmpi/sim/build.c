@@ -78,8 +78,8 @@ static ds_status_t lane_edges_to(ds_sim_t *sim, const dsi_lane_t *l, int32_t to)
 }
 
 /* A node on the lane's compute stream, after everything the lane waits for. */
-static ds_status_t lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it,
-                             int64_t dur, int32_t *id_p)
+static ds_status_t lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it, int64_t dur,
+                             int32_t *id_p)
 {
     dsi_lane_t *l = &sim->lanes[lane];
     int32_t id;
@@ -301,6 +301,7 @@ static ds_status_t setup_dp_groups(ds_sim_t *sim)
                 g->t = t;
                 g->layout = *l;
                 g->last = -1;
+                memset(g->cost, 0xff, sizeof(g->cost));
             }
             sim->dpgroups[found].count++;
             sim->dp_of[(size_t)p * s->tp + t] = found;
@@ -342,7 +343,8 @@ static ds_status_t setup_lanes(ds_sim_t *sim)
             l->factor = 1.0;
             if (sim->device_factor != NULL)
                 for (int t = 0; t < s->tp; t++) {
-                    double f = sim->device_factor[ds_strategy_rank_of(s, (ds_coords_t){t, l->d, p})];
+                    double f =
+                        sim->device_factor[ds_strategy_rank_of(s, (ds_coords_t){t, l->d, p})];
                     if (t == 0 || f > l->factor)
                         l->factor = f;
                 }
@@ -380,6 +382,8 @@ static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int flag,
         int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
         for (int t = 0; t < s->tp; t++) {
             const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
+            if (t > 0 && same_layout(pair, pair - 1))
+                continue; /* same key as the previous member's */
             ds_event_key_t key = dsi_p2p_key(ch == 0 ? DS_PASS_FORWARD : DS_PASS_BACKWARD,
                                              sim->ctx.dtype, bytes, pair, flag);
             int64_t ns;
@@ -404,6 +408,26 @@ static ds_status_t dp_cost(ds_sim_t *sim, int32_t group, ds_comm_op_t op, ds_dty
     ds_event_key_t key = dsi_comm_step_key(s, op, DS_GROUP_DP, s->dp, dtype, bytes);
     dsi_key_set_layout(&key, &sim->dpgroups[group].layout);
     return dsi_sim_cost(sim, &key, 0.0, (double)bytes, ns_p, assumed_p);
+}
+
+static int64_t bucket_size(const ds_sim_t *sim, int p, int64_t k);
+
+/* Cost of bucket k's gradient (which 0) or parameter (1) collective:
+ * every bucket but the last has the full size. */
+static ds_status_t bucket_cost(ds_sim_t *sim, int32_t group, int which, ds_comm_op_t op,
+                               ds_dtype_t dtype, int64_t k, int64_t *ns_p, int *assumed_p)
+{
+    dsi_dpgroup_t *grp = &sim->dpgroups[group];
+    int last = k == sim->num_buckets[grp->p] - 1;
+    if (grp->cost[which][last] < 0) {
+        int assumed;
+        TRY(dp_cost(sim, group, op, dtype, bucket_size(sim, grp->p, k), &grp->cost[which][last],
+                    &assumed));
+        grp->cost_assumed[which][last] = (uint8_t)assumed;
+    }
+    *ns_p = grp->cost[which][last];
+    *assumed_p = grp->cost_assumed[which][last];
+    return DS_OK;
 }
 
 static void set_assumed(ds_sim_t *sim, int32_t id, int assumed)
@@ -535,8 +559,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             /* Scale part by part, as the layer-level nodes are. */
             int64_t total = 0, total_comp = 0;
             for (int32_t j = 0; j < pcount; j++) {
-                const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[pfirst + j]
-                                                              : sim->part_tb[pfirst + j]];
+                const dsi_template_t *t =
+                    &sim->templates[fwd ? sim->part_tf[pfirst + j] : sim->part_tb[pfirst + j]];
                 total += scaled(t->dur, t->comp, l->factor);
                 total_comp += scaled(t->comp, t->comp, l->factor);
             }
@@ -551,7 +575,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             g->nparts[id] = (int16_t)pcount;
             set_assumed(sim, id, pr->fused_assumed[c * 2 + pass]);
         } else {
-            TRY(layer_node(sim, &pc, dur, comp, pr->fused_assumed[c * 2 + pass], 0, pcount, 0, 0, &id));
+            TRY(layer_node(sim, &pc, dur, comp, pr->fused_assumed[c * 2 + pass], 0, pcount, 0, 0,
+                           &id));
         }
         first_node = id;
     } else {
@@ -559,7 +584,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         for (int32_t j = 0; j < pcount; j++) {
             int index = fwd ? j : pcount - 1 - j;
             int32_t part = pfirst + index;
-            const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
+            const dsi_template_t *t =
+                &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
             int32_t before = sim->g.n;
             if (sync) {
                 TRY(sync_part(sim, &pc, part, index, stage_buckets));
@@ -577,7 +603,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
     }
     /* Forward/backward start and end of replica 0, reported iteration. */
     if (it == 2 && l->column == sim->column_of[0] && sim->mb_nodes != NULL) {
-        size_t slot = (((size_t)l->p * s->vpp + c) * (size_t)sim->m + (size_t)a->mb) * 4 + (fwd ? 0 : 2);
+        size_t slot =
+            (((size_t)l->p * s->vpp + c) * (size_t)sim->m + (size_t)a->mb) * 4 + (fwd ? 0 : 2);
         sim->mb_nodes[slot] = first_node;
         sim->mb_nodes[slot + 1] = sim->lanes[lane].last;
     }
@@ -599,10 +626,12 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
                                                                          : l->next;
         int ch = dir == DSI_SEND_NEXT || dir == DSI_RECV_PREV ? 0 : 1;
         if (chan_lane < 0)
-            return DSI_ERROR(DS_ERR_INTERNAL, "stage %d posts a transfer to a stage that does not exist", l->p);
+            return DSI_ERROR(DS_ERR_INTERNAL,
+                             "stage %d posts a transfer to a stage that does not exist", l->p);
         int32_t seq = l->seq[dir]++;
         if (seq >= sim->xfer_per_lane)
-            return DSI_ERROR(DS_ERR_INTERNAL, "stage %d posts more transfers than the schedule has", l->p);
+            return DSI_ERROR(DS_ERR_INTERNAL, "stage %d posts more transfers than the schedule has",
+                             l->p);
         size_t slot = ((size_t)chan_lane * 2 + ch) * sim->xfer_per_lane + seq;
         int32_t x = sim->xfer[slot];
         if (x < 0) {
@@ -644,11 +673,11 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
 {
     const ds_strategy_t *s = &sim->s;
     ds_comm_op_t op = s->dp_algo == DS_DP_PS ? DS_COMM_PS_PUSH
-                      : s->zero == 0          ? DS_COMM_ALLREDUCE
-                                              : DS_COMM_REDUCE_SCATTER;
+                      : s->zero == 0         ? DS_COMM_ALLREDUCE
+                                             : DS_COMM_REDUCE_SCATTER;
     uint8_t label = s->dp_algo == DS_DP_PS ? DSI_L_PS_PUSH
-                    : s->zero == 0          ? DSI_L_GRAD_ALLREDUCE
-                                            : DSI_L_GRAD_RS;
+                    : s->zero == 0         ? DSI_L_GRAD_ALLREDUCE
+                                           : DSI_L_GRAD_RS;
     bool overlap = s->overlap_grad_reduce;
     for (int32_t g = 0; g < sim->num_dpgroups; g++) {
         dsi_dpgroup_t *grp = &sim->dpgroups[g];
@@ -656,7 +685,7 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
         for (int64_t k = 0; k < sim->num_buckets[p]; k++) {
             int64_t ns;
             int assumed;
-            TRY(dp_cost(sim, g, op, s->grad_reduce_dtype, bucket_size(sim, p, k), &ns, &assumed));
+            TRY(bucket_cost(sim, g, 0, op, s->grad_reduce_dtype, k, &ns, &assumed));
             int32_t x;
             TRY(node(sim, DSI_N_DP, it, g, ns, &x));
             sim->g.mb[x] = (int32_t)k;
@@ -702,7 +731,7 @@ static ds_status_t build_param_sync(ds_sim_t *sim, int it, const int32_t *optimi
         for (int64_t k = sim->num_buckets[p] - 1; k >= 0; k--) {
             int64_t ns;
             int assumed;
-            TRY(dp_cost(sim, g, op, sim->ctx.dtype, bucket_size(sim, p, k), &ns, &assumed));
+            TRY(bucket_cost(sim, g, 1, op, sim->ctx.dtype, k, &ns, &assumed));
             int32_t x;
             TRY(node(sim, DSI_N_DP, it, g, ns, &x));
             sim->g.mb[x] = (int32_t)k;
@@ -712,7 +741,8 @@ static ds_status_t build_param_sync(ds_sim_t *sim, int it, const int32_t *optimi
                 TRY(dsi_graph_edge(&sim->g, grp->last, x));
             if (k == sim->num_buckets[p] - 1)
                 for (int32_t c = 0; c < sim->num_columns; c++)
-                    TRY(dsi_graph_edge(&sim->g, optimizer[sim->stage_lanes[(size_t)p * sim->num_columns + c]], x));
+                    TRY(dsi_graph_edge(
+                        &sim->g, optimizer[sim->stage_lanes[(size_t)p * sim->num_columns + c]], x));
             grp->last = x;
             sim->gather[(size_t)g * sim->max_buckets + k] = x;
         }
@@ -754,7 +784,8 @@ static ds_status_t build_zero3_action(ds_sim_t *sim, int it, const dsi_action_t 
                             continue;
                         int64_t ns;
                         int assumed;
-                        TRY(dp_cost(sim, g, DS_COMM_ALLGATHER, sim->ctx.dtype, sim->part_params[part], &ns, &assumed));
+                        TRY(dp_cost(sim, g, DS_COMM_ALLGATHER, sim->ctx.dtype,
+                                    sim->part_params[part], &ns, &assumed));
                         int32_t x;
                         TRY(node(sim, DSI_N_DP, it, g, ns, &x));
                         sim->g.mb[x] = (int32_t)(part - pfirst);
@@ -765,7 +796,8 @@ static ds_status_t build_zero3_action(ds_sim_t *sim, int it, const dsi_action_t 
                         grp->last = x;
                         for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
                             TRY(dsi_graph_edge(&sim->g, sim->zpre[lane], x));
-                            TRY(dsi_graph_edge(&sim->g, x, sim->zparts[(size_t)lane * sim->zparts_stride + j]));
+                            TRY(dsi_graph_edge(&sim->g, x,
+                                               sim->zparts[(size_t)lane * sim->zparts_stride + j]));
                         }
                     }
                     continue;
@@ -782,9 +814,11 @@ static ds_status_t build_zero3_action(ds_sim_t *sim, int it, const dsi_action_t 
                 int64_t ns;
                 int assumed;
                 if (gather)
-                    TRY(dp_cost(sim, g, DS_COMM_ALLGATHER, sim->ctx.dtype, sim->part_params[part], &ns, &assumed));
+                    TRY(dp_cost(sim, g, DS_COMM_ALLGATHER, sim->ctx.dtype, sim->part_params[part],
+                                &ns, &assumed));
                 else
-                    TRY(dp_cost(sim, g, DS_COMM_REDUCE_SCATTER, s->grad_reduce_dtype, sim->part_params[part], &ns, &assumed));
+                    TRY(dp_cost(sim, g, DS_COMM_REDUCE_SCATTER, s->grad_reduce_dtype,
+                                sim->part_params[part], &ns, &assumed));
                 int32_t x;
                 TRY(node(sim, DSI_N_DP, it, g, ns, &x));
                 sim->g.mb[x] = (int32_t)(part - pfirst);
@@ -795,9 +829,11 @@ static ds_status_t build_zero3_action(ds_sim_t *sim, int it, const dsi_action_t 
                 grp->last = x;
                 for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
                     /* Issued when part `step` ends (its backward for a reduce-scatter). */
-                    TRY(dsi_graph_edge(&sim->g, sim->zparts[(size_t)lane * sim->zparts_stride + step], x));
+                    TRY(dsi_graph_edge(&sim->g,
+                                       sim->zparts[(size_t)lane * sim->zparts_stride + step], x));
                     if (gather)
-                        TRY(dsi_graph_edge(&sim->g, x, sim->zparts[(size_t)lane * sim->zparts_stride + j]));
+                        TRY(dsi_graph_edge(&sim->g, x,
+                                           sim->zparts[(size_t)lane * sim->zparts_stride + j]));
                 }
             }
         }
@@ -863,8 +899,9 @@ static ds_status_t build_iteration_end(ds_sim_t *sim, int it)
             int64_t worst = 0;
             int any = 0;
             for (int t = 0; t < s->tp; t++) {
-                ds_event_key_t key = dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_EMBEDDING, 2, DS_DTYPE_FP32,
-                                                       dsi_embedding_grad_bytes(sim->model, s));
+                ds_event_key_t key =
+                    dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_EMBEDDING, 2, DS_DTYPE_FP32,
+                                      dsi_embedding_grad_bytes(sim->model, s));
                 dsi_key_set_layout(&key, &sim->emb_lay[(size_t)d * s->tp + t]);
                 int64_t ns;
                 int assumed;
@@ -875,7 +912,8 @@ static ds_status_t build_iteration_end(ds_sim_t *sim, int it)
             TRY(column_collective(sim, it, c, worst, any, DSI_L_EMBEDDING, true));
         }
         if (mp > 1 && (sim->ctx.dtype == DS_DTYPE_FP16 || s->grad_clip)) {
-            ds_event_key_t key = dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_MP, mp, DS_DTYPE_FP32, 4);
+            ds_event_key_t key =
+                dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_MP, mp, DS_DTYPE_FP32, 4);
             dsi_key_set_layout(&key, &sim->mp_lay[d]);
             int64_t ns;
             int assumed;
@@ -925,7 +963,23 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
         longest = DSI_MAX(longest, sim->programs[l->p].count);
     }
     bool zero2 = s->zero == 2 && s->dp > 1, zero3 = s->zero == 3 && s->dp > 1;
-    /* Action-major: every lane's action a, then what couples them (ZeRO). */
+    if (!zero2 && !zero3) {
+        /* Lane after lane: a lane's nodes stay together in memory.  Transfers
+         * meet their other side whichever lane is built first. */
+        for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
+            const dsi_program_t *prog = &sim->programs[sim->lanes[lane].p];
+            for (int32_t a = 0; a < prog->count; a++) {
+                const dsi_action_t *act = &prog->actions[a];
+                if (act->type == DSI_ACT_COMM)
+                    TRY(build_comm(sim, it, lane, act));
+                else
+                    TRY(build_pass(sim, it, lane, act));
+            }
+        }
+        longest = 0;
+    }
+    /* ZeRO-2/3 (pp = 1): action-major, every lane's action a, then the
+     * group traffic that couples them. */
     for (int32_t a = 0; a < longest; a++) {
         const dsi_action_t *shared = NULL;
         for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
@@ -958,8 +1012,7 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
     for (size_t i = 0; i < xfer_slots; i++)
         if (sim->xfer[i] >= 0 && sim->xfer_sides[i] != 2)
             return DSI_ERROR(DS_ERR_INTERNAL, "a pipeline transfer of stage %d has no matching %s",
-                             sim->lanes[i / (2 * (size_t)sim->xfer_per_lane)].p,
-                             "receive or send");
+                             sim->lanes[i / (2 * (size_t)sim->xfer_per_lane)].p, "receive or send");
     return build_iteration_end(sim, it);
 }
 
@@ -975,9 +1028,17 @@ static ds_status_t setup_programs(ds_sim_t *sim)
         sim->num_programs = s->pp;
     }
     bool buckets_in_backward = s->dp > 1 && s->overlap_grad_reduce && s->zero != 3;
+    int64_t key[5] = {s->schedule, s->pp, sim->m, s->vpp, sim->unbatched_p2p};
+    bool cached = memcmp(key, sim->program_key, sizeof(key)) == 0;
+    memset(sim->program_key, 0, sizeof(sim->program_key));
     for (int p = 0; p < s->pp; p++) {
         dsi_program_t *prog = &sim->programs[p];
-        TRY(dsi_schedule_build(s, sim->m, p, sim->unbatched_p2p, prog));
+        if (cached) {
+            for (int32_t i = 0; i < prog->count; i++)
+                prog->actions[i].sync = 0;
+        } else {
+            TRY(dsi_schedule_build(s, sim->m, p, sim->unbatched_p2p, prog));
+        }
         if (!buckets_in_backward)
             continue;
         /* ZeRO-2: every backward; otherwise the last backward of each chunk. */
@@ -992,6 +1053,7 @@ static ds_status_t setup_programs(ds_sim_t *sim)
             }
         }
     }
+    memcpy(sim->program_key, key, sizeof(key));
     return DS_OK;
 }
 
@@ -1006,8 +1068,10 @@ static ds_status_t setup_buckets(ds_sim_t *sim)
         sim->stage_params[p] = dsi_stage_params(sim->model, s, p);
         int64_t nb = (sim->stage_params[p] + sim->bucket - 1) / sim->bucket;
         if (nb > (1 << 20))
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "bucket=%lld parameters makes %lld buckets on stage %d (accepted: at most 1048576)",
-                             (long long)sim->bucket, (long long)nb, p);
+            return DSI_ERROR(
+                DS_ERR_INVALID_ARG,
+                "bucket=%lld parameters makes %lld buckets on stage %d (accepted: at most 1048576)",
+                (long long)sim->bucket, (long long)nb, p);
         sim->num_buckets[p] = (int32_t)nb;
         sim->max_buckets = DSI_MAX(sim->max_buckets, (int32_t)nb);
     }
@@ -1024,8 +1088,10 @@ static ds_status_t setup_state(ds_sim_t *sim)
     TRY(dsi_realloc_array(&sim->xfer, xfer_slots, sizeof(*sim->xfer)));
     TRY(dsi_realloc_array(&sim->xfer_sides, xfer_slots, 1));
     TRY(dsi_realloc_array(&sim->xfer_flag, xfer_slots, 1));
-    TRY(dsi_realloc_array(&sim->ready, lanes * sim->rounds * sim->max_buckets, sizeof(*sim->ready)));
-    TRY(dsi_realloc_array(&sim->round_end, DSI_MAX(lanes * sim->rounds, lanes), sizeof(*sim->round_end)));
+    TRY(dsi_realloc_array(&sim->ready, lanes * sim->rounds * sim->max_buckets,
+                          sizeof(*sim->ready)));
+    TRY(dsi_realloc_array(&sim->round_end, DSI_MAX(lanes * sim->rounds, lanes),
+                          sizeof(*sim->round_end)));
     size_t gathers = (size_t)sim->num_dpgroups * sim->max_buckets;
     TRY(dsi_realloc_array(&sim->gather, gathers ? gathers : 1, sizeof(*sim->gather)));
     for (size_t i = 0; i < gathers; i++)
@@ -1033,7 +1099,8 @@ static ds_status_t setup_state(ds_sim_t *sim)
     int32_t parts = 1;
     for (int32_t i = 0; i < sim->num_profiles; i++)
         for (int c = 0; c < s->vpp; c++)
-            parts = DSI_MAX(parts, sim->profiles[i].part_first[c + 1] - sim->profiles[i].part_first[c]);
+            parts =
+                DSI_MAX(parts, sim->profiles[i].part_first[c + 1] - sim->profiles[i].part_first[c]);
     sim->zparts_stride = parts;
     TRY(dsi_realloc_array(&sim->zparts, lanes * parts, sizeof(*sim->zparts)));
     TRY(dsi_realloc_array(&sim->zpre, lanes, sizeof(*sim->zpre)));
@@ -1048,10 +1115,39 @@ static ds_status_t setup_state(ds_sim_t *sim)
     return DS_OK;
 }
 
-ds_status_t dsi_sim_build(ds_sim_t *sim)
+/* Placement classes depend on the shape and placement only: a search that
+ * varies micro-batches, schedules or ZeRO on one shape computes them once. */
+static ds_status_t setup_placement(ds_sim_t *sim)
 {
+    const ds_strategy_t *s = &sim->s;
+    dsi_place_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.dp = s->dp;
+    key.tp = s->tp;
+    key.pp = s->pp;
+    key.gpus_per_node = sim->cluster.gpus_per_node;
+    key.wrap = next_stage(s, s->pp - 1) >= 0;
+    key.tied = dsi_has_tied_copy(&sim->info, s);
+    key.full = sim->opt.mode == DS_SIM_FULL;
+    key.valid = sim->device_factor == NULL;
+    memcpy(key.order, s->order, sizeof(key.order));
+    if (key.valid && memcmp(&key, &sim->place_key, sizeof(key)) == 0) {
+        for (int32_t g = 0; g < sim->num_dpgroups; g++) {
+            sim->dpgroups[g].last = -1;
+            memset(sim->dpgroups[g].cost, 0xff, sizeof(sim->dpgroups[g].cost));
+        }
+        return DS_OK;
+    }
+    sim->place_key.valid = 0;
     TRY(setup_classes(sim));
     TRY(setup_dp_groups(sim));
+    sim->place_key = key;
+    return DS_OK;
+}
+
+ds_status_t dsi_sim_build(ds_sim_t *sim)
+{
+    TRY(setup_placement(sim));
     TRY(setup_lanes(sim));
     TRY(setup_programs(sim));
     TRY(setup_buckets(sim));
@@ -1123,12 +1219,16 @@ void dsi_sim_describe_node(const ds_sim_t *sim, int32_t id, char *text, size_t s
         dsi_dir_t send_dir = ch == 0 ? DSI_SEND_NEXT : DSI_SEND_PREV;
         dsi_dir_t recv_dir = ch == 0 ? DSI_RECV_PREV : DSI_RECV_NEXT;
         char from[160] = "", to[160] = "";
-        describe_position(sim, owner, action_of_transfer(sim, owner, send_dir, g->mb[id]), from, sizeof(from));
+        describe_position(sim, owner, action_of_transfer(sim, owner, send_dir, g->mb[id]), from,
+                          sizeof(from));
         if (peer >= 0)
-            describe_position(sim, peer, action_of_transfer(sim, peer, recv_dir, g->mb[id]), to, sizeof(to));
-        snprintf(text, size, "%s #%d of iteration %d from stage %d (rank %lld, %s) to stage %d (rank %lld, %s)",
+            describe_position(sim, peer, action_of_transfer(sim, peer, recv_dir, g->mb[id]), to,
+                              sizeof(to));
+        snprintf(text, size,
+                 "%s #%d of iteration %d from stage %d (rank %lld, %s) to stage %d (rank %lld, %s)",
                  dir_names[send_dir], g->mb[id], g->iter[id], l->p,
-                 (long long)dsi_sim_lane_rank(sim, owner, 0), from, peer >= 0 ? sim->lanes[peer].p : -1,
+                 (long long)dsi_sim_lane_rank(sim, owner, 0), from,
+                 peer >= 0 ? sim->lanes[peer].p : -1,
                  peer >= 0 ? (long long)dsi_sim_lane_rank(sim, peer, 0) : -1LL, to);
         (void)recv_dir;
         return;

@@ -150,7 +150,8 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     }
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
     size_t count = 0;
-    DSI_TRY(dsi_model_layer_ops(sim->model, layer, &sim->ctx, pass, ops, DSI_ARRAY_SIZE(ops), &count));
+    DSI_TRY(
+        dsi_model_layer_ops(sim->model, layer, &sim->ctx, pass, ops, DSI_ARRAY_SIZE(ops), &count));
     DSI_TRY(grow_ops(sim, (int32_t)count));
     dsi_template_t t;
     memset(&t, 0, sizeof(t));
@@ -283,15 +284,17 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     /* Lane-level work at the iteration end. */
     int assumed = 0;
     if (sim->ctx.sp) {
-        ds_event_key_t key = dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_TP, s->tp,
-                                               DS_DTYPE_FP32, dsi_sp_norm_params(sim->model, s, stage) * 4);
+        ds_event_key_t key =
+            dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_TP, s->tp, DS_DTYPE_FP32,
+                              dsi_sp_norm_params(sim->model, s, stage) * 4);
         dsi_key_set_layout(&key, tp);
         DSI_TRY(dsi_sim_cost(sim, &key, 0.0, (double)key.dims[0], &pr->sp_dur, &assumed));
         pr->sp_assumed = (uint8_t)assumed;
     }
     int64_t shard = dsi_optimizer_shard(s, dsi_stage_params(sim->model, s, stage));
     ds_event_key_t opt = dsi_optimizer_key(shard);
-    DSI_TRY(dsi_sim_cost(sim, &opt, 12.0 * (double)shard, 36.0 * (double)shard, &pr->opt_dur, &assumed));
+    DSI_TRY(dsi_sim_cost(sim, &opt, 12.0 * (double)shard, 36.0 * (double)shard, &pr->opt_dur,
+                         &assumed));
     pr->opt_assumed = (uint8_t)assumed;
     *id_p = id;
     return DS_OK;

@@ -15,13 +15,13 @@
 /* ---- graph ----------------------------------------------------------------------------- */
 
 typedef enum dsi_node_kind {
-    DSI_N_FWD = 0, /* layer passes (forward) of a lane */
-    DSI_N_BWD = 1, /* layer passes (backward, recompute included) */
-    DSI_N_OPT = 2, /* optimizer step */
+    DSI_N_FWD = 0,  /* layer passes (forward) of a lane */
+    DSI_N_BWD = 1,  /* layer passes (backward, recompute included) */
+    DSI_N_OPT = 2,  /* optimizer step */
     DSI_N_XFER = 3, /* one point-to-point transfer between two lanes */
-    DSI_N_DP = 4,  /* a collective of a data-parallel group instance */
-    DSI_N_TP = 5,  /* a lane-level TP collective (SP norm gradients) */
-    DSI_N_COL = 6, /* a collective of a replica column (embedding, norm, overflow) */
+    DSI_N_DP = 4,   /* a collective of a data-parallel group instance */
+    DSI_N_TP = 5,   /* a lane-level TP collective (SP norm gradients) */
+    DSI_N_COL = 6,  /* a collective of a replica column (embedding, norm, overflow) */
     DSI_N_JOIN = 7, /* zero duration: waits for several nodes */
     DSI_N_KIND_COUNT_
 } dsi_node_kind_t;
@@ -36,7 +36,7 @@ typedef struct dsi_graph {
     int64_t *comp;  /* compute part of layer and optimizer nodes, ns */
     int32_t *bind;  /* the predecessor that decided the start, -1 */
     uint8_t *kind;
-    uint8_t *iter;  /* 1-based iteration */
+    uint8_t *iter; /* 1-based iteration */
     uint8_t *flags;
     int32_t *owner; /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
     int32_t *mb;    /* micro-batch, bucket or ZeRO part; -1 */
@@ -44,7 +44,7 @@ typedef struct dsi_graph {
     int16_t *part0; /* first part (layer) of a lane node in its chunk pass */
     int16_t *nparts;
     int16_t *op0, *op1; /* operator range of a split single-part node; op1 = 0: whole */
-    uint8_t *label; /* DP/COL/TP labels: index into dsi_node_labels */
+    uint8_t *label;     /* DP/COL/TP labels: index into dsi_node_labels */
     /* edges, appended in any order */
     int64_t ne, ecap;
     int32_t *efrom, *eto;
@@ -59,8 +59,29 @@ typedef struct dsi_graph {
 
 ds_status_t dsi_graph_reset(dsi_graph_t *g);
 void dsi_graph_free(dsi_graph_t *g);
+ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g);
 /* Appends a node; returns its index or -1 (out of memory, recorded). */
-int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t owner, int64_t dur);
+static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t owner,
+                                    int64_t dur)
+{
+    if (g->n == g->cap && dsi_graph_grow_nodes(g) != DS_OK)
+        return -1;
+    int32_t id = g->n++;
+    g->dur[id] = dur;
+    g->comp[id] = 0;
+    g->kind[id] = (uint8_t)kind;
+    g->iter[id] = (uint8_t)iter;
+    g->flags[id] = 0;
+    g->owner[id] = owner;
+    g->mb[id] = -1;
+    g->chunk[id] = 0;
+    g->part0[id] = 0;
+    g->nparts[id] = 0;
+    g->op0[id] = 0;
+    g->op1[id] = 0;
+    g->label[id] = 0;
+    return id;
+}
 ds_status_t dsi_graph_grow_edges(dsi_graph_t *g);
 static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t to)
 {
@@ -100,7 +121,11 @@ enum {
 
 /* ---- schedule programs ------------------------------------------------------------------ */
 
-typedef enum dsi_action_type { DSI_ACT_FWD = 0, DSI_ACT_BWD = 1, DSI_ACT_COMM = 2 } dsi_action_type_t;
+typedef enum dsi_action_type {
+    DSI_ACT_FWD = 0,
+    DSI_ACT_BWD = 1,
+    DSI_ACT_COMM = 2
+} dsi_action_type_t;
 
 /* Directions of a transfer seen from the lane that posts it. */
 typedef enum dsi_dir {
@@ -138,13 +163,13 @@ void dsi_program_free(dsi_program_t *program);
 /* ---- layer templates ------------------------------------------------------------------- */
 
 typedef struct dsi_template {
-    int layer;      /* a representative layer index, or DSI_PART_* */
-    int type;       /* dsi_layer_type */
-    uint8_t pass;   /* forward or backward */
+    int layer;    /* a representative layer index, or DSI_PART_* */
+    int type;     /* dsi_layer_type */
+    uint8_t pass; /* forward or backward */
     uint8_t assumed;
     dsi_layout_t tp_layout;
     int32_t op_first, op_count;
-    int64_t dur, comp; /* ns, unscaled */
+    int64_t dur, comp;               /* ns, unscaled */
     double mm_flops, mm_model_flops; /* matmul FLOPs (recompute included / excluded) */
 } dsi_template_t;
 
@@ -169,10 +194,10 @@ typedef struct dsi_profile {
 typedef struct dsi_lane {
     int32_t d, p;
     int32_t prof;
-    int32_t next, prev; /* simulated lanes of the next / previous pipeline rank, -1 */
-    int32_t column;     /* simulated column */
+    int32_t next, prev;         /* simulated lanes of the next / previous pipeline rank, -1 */
+    int32_t column;             /* simulated column */
     int32_t dp_first, dp_count; /* into sim->lane_dp: distinct DP instances of its members */
-    double factor;      /* slowest member's speed factor */
+    double factor;              /* slowest member's speed factor */
     /* Transfer costs of the channels this lane sends on, per flag
      * (0 single, 1 batched); -1 until looked up. */
     int64_t fwd_cost[2], bwd_cost[2];
@@ -188,11 +213,20 @@ typedef struct dsi_lane {
 
 typedef struct dsi_dpgroup {
     int32_t p;
-    int32_t t;      /* representative tp coordinate */
-    int32_t count;  /* tp coordinates it stands for in its stage (symmetric) */
+    int32_t t;     /* representative tp coordinate */
+    int32_t count; /* tp coordinates it stands for in its stage (symmetric) */
     dsi_layout_t layout;
-    int32_t last;   /* stream: last node issued */
+    int32_t last; /* stream: last node issued */
+    int64_t cost[2]
+                [2]; /* gradient / parameter collective of a full / last bucket, ns; -1 unknown */
+    uint8_t cost_assumed[2][2];
 } dsi_dpgroup_t;
+
+/* What the placement classes depend on: runs with equal keys reuse them. */
+typedef struct dsi_place_key {
+    int dp, tp, pp, gpus_per_node, wrap, tied, full, valid;
+    ds_dim_t order[3];
+} dsi_place_key_t;
 
 typedef struct dsi_column {
     int32_t d;
@@ -251,10 +285,11 @@ struct ds_sim {
 
     dsi_program_t *programs; /* one per pipeline rank */
     int32_t num_programs;
+    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
 
     /* placement classes */
-    int32_t *column_of;  /* [dp]: simulated column of every replica */
-    int32_t *dp_of;      /* [tp * pp]: simulated DP instance of every (t, p) */
+    int32_t *column_of; /* [dp]: simulated column of every replica */
+    int32_t *dp_of;     /* [tp * pp]: simulated DP instance of every (t, p) */
     dsi_column_t *columns;
     int32_t num_columns;
     dsi_lane_t *lanes;
@@ -263,8 +298,9 @@ struct ds_sim {
     int32_t num_lane_dp;
     dsi_dpgroup_t *dpgroups;
     int32_t num_dpgroups;
-    int32_t *stage_lanes; /* lanes of stage p: stage_lanes[p * num_columns + i] */
-    double *device_factor; /* [devices] in full mode with speed factors, else NULL */
+    int32_t *stage_lanes;      /* lanes of stage p: stage_lanes[p * num_columns + i] */
+    double *device_factor;     /* [devices] in full mode with speed factors, else NULL */
+    dsi_place_key_t place_key; /* of the classes below */
     /* layouts of every group of the target */
     dsi_layout_t *tp_lay;  /* [d * pp + p] */
     dsi_layout_t *dp_lay;  /* [p * tp + t] */
@@ -279,13 +315,13 @@ struct ds_sim {
     int64_t bucket;
     int32_t *num_buckets; /* [pp] */
     int32_t max_buckets;
-    int32_t rounds;       /* gradient reductions per iteration (m with ZeRO-2, else 1) */
-    int32_t *ready;       /* [lane][round][bucket] node where the bucket is ready, this iteration */
-    int32_t *gather;      /* [dpgroup][bucket] param all-gather nodes, previous iteration */
-    int32_t *round_end;   /* [lane][round]: state at the end of a round's backward (no overlap) */
-    int32_t *zparts;      /* ZeRO-3: [lane][part] nodes of the current action */
+    int32_t rounds;     /* gradient reductions per iteration (m with ZeRO-2, else 1) */
+    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
+    int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
+    int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
+    int32_t *zparts;    /* ZeRO-3: [lane][part] nodes of the current action */
     int32_t zparts_stride;
-    int32_t *zpre;        /* ZeRO-3: [lane] node before the current action */
+    int32_t *zpre; /* ZeRO-3: [lane] node before the current action */
 
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
     int32_t *xfer;
@@ -297,12 +333,12 @@ struct ds_sim {
 
     /* results */
     int evaluated;
-    int64_t it_end[3];   /* end of iterations 1 and 2 */
-    int64_t it2_begin;   /* first start of an iteration-2 event */
+    int64_t it_end[3]; /* end of iterations 1 and 2 */
+    int64_t it2_begin; /* first start of an iteration-2 event */
     ds_sim_summary_t summary;
     ds_sim_device_t *devices;
     size_t num_devices_out;
-    int32_t *mb_nodes;   /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
+    int32_t *mb_nodes; /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
     ds_sim_critical_t critical;
     /* event queries */
     int32_t *lane_node_off, *lane_nodes;

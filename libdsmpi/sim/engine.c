@@ -27,7 +27,7 @@ const char *const dsi_node_labels[] = {
 _Static_assert(sizeof(dsi_node_labels) / sizeof(dsi_node_labels[0]) == DSI_L_COUNT_,
                "a name for every node label");
 
-static ds_status_t grow_nodes(dsi_graph_t *g)
+ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g)
 {
     int64_t cap = g->cap ? 2 * (int64_t)g->cap : 4096;
     if (cap > INT32_MAX - 1)
@@ -94,27 +94,6 @@ void dsi_graph_free(dsi_graph_t *g)
     dsi_free(g->indeg);
     dsi_free(g->queue);
     memset(g, 0, sizeof(*g));
-}
-
-int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int iter, int32_t owner, int64_t dur)
-{
-    if (g->n == g->cap && grow_nodes(g) != DS_OK)
-        return -1;
-    int32_t id = g->n++;
-    g->dur[id] = dur;
-    g->comp[id] = 0;
-    g->kind[id] = (uint8_t)kind;
-    g->iter[id] = (uint8_t)iter;
-    g->flags[id] = 0;
-    g->owner[id] = owner;
-    g->mb[id] = -1;
-    g->chunk[id] = 0;
-    g->part0[id] = 0;
-    g->nparts[id] = 0;
-    g->op0[id] = 0;
-    g->op1[id] = 0;
-    g->label[id] = DSI_L_NONE;
-    return id;
 }
 
 /* A cycle among the nodes Kahn's sweep never released: follow, from one of

@@ -7,7 +7,8 @@
  *                     attributes rank, represents, tp, dp, pp; equal-length
  *                     datasets event_id (uint32), kind (uint8: category),
  *                     stream (uint8), iteration (uint8), microbatch (int32),
- *                     start_ns, end_ns (int64, simulated clock)
+ *                     start_ns, end_ns (int64, simulated clock), assumed (uint8:
+ *                     1 when a cost behind the event is a roofline estimate)
  */
 #include "dsi_sim.h"
 
@@ -15,7 +16,7 @@
 
 #include <string.h>
 
-#define TL_CHECK(call, what)                                                                        \
+#define TL_CHECK(call, what)                                                                       \
     do {                                                                                           \
         if ((call) < 0) {                                                                          \
             status = DSI_ERROR(DS_ERR_HDF5, "writing the timeline '%s': %s failed", path, what);   \
@@ -55,7 +56,8 @@ static herr_t dataset(hid_t group, const char *name, hid_t type, size_t n, const
     if (space < 0)
         return -1;
     hid_t set = H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = set < 0 ? -1 : (n > 0 ? H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0);
+    herr_t rc =
+        set < 0 ? -1 : (n > 0 ? H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0);
     if (set >= 0)
         H5Dclose(set);
     H5Sclose(space);
@@ -69,7 +71,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
     ds_status_t status = DS_OK;
     hid_t file = -1, devices = -1, group = -1;
     uint32_t *ids = NULL;
-    uint8_t *kind = NULL, *stream = NULL, *iter = NULL;
+    uint8_t *kind = NULL, *stream = NULL, *iter = NULL, *assumed = NULL;
     int32_t *mb = NULL;
     int64_t *start = NULL, *end = NULL;
     size_t cap = 0;
@@ -80,23 +82,28 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
 
     file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     TL_CHECK(file, "creating the file");
-    TL_CHECK(attr_scalar(file, "iteration_s", H5T_NATIVE_DOUBLE, &sim->summary.iteration_s), "an attribute");
+    TL_CHECK(attr_scalar(file, "iteration_s", H5T_NATIVE_DOUBLE, &sim->summary.iteration_s),
+             "an attribute");
     TL_CHECK(attr_scalar(file, "origin_ns", H5T_NATIVE_INT64, &sim->it2_begin), "an attribute");
-    TL_CHECK(attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->summary.assumed_share), "an attribute");
+    TL_CHECK(attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->summary.assumed_share),
+             "an attribute");
     char text[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&sim->s, text, sizeof(text));
     TL_CHECK(attr_string(file, "strategy", text), "an attribute");
     TL_CHECK(attr_string(file, "model", sim->info.name), "an attribute");
-    TL_CHECK(attr_string(file, "mode", sim->opt.mode == DS_SIM_FULL ? "full" : "symmetric"), "an attribute");
+    TL_CHECK(attr_string(file, "mode", sim->opt.mode == DS_SIM_FULL ? "full" : "symmetric"),
+             "an attribute");
     {
         dsi_strbuf_t names;
         dsi_strbuf_init(&names);
         for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
-            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c, ds_sim_category_name((ds_sim_category_t)c));
+            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c,
+                               ds_sim_category_name((ds_sim_category_t)c));
         herr_t rc = attr_string(file, "kinds", dsi_strbuf_text(&names));
         dsi_strbuf_clear(&names);
         for (int c = 0; c < DS_SIM_STREAM_COUNT_; c++)
-            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c, ds_sim_stream_name((ds_sim_stream_t)c));
+            dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c,
+                               ds_sim_stream_name((ds_sim_stream_t)c));
         if (rc >= 0)
             rc = attr_string(file, "streams", dsi_strbuf_text(&names));
         dsi_strbuf_free(&names);
@@ -115,6 +122,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
             DSI_TRY_GOTO(dsi_realloc_array(&kind, cap, sizeof(*kind)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&stream, cap, sizeof(*stream)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&iter, cap, sizeof(*iter)), status, out);
+            DSI_TRY_GOTO(dsi_realloc_array(&assumed, cap, sizeof(*assumed)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&mb, cap, sizeof(*mb)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&start, cap, sizeof(*start)), status, out);
             DSI_TRY_GOTO(dsi_realloc_array(&end, cap, sizeof(*end)), status, out);
@@ -124,6 +132,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
             kind[i] = (uint8_t)events[i].category;
             stream[i] = (uint8_t)events[i].stream;
             iter[i] = (uint8_t)events[i].iteration;
+            assumed[i] = (uint8_t)(events[i].assumed != 0);
             mb[i] = events[i].microbatch;
             start[i] = events[i].start_ns;
             end[i] = events[i].end_ns;
@@ -146,6 +155,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
         TL_CHECK(dataset(group, "microbatch", H5T_NATIVE_INT32, count, mb), "a dataset");
         TL_CHECK(dataset(group, "start_ns", H5T_NATIVE_INT64, count, start), "a dataset");
         TL_CHECK(dataset(group, "end_ns", H5T_NATIVE_INT64, count, end), "a dataset");
+        TL_CHECK(dataset(group, "assumed", H5T_NATIVE_UINT8, count, assumed), "a dataset");
         H5Gclose(group);
         group = -1;
     }
@@ -161,6 +171,7 @@ out:
     dsi_free(kind);
     dsi_free(stream);
     dsi_free(iter);
+    dsi_free(assumed);
     dsi_free(mb);
     dsi_free(start);
     dsi_free(end);

@@ -47,8 +47,8 @@ static void flush(FILE *out, pending_rect_t *r)
     double w = r->x1 - r->x0;
     if (w < 0.2)
         w = 0.2;
-    fprintf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"/>\n", r->x0,
-            r->y, w, r->h, colour((ds_sim_category_t)r->cat));
+    fprintf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"/>\n",
+            r->x0, r->y, w, r->h, colour((ds_sim_category_t)r->cat));
     r->open = false;
 }
 
@@ -119,31 +119,38 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
     double height = TOP + ROW * (double)n + 70.0;
     char strategy[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(s, strategy, sizeof(strategy));
-    fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-                 "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+    fprintf(out,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
             WIDTH, height, WIDTH, height);
-    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", WIDTH, height);
+    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", WIDTH,
+            height);
     fprintf(out, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", LEFT);
     xml_text(out, sim->info.name);
     fprintf(out, " on %lld GPUs: ", (long long)sim->num_devices);
     xml_text(out, strategy);
-    fprintf(out, "</text>\n<text x=\"%.0f\" y=\"40\">iteration %.3f ms, bubble %.1f%%, MFU %.1f%%%s%s</text>\n",
+    fprintf(out,
+            "</text>\n<text x=\"%.0f\" y=\"40\">iteration %.3f ms, bubble %.1f%%, MFU "
+            "%.1f%%%s%s</text>\n",
             LEFT, sim->summary.iteration_s * 1e3, 100.0 * sim->summary.bubble_fraction,
             100.0 * sim->summary.mfu, per_stage ? ", one row per stage (replica 0, tp rank 0)" : "",
             sim->summary.assumed_keys > 0 ? "; costs partly ASSUMED (roofline)" : "");
     /* Time axis. */
     double span_ms = (double)span / 1e6;
     double raw = span_ms / 10.0, magnitude = pow(10.0, floor(log10(raw)));
-    double step_ms = raw <= magnitude ? magnitude : raw <= 2 * magnitude ? 2 * magnitude
-                     : raw <= 5 * magnitude                               ? 5 * magnitude
-                                                                          : 10 * magnitude;
+    double step_ms = raw <= magnitude       ? magnitude
+                     : raw <= 2 * magnitude ? 2 * magnitude
+                     : raw <= 5 * magnitude ? 5 * magnitude
+                                            : 10 * magnitude;
     for (double t = 0; t <= span_ms + 1e-12; t += step_ms) {
         double x = LEFT + plot * t / span_ms;
-        fprintf(out, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#dddddd\"/>\n", x,
-                TOP - 6, x, TOP + ROW * (double)n);
-        fprintf(out, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555555\">%.4g ms</text>\n", x,
-                TOP + ROW * (double)n + 16, t);
+        fprintf(out, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#dddddd\"/>\n",
+                x, TOP - 6, x, TOP + ROW * (double)n);
+        fprintf(
+            out,
+            "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555555\">%.4g ms</text>\n",
+            x, TOP + ROW * (double)n + 16, t);
     }
     pending_rect_t pending = {0, 0, 0, 0, 0, false};
     for (size_t r = 0; r < n && status == DS_OK; r++) {
@@ -155,7 +162,9 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
             fprintf(out, "stage %d (rank %lld)", c.pp, (long long)rank);
         else
             fprintf(out, "rank %lld  tp%d pp%d", (long long)rank, c.tp, c.pp);
-        fprintf(out, "</text>\n<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\"/>\n",
+        fprintf(out,
+                "</text>\n<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                "fill=\"#eeeeee\"/>\n",
                 LEFT, y, plot, BAR + 6);
         const ds_sim_event_t *events;
         size_t count;
@@ -179,14 +188,16 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
     double ly = TOP + ROW * (double)n + 36;
     double lx = LEFT;
     for (int cat = 0; cat < DS_SIM_CAT_WAIT; cat++) {
-        fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
-                     "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+        fprintf(out,
+                "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
+                "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
                 lx, ly, colour((ds_sim_category_t)cat), lx + 18, ly + 11,
                 ds_sim_category_name((ds_sim_category_t)cat));
         lx += 125;
     }
-    fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"#eeeeee\"/>"
-                 "<text x=\"%.0f\" y=\"%.0f\">idle</text>\n</svg>\n",
+    fprintf(out,
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"#eeeeee\"/>"
+            "<text x=\"%.0f\" y=\"%.0f\">idle</text>\n</svg>\n",
             lx, ly, lx + 18, ly + 11);
     if (fclose(out) != 0 && status == DS_OK)
         status = DSI_ERROR(DS_ERR_IO, "writing the chart '%s' failed", path);

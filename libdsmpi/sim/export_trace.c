@@ -34,7 +34,8 @@ static void layer_name(const ds_sim_t *sim, const ds_sim_event_t *e, char *text,
 {
     const char *pass = e->category == DS_SIM_CAT_FORWARD ? "fwd" : "bwd";
     if (e->num_layers > 1) {
-        snprintf(text, size, "%s chunk %d (%d parts) mb %d", pass, e->chunk, e->num_layers, e->microbatch);
+        snprintf(text, size, "%s chunk %d (%d parts) mb %d", pass, e->chunk, e->num_layers,
+                 e->microbatch);
         return;
     }
     if (e->layer == DSI_PART_EMBEDDING)
@@ -46,11 +47,13 @@ static void layer_name(const ds_sim_t *sim, const ds_sim_event_t *e, char *text,
     (void)sim;
 }
 
-static void emit(FILE *out, bool *first, int64_t pid, int64_t tid, const char *name, const char *cat,
-                 double ts_us, double dur_us, const char *args)
+static void emit(FILE *out, bool *first, int64_t pid, int64_t tid, const char *name,
+                 const char *cat, double ts_us, double dur_us, const char *args)
 {
-    fprintf(out, "%s\n{\"ph\": \"X\", \"pid\": %lld, \"tid\": %lld, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
-            *first ? "" : ",", (long long)pid, (long long)tid, ts_us, dur_us);
+    fprintf(
+        out,
+        "%s\n{\"ph\": \"X\", \"pid\": %lld, \"tid\": %lld, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
+        *first ? "" : ",", (long long)pid, (long long)tid, ts_us, dur_us);
     json_escape(out, name);
     fprintf(out, ", \"cat\": \"%s\"", cat);
     if (args != NULL && args[0] != '\0')
@@ -77,15 +80,18 @@ static void emit_ops(ds_sim_t *sim, FILE *out, bool *first, int64_t rank, const 
         int index = g->nparts[id] == 1 ? g->part0[id] : fwd ? k : g->nparts[id] - 1 - k;
         int32_t part = pr->part_first[g->chunk[id]] + index;
         const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
-        int32_t op0 = g->op1[id] > 0 ? g->op0[id] : 0, op1 = g->op1[id] > 0 ? g->op1[id] : t->op_count;
+        int32_t op0 = g->op1[id] > 0 ? g->op0[id] : 0,
+                op1 = g->op1[id] > 0 ? g->op1[id] : t->op_count;
         for (int32_t i = op0; i < op1; i++) {
             int32_t o = t->op_first + i;
             int64_t d = sim->op_comm[o] ? sim->op_dur[o]
                                         : (int64_t)((double)sim->op_dur[o] * l->factor + 0.5);
             int64_t b = DSI_MIN(at + d, end);
             char args[96];
-            snprintf(args, sizeof(args), "\"mb\": %d, \"layer\": %d", e->microbatch, sim->part_layer[part]);
-            emit(out, first, pid, track_of(sim, rank, sim->op_comm[o] ? DS_SIM_STREAM_TP : DS_SIM_STREAM_COMPUTE),
+            snprintf(args, sizeof(args), "\"mb\": %d, \"layer\": %d", e->microbatch,
+                     sim->part_layer[part]);
+            emit(out, first, pid,
+                 track_of(sim, rank, sim->op_comm[o] ? DS_SIM_STREAM_TP : DS_SIM_STREAM_COMPUTE),
                  sim->op_label[o], sim->op_comm[o] ? "tp-comm" : ds_sim_category_name(e->category),
                  (double)(at - origin) / 1e3, (double)(b - at) / 1e3, args);
             at = b;
@@ -126,9 +132,11 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
         goto out;
     }
     int64_t origin = sim->it2_begin;
-    fprintf(out, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"iteration_s\": %.9g, \"origin_ns\": %lld, "
-                 "\"assumed_share\": %.6f},\n\"traceEvents\": [",
-            sim->summary.iteration_s, (long long)origin, sim->summary.assumed_share);
+    fprintf(
+        out,
+        "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"iteration_s\": %.9g, \"origin_ns\": %lld, "
+        "\"assumed_share\": %.6f},\n\"traceEvents\": [",
+        sim->summary.iteration_s, (long long)origin, sim->summary.assumed_share);
     bool first = true;
     int64_t last_node = -1;
     for (size_t r = 0; r < n && status == DS_OK; r++) {
@@ -137,9 +145,13 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
             continue;
         int64_t node = rank / sim->cluster.gpus_per_node;
         if (node != last_node) {
-            fprintf(out, "%s\n{\"ph\": \"M\", \"pid\": %lld, \"name\": \"process_name\", \"args\": {\"name\": \"node %lld\"}}",
+            fprintf(out,
+                    "%s\n{\"ph\": \"M\", \"pid\": %lld, \"name\": \"process_name\", \"args\": "
+                    "{\"name\": \"node %lld\"}}",
                     first ? "" : ",", (long long)node, (long long)node);
-            fprintf(out, ",\n{\"ph\": \"M\", \"pid\": %lld, \"name\": \"process_sort_index\", \"args\": {\"sort_index\": %lld}}",
+            fprintf(out,
+                    ",\n{\"ph\": \"M\", \"pid\": %lld, \"name\": \"process_sort_index\", \"args\": "
+                    "{\"sort_index\": %lld}}",
                     (long long)node, (long long)node);
             first = false;
             last_node = node;
@@ -163,14 +175,18 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
         for (int st = 0; st < DS_SIM_STREAM_COUNT_; st++) {
             if (!used[st])
                 continue;
-            fprintf(out, ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_name\", "
-                         "\"args\": {\"name\": \"gpu %lld rank %lld (tp %d dp %d pp %d) %s\"}}",
+            fprintf(out,
+                    ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_name\", "
+                    "\"args\": {\"name\": \"gpu %lld rank %lld (tp %d dp %d pp %d) %s\"}}",
                     (long long)node, (long long)track_of(sim, rank, st),
-                    (long long)(rank % sim->cluster.gpus_per_node), (long long)rank, c.tp, c.dp, c.pp,
-                    ds_sim_stream_name((ds_sim_stream_t)st));
-            fprintf(out, ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_sort_index\", "
-                         "\"args\": {\"sort_index\": %lld}}",
-                    (long long)node, (long long)track_of(sim, rank, st), (long long)track_of(sim, rank, st));
+                    (long long)(rank % sim->cluster.gpus_per_node), (long long)rank, c.tp, c.dp,
+                    c.pp, ds_sim_stream_name((ds_sim_stream_t)st));
+            fprintf(
+                out,
+                ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_sort_index\", "
+                "\"args\": {\"sort_index\": %lld}}",
+                (long long)node, (long long)track_of(sim, rank, st),
+                (long long)track_of(sim, rank, st));
         }
         for (size_t i = 0; i < count; i++) {
             const ds_sim_event_t *e = &events[i];
@@ -184,12 +200,14 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
             }
             if (layer) {
                 layer_name(sim, e, name, sizeof(name));
-                snprintf(args, sizeof(args), "\"mb\": %d, \"chunk\": %d, \"compute_us\": %.3f, \"tp_us\": %.3f%s",
+                snprintf(args, sizeof(args),
+                         "\"mb\": %d, \"chunk\": %d, \"compute_us\": %.3f, \"tp_us\": %.3f%s",
                          e->microbatch, e->chunk, (double)e->compute_ns / 1e3,
                          (double)(e->end_ns - e->start_ns - e->compute_ns) / 1e3,
                          e->assumed ? ", \"provenance\": \"assumed\"" : "");
             } else if (e->stream == DS_SIM_STREAM_PP) {
-                snprintf(name, sizeof(name), "p2p (%d transfer%s)", e->num_layers + 1, e->num_layers ? "s" : "");
+                snprintf(name, sizeof(name), "p2p (%d transfer%s)", e->num_layers + 1,
+                         e->num_layers ? "s" : "");
                 snprintf(args, sizeof(args), "%s", e->assumed ? "\"provenance\": \"assumed\"" : "");
             } else if (e->stream == DS_SIM_STREAM_DP && e->bucket >= 0) {
                 snprintf(name, sizeof(name), "%s %d", e->name, e->bucket);

@@ -49,7 +49,8 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
     bool t5_decoder = info->arch == DS_ARCH_ENCODER_DECODER && layer >= info->num_encoder_layers;
     double seq = t5_decoder ? info->decoder_seq_len : info->seq_len;
     double h = info->hidden_size, a = info->num_heads, f = info->ffn_hidden_size;
-    double q = (double)info->num_heads * info->head_dim, kv = (double)info->num_kv_heads * info->head_dim;
+    double q = (double)info->num_heads * info->head_dim,
+           kv = (double)info->num_kv_heads * info->head_dim;
     bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
     bool sp = sim->ctx.sp;
     double sbh = seq * b * h;
@@ -57,11 +58,13 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
         return 2.0 * sbh / (sp ? t : 1.0) * scale;
     double replicated = sbh * (info->dropout ? 10.0 : 8.0);
     double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) + seq * b * f * (gated ? 6.0 : 4.0);
-    double scores = recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : (info->dropout ? 5.0 : 2.0) * a * seq * seq * b;
+    double scores =
+        recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : (info->dropout ? 5.0 : 2.0) * a * seq * seq * b;
     double per_layer = replicated / (sp ? t : 1.0) + split / t + scores / t;
     if (t5_decoder) /* cross-attention: another attention block over the encoder tokens */
-        per_layer += (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t +
-                     (recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * seq * info->seq_len * b / t);
+        per_layer +=
+            (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t +
+            (recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * seq * info->seq_len * b / t);
     return per_layer * scale;
 }
 
@@ -99,7 +102,9 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
     if (s->recompute == DS_RECOMPUTE_FULL) /* the layer being recomputed holds all of it */
         mem->activations_B += largest_layer;
     if (info->arch != DS_ARCH_LAYER_LIST) {
-        double tokens = (double)s->mbs * (info->arch == DS_ARCH_ENCODER_DECODER ? info->decoder_seq_len : info->seq_len);
+        double tokens =
+            (double)s->mbs *
+            (info->arch == DS_ARCH_ENCODER_DECODER ? info->decoder_seq_len : info->seq_len);
         if (stage == s->pp - 1) /* fp32 logits and their gradient, one micro-batch */
             mem->activations_B += tokens * (double)dsi_vocab_share(info, s->tp) * 4.0 * 2.0;
         if (stage == 0) /* embedding output and dropout mask, per in-flight micro-batch */
@@ -107,14 +112,22 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
                                   (double)prog->peak_inflight / s->vpp;
     }
     /* Communicators: TP, DP, the pipeline neighbours, model-parallel, embedding. */
-    int comms = (s->tp > 1) + (s->dp > 1) + (s->pp > 1 ? (stage > 0) + (stage < s->pp - 1 || s->vpp > 1) : 0) +
-                (s->tp * s->pp > 1) + (dsi_has_tied_copy(info, s) && (stage == 0 || stage == s->pp - 1));
+    int comms = (s->tp > 1) + (s->dp > 1) +
+                (s->pp > 1 ? (stage > 0) + (stage < s->pp - 1 || s->vpp > 1) : 0) +
+                (s->tp * s->pp > 1) +
+                (dsi_has_tied_copy(info, s) && (stage == 0 || stage == s->pp - 1));
     double pp_buffers = 0.0;
     if (s->pp > 1)
-        pp_buffers = 2.0 * (double)dsi_p2p_boundary_bytes(sim->model, s, info->dtype, stage > 0 ? stage : (s->pp > 1 ? 1 : 0)) * s->vpp;
+        pp_buffers = 2.0 *
+                     (double)dsi_p2p_boundary_bytes(sim->model, s, info->dtype,
+                                                    stage > 0 ? stage : (s->pp > 1 ? 1 : 0)) *
+                     s->vpp;
     mem->comm_buffers_B = comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers;
-    mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) + dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) * MIB;
-    double tensors = mem->weights_B + mem->grads_B + mem->optimizer_B + mem->activations_B + mem->comm_buffers_B;
+    mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) +
+                      dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) *
+                     MIB;
+    double tensors =
+        mem->weights_B + mem->grads_B + mem->optimizer_B + mem->activations_B + mem->comm_buffers_B;
     mem->fragmentation_B = tensors * dsi_param_double(DSI_PARAM_SIM_FRAGMENTATION);
     mem->total_B = tensors + mem->context_B + mem->fragmentation_B;
     mem->device_B = sim->cluster.device.memory_GiB * 1024.0 * MIB;

@@ -42,7 +42,8 @@ void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t 
 
 /* ---- per-owner node lists ---------------------------------------------------------------- */
 
-static ds_status_t csr(int32_t owners, const int32_t *key, int32_t n, int32_t **off_p, int32_t **list_p)
+static ds_status_t csr(int32_t owners, const int32_t *key, int32_t n, int32_t **off_p,
+                       int32_t **list_p)
 {
     DSI_TRY(dsi_realloc_array(off_p, (size_t)owners + 1, sizeof(**off_p)));
     int32_t *off = *off_p;
@@ -76,19 +77,24 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
     /* Lane nodes. */
     for (int32_t i = 0; i < n; i++) {
         uint8_t k = g->kind[i];
-        key[i] = (k == DSI_N_FWD || k == DSI_N_BWD || k == DSI_N_OPT || k == DSI_N_TP) ? g->owner[i] : -1;
+        key[i] = (k == DSI_N_FWD || k == DSI_N_BWD || k == DSI_N_OPT || k == DSI_N_TP) ? g->owner[i]
+                                                                                       : -1;
     }
     DSI_TRY_GOTO(csr(sim->num_lanes, key, n, &sim->lane_node_off, &sim->lane_nodes), status, out);
     for (int32_t i = 0; i < n; i++)
         key[i] = g->kind[i] == DSI_N_DP ? g->owner[i] : -1;
-    DSI_TRY_GOTO(csr(sim->num_dpgroups, key, n, &sim->dp_node_off, &sim->dp_node_nodes), status, out);
+    DSI_TRY_GOTO(csr(sim->num_dpgroups, key, n, &sim->dp_node_off, &sim->dp_node_nodes), status,
+                 out);
     for (int32_t i = 0; i < n; i++)
         key[i] = g->kind[i] == DSI_N_COL ? g->owner[i] : -1;
-    DSI_TRY_GOTO(csr(sim->num_columns, key, n, &sim->col_node_off, &sim->col_node_nodes), status, out);
+    DSI_TRY_GOTO(csr(sim->num_columns, key, n, &sim->col_node_off, &sim->col_node_nodes), status,
+                 out);
     /* Transfers: listed under the sender, then again under the receiver. */
     {
         int32_t lanes = sim->num_lanes;
-        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_off, (size_t)lanes + 1, sizeof(*sim->xfer_lane_off)), status, out);
+        DSI_TRY_GOTO(
+            dsi_realloc_array(&sim->xfer_lane_off, (size_t)lanes + 1, sizeof(*sim->xfer_lane_off)),
+            status, out);
         int32_t *off = sim->xfer_lane_off;
         memset(off, 0, ((size_t)lanes + 1) * sizeof(*off));
         int32_t total = 0;
@@ -103,7 +109,9 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
         }
         for (int32_t o = 0; o < lanes; o++)
             off[o + 1] += off[o];
-        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_nodes, (size_t)(total ? total : 1), sizeof(*sim->xfer_lane_nodes)), status, out);
+        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_nodes, (size_t)(total ? total : 1),
+                                       sizeof(*sim->xfer_lane_nodes)),
+                     status, out);
         for (int32_t i = 0; i < n; i++) {
             if (g->kind[i] != DSI_N_XFER)
                 continue;
@@ -132,18 +140,23 @@ static bool in_column_node(const ds_sim_t *sim, int32_t lane, int32_t i)
 
 /* ---- interval arithmetic ------------------------------------------------------------------ */
 
-static int by_start(const void *x, const void *y)
-{
-    const span_t *a = x, *b = y;
-    return (a->a > b->a) - (a->a < b->a);
-}
-
-/* Sorts and merges spans in place; returns the merged count. */
+/* Sorts (insertion sort: the spans come nearly in order) and merges spans
+ * in place; returns the merged count. */
 static size_t merge(span_t *s, size_t n)
 {
     if (n == 0)
         return 0;
-    qsort(s, n, sizeof(*s), by_start);
+    for (size_t i = 1; i < n; i++) {
+        if (s[i].a >= s[i - 1].a)
+            continue;
+        span_t x = s[i];
+        size_t j = i;
+        while (j > 0 && s[j - 1].a > x.a) {
+            s[j] = s[j - 1];
+            j--;
+        }
+        s[j] = x;
+    }
     size_t k = 0;
     for (size_t i = 1; i < n; i++) {
         if (s[i].a <= s[k].b) {
@@ -207,7 +220,7 @@ static ds_status_t span_push(spanbuf_t *s, int64_t a, int64_t b)
 
 typedef struct lane_numbers {
     int64_t compute, tp, pp, other, assumed, total;
-    spanbuf_t busy;    /* compute stream, merged */
+    spanbuf_t busy;     /* compute stream, merged */
     spanbuf_t blocking; /* transfers and column collectives */
 } lane_numbers_t;
 
@@ -344,7 +357,8 @@ static void critical_path(ds_sim_t *sim)
         cr->events++;
         if (g->kind[v] == DSI_N_FWD || g->kind[v] == DSI_N_BWD) {
             /* Split the clipped length between compute and TP in proportion. */
-            int64_t comp = g->dur[v] > 0 ? (int64_t)((double)len * (double)g->comp[v] / (double)g->dur[v]) : 0;
+            int64_t comp =
+                g->dur[v] > 0 ? (int64_t)((double)len * (double)g->comp[v] / (double)g->dur[v]) : 0;
             cr->seconds[cat] += (double)comp * 1e-9;
             cr->seconds[DS_SIM_CAT_TP] += (double)(len - comp) * 1e-9;
         } else {
@@ -365,7 +379,8 @@ static void critical_path(ds_sim_t *sim)
     sim->summary.critical_assumed_share = T > 0 ? (double)assumed / (double)T : 0.0;
 }
 
-/* ---- entry ------------------------------------------------------------------------------------ */
+/* ---- entry ------------------------------------------------------------------------------------
+ */
 
 ds_status_t dsi_sim_metrics(ds_sim_t *sim)
 {
@@ -411,12 +426,13 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     }
     /* Matmul FLOPs of one iteration over every device. */
     for (int p = 0; p < s->pp; p++) {
-        const dsi_profile_t *pr = &sim->profiles[sim->lanes[sim->stage_lanes[(size_t)p * sim->num_columns]].prof];
+        const dsi_profile_t *pr =
+            &sim->profiles[sim->lanes[sim->stage_lanes[(size_t)p * sim->num_columns]].prof];
         double devices = (double)s->tp * s->dp;
         sum->model_flops += (double)sim->m * pr->mm_model_flops * devices;
         sum->hardware_flops += (double)sim->m * pr->mm_flops * devices;
     }
-    sum->peak_tflops = sim->opt.peak_tflops > 0 ? sim->opt.peak_tflops
+    sum->peak_tflops = sim->opt.peak_tflops > 0           ? sim->opt.peak_tflops
                        : sim->info.dtype == DS_DTYPE_FP32 ? sim->cluster.device.peak_tflops_fp32
                                                           : sim->cluster.device.peak_tflops_bf16;
     if (Ts > 0) {
@@ -428,6 +444,21 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
         }
     }
 
+    if (!sim->opt.keep_timeline) {
+        /* Search: memory per stage, nothing per device. */
+        sim->num_devices_out = 0;
+        for (int p = 0; p < s->pp; p++) {
+            ds_sim_memory_t mem;
+            dsi_sim_memory(sim, p, &mem);
+            if (mem.total_B / (1024.0 * 1024.0 * 1024.0) > sum->peak_memory_GiB)
+                sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
+            sum->oom |= mem.oom;
+        }
+        sum->simulated_devices = (int64_t)sim->num_lanes * s->tp;
+        sum->build_s = sim->build_s;
+        sum->evaluate_s = sim->eval_s;
+        return DS_OK;
+    }
     DSI_TRY(dsi_sim_index_events(sim));
     size_t ndev = (size_t)sim->num_lanes * s->tp;
     DSI_TRY(dsi_realloc_array(&sim->devices, ndev, sizeof(*sim->devices)));
@@ -438,8 +469,23 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     ds_status_t status = DS_OK;
     for (int32_t lane = 0; lane < sim->num_lanes && status == DS_OK; lane++) {
         status = lane_measure(sim, lane, &ln);
-        for (int t = 0; t < s->tp && status == DS_OK; t++)
-            status = device_numbers(sim, lane, t, &ln, &scratch, &sim->devices[(size_t)lane * s->tp + t]);
+        for (int t = 0; t < s->tp && status == DS_OK; t++) {
+            ds_sim_device_t *dev = &sim->devices[(size_t)lane * s->tp + t];
+            /* Members of one lane in the same DP instance have the same numbers. */
+            int same = -1;
+            for (int u = 0; u < t && same < 0 && sim->device_factor == NULL; u++)
+                if (s->dp == 1 || sim->dp_of[(size_t)sim->lanes[lane].p * s->tp + u] ==
+                                      sim->dp_of[(size_t)sim->lanes[lane].p * s->tp + t])
+                    same = u;
+            if (same < 0) {
+                status = device_numbers(sim, lane, t, &ln, &scratch, dev);
+            } else {
+                *dev = sim->devices[(size_t)lane * s->tp + same];
+                dev->coords.tp = t;
+                dev->rank = ds_strategy_rank_of(s, dev->coords);
+                dev->node = dev->rank / sim->cluster.gpus_per_node;
+            }
+        }
     }
     dsi_free(ln.busy.v);
     dsi_free(ln.blocking.v);
@@ -474,7 +520,8 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     return DS_OK;
 }
 
-/* ---- events of a device ------------------------------------------------------------------------ */
+/* ---- events of a device ------------------------------------------------------------------------
+ */
 
 static ds_status_t event_push(ds_sim_t *sim, size_t *count, const ds_sim_event_t *e)
 {
@@ -515,8 +562,9 @@ static int by_stream_start(const void *x, const void *y)
 ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event_t **events_p,
                                  size_t *count_p)
 {
-    if (!sim->evaluated)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
+    if (!sim->evaluated || !sim->opt.keep_timeline)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "no simulation with keep_timeline has run on this simulator");
     if (rank < 0 || rank >= sim->num_devices)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
                          (long long)sim->num_devices - 1);
@@ -537,7 +585,9 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
             e.name = dsi_node_labels[g->label[i]];
         } else {
             e.stream = DS_SIM_STREAM_COMPUTE;
-            e.name = g->kind[i] == DSI_N_FWD ? "fwd" : g->kind[i] == DSI_N_BWD ? "bwd" : "optimizer";
+            e.name = g->kind[i] == DSI_N_FWD   ? "fwd"
+                     : g->kind[i] == DSI_N_BWD ? "bwd"
+                                               : "optimizer";
             e.compute_ns = g->comp[i];
             if (g->kind[i] != DSI_N_OPT) {
                 e.microbatch = g->mb[i];

@@ -111,7 +111,8 @@ static ds_status_t one_f_one_b(dsi_program_t *p, int64_t m, int r, int pp, int u
         if (i == rem - 1)
             DSI_TRY(comm(p, 0, 0, false, false, !first, false)); /* send_backward */
         else
-            DSI_TRY(comm(p, unbatched, 1, false, !first, !first, false)); /* send_backward_recv_forward */
+            DSI_TRY(comm(p, unbatched, 1, false, !first, !first,
+                         false)); /* send_backward_recv_forward */
     }
     for (int64_t i = 0; i < w; i++) {
         DSI_TRY(comm(p, 0, 0, false, false, false, !last));
@@ -200,7 +201,8 @@ ds_status_t dsi_schedule_build(const ds_strategy_t *s, int64_t m, int stage, int
     }
     int64_t expected = m * s->vpp;
     if (p->forwards != expected || p->backwards != expected)
-        return DSI_ERROR(DS_ERR_INTERNAL, "schedule of stage %d runs %d forwards and %d backwards (expected %lld)",
+        return DSI_ERROR(DS_ERR_INTERNAL,
+                         "schedule of stage %d runs %d forwards and %d backwards (expected %lld)",
                          stage, p->forwards, p->backwards, (long long)expected);
     return DS_OK;
 }

@@ -7,7 +7,8 @@
 
 static const char *const category_names[DS_SIM_CAT_COUNT_] = {
     "forward", "backward", "optimizer", "tp-comm", "pp-p2p", "dp-comm", "other-comm", "wait"};
-static const char *const stream_names[DS_SIM_STREAM_COUNT_] = {"compute", "tp", "pp", "dp", "other"};
+static const char *const stream_names[DS_SIM_STREAM_COUNT_] = {"compute", "tp", "pp", "dp",
+                                                               "other"};
 
 const char *ds_sim_category_name(ds_sim_category_t category)
 {
@@ -118,9 +119,12 @@ static ds_status_t set_factors(ds_sim_t *sim)
     if (o->num_slow_devices == 0)
         return DS_OK;
     if (o->mode != DS_SIM_FULL)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "per-device speed factors (%zu given) need the full simulation mode (accepted: mode full, --full)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "per-device speed factors (%zu given) need the full simulation mode "
+                         "(accepted: mode full, --full)",
                          o->num_slow_devices);
-    DSI_TRY(dsi_realloc_array(&sim->device_factor, (size_t)sim->num_devices, sizeof(*sim->device_factor)));
+    DSI_TRY(dsi_realloc_array(&sim->device_factor, (size_t)sim->num_devices,
+                              sizeof(*sim->device_factor)));
     for (int64_t i = 0; i < sim->num_devices; i++)
         sim->device_factor[i] = 1.0;
     for (size_t i = 0; i < o->num_slow_devices; i++) {
@@ -129,8 +133,10 @@ static ds_status_t set_factors(ds_sim_t *sim)
             return DSI_ERROR(DS_ERR_INVALID_ARG, "slow device rank %lld (accepted: 0 to %lld)",
                              (long long)sd->rank, (long long)sim->num_devices - 1);
         if (!(sd->factor > 0.0 && sd->factor <= 1000.0))
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "slow device factor %g for rank %lld (accepted: above 0, at most 1000)",
-                             sd->factor, (long long)sd->rank);
+            return DSI_ERROR(
+                DS_ERR_INVALID_ARG,
+                "slow device factor %g for rank %lld (accepted: above 0, at most 1000)", sd->factor,
+                (long long)sd->rank);
         sim->device_factor[sd->rank] = sd->factor;
     }
     return DS_OK;
@@ -140,7 +146,8 @@ static ds_status_t deadlock_error(ds_sim_t *sim, const int32_t *cycle, int32_t l
 {
     dsi_strbuf_t buf;
     dsi_strbuf_init(&buf);
-    dsi_strbuf_appendf(&buf, "the schedule deadlocks: %d events wait on each other in a cycle: ", len);
+    dsi_strbuf_appendf(&buf,
+                       "the schedule deadlocks: %d events wait on each other in a cycle: ", len);
     int32_t shown = DSI_MIN(len, 6);
     for (int32_t i = 0; i < shown; i++) {
         char text[512];
@@ -151,7 +158,8 @@ static ds_status_t deadlock_error(ds_sim_t *sim, const int32_t *cycle, int32_t l
         dsi_strbuf_appendf(&buf, " ... (%d more)", len - shown);
     dsi_strbuf_append(&buf, ", which waits for the first");
     ds_status_t status = DSI_ERROR(DS_ERR_DEADLOCK, "%s",
-                                   dsi_strbuf_status(&buf) == DS_OK ? dsi_strbuf_text(&buf) : "the schedule deadlocks");
+                                   dsi_strbuf_status(&buf) == DS_OK ? dsi_strbuf_text(&buf)
+                                                                    : "the schedule deadlocks");
     dsi_strbuf_free(&buf);
     return status;
 }
@@ -170,15 +178,20 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     int64_t devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
     int64_t m = ds_strategy_num_microbatches(strategy);
     if (strategy->dp < 1 || m < 1 || devices != ds_cluster_num_gpus(cluster))
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy dp=%d tp=%d pp=%d gbs=%lld is not resolved for %lld devices (call ds_strategy_resolve first)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy dp=%d tp=%d pp=%d gbs=%lld is not resolved for %lld devices "
+                         "(call ds_strategy_resolve first)",
                          strategy->dp, strategy->tp, strategy->pp, (long long)strategy->gbs,
                          (long long)ds_cluster_num_gpus(cluster));
     if (options->mode != DS_SIM_SYMMETRIC && options->mode != DS_SIM_FULL)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "simulation mode %d (accepted: symmetric, full)", (int)options->mode);
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "simulation mode %d (accepted: symmetric, full)",
+                         (int)options->mode);
     if (options->granularity != DS_SIM_LAYER && options->granularity != DS_SIM_STAGE)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "granularity %d (accepted: layer, stage)", (int)options->granularity);
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "granularity %d (accepted: layer, stage)",
+                         (int)options->granularity);
     if (m * strategy->vpp > INT32_MAX / 8)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "%lld micro-batches are too many to simulate (accepted: at most %d)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "%lld micro-batches are too many to simulate (accepted: at most %d)",
                          (long long)m, INT32_MAX / 8 / strategy->vpp);
     sim->model = model;
     ds_model_get_info(model, &sim->info);
@@ -206,7 +219,9 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     if (sim->num_missing > 0) {
         char key[256];
         ds_event_key_format(&sim->missing[0], key, sizeof(key));
-        return DSI_ERROR(DS_ERR_NOT_FOUND, "%zu events have no cost (first: %s); profile them or estimate them from the device roofline",
+        return DSI_ERROR(DS_ERR_NOT_FOUND,
+                         "%zu events have no cost (first: %s); profile them or estimate them from "
+                         "the device roofline",
                          sim->num_missing, key);
     }
     double t1 = now_s();
@@ -241,8 +256,8 @@ size_t ds_sim_key_count(const ds_sim_t *sim)
     return sim->num_keys;
 }
 
-const ds_event_key_t *ds_sim_key_at(const ds_sim_t *sim, size_t index, ds_provenance_t *provenance_p,
-                                    double *seconds_p)
+const ds_event_key_t *ds_sim_key_at(const ds_sim_t *sim, size_t index,
+                                    ds_provenance_t *provenance_p, double *seconds_p)
 {
     if (index >= sim->num_keys)
         return NULL;
@@ -278,7 +293,7 @@ ds_status_t ds_sim_device_at(const ds_sim_t *sim, size_t index, ds_sim_device_t 
 
 ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_device_t *device_p)
 {
-    if (!sim->evaluated || rank < 0 || rank >= sim->num_devices)
+    if (!sim->evaluated || !sim->opt.keep_timeline || rank < 0 || rank >= sim->num_devices)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
                          (long long)sim->num_devices - 1);
     ds_coords_t c = ds_strategy_coords_of(&sim->s, rank);
@@ -296,7 +311,9 @@ ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_devi
 
 size_t ds_sim_microbatch_count(const ds_sim_t *sim)
 {
-    return sim->evaluated ? (size_t)sim->s.pp * sim->s.vpp * (size_t)sim->m : 0;
+    return sim->evaluated && sim->opt.keep_timeline
+               ? (size_t)sim->s.pp * sim->s.vpp * (size_t)sim->m
+               : 0;
 }
 
 ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_microbatch_t *mb_p)
@@ -321,7 +338,7 @@ ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_micro
 
 void ds_sim_get_critical_path(const ds_sim_t *sim, ds_sim_critical_t *critical)
 {
-    if (!sim->evaluated) {
+    if (!sim->evaluated || !sim->opt.keep_timeline) {
         memset(critical, 0, sizeof(*critical));
         return;
     }

@@ -14,12 +14,13 @@
 static inline ds_model_t *uniform_model(int layers, int64_t global_batch)
 {
     char json[512];
-    snprintf(json, sizeof(json),
-             "{\"format\": \"dsmpi-layers\", \"name\": \"uniform\", \"dtype\": \"bf16\","
-             " \"global_batch\": %lld, \"classes\": 0,"
-             " \"layers\": [{\"name\": \"block\", \"repeat\": %d, \"ops\": ["
-             "  {\"op\": \"linear\", \"in_features\": 256, \"out_features\": 256, \"bias\": false}]}]}",
-             (long long)global_batch, layers);
+    snprintf(
+        json, sizeof(json),
+        "{\"format\": \"dsmpi-layers\", \"name\": \"uniform\", \"dtype\": \"bf16\","
+        " \"global_batch\": %lld, \"classes\": 0,"
+        " \"layers\": [{\"name\": \"block\", \"repeat\": %d, \"ops\": ["
+        "  {\"op\": \"linear\", \"in_features\": 256, \"out_features\": 256, \"bias\": false}]}]}",
+        (long long)global_batch, layers);
     ds_model_t *model = NULL;
     if (ds_model_load_json(json, strlen(json), "uniform", &model) != DS_OK) {
         fprintf(stderr, "uniform model: %s\n", ds_last_error());
@@ -53,7 +54,8 @@ static inline ds_cost_table_t *synthetic_costs(const ds_model_t *model, const ds
 {
     ds_event_set_t *set = NULL;
     ds_cost_table_t *table = NULL;
-    if (ds_events_generate(model, s, cluster, &set) != DS_OK || ds_cost_table_create(&table) != DS_OK) {
+    if (ds_events_generate(model, s, cluster, &set) != DS_OK ||
+        ds_cost_table_create(&table) != DS_OK) {
         fprintf(stderr, "synthetic costs: %s\n", ds_last_error());
         exit(1);
     }

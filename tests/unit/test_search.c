@@ -277,6 +277,9 @@ static void test_bound_and_ranking(void)
                   (prev.iteration_s == r.iteration_s && prev.candidate < r.candidate));
         CHECK(r.memory_GiB > 0 && r.memory_GiB <= 80.0);
         CHECK(r.mfu > 0 && r.mfu < 1);
+        if (r.strategy.pp > 1) /* shown results carry the bubble the timeline gives */
+            CHECK(r.bubble_fraction > 0 && r.bubble_fraction < 1);
+        CHECK(r.comm_exposed_s >= 0 && r.comm_exposed_s < r.iteration_s);
         CHECK_NEAR(r.samples_per_s, 64.0 / r.iteration_s, 1e-9);
         prev = r;
     }

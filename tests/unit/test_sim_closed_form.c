@@ -4,8 +4,8 @@
  * gradient sync hides under the backward when overlap is on. */
 #include "sim_support.h"
 
-#define FWD_NS 3000  /* per layer */
-#define BWD_NS 5000  /* per layer: dgrad + wgrad */
+#define FWD_NS 3000 /* per layer */
+#define BWD_NS 5000 /* per layer: dgrad + wgrad */
 
 typedef struct rule_arg {
     double dp_allreduce_s; /* per DP bucket collective */
@@ -50,14 +50,17 @@ static void pipelines(ds_sim_t *sim)
                 for (size_t k = 0; k < DSI_N(ms); k++) {
                     int p = pps[j], m = ms[k];
                     char text[128];
-                    snprintf(text, sizeof(text), "dp=1,pp=%d,mbs=1,gbs=%d,schedule=%s", p, m, schedules[i]);
+                    snprintf(text, sizeof(text), "dp=1,pp=%d,mbs=1,gbs=%d,schedule=%s", p, m,
+                             schedules[i]);
                     ds_sim_summary_t sum;
                     run(sim, model, text, p, NULL, (ds_sim_granularity_t)g, &sum);
                     int64_t per_stage = (int64_t)(8 / p) * (FWD_NS + BWD_NS);
                     int64_t expected = (int64_t)(m + p - 1) * per_stage;
-                    CHECK_MSG(to_ns(sum.iteration_s) == expected, "%s (%s level): %lld ns, expected %lld",
-                              text, g ? "stage" : "layer", (long long)to_ns(sum.iteration_s), (long long)expected);
-                    CHECK_NEAR(sum.bubble_fraction + 1.0, 1.0 + (double)(p - 1) / (m + p - 1), 1e-9);
+                    CHECK_MSG(to_ns(sum.iteration_s) == expected,
+                              "%s (%s level): %lld ns, expected %lld", text, g ? "stage" : "layer",
+                              (long long)to_ns(sum.iteration_s), (long long)expected);
+                    CHECK_NEAR(sum.bubble_fraction + 1.0, 1.0 + (double)(p - 1) / (m + p - 1),
+                               1e-9);
                     CHECK_NEAR(sum.compute_s, (double)m * per_stage * 1e-9, 1e-9);
                 }
     ds_model_destroy(model);
@@ -75,14 +78,16 @@ static void interleaved(ds_sim_t *sim)
         int m = ms[k];
         for (int v = 1; v <= 8; v *= 2) {
             char text[128];
-            snprintf(text, sizeof(text), "dp=1,pp=%d,mbs=1,gbs=%d,%s%d", p, m, v > 1 ? "vpp=" : "schedule=1f1b,vpp=", v);
+            snprintf(text, sizeof(text), "dp=1,pp=%d,mbs=1,gbs=%d,%s%d", p, m,
+                     v > 1 ? "vpp=" : "schedule=1f1b,vpp=", v);
             ds_sim_summary_t sum;
             run(sim, model, text, p, NULL, DS_SIM_LAYER, &sum);
             int64_t bubble = to_ns(sum.iteration_s) - m * stage;
             int64_t expected = (int64_t)(p - 1) * stage / v;
             CHECK_MSG(bubble == expected, "%s: bubble %lld ns, expected (p-1)(tf+tb)/v = %lld",
                       text, (long long)bubble, (long long)expected);
-            CHECK_NEAR(sum.bubble_fraction, (double)expected / (double)(m * stage + expected), 1e-9);
+            CHECK_NEAR(sum.bubble_fraction, (double)expected / (double)(m * stage + expected),
+                       1e-9);
         }
     }
     ds_model_destroy(model);

@@ -32,7 +32,8 @@ static double hashed_rule(const ds_event_key_t *key, const ds_event_t *event, vo
     return (double)(1000 + h % 99000) * 1e-9; /* 1 to 100 us */
 }
 
-static const char *const models[] = {"uniform", "gpt2-medium", "llama2-7b", "bert-large", "t5-large"};
+static const char *const models[] = {"uniform", "gpt2-medium", "llama2-7b", "bert-large",
+                                     "t5-large"};
 
 static ds_model_t *load_model(int which)
 {
@@ -54,7 +55,8 @@ static bool random_strategy(const ds_model_t *model, ds_strategy_t *s, ds_cluste
                             char *text, size_t size)
 {
     static const int per_node_choices[] = {1, 2, 3, 4, 8};
-    static const char *const orders[] = {"tp-dp-pp", "dp-tp-pp", "tp-pp-dp", "pp-dp-tp", "dp-pp-tp", "pp-tp-dp"};
+    static const char *const orders[] = {"tp-dp-pp", "dp-tp-pp", "tp-pp-dp",
+                                         "pp-dp-tp", "dp-pp-tp", "pp-tp-dp"};
     for (int attempt = 0; attempt < 200; attempt++) {
         int tp = 1 << pick(3), pp = 1 + pick(4), dp = 1 + pick(4);
         int mbs = 1 + pick(2), m = 1 + pick(6);
@@ -70,9 +72,17 @@ static bool random_strategy(const ds_model_t *model, ds_strategy_t *s, ds_cluste
         int64_t devices = (int64_t)tp * dp * pp;
         if (devices % per_node != 0)
             per_node = 1;
-        int n = snprintf(text, size, "dp=%d,tp=%d,pp=%d,mbs=%d,gbs=%d,schedule=%s,order=%s,recompute=%s,zero=%d",
-                         dp, tp, pp, mbs, dp * mbs * m, schedule == 0 ? "gpipe" : schedule == 1 ? "1f1b" : "interleaved",
-                         orders[pick(6)], recompute == 0 ? "none" : recompute == 1 ? "selective" : "full", zero);
+        int n = snprintf(
+            text, size, "dp=%d,tp=%d,pp=%d,mbs=%d,gbs=%d,schedule=%s,order=%s,recompute=%s,zero=%d",
+            dp, tp, pp, mbs, dp * mbs * m,
+            schedule == 0   ? "gpipe"
+            : schedule == 1 ? "1f1b"
+                            : "interleaved",
+            orders[pick(6)],
+            recompute == 0   ? "none"
+            : recompute == 1 ? "selective"
+                             : "full",
+            zero);
         if (schedule == 2)
             n += snprintf(text + n, size - n, ",vpp=%d", vpp);
         if (pick(2))
@@ -83,6 +93,9 @@ static bool random_strategy(const ds_model_t *model, ds_strategy_t *s, ds_cluste
             n += snprintf(text + n, size - n, ",no-clip");
         if (pick(2))
             n += snprintf(text + n, size - n, ",bucket=%dM", 1 + pick(8));
+        if (schedule != 2 && pp >= 3 && pick(3) == 0)
+            n += snprintf(text + n, size - n, ",first-stage-layers=%d,last-stage-layers=%d",
+                          1 + pick(3), 1 + pick(3));
         if (zero == 0 && pick(4) == 0)
             n += snprintf(text + n, size - n, ",dp-algo=ps,ps-servers=%d", 1 + pick(dp));
         else if (pick(4) == 0)
@@ -111,7 +124,8 @@ static bool same_events(ds_sim_t *a, ds_sim_t *b, int64_t rank, const char *what
         same = copy[i].start_ns == eb[i].start_ns && copy[i].end_ns == eb[i].end_ns &&
                copy[i].stream == eb[i].stream && copy[i].category == eb[i].category &&
                copy[i].microbatch == eb[i].microbatch;
-    CHECK_MSG(same, "%s: rank %lld events differ (%zu vs %zu) for %s", what, (long long)rank, na, nb, text);
+    CHECK_MSG(same, "%s: rank %lld events differ (%zu vs %zu) for %s", what, (long long)rank, na,
+              nb, text);
     free(copy);
     return same;
 }
@@ -141,7 +155,8 @@ static void check_graph(const ds_sim_t *sim, const char *text)
             int32_t i = sim->lane_nodes[k];
             if (g->kind[i] == DSI_N_TP)
                 continue;
-            CHECK_MSG(g->start[i] >= prev_end, "lane %d runs two compute events at once for %s", lane, text);
+            CHECK_MSG(g->start[i] >= prev_end, "lane %d runs two compute events at once for %s",
+                      lane, text);
             prev_end = g->start[i] + g->dur[i];
         }
     }
@@ -149,7 +164,8 @@ static void check_graph(const ds_sim_t *sim, const char *text)
         int64_t prev_end = -1;
         for (int32_t k = sim->dp_node_off[grp]; k < sim->dp_node_off[grp + 1]; k++) {
             int32_t i = sim->dp_node_nodes[k];
-            CHECK_MSG(g->start[i] >= prev_end, "DP group %d runs two collectives at once for %s", grp, text);
+            CHECK_MSG(g->start[i] >= prev_end, "DP group %d runs two collectives at once for %s",
+                      grp, text);
             prev_end = g->start[i] + g->dur[i];
         }
     }
@@ -173,8 +189,8 @@ static void random_strategies(void)
             continue;
         }
         char label[600];
-        snprintf(label, sizeof(label), "%s %s on %lldx%d", models[which], text, (long long)cluster.nodes,
-                 cluster.gpus_per_node);
+        snprintf(label, sizeof(label), "%s %s on %lldx%d", models[which], text,
+                 (long long)cluster.nodes, cluster.gpus_per_node);
         ds_event_set_t *set = NULL;
         CHECK_OK(ds_events_generate(model, &s, &cluster, &set));
         ds_cost_table_t *costs = synthetic_costs(model, &s, &cluster, hashed_rule, NULL);
@@ -196,20 +212,22 @@ static void random_strategies(void)
                 const ds_event_key_t *key = ds_sim_key_at(full, i, NULL, NULL);
                 char k[256];
                 ds_event_key_format(key, k, sizeof(k));
-                CHECK_MSG(ds_event_set_find(set, key) != NULL, "%s looks up '%s', not in the event set", label, k);
+                CHECK_MSG(ds_event_set_find(set, key) != NULL,
+                          "%s looks up '%s', not in the event set", label, k);
             }
             ds_sim_summary_t a, b, c;
             ds_sim_get_summary(sym, &a);
             ds_sim_get_summary(full, &b);
             ds_sim_get_summary(stage, &c);
             if (getenv("SIM_TEST_VERBOSE") != NULL)
-                printf("%s: %lld of %lld devices simulated, %.6f s\n", label, (long long)a.simulated_devices,
-                       (long long)b.num_devices, a.iteration_s);
-            CHECK_MSG(to_ns(a.iteration_s) == to_ns(b.iteration_s), "%s: symmetric %.9f s, full %.9f s", label,
-                      a.iteration_s, b.iteration_s);
-            CHECK_MSG(to_ns(a.iteration_s) == to_ns(c.iteration_s), "%s: layer %.9f s, stage %.9f s", label,
-                      a.iteration_s, c.iteration_s);
-            CHECK_MSG(a.simulated_devices <= b.simulated_devices && b.simulated_devices == b.num_devices,
+                printf("%s: %lld of %lld devices simulated, %.6f s\n", label,
+                       (long long)a.simulated_devices, (long long)b.num_devices, a.iteration_s);
+            CHECK_MSG(to_ns(a.iteration_s) == to_ns(b.iteration_s),
+                      "%s: symmetric %.9f s, full %.9f s", label, a.iteration_s, b.iteration_s);
+            CHECK_MSG(to_ns(a.iteration_s) == to_ns(c.iteration_s),
+                      "%s: layer %.9f s, stage %.9f s", label, a.iteration_s, c.iteration_s);
+            CHECK_MSG(a.simulated_devices <= b.simulated_devices &&
+                          b.simulated_devices == b.num_devices,
                       "%s: %lld and %lld simulated devices", label, (long long)a.simulated_devices,
                       (long long)b.simulated_devices);
             /* Every rank: the same timeline in both modes (symmetric: its representative's). */
@@ -221,20 +239,42 @@ static void random_strategies(void)
                 ds_sim_device_t x, y;
                 CHECK_OK(ds_sim_device_of_rank(sym, rank, &x));
                 CHECK_OK(ds_sim_device_of_rank(stage, rank, &y));
-                CHECK_MSG(to_ns(x.compute_s) == to_ns(y.compute_s) && to_ns(x.idle_s) == to_ns(y.idle_s) &&
+                CHECK_MSG(to_ns(x.compute_s) == to_ns(y.compute_s) &&
+                              to_ns(x.idle_s) == to_ns(y.idle_s) &&
                               to_ns(x.comm_exposed_s) == to_ns(y.comm_exposed_s),
-                          "%s: rank %lld layer vs stage level totals differ", label, (long long)rank);
+                          "%s: rank %lld layer vs stage level totals differ", label,
+                          (long long)rank);
             }
             for (size_t i = 0; i < ds_sim_microbatch_count(sym); i++) {
                 ds_sim_microbatch_t x, y;
                 CHECK_OK(ds_sim_microbatch_at(sym, i, &x));
                 CHECK_OK(ds_sim_microbatch_at(stage, i, &y));
-                CHECK_MSG(to_ns(x.fwd_start_s) == to_ns(y.fwd_start_s) && to_ns(x.bwd_end_s) == to_ns(y.bwd_end_s),
+                CHECK_MSG(to_ns(x.fwd_start_s) == to_ns(y.fwd_start_s) &&
+                              to_ns(x.bwd_end_s) == to_ns(y.bwd_end_s),
                           "%s: micro-batch %zu timings differ between levels", label, i);
             }
             check_graph(sym, label);
             check_graph(full, label);
             check_graph(stage, label);
+            /* A straggler: full mode at layer and stage level still agree. */
+            ds_sim_slow_device_t slow = {(int64_t)pick((int)b.num_devices),
+                                         1.0 + 0.25 * (1 + pick(4))};
+            ds_sim_options_t so;
+            ds_sim_options_init(&so);
+            so.mode = DS_SIM_FULL;
+            so.slow_devices = &slow;
+            so.num_slow_devices = 1;
+            CHECK_OK(ds_sim_run(full, model, &s, &cluster, costs, &so));
+            so.granularity = DS_SIM_STAGE;
+            CHECK_OK(ds_sim_run(stage, model, &s, &cluster, costs, &so));
+            ds_sim_summary_t d, e;
+            ds_sim_get_summary(full, &d);
+            ds_sim_get_summary(stage, &e);
+            CHECK_MSG(
+                to_ns(d.iteration_s) == to_ns(e.iteration_s) && d.iteration_s >= b.iteration_s,
+                "%s with rank %lld slowed by %g: layer %.9f s, stage %.9f s, without %.9f s", label,
+                (long long)slow.rank, slow.factor, d.iteration_s, e.iteration_s, b.iteration_s);
+            check_graph(full, label);
         }
         ds_cost_table_destroy(costs);
         ds_event_set_destroy(set);
@@ -264,7 +304,8 @@ static void deadlock(void)
     CHECK_FAILS(ds_sim_run(sim, model, &s, &cluster, costs, &o), DS_ERR_DEADLOCK, "deadlocks");
     const char *msg = ds_last_error();
     CHECK_MSG(strstr(msg, "send-forward") != NULL && strstr(msg, "send-backward") != NULL &&
-                  strstr(msg, "from stage ") != NULL && strstr(msg, "rank ") != NULL && strstr(msg, "call ") != NULL,
+                  strstr(msg, "from stage ") != NULL && strstr(msg, "rank ") != NULL &&
+                  strstr(msg, "call ") != NULL,
               "deadlock message names the transfers, stages and schedule positions: %s", msg);
     /* Interleaved too. */
     ds_cost_table_destroy(costs);
