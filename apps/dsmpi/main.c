@@ -10,8 +10,10 @@ typedef struct command {
 } command_t;
 
 static const command_t commands[] = {
+    {"allocation", cmd_allocation, "show the allocation dsmpi runs on: MPI ranks, nodes, Slurm job"},
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
+    {"import", cmd_import, "import measurements (text cost tables) into a profile database"},
     {"plan", cmd_plan, "best strategy, time to train, GPU-hours and cost for a list of cluster sizes"},
     {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
     {"search", cmd_search, "rank every valid strategy of a model on a target (parallel under MPI)"},

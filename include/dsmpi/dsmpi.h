@@ -4,14 +4,16 @@
 #ifndef DSMPI_DSMPI_H
 #define DSMPI_DSMPI_H
 
+#include <dsmpi/backend.h>
 #include <dsmpi/cluster.h>
 #include <dsmpi/comm.h>
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
-#include <dsmpi/sim.h>
 #include <dsmpi/profile.h>
 #include <dsmpi/search.h>
+#include <dsmpi/sim.h>
+#include <dsmpi/store.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus

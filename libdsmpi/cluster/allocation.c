@@ -89,8 +89,9 @@ static void cross_check_slurm(ds_allocation_t *a)
         a->node_index < nodes && counts[a->node_index] != a->local_size &&
         a->slurm_ntasks == a->world_size) {
         a->warnings++;
-        DSI_WARN("SLURM_TASKS_PER_NODE=%s gives %d tasks to node %d but %d ranks share it",
-                 per_node, counts[a->node_index], a->node_index, a->local_size);
+        if (a->local_rank == 0) /* once per node, not once per rank */
+            DSI_WARN("SLURM_TASKS_PER_NODE=%s gives %d tasks to node %d but %d ranks share it",
+                     per_node, counts[a->node_index], a->node_index, a->local_size);
     }
 }
 

@@ -3,9 +3,9 @@
  * the caller's cost table (mean seconds -> integer ns); a communication key
  * the table lacks is predicted by the communication model when one is given;
  * any other key the table lacks is recorded as missing, or estimated from the
- * device roofline and marked assumed.  Layer templates (the operators of one layer pass on one TP
- * layout, with their costs) and stage profiles (the parts of each chunk and
- * their fused sums) are memoised per run.
+ * device roofline and marked assumed.  Layer templates (the operators of one
+ * layer pass on one TP layout, with their costs) and stage profiles (the
+ * parts of each chunk and their fused sums) are memoised per run.
  */
 #include "dsi_sim.h"
 

@@ -100,6 +100,13 @@ checks=$((checks + 1))
 [ "$(grep -c '^# dsmpi ' "$tmp/mpi")" -eq 1 ] || fail "under MPI the table is printed $(grep -c '^# dsmpi ' "$tmp/mpi") times"
 grep -q "^# ranks: 2$" "$tmp/mpi" || fail "under MPI the preamble does not say 2 ranks"
 
+# The allocation, under mpiexec (outside Slurm): 2 ranks on this one node.
+expect_ok allocation --help
+expect_error 2 "option '--frob' is not known (accepted: --json, --csv, --help)" allocation --frob
+checks=$((checks + 1))
+"$mpiexec" "$npflag" 2 "$dsmpi" allocation --json >"$tmp/alloc" 2>"$tmp/allocerr" || fail "mpiexec -n 2 dsmpi allocation: $(head -c 300 "$tmp/allocerr")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert (d["ranks"], d["nodes"], d["slurm_job_id"], d["warnings"]) == (2, 1, None, 0)' "$tmp/alloc" || fail "mpiexec -n 2 dsmpi allocation --json: $(cat "$tmp/alloc")"
+
 if [ "$failures" -ne 0 ]; then
     echo "cli_test: $failures of $checks checks failed" >&2
     exit 1

@@ -1,0 +1,115 @@
+/*
+ * Private interface of the backend module: the device operations each
+ * backend implements, and the objects behind the public handles.
+ *
+ * The measurement loop (measure.c) and the communication timing (comm.c) are
+ * written once on top of these operations; cpu/ and the CUDA loader
+ * (cuda_loader.c, which forwards to the module in cuda/) fill them.
+ */
+#ifndef DSI_BACKEND_H
+#define DSI_BACKEND_H
+
+#include <dsmpi/backend.h>
+
+#include "dsi_comm_op.h"
+#include "dsi_core.h"
+#include "dsi_mpi.h"
+
+typedef struct dsi_backend_ops {
+    /* Device memory `key` needs. */
+    ds_status_t (*kernel_estimate)(const ds_backend_t *backend, const ds_event_key_t *key,
+                                   size_t *bytes_p);
+    ds_status_t (*kernel_prepare)(ds_backend_t *backend, const ds_event_key_t *key, void **impl_p);
+    ds_status_t (*kernel_run)(void *impl);
+    size_t (*kernel_bytes)(const void *impl);
+    /* Makes `consumer` read its main input from `producer`'s main output
+     * when it fits; *chained_p says whether it did. */
+    ds_status_t (*kernel_chain)(void *consumer, const void *producer, int *chained_p);
+    void (*kernel_destroy)(void *impl);
+
+    /* Timestamps on the device's queue: `reserve` makes slots 0..count-1
+     * usable, `stamp` records slot i when the device reaches it,
+     * `elapsed` reads the seconds between two recorded slots after a
+     * synchronize. */
+    ds_status_t (*stamps_reserve)(ds_backend_t *backend, size_t count);
+    ds_status_t (*stamp)(ds_backend_t *backend, size_t slot);
+    ds_status_t (*synchronize)(ds_backend_t *backend);
+    ds_status_t (*elapsed)(ds_backend_t *backend, size_t from, size_t to, double *seconds_p);
+
+    /* Communication: backend state of a group (NCCL communicator), buffers
+     * of one operation, one blocking timed run returning the seconds from
+     * issue to completion on this member. */
+    ds_status_t (*comm_init)(ds_comm_t *comm);
+    void (*comm_fini)(ds_comm_t *comm);
+    ds_status_t (*comm_prepare)(ds_comm_t *comm, const dsi_comm_op_t *op, int verify,
+                                void **impl_p);
+    /* `before` (a kernel impl, or NULL) runs first, on the same queue:
+     * *lead_s gets its time, *seconds_p the operation's. */
+    ds_status_t (*comm_run_timed)(void *impl, void *before, double *lead_s, double *seconds_p);
+    /* After one run of an operation prepared with verify = 1: wrong elements. */
+    ds_status_t (*comm_check)(void *impl, int64_t *errors_p);
+    void (*comm_release)(void *impl);
+
+    void (*close)(ds_backend_t *backend);
+} dsi_backend_ops_t;
+
+struct ds_backend {
+    ds_backend_kind_t kind;
+    const dsi_backend_ops_t *ops;
+    MPI_Comm comm; /* duplicate of the comm given to open */
+    int rank, size;
+    int local_rank, local_size;
+    char device_name[128];
+    char fingerprint[1024];
+    char placement[128];
+    void *impl; /* the backend's own state */
+};
+
+struct ds_kernel {
+    ds_backend_t *backend;
+    ds_event_key_t key;
+    void *impl;
+};
+
+struct ds_comm {
+    ds_backend_t *backend;
+    MPI_Comm comm; /* duplicate of the group */
+    int rank, size;
+    int nodes, ranks_per_node;
+    int *node_of;          /* node index (0..nodes-1) of each member */
+    double clock_offset_s; /* add to this member's clock to get the aligned clock */
+    double clock_error_s;
+    void *impl; /* backend state (NCCL communicator) */
+};
+
+/* ---- shared helpers -------------------------------------------------------------------------- */
+
+/* Seconds on CLOCK_MONOTONIC (shared by every process of a node). */
+double dsi_now_s(void);
+
+/* The measurement configuration is usable (DS_ERR_INVALID_ARG otherwise). */
+ds_status_t dsi_measure_check_config(const ds_measure_config_t *config);
+/* Whether warm-up goes on after `done` runs and `elapsed_s` seconds: at
+ * least one run when any warm-up is asked for, then until both `warmup`
+ * runs and `warmup_s` seconds are done, but never past a quarter of the
+ * budget (a kernel that long is warm after one run). */
+int dsi_warmup_more(const ds_measure_config_t *config, int done, double elapsed_s);
+
+/* Sizes the operation `key` describes for a group of `size` members, member
+ * `rank`. */
+ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_comm_op_t *op);
+
+/* ---- the two backends ------------------------------------------------------------------------ */
+
+/* CPU: fills ops, device name, fingerprint and placement of an open backend
+ * whose comm and ranks are set. */
+ds_status_t dsi_cpu_open(ds_backend_t *backend);
+
+/* CUDA (cuda_loader.c): number of visible GPUs, 0 without the module or a
+ * driver. */
+int dsi_cuda_visible_devices(void);
+ds_status_t dsi_cuda_open(ds_backend_t *backend);
+/* For tests: copies `bytes` of buffer `index` of a cuda kernel to the host. */
+ds_status_t dsi_cuda_kernel_read(const ds_kernel_t *kernel, int index, void *host, size_t bytes);
+
+#endif /* DSI_BACKEND_H */

@@ -1,0 +1,224 @@
+/* The cuda backend (one rank, one GPU); exits 77 (skipped) where no GPU is
+ * visible.  Every operator's output is compared with the cpu backend's on
+ * the same key: both fill their buffers from the same generator, so fp32
+ * results agree up to rounding.  Then bf16/fp16 kernels run, a bf16 GEMM
+ * and a layer pass are measured, and NCCL moves the right values. */
+#include "check.h"
+
+#include "backend/cpu/dsi_cpu_backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ds_event_key_t key_of(ds_op_t op, ds_pass_t pass, ds_dtype_t dtype, int64_t d0, int64_t d1,
+                             int64_t d2, int64_t d3, unsigned variant)
+{
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMPUTE;
+    key.op = (uint8_t)op;
+    key.pass = (uint8_t)pass;
+    key.dtype = (uint8_t)dtype;
+    key.variant = (uint8_t)variant;
+    key.dims[0] = d0;
+    key.dims[1] = d1;
+    key.dims[2] = d2;
+    key.dims[3] = d3;
+    return key;
+}
+
+/* The buffer holding the kernel's work (plan order, see dsi_kernel_plan.h). */
+static int result_of(const ds_kernel_t *k, const ds_event_key_t *key)
+{
+    int in = -1, out = -1, bf16 = 0;
+    dsi_cpu_kernel_roles(k, &in, &out, &bf16);
+    if (out >= 0)
+        return out;
+    return key->op == DS_OP_EMBEDDING ? 2 : key->op == DS_OP_CROSS_ENTROPY ? 3 : 0;
+}
+
+static void compare(ds_backend_t *cpu, ds_backend_t *gpu, const ds_event_key_t *key)
+{
+    char text[256];
+    ds_event_key_format(key, text, sizeof(text));
+    ds_kernel_t *a = NULL, *g = NULL;
+    CHECK_OK(ds_kernel_prepare(cpu, key, &a));
+    CHECK_OK(ds_kernel_prepare(gpu, key, &g));
+    if (a == NULL || g == NULL) {
+        ds_kernel_destroy(a);
+        ds_kernel_destroy(g);
+        return;
+    }
+    CHECK_OK(ds_kernel_run(a));
+    CHECK_OK(ds_kernel_run(g));
+    CHECK_OK(ds_backend_synchronize(gpu));
+    int index = result_of(a, key);
+    void *host = NULL;
+    size_t bytes = 0;
+    CHECK(dsi_cpu_kernel_buffer(a, index, &host, &bytes));
+    float *device = malloc(bytes);
+    CHECK_OK(dsi_cuda_kernel_read(g, index, device, bytes));
+    const float *want = host;
+    size_t n = bytes / sizeof(float), bad = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)device[i] - want[i]);
+        if (!(err <= 1e-4 + 2e-3 * fabs(want[i]))) {
+            bad++;
+            worst = fmax(worst, err);
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ (worst by %g)", text, bad, n, worst);
+    free(device);
+    ds_kernel_destroy(a);
+    ds_kernel_destroy(g);
+}
+
+static void test_against_cpu(ds_backend_t *cpu, ds_backend_t *gpu)
+{
+    const ds_dtype_t f = DS_DTYPE_FP32;
+    for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
+        ds_pass_t p = (ds_pass_t)pass;
+        for (unsigned trans = 0; trans < 4; trans++) {
+            ds_event_key_t gemm = key_of(DS_OP_GEMM, p, f, 96, 80, 72, 1, trans);
+            compare(cpu, gpu, &gemm);
+            ds_event_key_t bgemm = key_of(DS_OP_BATCHED_GEMM, p, f, 64, 48, 32, 3, trans);
+            compare(cpu, gpu, &bgemm);
+        }
+        static const ds_op_t rows_ops[] = {
+            DS_OP_SOFTMAX, DS_OP_LAYERNORM, DS_OP_RMSNORM,     DS_OP_GELU, DS_OP_RELU, DS_OP_SWIGLU,
+            DS_OP_GEGLU,   DS_OP_DROPOUT,   DS_OP_DROPOUT_ADD, DS_OP_ADD,  DS_OP_ROPE, DS_OP_POOL};
+        for (size_t i = 0; i < sizeof(rows_ops) / sizeof(rows_ops[0]); i++) {
+            ds_event_key_t key = key_of(rows_ops[i], p, f, 96, 384, 0, 0, 0);
+            compare(cpu, gpu, &key);
+        }
+        ds_event_key_t causal = key_of(DS_OP_SOFTMAX, p, f, 256, 128, 0, 0, 1);
+        compare(cpu, gpu, &causal);
+        ds_event_key_t embed = key_of(DS_OP_EMBEDDING, p, f, 64, 256, 1000, 0, 0);
+        compare(cpu, gpu, &embed);
+        ds_event_key_t loss = key_of(DS_OP_CROSS_ENTROPY, p, f, 64, 3000, 0, 0, 0);
+        compare(cpu, gpu, &loss);
+    }
+    ds_event_key_t adam = key_of(DS_OP_OPTIMIZER, DS_PASS_STEP, f, 100000, 0, 0, 0, 0);
+    compare(cpu, gpu, &adam);
+}
+
+static void test_measure(ds_backend_t *gpu)
+{
+    ds_measure_config_t cfg;
+    ds_measure_config_default(&cfg);
+    ds_measurement_t m;
+    ds_event_key_t gemm =
+        key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 8192, 8192, 1, DS_GEMM_TRANS_B);
+    CHECK_OK(ds_measure_compute(gpu, &gemm, &cfg, &m));
+    CHECK(m.cost.median_s > 0.0 && m.cost.p10_s <= m.cost.median_s &&
+          m.cost.median_s <= m.cost.p90_s);
+    printf("bf16 GEMM 8192^3: median %.3f ms = %.0f TFLOP/s (%lld reps, %s)\n",
+           m.cost.median_s * 1e3, 2.0 * 8192.0 * 8192.0 * 8192.0 / m.cost.median_s / 1e12,
+           (long long)m.cost.repetitions, ds_stop_reason_name(m.stop));
+    /* bf16 and fp16 versions of every row operator run and time. */
+    for (int dtype = DS_DTYPE_BF16; dtype <= DS_DTYPE_FP16; dtype++)
+        for (int op = DS_OP_SOFTMAX; op <= DS_OP_POOL; op++) {
+            if (op == DS_OP_EMBEDDING || op == DS_OP_OPTIMIZER)
+                continue;
+            ds_event_key_t key =
+                key_of((ds_op_t)op, DS_PASS_BACKWARD, (ds_dtype_t)dtype, 4096, 4096, 0, 0, 0);
+            cfg.budget_s = 0.05;
+            CHECK_OK(ds_measure_compute(gpu, &key, &cfg, &m));
+        }
+    /* A GPT-style MLP block as a unit. */
+    ds_event_key_t keys[4] = {
+        key_of(DS_OP_LAYERNORM, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 4096, 0, 0, 0),
+        key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 16384, 4096, 1, DS_GEMM_TRANS_B),
+        key_of(DS_OP_GELU, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 16384, 0, 0, 0),
+        key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 8192, 4096, 16384, 1, DS_GEMM_TRANS_B)};
+    ds_measurement_t total, per_op[4];
+    cfg.budget_s = 0.5;
+    CHECK_OK(ds_measure_layer(gpu, keys, 4, &cfg, &total, per_op));
+    double sum = 0;
+    for (int i = 0; i < 4; i++)
+        sum += per_op[i].cost.mean_s;
+    CHECK_NEAR(sum, total.cost.mean_s, 1e-3);
+    printf("MLP block 8192 tokens x 4096: %.3f ms (ops %.3f %.3f %.3f %.3f ms)\n",
+           total.cost.median_s * 1e3, per_op[0].cost.median_s * 1e3, per_op[1].cost.median_s * 1e3,
+           per_op[2].cost.median_s * 1e3, per_op[3].cost.median_s * 1e3);
+}
+
+static void test_nccl(ds_backend_t *gpu)
+{
+    ds_comm_t *comm = NULL;
+    CHECK_OK(ds_comm_create(gpu, MPI_COMM_WORLD, &comm));
+    if (comm == NULL)
+        return;
+    static const ds_comm_op_t ops[] = {DS_COMM_ALLREDUCE, DS_COMM_ALLGATHER, DS_COMM_REDUCE_SCATTER,
+                                       DS_COMM_ALLTOALL,  DS_COMM_BROADCAST, DS_COMM_PS_PUSH,
+                                       DS_COMM_PS_PULL};
+    for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+        for (int dtype = DS_DTYPE_FP32; dtype <= DS_DTYPE_FP16; dtype++) {
+            ds_event_key_t key;
+            memset(&key, 0, sizeof(key));
+            key.kind = DS_EVENT_COMM;
+            key.op = (uint8_t)ops[o];
+            key.dtype = (uint8_t)dtype;
+            key.dims[0] = 1 << 20;
+            int64_t errors = -1;
+            CHECK_OK(ds_comm_verify(comm, &key, &errors));
+            CHECK_MSG(errors == 0, "%s %s: %lld wrong", ds_event_key_op_name(&key),
+                      ds_dtype_name((ds_dtype_t)dtype), (long long)errors);
+            ds_measure_config_t cfg;
+            ds_measure_config_default(&cfg);
+            cfg.budget_s = 0.05;
+            ds_comm_measurement_t m;
+            CHECK_OK(ds_comm_measure(comm, &key, &cfg, &m));
+            CHECK(m.cost.cost.median_s > 0.0);
+        }
+    /* In situ: the all-reduce right after the GEMM that produces its input. */
+    ds_event_key_t gemm =
+        key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 4096, 4096, 4096, 1, DS_GEMM_TRANS_B);
+    ds_kernel_t *producer = NULL;
+    CHECK_OK(ds_kernel_prepare(gpu, &gemm, &producer));
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMM;
+    key.op = DS_COMM_ALLREDUCE;
+    key.dtype = DS_DTYPE_BF16;
+    key.dims[0] = 4096LL * 4096 * 2;
+    ds_measure_config_t cfg;
+    ds_measure_config_default(&cfg);
+    ds_comm_measurement_t m;
+    CHECK_OK(ds_comm_measure_after(comm, &key, producer, &cfg, &m));
+    CHECK(m.after_compute == 1 && m.cost.cost.median_s > 0.0);
+    ds_kernel_destroy(producer);
+    ds_comm_destroy(comm);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    if (!ds_backend_cuda_available()) {
+        printf("test_backend_cuda: no GPU visible, skipped\n");
+        MPI_Finalize();
+        return 77;
+    }
+    ds_backend_t *gpu = NULL, *cpu = NULL;
+    CHECK_OK(ds_backend_open(DS_BACKEND_CUDA, MPI_COMM_WORLD, &gpu));
+    CHECK_OK(ds_backend_open(DS_BACKEND_CPU, MPI_COMM_WORLD, &cpu));
+    if (gpu != NULL && cpu != NULL) {
+        const char *fp = ds_backend_fingerprint(gpu);
+        printf("fingerprint: %s\n", fp);
+        CHECK(strncmp(fp, "cuda: ", 6) == 0 && strstr(fp, "cublas") && strstr(fp, "nccl"));
+        ds_backend_t *chosen = NULL;
+        CHECK_OK(ds_backend_open(DS_BACKEND_AUTO, MPI_COMM_WORLD, &chosen));
+        CHECK(chosen != NULL && ds_backend_kind(chosen) == DS_BACKEND_CUDA);
+        ds_backend_close(chosen);
+        test_against_cpu(cpu, gpu);
+        test_measure(gpu);
+        test_nccl(gpu);
+    }
+    ds_backend_close(cpu);
+    ds_backend_close(gpu);
+    int code = check_summary("test_backend_cuda");
+    MPI_Finalize();
+    return code;
+}
