@@ -28,9 +28,19 @@ static void help(void)
            "not fit in device memory; simulates the others (symmetric mode, one cost table) and\n"
            "ranks them by iteration time.  The space, the bound and the formulas:\n"
            "include/dsmpi/search.h and include/dsmpi/sim.h.\n\n");
-    inputs_print_help(stdout);
+    printf("Model:\n"
+           "  --model NAME|FILE        a preset, a Hugging Face config.json or a dsmpi layer list\n"
+           "  --seq-len N              training sequence length (Megatron: --seq-length)\n"
+           "  --global-batch N         sequences per iteration, every candidate's (default: the model's)\n"
+           "  --dtype fp32|bf16|fp16   training precision (Megatron: --bf16, --fp16)\n"
+           "Target:\n"
+           "  --target-gpus N [--target-gpus-per-node G]   (default 8 per node)\n"
+           "  --target-nodes N --target-gpus-per-node G     (as in #SBATCH)\n"
+           "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
+           "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n");
     search_inputs_print_help(stdout);
     printf("Output:\n"
+           "  --json, --csv, --quiet\n"
            "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K)\n"
            "  --trace FILE.json        Perfetto trace of the best strategy (DP replica 0)\n"
            "  --svg FILE.svg           Gantt chart of the best strategy\n"
