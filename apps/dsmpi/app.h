@@ -68,6 +68,9 @@ void inputs_init(inputs_t *in);
 int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg);
 /* Loads the model, builds the target cluster and resolves the strategy. */
 ds_status_t inputs_build(inputs_t *in);
+/* The same without the strategy (search, plan), and the model alone. */
+ds_status_t inputs_build_target(inputs_t *in);
+ds_status_t inputs_build_model(inputs_t *in);
 void inputs_free(inputs_t *in);
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);

@@ -178,7 +178,7 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     return 0;
 }
 
-ds_status_t inputs_build(inputs_t *in)
+ds_status_t inputs_build_model(inputs_t *in)
 {
     if (in->model_spec == NULL)
         return ds_set_error(DS_ERR_INVALID_ARG, "no model given (accepted: --model NAME|config.json|layers.json, or --demo)");
@@ -193,6 +193,14 @@ ds_status_t inputs_build(inputs_t *in)
             (status = ds_model_set_dtype(in->model, dtype)) != DS_OK)
             return status;
     }
+    return DS_OK;
+}
+
+ds_status_t inputs_build_target(inputs_t *in)
+{
+    ds_status_t status = inputs_build_model(in);
+    if (status != DS_OK)
+        return status;
     if (in->cluster_file != NULL)
         status = ds_cluster_load(in->cluster_file, &in->cluster);
     else if (in->target_text != NULL)
@@ -215,6 +223,14 @@ ds_status_t inputs_build(inputs_t *in)
             snprintf(in->cluster.name, sizeof(in->cluster.name), "%lldx%d-%s",
                      (long long)in->cluster.nodes, in->cluster.gpus_per_node, spec.name);
     }
+    return DS_OK;
+}
+
+ds_status_t inputs_build(inputs_t *in)
+{
+    ds_status_t status = inputs_build_target(in);
+    if (status != DS_OK)
+        return status;
     if (in->global_batch > 0)
         in->strategy.gbs = in->global_batch;
     return ds_strategy_resolve(&in->strategy, in->model, ds_cluster_num_gpus(&in->cluster),

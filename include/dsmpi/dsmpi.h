@@ -11,6 +11,7 @@
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
 #include <dsmpi/profile.h>
+#include <dsmpi/search.h>
 #include <dsmpi/sim.h>
 #include <dsmpi/store.h>
 #include <dsmpi/strategy.h>
