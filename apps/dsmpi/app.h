@@ -52,6 +52,7 @@ typedef struct inputs {
     output_format_t format;
     bool quiet;
     bool demo;
+    const char *out_dir; /* --out DIR: where a command writes its files (created) */
     /* Built by inputs_build. */
     ds_model_t *model;
     ds_cluster_t cluster;
@@ -74,6 +75,17 @@ ds_status_t inputs_build_model(inputs_t *in);
 void inputs_free(inputs_t *in);
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);
+
+/* True when the user named the target's device (--device, device= in
+ * --target, or --cluster). */
+bool inputs_target_names_device(const inputs_t *in);
+/* Makes `spec` the target's device (and renames the cluster), unless the
+ * user named one. */
+void inputs_default_device(inputs_t *in, const ds_device_spec_t *spec);
+
+/* DIR/name in `path` when --out was given (the directory is created) and
+ * returns path; NULL otherwise. */
+const char *inputs_out_path(const inputs_t *in, const char *name, char *path, size_t size);
 
 /* The demo: a GPT-2-class model on a 1024-GPU target. */
 void inputs_set_demo(inputs_t *in);

@@ -494,6 +494,8 @@ static ds_status_t plan_size(const app_t *app, const inputs_t *in, const options
         status =
             search_inputs_create(&o->si, in->model, cluster, in->global_batch, comm, 1, &search);
     if (status == DS_OK)
+        status = search_inputs_costs_from_db((search_inputs_t *)&o->si, search, cluster);
+    if (status == DS_OK)
         status = ds_search_run(search, o->si.costs, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
     if (status == DS_ERR_NOT_FOUND)
         search_inputs_report_missing(app, &o->si, search);
@@ -552,8 +554,18 @@ int cmd_plan(app_t *app)
         status = ds_cluster_load(in.cluster_file, &template_cluster);
     if (status == DS_OK && in.cluster_file != NULL && in.device != NULL)
         status = ds_device_spec_lookup(in.device, &template_cluster.device);
+    static char svg_path[4096];
+    if (o->svg == NULL)
+        o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));
     if (status == DS_OK)
-        status = search_inputs_load(&o->si);
+        status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+    static ds_device_spec_t measured_device;
+    if (status == DS_OK && o->si.db != NULL && !inputs_target_names_device(&in)) {
+        /* Targets that name no device are the device the costs were measured on. */
+        ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};
+        if (ds_costs_measured_device(&sources, &measured_device) == DS_OK)
+            in.device = measured_device.name;
+    }
     ds_plan_inputs_t p;
     for (int i = 0; i < o->num_gpus && status == DS_OK; i++) {
         ds_cluster_t cluster;

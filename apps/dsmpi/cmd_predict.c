@@ -661,7 +661,7 @@ static ds_status_t load_nccl_logs(const predict_options_t *o, ds_comm_samples_t 
 
 /* The costs of every event of the strategy on the target, and a note on
  * where they came from. */
-static ds_status_t assemble_costs(const inputs_t *in, predict_options_t *o, ds_profile_db_t *db,
+static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile_db_t *db,
                                   ds_cost_table_t *costs)
 {
     ds_status_t status = DS_OK;
@@ -686,6 +686,13 @@ static ds_status_t assemble_costs(const inputs_t *in, predict_options_t *o, ds_p
     }
     if (db == NULL && o->num_nccl_tests == 0)
         goto out;
+    {
+        /* A target that names no device is the device the costs were measured on. */
+        ds_cost_sources_t measured = {db, o->fingerprint, NULL, 0};
+        ds_device_spec_t spec;
+        if (db != NULL && ds_costs_measured_device(&measured, &spec) == DS_OK)
+            inputs_default_device(in, &spec);
+    }
     if ((status = ds_events_generate(in->model, &in->strategy, &in->cluster, &events)) != DS_OK ||
         (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, logs)) != DS_OK)
         goto out;
@@ -713,17 +720,24 @@ out:
 int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_profile_db_t *db)
 {
     int code;
+    static char trace[4096], timeline[4096], svg[4096];
+    if (o->trace == NULL)
+        o->trace = inputs_out_path(in, "trace.json", trace, sizeof(trace));
+    if (o->timeline == NULL)
+        o->timeline = inputs_out_path(in, "timeline.h5", timeline, sizeof(timeline));
+    if (o->svg == NULL)
+        o->svg = inputs_out_path(in, "timeline.svg", svg, sizeof(svg));
     ds_cost_table_t *costs = NULL;
     ds_sim_t *sim = NULL;
+    ds_status_t status = ds_cost_table_create(&costs);
+    if (status == DS_OK)
+        status = assemble_costs(in, o, db, costs);
     if (o->peak_tflops > 0) {
         in->cluster.device.peak_tflops_bf16 = o->peak_tflops;
         in->cluster.device.peak_tflops_fp32 = o->peak_tflops;
     }
     if (o->mem_bw > 0)
         in->cluster.device.mem_bw_GBps = o->mem_bw;
-    ds_status_t status = ds_cost_table_create(&costs);
-    if (status == DS_OK)
-        status = assemble_costs(in, o, db, costs);
     if (status == DS_OK)
         status = ds_sim_create(&sim);
     if (status != DS_OK) {

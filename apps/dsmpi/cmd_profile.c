@@ -16,6 +16,7 @@ enum {
     OPT_COMPUTE_ONLY,
     OPT_SWEEP_MIN,
     OPT_SWEEP_MAX,
+    OPT_SEARCH,
     OPT_HELP,
 };
 
@@ -28,6 +29,7 @@ static const struct option profile_options[] = {
     {"compute-only", no_argument, NULL, OPT_COMPUTE_ONLY},
     {"sweep-min", required_argument, NULL, OPT_SWEEP_MIN},
     {"sweep-max", required_argument, NULL, OPT_SWEEP_MAX},
+    {"search", no_argument, NULL, OPT_SEARCH},
     {NULL, 0, NULL, 0},
 };
 
@@ -41,6 +43,7 @@ void profile_cmd_init(profile_cmd_options_t *o)
     memset(o, 0, sizeof(*o));
     ds_profile_options_init(&o->lib);
     o->lib.fallback_dbs = o->site_dbs;
+    search_inputs_init(&o->space);
 }
 
 int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const char *arg)
@@ -59,7 +62,8 @@ int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const cha
     case OPT_COMPUTE_ONLY: o->lib.compute_only = 1; return 1;
     case OPT_SWEEP_MIN: status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes); break;
     case OPT_SWEEP_MAX: status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes); break;
-    default: return 0;
+    case OPT_SEARCH: o->search = true; return 1;
+    default: return search_inputs_handle(app, &o->space, id, arg);
     }
     if (status != DS_OK) {
         app_fail(app, status);
@@ -78,6 +82,9 @@ void profile_print_help(FILE *out)
           "  --dry-run                print the plan, the coverage of the target's communication\n"
           "                           and the expected profiling time; measure nothing\n"
           "  --compute-only           skip communication measurements\n"
+          "  --search                 profile every candidate of the search space at once (as\n"
+          "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
+          "                           --max-mbs), and --strategy when given\n"
           "  --sweep-min B, --sweep-max B   communication sweep (default 1KiB..256MiB)\n",
           out);
 }
@@ -153,13 +160,13 @@ static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
            s->interrupted ? " (interrupted: rerun to measure the rest)" : "");
 }
 
-static void print_json(const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
+static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
 {
-    printf("{\"device\": ");
-    output_json_string(stdout, ds_profiler_device_name(p));
-    printf(", \"fingerprint\": ");
-    output_json_string(stdout, ds_profiler_fingerprint(p));
-    printf(", \"ranks\": %d, \"nodes\": %d, \"target_events\": %lld, \"compute_keys\": %zu, "
+    fprintf(out, "{\"device\": ");
+    output_json_string(out, ds_profiler_device_name(p));
+    fprintf(out, ", \"fingerprint\": ");
+    output_json_string(out, ds_profiler_fingerprint(p));
+    fprintf(out, ", \"ranks\": %d, \"nodes\": %d, \"target_events\": %lld, \"compute_keys\": %zu, "
            "\"comm_keys\": %zu, \"units\": %zu, \"units_measured\": %zu, \"units_reused\": %zu, "
            "\"comm_tasks\": %zu, \"comm_tasks_reused\": %zu, \"comm_keys_measured\": %zu, "
            "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
@@ -170,16 +177,16 @@ static void print_json(const ds_profiler_t *p, const ds_profile_summary_t *s, bo
            s->estimated_comm_s);
     if (ran) {
         const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
-        printf(", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "
+        fprintf(out, ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "
                "\"commit_wall_s\": %.3f, \"interrupted\": %s, \"per_rank\": [",
                s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
                s->interrupted ? "true" : "false");
         for (int r = 0; r < s->ranks; r++)
-            printf("%s{\"rank\": %d, \"predicted_s\": %.3f, \"busy_s\": %.3f}", r ? ", " : "", r,
+            fprintf(out, "%s{\"rank\": %d, \"predicted_s\": %.3f, \"busy_s\": %.3f}", r ? ", " : "", r,
                    predicted[r], busy[r]);
-        printf("]");
+        fprintf(out, "]");
     }
-    printf("}\n");
+    fprintf(out, "}\n");
 }
 
 int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t *o,
@@ -188,8 +195,29 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
     ds_profiler_t *p = NULL;
     ds_profile_summary_t summary;
     ds_status_t status = ds_profiler_create(MPI_COMM_WORLD, &o->lib, &p);
-    if (status == DS_OK)
+    if (status == DS_OK && !o->search)
         status = ds_profiler_add(p, in->model, &in->strategy, &in->cluster);
+    if (status == DS_OK && o->search) {
+        /* The union of the space: every candidate's passes, measured once. */
+        ds_search_t *search = NULL;
+        status = search_inputs_create(&o->space, in->model, &in->cluster, in->global_batch, NULL, 0,
+                                      &search);
+        if (status == DS_OK)
+            status = ds_search_enumerate(search);
+        for (size_t i = 0; status == DS_OK && i < ds_search_candidate_count(search); i++)
+            status = ds_profiler_add(p, in->model, ds_search_candidate_at(search, i), &in->cluster);
+        /* The strategy named with --strategy too, when it is outside the space. */
+        if (status == DS_OK && in->strategy_given) {
+            ds_strategy_t s = in->strategy;
+            status = ds_strategy_resolve(&s, in->model, ds_cluster_num_gpus(&in->cluster),
+                                         in->cluster.gpus_per_node);
+            if (status == DS_OK)
+                status = ds_profiler_add(p, in->model, &s, &in->cluster);
+        }
+        if (status == DS_OK && ds_search_candidate_count(search) == 0)
+            status = ds_set_error(DS_ERR_INVALID_ARG, "the search space has no valid candidate to profile");
+        ds_search_destroy(search);
+    }
     if (status == DS_OK)
         status = ds_profiler_plan(p, &summary);
     if (status != DS_OK)
@@ -199,17 +227,25 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
         print_plan(app, p, &summary, o->dry_run);
     if (o->dry_run) {
         if (app->rank == 0 && json)
-            print_json(p, &summary, false);
+            print_json(stdout, p, &summary, false);
         *profiler_p = p;
         return APP_EXIT_OK;
     }
     fflush(stdout);
     status = ds_profiler_run(p, &summary);
-    if (app->rank == 0 && (status == DS_OK || status == DS_ERR_INTERRUPTED)) {
+    if (app->rank == 0 && (status == DS_OK || status == DS_ERR_INTERRUPTED || status == DS_ERR_UNSUPPORTED)) {
         if (json)
-            print_json(p, &summary, true);
+            print_json(stdout, p, &summary, true);
         else if (!in->quiet)
             print_summary(p, &summary);
+        char path[4096];
+        if (inputs_out_path(in, "profile.json", path, sizeof(path)) != NULL) {
+            FILE *file = fopen(path, "w");
+            if (file != NULL) {
+                print_json(file, p, &summary, true);
+                fclose(file);
+            }
+        }
     }
     if (status != DS_OK)
         goto fail;
@@ -253,7 +289,7 @@ int cmd_profile(app_t *app)
     inputs_init(&in);
     profile_cmd_options_t o;
     profile_cmd_init(&o);
-    struct option *table = inputs_long_options(extra, profile_long_options(), NULL);
+    struct option *table = inputs_long_options(extra, profile_long_options(), search_space_long_options);
     if (table == NULL)
         return app_usage_error(app, "out of memory");
     int id;
@@ -276,7 +312,7 @@ int cmd_profile(app_t *app)
     if (code < 0 && o.lib.db_path == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
     if (code < 0) {
-        ds_status_t status = inputs_build(&in);
+        ds_status_t status = o.search ? inputs_build_target(&in) : inputs_build(&in);
         if (status != DS_OK) {
             code = app_fail(app, status);
         } else {

@@ -30,12 +30,6 @@ static void help(void)
     predict_print_help(stdout);
 }
 
-static bool target_names_device(const inputs_t *in)
-{
-    return in->device != NULL || in->cluster_file != NULL ||
-           (in->target_text != NULL && strstr(in->target_text, "device=") != NULL);
-}
-
 int cmd_run(app_t *app)
 {
     static const struct option extra[] = {
@@ -113,16 +107,11 @@ int cmd_run(app_t *app)
     ds_profiler_t *p = NULL;
     code = profile_execute(app, &in, &po, &p);
     if (code == APP_EXIT_OK && !po.dry_run && app->rank == 0) {
-        if (!target_names_device(&in)) {
-            ds_device_spec_t spec;
-            ds_backend_t *backend = ds_profiler_backend(p);
-            if (ds_device_spec_match(ds_backend_kind_name(ds_backend_kind(backend)),
-                                     ds_backend_device_name(backend), &spec) == DS_OK) {
-                in.cluster.device = spec;
-                snprintf(in.cluster.name, sizeof(in.cluster.name), "%lldx%d-%s",
-                         (long long)in.cluster.nodes, in.cluster.gpus_per_node, spec.name);
-            }
-        }
+        ds_device_spec_t spec;
+        ds_backend_t *backend = ds_profiler_backend(p);
+        if (ds_device_spec_match(ds_backend_kind_name(ds_backend_kind(backend)),
+                                 ds_backend_device_name(backend), &spec) == DS_OK)
+            inputs_default_device(&in, &spec);
         printf("#\n");
         fflush(stdout);
         code = predict_execute(app, &in, o, ds_profiler_db(p));

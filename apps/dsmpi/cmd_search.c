@@ -385,18 +385,29 @@ int cmd_search(app_t *app)
         code = code < 0 ? APP_EXIT_OK : code;
         goto out;
     }
+    static char trace[4096], svg[4096];
+    if (o->trace == NULL && o->svg == NULL && o->timeline == NULL && in.out_dir != NULL) {
+        o->trace = inputs_out_path(&in, "best-trace.json", trace, sizeof(trace));
+        o->svg = inputs_out_path(&in, "best-timeline.svg", svg, sizeof(svg));
+    }
     ds_search_t *search = NULL;
     ds_comm_model_t *comm = NULL;
     ds_status_t status = inputs_build_target(&in);
     if (status == DS_OK) {
+        status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+        ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};
+        ds_device_spec_t spec;
+        if (status == DS_OK && o->si.db != NULL && ds_costs_measured_device(&sources, &spec) == DS_OK)
+            inputs_default_device(&in, &spec);
         search_inputs_apply_device(&o->si, &in.cluster);
-        status = search_inputs_load(&o->si);
     }
     if (status == DS_OK)
         status = search_inputs_comm_model(&o->si, &in.cluster, &comm);
     if (status == DS_OK)
         status = search_inputs_create(&o->si, in.model, &in.cluster, in.global_batch, comm,
                                       (int)o->top, &search);
+    if (status == DS_OK)
+        status = search_inputs_costs_from_db(&o->si, search, &in.cluster);
     if (status != DS_OK) {
         code = app_fail(app, status);
         goto done;

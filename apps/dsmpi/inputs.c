@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
     OPT_MODEL = 256,
@@ -21,6 +22,7 @@ enum {
     OPT_CSV,
     OPT_QUIET,
     OPT_DEMO,
+    OPT_OUT,
     OPT_MEGATRON, /* Megatron-LM option names from here on */
 };
 
@@ -41,6 +43,7 @@ static const struct option common_options[] = {
     {"csv", no_argument, NULL, OPT_CSV},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"demo", no_argument, NULL, OPT_DEMO},
+    {"out", required_argument, NULL, OPT_OUT},
 };
 
 /* Megatron-LM names; flags take no argument. */
@@ -161,6 +164,7 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     case OPT_CSV: in->format = OUTPUT_CSV; return 1;
     case OPT_QUIET: in->quiet = true; return 1;
     case OPT_DEMO: inputs_set_demo(in); return 1;
+    case OPT_OUT: in->out_dir = arg; return 1;
     default: break;
     }
     if (id >= OPT_MEGATRON && id < OPT_MEGATRON + (int)NUM_MEGATRON) {
@@ -237,6 +241,44 @@ ds_status_t inputs_build(inputs_t *in)
                                in->cluster.gpus_per_node);
 }
 
+bool inputs_target_names_device(const inputs_t *in)
+{
+    return in->device != NULL || in->cluster_file != NULL ||
+           (in->target_text != NULL && strstr(in->target_text, "device=") != NULL);
+}
+
+void inputs_default_device(inputs_t *in, const ds_device_spec_t *spec)
+{
+    if (inputs_target_names_device(in))
+        return;
+    in->cluster.device = *spec;
+    snprintf(in->cluster.name, sizeof(in->cluster.name), "%lldx%d-%s", (long long)in->cluster.nodes,
+             in->cluster.gpus_per_node, spec->name);
+    /* The network levels follow the device's (assumed until measured). */
+    ds_cluster_t fresh;
+    if (ds_cluster_init(&fresh, in->cluster.nodes, in->cluster.gpus_per_node, spec->name) == DS_OK)
+        memcpy(in->cluster.levels, fresh.levels, sizeof(fresh.levels));
+}
+
+const char *inputs_out_path(const inputs_t *in, const char *name, char *path, size_t size)
+{
+    if (in->out_dir == NULL)
+        return NULL;
+    /* mkdir -p: each prefix of the directory. */
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", in->out_dir);
+    for (char *c = dir + 1; *c != '\0'; c++) {
+        if (*c == '/') {
+            *c = '\0';
+            mkdir(dir, 0777);
+            *c = '/';
+        }
+    }
+    mkdir(dir, 0777);
+    snprintf(path, size, "%s/%s", in->out_dir, name);
+    return path;
+}
+
 void inputs_free(inputs_t *in)
 {
     ds_model_destroy(in->model);
@@ -264,6 +306,9 @@ void inputs_print_help(FILE *out)
           "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
           "Output:\n"
           "  --json, --csv, --quiet\n"
+          "  --out DIR                write the command's files into DIR (created): predict's\n"
+          "                           trace, timeline and chart, profile's summary, search's and\n"
+          "                           plan's charts\n"
           "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 h100-sxm\n",
           out);
 }

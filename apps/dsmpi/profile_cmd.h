@@ -3,6 +3,7 @@
 #define DSMPI_PROFILE_CMD_H
 
 #include "app.h"
+#include "search_inputs.h"
 
 #define PROFILE_MAX_SITE_DBS 16
 
@@ -11,6 +12,8 @@ typedef struct profile_cmd_options {
     const char *site_dbs[PROFILE_MAX_SITE_DBS];
     bool dry_run;
     bool json_ok; /* --json describes the profiling (dsmpi profile), not the prediction (run) */
+    bool search;  /* profile the union of every candidate of the search space */
+    search_inputs_t space; /* --fix, --max-tp, --max-mbs of that space */
 } profile_cmd_options_t;
 
 void profile_cmd_init(profile_cmd_options_t *o);

@@ -15,6 +15,16 @@ enum {
     OPT_MEM_BW,
     OPT_LAYER_LEVEL,
     OPT_NO_BOUND,
+    OPT_PROFILE_DB,
+    OPT_FINGERPRINT,
+};
+
+/* The options that shape the space alone, for `dsmpi profile --search`. */
+const struct option search_space_long_options[] = {
+    {"fix", required_argument, NULL, OPT_FIX},
+    {"max-tp", required_argument, NULL, OPT_MAX_TP},
+    {"max-mbs", required_argument, NULL, OPT_MAX_MBS},
+    {NULL, 0, NULL, 0},
 };
 
 const struct option search_long_options[] = {
@@ -29,6 +39,8 @@ const struct option search_long_options[] = {
     {"layer-level", no_argument, NULL, OPT_LAYER_LEVEL},
     {"no-bound", no_argument, NULL, OPT_NO_BOUND},
     {"exhaustive", no_argument, NULL, OPT_NO_BOUND},
+    {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
+    {"fingerprint", required_argument, NULL, OPT_FINGERPRINT},
     {NULL, 0, NULL, 0},
 };
 
@@ -73,6 +85,8 @@ int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const ch
         status = ds_parse_count(arg, "max-mbs", 1, 1 << 24, &si->max_mbs);
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_COST_TABLE: si->cost_table = arg; return 1;
+    case OPT_PROFILE_DB: si->profile_db = arg; return 1;
+    case OPT_FINGERPRINT: si->fingerprint = arg; return 1;
     case OPT_ESTIMATE: si->estimate = true; return 1;
     case OPT_NCCL_TESTS:
         if (si->num_logs == SEARCH_MAX_LOGS) {
@@ -105,15 +119,17 @@ int search_inputs_positional(const app_t *app, search_inputs_t *si, int first)
 
 int search_inputs_check(const app_t *app, const search_inputs_t *si)
 {
-    if (si->cost_table == NULL && !si->estimate)
-        return app_usage_error(
-            app, "no costs given (accepted: --cost-table FILE, --estimate-missing, or both)");
+    if (si->cost_table == NULL && si->profile_db == NULL && !si->estimate)
+        return app_usage_error(app, "no costs given (accepted: --profile-db FILE, --cost-table FILE, "
+                                    "--estimate-missing)");
     return APP_EXIT_OK;
 }
 
-ds_status_t search_inputs_load(search_inputs_t *si)
+ds_status_t search_inputs_load(search_inputs_t *si, MPI_Comm comm)
 {
     ds_status_t status = ds_cost_table_create(&si->costs);
+    if (status == DS_OK && si->profile_db != NULL)
+        status = ds_profile_db_open(comm, si->profile_db, DS_PROFILE_DB_READ_ONLY, &si->db);
     if (status == DS_OK && si->cost_table != NULL)
         status = ds_cost_table_load_text(si->costs, si->cost_table);
     if (status == DS_OK && si->num_logs > 0) {
@@ -176,8 +192,29 @@ ds_status_t search_inputs_create(const search_inputs_t *si, const ds_model_t *mo
     return DS_OK;
 }
 
+ds_status_t search_inputs_costs_from_db(search_inputs_t *si, ds_search_t *search,
+                                        const ds_cluster_t *cluster)
+{
+    if (si->db == NULL)
+        return DS_OK;
+    ds_event_set_t *events = NULL;
+    ds_status_t status = ds_search_enumerate(search);
+    if (status == DS_OK)
+        status = ds_search_events(search, &events);
+    if (status == DS_OK) {
+        ds_cost_sources_t sources = {si->db, si->fingerprint,
+                                     si->samples ? ds_comm_samples_data(si->samples) : NULL,
+                                     si->samples ? ds_comm_samples_size(si->samples) : 0};
+        status = ds_costs_assemble(&sources, events, cluster, si->costs, &si->db_report);
+    }
+    ds_event_set_destroy(events);
+    return status;
+}
+
 void search_inputs_free(search_inputs_t *si)
 {
+    ds_profile_db_close(si->db);
+    si->db = NULL;
     ds_cost_table_destroy(si->costs);
     ds_comm_samples_destroy(si->samples);
     si->costs = NULL;
@@ -228,6 +265,8 @@ void search_inputs_print_help(FILE *out)
         "  --max-mbs N              largest micro-batch size, powers of two (default 8, "
         "DS_SEARCH_MAX_MBS)\n"
         "Costs:\n"
+        "  --profile-db FILE.h5     measured costs (dsmpi profile); another device's are scaled\n"
+        "  --fingerprint TEXT       which device's measurements (default: the one with most)\n"
         "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
         "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
         "                           every number resting on them is marked assumed\n"

@@ -20,13 +20,19 @@ typedef struct search_inputs {
     int num_fixes;
     int64_t max_tp, max_mbs, top;
     bool layer_level, no_bound;
+    const char *profile_db;
+    const char *fingerprint;
     /* Built by search_inputs_load. */
     ds_cost_table_t *costs;
     ds_comm_samples_t *samples;
+    ds_profile_db_t *db;
+    ds_cost_report_t db_report;
 } search_inputs_t;
 
 /* Option ids from 768 on. */
 extern const struct option search_long_options[];
+/* --fix, --max-tp, --max-mbs only (same ids). */
+extern const struct option search_space_long_options[];
 
 void search_inputs_init(search_inputs_t *si);
 /* 1 handled, 0 not a search option, -1 bad input (message printed). */
@@ -35,8 +41,13 @@ int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const ch
 int search_inputs_positional(const app_t *app, search_inputs_t *si, int first);
 /* Checks the combination (exit code, or APP_EXIT_OK). */
 int search_inputs_check(const app_t *app, const search_inputs_t *si);
-/* Reads the cost table and the logs. */
-ds_status_t search_inputs_load(search_inputs_t *si);
+/* Reads the cost table, the logs and the profile database (opened over
+ * `comm`, collectively: rank 0 reads it and broadcasts). */
+ds_status_t search_inputs_load(search_inputs_t *si, MPI_Comm comm);
+/* Costs of every candidate of `search` from the profile database (measured,
+ * or scaled from another device and marked assumed), when one was given. */
+ds_status_t search_inputs_costs_from_db(search_inputs_t *si, ds_search_t *search,
+                                        const ds_cluster_t *cluster);
 /* The device's peak and bandwidth overrides. */
 void search_inputs_apply_device(const search_inputs_t *si, ds_cluster_t *cluster);
 /* A communication model for `cluster` when logs were given (else *model_p =

@@ -152,6 +152,12 @@ typedef struct ds_cost_report {
     size_t comm_filled;        /* communication keys of the events costed by that model */
 } ds_cost_report_t;
 
+/* The device the sources' measurements were made on (the fingerprint they
+ * would use); DS_ERR_NOT_FOUND when there are none or the device is not
+ * known.  A target that names no device takes this one. */
+DS_API ds_status_t ds_costs_measured_device(const ds_cost_sources_t *sources,
+                                            ds_device_spec_t *spec);
+
 /* Fills `table` with costs for the keys of `events` on `target` from
  * `sources`; keys the table already holds are kept.  Events left without a
  * cost are for the caller to report or estimate.  Not collective. */

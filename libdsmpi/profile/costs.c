@@ -5,6 +5,7 @@
 #include "dsi_core.h"
 #include "events/dsi_events.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The device spec a fingerprint was measured on ("cpu: ..." / "cuda: NVIDIA H200, ..."). */
@@ -39,6 +40,49 @@ static const char *pick_fingerprint(const ds_profile_db_t *db)
         }
     }
     return best;
+}
+
+/* The optimizer step streams its parameters through memory: a step over a
+ * parameter count nobody measured is the nearest measured step scaled
+ * linearly (interpolated between two measured counts, extrapolated beyond). */
+static ds_status_t scale_optimizer_steps(const ds_cost_table_t *measured, const ds_event_set_t *events,
+                                         ds_cost_table_t *table, ds_cost_report_t *report)
+{
+    for (size_t i = 0; i < ds_event_set_size(events); i++) {
+        const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
+        if (key->kind != DS_EVENT_COMPUTE || key->op != DS_OP_OPTIMIZER ||
+            ds_cost_table_find(table, key) != NULL || key->dims[0] <= 0)
+            continue;
+        const ds_cost_t *best = NULL;
+        int64_t best_params = 0, below = 0, above = 0;
+        for (size_t m = 0; m < ds_cost_table_size(measured); m++) {
+            const ds_event_key_t *k;
+            const ds_cost_t *c;
+            ds_cost_table_at(measured, m, &k, &c);
+            if (k->kind != DS_EVENT_COMPUTE || k->op != DS_OP_OPTIMIZER || k->dtype != key->dtype ||
+                k->dims[0] <= 0)
+                continue;
+            below |= k->dims[0] < key->dims[0];
+            above |= k->dims[0] > key->dims[0];
+            if (best == NULL || llabs(k->dims[0] - key->dims[0]) < llabs(best_params - key->dims[0])) {
+                best = c;
+                best_params = k->dims[0];
+            }
+        }
+        if (best == NULL)
+            continue;
+        double ratio = (double)key->dims[0] / (double)best_params;
+        ds_cost_t c = *best;
+        c.mean_s *= ratio;
+        c.median_s *= ratio;
+        c.p10_s *= ratio;
+        c.p90_s *= ratio;
+        if (c.provenance == DS_PROV_MEASURED)
+            c.provenance = below && above ? DS_PROV_INTERPOLATED : DS_PROV_EXTRAPOLATED;
+        DSI_TRY(ds_cost_table_set(table, key, &c));
+        report->compute_measured++;
+    }
+    return DS_OK;
 }
 
 static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *fingerprint,
@@ -81,10 +125,23 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
         if (e->key.kind == DS_EVENT_COMPUTE)
             report->compute_measured++;
     }
+    DSI_TRY_GOTO(scale_optimizer_steps(measured, events, table, report), status, out);
     status = DS_OK;
 out:
     ds_cost_table_destroy(measured);
     return status;
+}
+
+ds_status_t ds_costs_measured_device(const ds_cost_sources_t *src, ds_device_spec_t *spec)
+{
+    const char *fingerprint = src->fingerprint;
+    if (src->db != NULL && fingerprint == NULL)
+        fingerprint = pick_fingerprint(src->db);
+    if (fingerprint == NULL)
+        return DSI_ERROR(DS_ERR_NOT_FOUND, "no measurements");
+    if (spec_of_fingerprint(fingerprint, spec) != DS_OK)
+        return DSI_ERROR(DS_ERR_NOT_FOUND, "no device specification for '%s'", fingerprint);
+    return DS_OK;
 }
 
 ds_status_t ds_costs_assemble(const ds_cost_sources_t *src, const ds_event_set_t *events,

@@ -40,6 +40,8 @@ struct ds_profiler {
     double *rank_predicted_s;
     double *rank_busy_s;
     bool planned;
+    long long failed_units, failed_tasks; /* this rank's measurements that failed */
+    char first_failure[256];
     ds_measure_config_t config;
 };
 
@@ -382,6 +384,8 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
     if (status != DS_OK) {
         ds_log(DS_LOG_WARN, "cannot measure %s here: %s; its events stay unmeasured", unit->label,
                ds_last_error());
+        if (p->failed_units++ == 0 && p->failed_tasks == 0)
+            snprintf(p->first_failure, sizeof(p->first_failure), "%s: %s", unit->label, ds_last_error());
         return 0;
     }
     const char *fingerprint = ds_backend_fingerprint(p->backend);
@@ -524,6 +528,10 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
                 ds_log(DS_LOG_WARN, "cannot measure %s of %lld bytes on %d ranks: %s",
                        ds_comm_op_name(task->sample.op), (long long)task->sample.bytes,
                        task->sample.group_size, ds_last_error());
+                if (p->failed_tasks++ == 0 && p->failed_units == 0)
+                    snprintf(p->first_failure, sizeof(p->first_failure), "%s of %lld bytes: %s",
+                             ds_comm_op_name(task->sample.op), (long long)task->sample.bytes,
+                             ds_last_error());
             } else if (sc.group == 0 && sc.position == 0) {
                 ds_comm_sample_t sample = m.sample;
                 sample.concurrency = task->num_groups;
@@ -560,6 +568,10 @@ ds_status_t ds_profiler_run(ds_profiler_t *p, ds_profile_summary_t *summary)
     int gather = MPI_Gather(&busy_s, 1, MPI_DOUBLE, p->rank_busy_s, 1, MPI_DOUBLE, 0, p->comm);
     if (status == DS_OK && gather != MPI_SUCCESS)
         status = dsi_mpi_error(__FILE__, __LINE__, "MPI_Gather", gather);
+    long long failed[2] = {p->failed_units, p->failed_tasks}, all_failed[2] = {0, 0};
+    int reduce = MPI_Allreduce(failed, all_failed, 2, MPI_LONG_LONG, MPI_SUM, p->comm);
+    if (status == DS_OK && reduce != MPI_SUCCESS)
+        status = dsi_mpi_error(__FILE__, __LINE__, "MPI_Allreduce", reduce);
     if (summary != NULL) {
         summarize_plan(p, summary);
         summary->wall_s = commit_end - start;
@@ -570,6 +582,14 @@ ds_status_t ds_profiler_run(ds_profiler_t *p, ds_profile_summary_t *summary)
     }
     if (status != DS_OK)
         return status;
+    if (all_failed[0] + all_failed[1] > 0) {
+        char first[300] = "";
+        if (p->first_failure[0])
+            snprintf(first, sizeof(first), " (first: %s)", p->first_failure);
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "%lld layer passes and %lld communication tasks could not be measured here%s; %s holds everything else",
+                         all_failed[0], all_failed[1], first, p->db_path);
+    }
     if (stop)
         return DSI_ERROR(DS_ERR_INTERRUPTED, "profiling stopped on request; what was measured is saved in %s and a rerun measures the rest",
                          p->db_path);

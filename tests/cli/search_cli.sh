@@ -43,7 +43,7 @@ expect_ok plan --help
 grep -q "GPU-hours   = GPUs x days x 24" "$tmp/out" || fail "plan --help does not give the formulas"
 
 # Bad input.
-expect_error 2 "no costs given (accepted: --cost-table FILE, --estimate-missing" search --model gpt2-medium --target-gpus 8
+expect_error 2 "no costs given (accepted: --profile-db FILE, --cost-table FILE, --estimate-missing" search --model gpt2-medium --target-gpus 8
 expect_error 2 "no model given" search --target-gpus 8 --estimate-missing
 expect_error 2 "no target given" search --model gpt2-medium --estimate-missing
 expect_error 2 "tp 'x' is not a whole number" search $small --fix tp=x
