@@ -63,6 +63,8 @@ typedef struct inputs {
  * appended.  Returns a table the caller frees with free(). */
 struct option *inputs_long_options(const struct option *a, const struct option *b,
                                    const struct option *c);
+/* The same for a NULL-terminated list of tables. */
+struct option *inputs_long_options_list(const struct option *const *tables);
 void inputs_init(inputs_t *in);
 /* Handles one option of the common set; returns 1 when handled, 0 when the
  * option is not a common one, -1 (message printed) on bad input. */
@@ -80,13 +82,13 @@ typedef struct app_option_handler {
     void *ctx;
 } app_option_handler_t;
 
-/* Parses the command line: the common options and the tables a, b, c (each
- * NULL-terminated, may be NULL); each option goes to the handlers in order,
+/* Parses the command line: the common options and the option tables listed
+ * in `tables` (a NULL-terminated list of NULL-terminated tables); each option goes to the handlers in order,
  * then to the common ones.  `help_id` prints help() on rank 0.  Returns -1
  * when every word was taken, else the exit code (usage errors printed). */
-int app_parse_options(app_t *app, inputs_t *in, const struct option *a, const struct option *b,
-                      const struct option *c, const app_option_handler_t *handlers,
-                      size_t num_handlers, int help_id, void (*help)(void));
+int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
+                      const app_option_handler_t *handlers, size_t num_handlers, int help_id,
+                      void (*help)(void));
 
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);

@@ -155,7 +155,7 @@ int cmd_events(app_t *app)
     inputs_init(&in);
     int64_t top_n = 10;
     app_option_handler_t handlers[] = {{top_option, &top_n}};
-    code = app_parse_options(app, &in, extra, NULL, NULL, handlers, 1, OPT_HELP, help);
+    code = app_parse_options(app, &in, (const struct option *[]){extra, NULL}, handlers, 1, OPT_HELP, help);
     if (code >= 0)
         return code;
 

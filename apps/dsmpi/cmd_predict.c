@@ -795,7 +795,7 @@ int cmd_predict(app_t *app)
     if (o == NULL)
         return app_usage_error(app, "out of memory");
     app_option_handler_t handlers[] = {{predict_option, o}};
-    code = app_parse_options(app, &in, extra, predict_long_options(), NULL, handlers, 1, OPT_HELP, help);
+    code = app_parse_options(app, &in, (const struct option *[]){extra, predict_long_options(), NULL}, handlers, 1, OPT_HELP, help);
     if (code >= 0)
         goto out;
     if ((code = predict_check(app, o, false)) >= 0)

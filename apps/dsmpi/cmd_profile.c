@@ -295,7 +295,9 @@ int cmd_profile(app_t *app)
     profile_cmd_options_t o;
     profile_cmd_init(&o);
     app_option_handler_t handlers[] = {{profile_option, &o}};
-    code = app_parse_options(app, &in, extra, profile_long_options(), search_space_long_options,
+    code = app_parse_options(app, &in,
+                             (const struct option *[]){extra, profile_long_options(),
+                                                       search_space_long_options, NULL},
                              handlers, 1, OPT_HELP, help);
     if (code < 0 && o.lib.db_path == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");

@@ -19,7 +19,8 @@ static void help(void)
 {
     usage(stdout);
     printf("\nThe main job: profiles on this allocation what the database does not hold yet\n"
-           "(as 'dsmpi profile'), then rank 0 predicts the target from it (as 'dsmpi predict').\n"
+           "(as 'dsmpi profile'), then rank 0 predicts the target from it (as 'dsmpi predict'),\n"
+           "or, with --search, every rank ranks the whole search space (as 'dsmpi search').\n"
            "Without --device (or a device in --target / --cluster) the target's devices are the\n"
            "ones profiled here; naming another device scales compute costs by the two devices'\n"
            "rooflines and marks them assumed.\n"
@@ -68,7 +69,10 @@ int cmd_run(app_t *app)
     if (o == NULL)
         return app_usage_error(app, "out of memory");
     app_option_handler_t handlers[] = {{run_profile_option, &po}, {run_predict_option, o}};
-    code = app_parse_options(app, &in, extra, profile_long_options(), predict_long_options(),
+    code = app_parse_options(app, &in,
+                             (const struct option *[]){extra, profile_long_options(),
+                                                       search_space_long_options,
+                                                       predict_long_options(), NULL},
                              handlers, 2, OPT_HELP, help);
     bool sweep_given = false;
     for (int i = 1; i < app->argc; i++)
@@ -83,7 +87,7 @@ int cmd_run(app_t *app)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
     if (code >= 0)
         goto out;
-    ds_status_t status = inputs_build(&in);
+    ds_status_t status = po.search ? inputs_build_target(&in) : inputs_build(&in);
     if (status != DS_OK) {
         code = app_fail(app, status);
         goto out;
@@ -93,7 +97,10 @@ int cmd_run(app_t *app)
     po.lib.command_line = command;
     ds_profiler_t *p = NULL;
     code = profile_execute(app, &in, &po, &p);
-    if (code == APP_EXIT_OK && !po.dry_run && app->rank == 0) {
+    if (code == APP_EXIT_OK && !po.dry_run && po.search) {
+        /* Rank the whole space from what was just profiled, on every rank. */
+        code = search_execute(app, &in, &po.space, po.lib.db_path);
+    } else if (code == APP_EXIT_OK && !po.dry_run && app->rank == 0) {
         ds_device_spec_t spec;
         ds_backend_t *backend = ds_profiler_backend(p);
         if (ds_device_spec_match(ds_backend_kind_name(ds_backend_kind(backend)),
@@ -105,6 +112,7 @@ int cmd_run(app_t *app)
     }
     ds_profiler_destroy(p);
 out:
+    search_inputs_free(&po.space);
     inputs_free(&in);
     free(o);
     return code;

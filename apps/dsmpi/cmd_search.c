@@ -363,6 +363,73 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
     return search_inputs_check(app, &o->si);
 }
 
+/* Everything after the options: costs, the search, the reports.  Collective. */
+static int run_search(app_t *app, inputs_t *in, options_t *o, char **original)
+{
+    int code;
+    static char trace[4096], svg[4096];
+    if (o->trace == NULL && o->svg == NULL && o->timeline == NULL && in->out_dir != NULL) {
+        o->trace = inputs_out_path(in, "best-trace.json", trace, sizeof(trace));
+        o->svg = inputs_out_path(in, "best-timeline.svg", svg, sizeof(svg));
+    }
+    ds_search_t *search = NULL;
+    ds_comm_model_t *comm = NULL;
+    ds_status_t status = inputs_build_target(in);
+    if (status == DS_OK) {
+        status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+        ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};
+        ds_device_spec_t spec;
+        if (status == DS_OK && o->si.db != NULL && ds_costs_measured_device(&sources, &spec) == DS_OK)
+            inputs_default_device(in, &spec);
+        search_inputs_apply_device(&o->si, &in->cluster);
+    }
+    if (status == DS_OK)
+        status = search_inputs_comm_model(&o->si, &in->cluster, &comm);
+    if (status == DS_OK)
+        status = search_inputs_create(&o->si, in->model, &in->cluster, in->global_batch, comm,
+                                      (int)o->top, &search);
+    if (status == DS_OK)
+        status = search_inputs_costs_from_db(&o->si, search, &in->cluster);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto done;
+    }
+    status = ds_search_run(search, o->si.costs, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+    if (status == DS_ERR_NOT_FOUND) {
+        search_inputs_report_missing(app, &o->si, search);
+        code = APP_EXIT_USAGE;
+        goto done;
+    }
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto done;
+    }
+    ds_search_stats_t st;
+    ds_search_get_stats(search, &st);
+    if (st.candidates == 0) {
+        code = search_inputs_no_candidate(app, &st, &in->cluster);
+        goto done;
+    }
+    code = APP_EXIT_OK;
+    if (app->rank == 0) {
+        app_t shown = *app;
+        shown.argv = original;
+        if (in->format == OUTPUT_JSON)
+            print_json(in, o, search);
+        else if (in->format == OUTPUT_CSV)
+            print_csv(search);
+        else if (!in->quiet)
+            print_table(&shown, in, o, search);
+        status = exports(in, o, search, comm);
+        if (status != DS_OK)
+            code = app_fail(app, status);
+    }
+done:
+    ds_search_destroy(search);
+    ds_comm_model_destroy(comm);
+    return code;
+}
+
 int cmd_search(app_t *app)
 {
     int code = app_mpi_start(app, false);
@@ -385,70 +452,28 @@ int cmd_search(app_t *app)
         code = code < 0 ? APP_EXIT_OK : code;
         goto out;
     }
-    static char trace[4096], svg[4096];
-    if (o->trace == NULL && o->svg == NULL && o->timeline == NULL && in.out_dir != NULL) {
-        o->trace = inputs_out_path(&in, "best-trace.json", trace, sizeof(trace));
-        o->svg = inputs_out_path(&in, "best-timeline.svg", svg, sizeof(svg));
-    }
-    ds_search_t *search = NULL;
-    ds_comm_model_t *comm = NULL;
-    ds_status_t status = inputs_build_target(&in);
-    if (status == DS_OK) {
-        status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
-        ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};
-        ds_device_spec_t spec;
-        if (status == DS_OK && o->si.db != NULL && ds_costs_measured_device(&sources, &spec) == DS_OK)
-            inputs_default_device(&in, &spec);
-        search_inputs_apply_device(&o->si, &in.cluster);
-    }
-    if (status == DS_OK)
-        status = search_inputs_comm_model(&o->si, &in.cluster, &comm);
-    if (status == DS_OK)
-        status = search_inputs_create(&o->si, in.model, &in.cluster, in.global_batch, comm,
-                                      (int)o->top, &search);
-    if (status == DS_OK)
-        status = search_inputs_costs_from_db(&o->si, search, &in.cluster);
-    if (status != DS_OK) {
-        code = app_fail(app, status);
-        goto done;
-    }
-    status = ds_search_run(search, o->si.costs, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
-    if (status == DS_ERR_NOT_FOUND) {
-        search_inputs_report_missing(app, &o->si, search);
-        code = APP_EXIT_USAGE;
-        goto done;
-    }
-    if (status != DS_OK) {
-        code = app_fail(app, status);
-        goto done;
-    }
-    ds_search_stats_t st;
-    ds_search_get_stats(search, &st);
-    if (st.candidates == 0) {
-        code = search_inputs_no_candidate(app, &st, &in.cluster);
-        goto done;
-    }
-    code = APP_EXIT_OK;
-    if (app->rank == 0) {
-        app_t shown = *app;
-        shown.argv = original;
-        if (in.format == OUTPUT_JSON)
-            print_json(&in, o, search);
-        else if (in.format == OUTPUT_CSV)
-            print_csv(search);
-        else if (!in.quiet)
-            print_table(&shown, &in, o, search);
-        status = exports(&in, o, search, comm);
-        if (status != DS_OK)
-            code = app_fail(app, status);
-    }
-done:
-    ds_search_destroy(search);
-    ds_comm_model_destroy(comm);
+    code = run_search(app, &in, o, original);
 out:
     search_inputs_free(&o->si);
     inputs_free(&in);
     free(original);
+    free(o);
+    return code;
+}
+
+int search_execute(app_t *app, inputs_t *in, const search_inputs_t *space, const char *profile_db)
+{
+    options_t *o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return app_usage_error(app, "out of memory");
+    o->si = *space;
+    o->si.profile_db = profile_db;
+    o->si.costs = NULL;
+    o->si.samples = NULL;
+    o->si.db = NULL;
+    o->top = space->top > 0 ? space->top : 10;
+    int code = run_search(app, in, o, app->argv);
+    search_inputs_free(&o->si);
     free(o);
     return code;
 }

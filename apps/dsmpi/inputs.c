@@ -80,13 +80,11 @@ static size_t table_length(const struct option *table)
     return n;
 }
 
-struct option *inputs_long_options(const struct option *a, const struct option *b,
-                                   const struct option *c)
+struct option *inputs_long_options_list(const struct option *const *tables)
 {
-    const struct option *extras[3] = {a, b, c};
     size_t total = NUM_COMMON + NUM_MEGATRON + 1;
-    for (int t = 0; t < 3; t++)
-        total += table_length(extras[t]);
+    for (size_t t = 0; tables != NULL && tables[t] != NULL; t++)
+        total += table_length(tables[t]);
     struct option *table = calloc(total, sizeof(*table));
     if (table == NULL)
         return NULL;
@@ -96,10 +94,24 @@ struct option *inputs_long_options(const struct option *a, const struct option *
     for (size_t i = 0; i < NUM_MEGATRON; i++)
         table[n++] = (struct option){megatron_options[i].name, megatron_options[i].has_arg, NULL,
                                      OPT_MEGATRON + (int)i};
-    for (int t = 0; t < 3; t++)
-        for (size_t i = 0; i < table_length(extras[t]); i++)
-            table[n++] = extras[t][i];
+    for (size_t t = 0; tables != NULL && tables[t] != NULL; t++)
+        for (size_t i = 0; i < table_length(tables[t]); i++)
+            table[n++] = tables[t][i];
     return table;
+}
+
+struct option *inputs_long_options(const struct option *a, const struct option *b,
+                                   const struct option *c)
+{
+    const struct option *list[4] = {NULL, NULL, NULL, NULL};
+    size_t n = 0;
+    if (a != NULL)
+        list[n++] = a;
+    if (b != NULL)
+        list[n++] = b;
+    if (c != NULL)
+        list[n++] = c;
+    return inputs_long_options_list(list);
 }
 
 void inputs_init(inputs_t *in)
@@ -186,6 +198,8 @@ ds_status_t inputs_build_model(inputs_t *in)
 {
     if (in->model_spec == NULL)
         return ds_set_error(DS_ERR_INVALID_ARG, "no model given (accepted: --model NAME|config.json|layers.json, or --demo)");
+    ds_model_destroy(in->model); /* built again from the options */
+    in->model = NULL;
     ds_status_t status = ds_model_load(in->model_spec, &in->model);
     if (status != DS_OK)
         return status;
@@ -313,11 +327,11 @@ void inputs_print_help(FILE *out)
           out);
 }
 
-int app_parse_options(app_t *app, inputs_t *in, const struct option *a, const struct option *b,
-                      const struct option *c, const app_option_handler_t *handlers,
-                      size_t num_handlers, int help_id, void (*help)(void))
+int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
+                      const app_option_handler_t *handlers, size_t num_handlers, int help_id,
+                      void (*help)(void))
 {
-    struct option *table = inputs_long_options(a, b, c);
+    struct option *table = inputs_long_options_list(tables);
     if (table == NULL)
         return app_usage_error(app, "out of memory");
     int id, code = -1;

@@ -17,10 +17,12 @@ enum {
     OPT_NO_BOUND,
     OPT_PROFILE_DB,
     OPT_FINGERPRINT,
+    OPT_SPACE_TOP,
 };
 
 /* The options that shape the space alone, for `dsmpi profile --search`. */
 const struct option search_space_long_options[] = {
+    {"top", required_argument, NULL, OPT_SPACE_TOP},
     {"fix", required_argument, NULL, OPT_FIX},
     {"max-tp", required_argument, NULL, OPT_MAX_TP},
     {"max-mbs", required_argument, NULL, OPT_MAX_MBS},
@@ -86,6 +88,9 @@ int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const ch
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_COST_TABLE: si->cost_table = arg; return 1;
     case OPT_PROFILE_DB: si->profile_db = arg; return 1;
+    case OPT_SPACE_TOP:
+        status = ds_parse_count(arg, "top", 1, 100000, &si->top);
+        return status == DS_OK ? 1 : (app_fail(app, status), -1);
     case OPT_FINGERPRINT: si->fingerprint = arg; return 1;
     case OPT_ESTIMATE: si->estimate = true; return 1;
     case OPT_NCCL_TESTS:
@@ -285,12 +290,19 @@ void search_inputs_print_help(FILE *out)
 
 void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cluster, FILE *out)
 {
-    fprintf(out, "# costs: %s%s; device %s: %.0f TFLOP/s, %.0f GB/s, %.0f GiB\n",
-            si->cost_table ? si->cost_table : "no cost table",
+    fprintf(out, "# costs: %s%s; device %s: %.3g TFLOP/s, %.0f GB/s, %.0f GiB\n",
+            si->cost_table ? si->cost_table : si->db ? "profile database" : "no cost table",
             si->estimate ? ", missing ones estimated from the device roofline (ASSUMED)" : "",
             cluster->device.name, cluster->device.peak_tflops_bf16, cluster->device.mem_bw_GBps,
             cluster->device.memory_GiB);
-    if (si->samples != NULL)
+    if (si->db != NULL)
+        fprintf(out, "# profile database %s: %zu compute events measured on %s%s; %zu communication events "
+                     "from the model fitted on %zu samples\n",
+                si->profile_db, si->db_report.compute_measured,
+                si->db_report.measured_device[0] ? si->db_report.measured_device : "an unknown device",
+                si->db_report.compute_scaled ? " (scaled to the target device: ASSUMED)" : "",
+                si->db_report.comm_filled, si->db_report.comm_samples);
+    else if (si->samples != NULL)
         fprintf(out, "# communication: model fitted on %zu samples of %d nccl-tests log%s\n",
                 ds_comm_samples_size(si->samples), si->num_logs, si->num_logs == 1 ? "" : "s");
     else

@@ -71,4 +71,8 @@ void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cl
  * get them (rank 0 prints). */
 void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, ds_search_t *search);
 
+/* The search half of `dsmpi search` over `space` with the costs of the
+ * profile database `profile_db`: `dsmpi run --search`.  Collective. */
+int search_execute(app_t *app, inputs_t *in, const search_inputs_t *space, const char *profile_db);
+
 #endif /* DSMPI_SEARCH_INPUTS_H */
