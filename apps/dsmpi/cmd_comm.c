@@ -23,6 +23,7 @@ enum {
     OPT_MODEL_ONLY,
     OPT_JSON,
     OPT_CSV,
+    OPT_PROFILE_DB,
     OPT_HELP,
 };
 
@@ -73,6 +74,7 @@ static void help(void)
 
 typedef struct options {
     const char *logs[MAX_LOGS];
+    const char *profile_db;
     int num_logs;
     ds_comm_op_t op;
     int64_t gpus[MAX_GROUPS];
@@ -143,6 +145,7 @@ static int parse_options(app_t *app, options_t *o)
         {"model-only", no_argument, NULL, OPT_MODEL_ONLY},
         {"json", no_argument, NULL, OPT_JSON},
         {"csv", no_argument, NULL, OPT_CSV},
+        {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -202,6 +205,7 @@ static int parse_options(app_t *app, options_t *o)
         case OPT_MODEL_ONLY: o->model_only = true; break;
         case OPT_JSON: o->format = OUTPUT_JSON; break;
         case OPT_CSV: o->format = OUTPUT_CSV; break;
+        case OPT_PROFILE_DB: o->profile_db = optarg; break;
         default:
             return app_usage_error(
                 app, "option '%s' is not known or lacks its value (see 'dsmpi comm --help')",
@@ -302,6 +306,22 @@ static int run(app_t *app, const options_t *o)
     for (int i = 0; i < o->num_logs; i++)
         if ((status = ds_comm_import_nccl_tests(o->logs[i], &import, samples, &info[i])) != DS_OK)
             goto fail;
+    size_t from_logs = ds_comm_samples_size(samples);
+    if (o->profile_db != NULL) {
+        /* Samples a profile database holds: imported logs and measurements. */
+        ds_profile_db_t *db = NULL;
+        ds_comm_sample_t *stored = NULL;
+        size_t count = 0;
+        status = ds_profile_db_open(MPI_COMM_NULL, o->profile_db, DS_PROFILE_DB_READ_ONLY, &db);
+        if (status == DS_OK)
+            status = ds_profile_db_get_comm_samples(db, o->tag, &stored, &count);
+        if (status == DS_OK)
+            status = ds_comm_samples_add(samples, stored, count);
+        ds_comm_samples_free(stored);
+        ds_profile_db_close(db);
+        if (status != DS_OK)
+            goto fail;
+    }
     if (o->cluster_file == NULL) {
         const char *device = o->device;
         for (int i = 0; i < o->num_logs && device == NULL; i++)
@@ -339,7 +359,10 @@ static int run(app_t *app, const options_t *o)
                    info[i].nodes == 1 ? "" : "s", info[i].ranks_per_node,
                    info[i].device[0] ? ", " : "", info[i].device, info[i].rows,
                    info[i].prefixed ? "launcher-prefixed lines" : "plain lines");
-        if (o->num_logs == 0)
+        if (o->profile_db != NULL)
+            printf("# profile database %s: %zu communication samples\n", o->profile_db,
+                   ds_comm_samples_size(samples) - from_logs);
+        if (ds_comm_samples_size(samples) == 0)
             printf("# no measurements: every number rests on the cluster's nominal links\n");
         printf("# cluster %s: %d per node, device %s", cluster.name, gpus_per_node,
                cluster.device.name);

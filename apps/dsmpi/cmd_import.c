@@ -14,6 +14,8 @@ typedef struct import_context {
     const char *fingerprint; /* device the imported event costs are valid for */
     const char *host;
     double imported_at_s;
+    int gpus_per_node;       /* nccl-tests: devices per node (0: from the logs' host names) */
+    const char *cluster_tag; /* nccl-tests: the system the logs come from */
 } import_context_t;
 
 typedef struct import_result {
@@ -64,7 +66,34 @@ static ds_status_t import_cost_table(const import_context_t *context, const char
     return status;
 }
 
+/* nccl-tests output: every row becomes communication samples of the
+ * target system (the communication model is fitted on them). */
+static ds_status_t import_nccl_tests(const import_context_t *context, const char *path,
+                                     import_result_t *result)
+{
+    ds_comm_samples_t *samples = NULL;
+    ds_comm_import_options_t options;
+    ds_comm_import_options_init(&options);
+    options.gpus_per_node = context->gpus_per_node;
+    options.source = context->cluster_tag;
+    ds_status_t status = ds_comm_samples_create(&samples);
+    if (status == DS_OK)
+        status = ds_comm_import_nccl_tests(path, &options, samples, NULL);
+    if (status == DS_OK)
+        status = ds_profile_db_add_comm_samples(context->db, ds_comm_samples_data(samples),
+                                                ds_comm_samples_size(samples));
+    if (status == DS_OK)
+        result->comm_samples += ds_comm_samples_size(samples);
+    ds_comm_samples_destroy(samples);
+    return status;
+}
+
 static const importer_t importers[] = {
+    {"nccl-tests",
+     "nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
+     "                           sendrecv_perf, alltoall_perf, broadcast_perf; plain or\n"
+     "                           mpirun/srun-prefixed; --gpus-per-node G, --cluster-tag T)",
+     import_nccl_tests},
     {"cost-table",
      "text cost table, one event a line: '<event key> = <mean s>\n"
      "                           [<median s> <p10 s> <p90 s> <repetitions> <provenance>]',\n"
@@ -73,7 +102,17 @@ static const importer_t importers[] = {
 };
 #define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))
 
-enum { OPT_HELP = 512, OPT_PROFILE_DB, OPT_FINGERPRINT, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_SOURCE };
+enum {
+    OPT_HELP = 512,
+    OPT_PROFILE_DB,
+    OPT_FINGERPRINT,
+    OPT_GPUS_PER_NODE,
+    OPT_CLUSTER_TAG,
+    OPT_JSON,
+    OPT_CSV,
+    OPT_QUIET,
+    OPT_SOURCE
+};
 
 static void help(void)
 {
@@ -164,20 +203,23 @@ int cmd_import(app_t *app)
     int code = app_mpi_start(app, false);
     if (code != APP_EXIT_OK)
         return code;
-    struct option options[NUM_IMPORTERS + 7];
+    struct option options[NUM_IMPORTERS + 9];
     size_t n = 0;
     for (size_t i = 0; i < NUM_IMPORTERS; i++)
         options[n++] =
             (struct option){importers[i].option, required_argument, NULL, OPT_SOURCE + (int)i};
     options[n++] = (struct option){"profile-db", required_argument, NULL, OPT_PROFILE_DB};
     options[n++] = (struct option){"fingerprint", required_argument, NULL, OPT_FINGERPRINT};
+    options[n++] = (struct option){"gpus-per-node", required_argument, NULL, OPT_GPUS_PER_NODE};
+    options[n++] = (struct option){"cluster-tag", required_argument, NULL, OPT_CLUSTER_TAG};
     options[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
     options[n++] = (struct option){"csv", no_argument, NULL, OPT_CSV};
     options[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
     options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     options[n] = (struct option){NULL, 0, NULL, 0};
 
-    const char *db_path = NULL, *fingerprint = "imported";
+    const char *db_path = NULL, *fingerprint = "imported", *cluster_tag = NULL;
+    int64_t gpus_per_node = 0;
     output_format_t format = OUTPUT_TABLE;
     bool quiet = false;
     source_t *sources = calloc((size_t)app->argc + 1, sizeof(*sources));
@@ -200,6 +242,15 @@ int cmd_import(app_t *app)
             return APP_EXIT_OK;
         case OPT_PROFILE_DB: db_path = optarg; break;
         case OPT_FINGERPRINT: fingerprint = optarg; break;
+        case OPT_CLUSTER_TAG: cluster_tag = optarg; break;
+        case OPT_GPUS_PER_NODE: {
+            ds_status_t status = ds_parse_count(optarg, "gpus-per-node", 1, 1024, &gpus_per_node);
+            if (status != DS_OK) {
+                free(sources);
+                return app_fail(app, status);
+            }
+            break;
+        }
         case OPT_JSON: format = OUTPUT_JSON; break;
         case OPT_CSV: format = OUTPUT_CSV; break;
         case OPT_QUIET: quiet = true; break;
@@ -219,7 +270,7 @@ int cmd_import(app_t *app)
         free(sources);
         return app_usage_error(app, "%s (see 'dsmpi import --help')",
                                db_path == NULL ? "--profile-db FILE.h5 is required"
-                                               : "no source given (accepted: --cost-table FILE)");
+                                               : "no source given (accepted: --nccl-tests LOG, --cost-table FILE)");
     }
     if (fingerprint[0] == '\0' || strlen(fingerprint) >= DS_FINGERPRINT_MAX) {
         free(sources);
@@ -237,7 +288,8 @@ int cmd_import(app_t *app)
     if (gethostname(host, sizeof(host) - 1) != 0)
         strcpy(host, "unknown");
     host[strcspn(host, ".")] = '\0';
-    import_context_t context = {db, fingerprint, host, (double)time(NULL)};
+    import_context_t context = {db, fingerprint, host, (double)time(NULL), (int)gpus_per_node,
+                                cluster_tag};
     for (size_t i = 0; status == DS_OK && i < num_sources; i++)
         status = importers[sources[i].importer].run(&context, sources[i].path, &sources[i].result);
     char command_line[512];

@@ -81,6 +81,15 @@ grep -q "strategy: dp=32,tp=4,pp=2,mbs=1,gbs=256,schedule=1f1b,sp" "$tmp/out" ||
 grep -q "note: seq-len 8192 taken from max_position_embeddings 8192" "$tmp/out" || fail "no seq-len note for a HF config"
 expect_ok events --model "$data/models/mlp-layers.json" --strategy tp=2,pp=2 --target-gpus 8
 
+# nccl-tests logs into a database, and the communication model from it.
+ndv4=$data/nccl-tests/a100-azure-ndv4
+expect_ok import --nccl-tests "$ndv4/all_reduce_8.log" --nccl-tests "$ndv4/all_reduce_16.log" --gpus-per-node 8 \
+    --cluster-tag ndv4 --profile-db "$tmp/nccl.h5"
+grep -q "^  nccl-tests  *0  *50 .*all_reduce_16.log" "$tmp/out" || fail "import --nccl-tests: $(cat "$tmp/out")"
+expect_ok comm --profile-db "$tmp/nccl.h5" --device a100-40g --gpus 16 --min-bytes 1MiB --max-bytes 1MiB --csv
+grep -q "^16,2,1048576,262144,100.01[0-9]*,.*,imported$" "$tmp/out" || fail "comm --profile-db does not reproduce the imported 1 MiB time: $(cat "$tmp/out")"
+expect_error 2 "all_reduce_99.log" import --nccl-tests "$ndv4/all_reduce_99.log" --profile-db "$tmp/nccl.h5"
+
 # Machine-readable output.
 expect_ok events --demo --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["target_gpus"] == 1024 and len(d["kinds"]) == 5 and len(d["top"]) == 10' "$tmp/out" || fail "--json is not the expected JSON"
