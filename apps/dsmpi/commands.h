@@ -8,6 +8,7 @@ int cmd_comm(app_t *app);
 int cmd_allocation(app_t *app);
 int cmd_events(app_t *app);
 int cmd_predict(app_t *app);
+int cmd_validate(app_t *app);
 int cmd_version(app_t *app);
 
 #endif /* DSMPI_COMMANDS_H */

@@ -14,6 +14,7 @@ static const command_t commands[] = {
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
     {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
+    {"validate", cmd_validate, "run real iterations on this allocation and compare with the prediction"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 

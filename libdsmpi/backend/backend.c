@@ -215,3 +215,11 @@ void ds_kernel_destroy(ds_kernel_t *kernel)
     kernel->backend->ops->kernel_destroy(kernel->impl);
     dsi_free(kernel);
 }
+
+ds_status_t dsi_kernel_chain(ds_kernel_t *consumer, const ds_kernel_t *producer, int *chained_p)
+{
+    *chained_p = 0;
+    if (consumer->backend != producer->backend)
+        return DS_OK;
+    return consumer->backend->ops->kernel_chain(consumer->impl, producer->impl, chained_p);
+}

@@ -1,0 +1,730 @@
+/* dsmpi validate: runs real training iterations of a strategy on this
+ * allocation with the executor and compares them with the simulator's
+ * prediction for the allocation itself as the target. */
+#include "commands.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_ITERATIONS = 512,
+    OPT_WARMUP,
+    OPT_REPEATS,
+    OPT_RETRIES,
+    OPT_MAX_ERROR,
+    OPT_ALL,
+    OPT_MICROBATCHES,
+    OPT_COSTS,
+    OPT_COMM_COSTS,
+    OPT_NO_OVERLAP_MODEL,
+    OPT_ABLATION,
+    OPT_MAX_FOREIGN,
+    OPT_BACKEND,
+    OPT_PROFILE_BUDGET,
+    OPT_COST_TABLE_OUT,
+    OPT_TRACE,
+    OPT_HELP,
+};
+
+#define MAX_MB_COUNTS 16
+#define MAX_CASES 256
+
+static void help(void)
+{
+    printf("usage: mpirun -n N dsmpi validate --model M --strategy S [options]\n"
+           "       mpirun -n N dsmpi validate --model M --all [--microbatches 2,4,8] [options]\n\n"
+           "Runs real training iterations of the strategy on this allocation (dp x tp x pp = N\n"
+           "ranks) with the executor, and compares them with dsmpi's prediction for the\n"
+           "allocation itself as the target: iteration time, per-rank busy, compute and idle\n"
+           "time, forward/backward time per micro-batch and stage, the pipeline bubble.  The\n"
+           "costs the prediction uses are measured here first (never taken from the runs it\n"
+           "is compared with).  Every case runs --repeats times; the runs' spread is printed\n"
+           "beside the error ('noise' when the error is inside it).  Runs during which other\n"
+           "processes used more than --max-foreign of a rank's core are marked noisy and\n"
+           "repeated up to --retries times.  Formulas: include/dsmpi/exec.h.\n\n"
+           "Exit status: 0, or 1 when the iteration-time error of a case (of the mean\n"
+           "absolute error with --all) exceeds --max-error.\n\n");
+    inputs_print_help(stdout);
+    printf(
+        "Validation:\n"
+        "  --iterations K           measured iterations per run (default 5)\n"
+        "  --warmup W               iterations run before them (default 2)\n"
+        "  --repeats R              runs per case (default 3)\n"
+        "  --retries N              extra runs allowed to replace noisy ones (default 3)\n"
+        "  --max-foreign F          a run is noisy above this foreign CPU share (default 0.05)\n"
+        "  --max-error PCT          iteration-time error allowed, percent (default 5)\n"
+        "  --microbatches LIST      micro-batches per iteration when gbs is not given\n"
+        "                           (default 4; with --all every count of the list)\n"
+        "  --all                    every strategy of N ranks: dp x tp x pp, with pp > 1 gpipe,\n"
+        "                           1f1b and interleaved (vpp=2) where the layers allow\n"
+        "Costs and model (ablations):\n"
+        "  --costs layer|operator   compute costs from layer passes run as units (default)\n"
+        "                           or from every operator alone\n"
+        "  --comm-costs in-situ|isolated  TP collectives measured after their producer\n"
+        "                           kernel (default) or alone\n"
+        "  --ablation               also predict with operator costs, isolated collectives\n"
+        "                           and each one alone, and print every variant's error\n"
+        "  --profile-budget S       seconds spent measuring one event at most (default 0.3)\n"
+        "  --cost-table-out FILE    write the measured costs (text cost table)\n"
+        "  --backend cpu|cuda|auto  device backend (default: DS_BACKEND)\n"
+        "Output:\n"
+        "  --trace FILE.json        Perfetto trace of the last measured iteration (one case)\n");
+}
+
+typedef struct options {
+    ds_exec_options_t exec;
+    int repeats, retries;
+    double max_error;
+    bool all, ablation;
+    int64_t mb_counts[MAX_MB_COUNTS];
+    int num_mb_counts;
+    ds_exec_cost_options_t costs;
+    double budget;
+    ds_backend_kind_t backend;
+    const char *cost_table_out;
+    const char *trace;
+} options_t;
+
+/* A prediction variant compared with the same runs. */
+typedef enum variant {
+    V_DEFAULT = 0,  /* layer-level costs in context, collectives in situ */
+    V_OPERATOR = 1, /* compute costs of operators alone */
+    V_ISOLATED = 2, /* collectives measured alone */
+    V_BOTH = 3,     /* both */
+    V_COUNT
+} variant_t;
+
+static const char *const variant_names[V_COUNT] = {"layer+in-situ", "operator+in-situ",
+                                                    "layer+isolated", "operator+isolated"};
+
+typedef struct result {
+    char strategy[DS_STRATEGY_TEXT_MAX];
+    int64_t microbatches;
+    ds_exec_comparison_t *cmp[V_COUNT];
+    ds_exec_summary_t first;
+    double costs_s;
+} result_t;
+
+/* "2,4,8" into counts. */
+static int parse_counts(const app_t *app, options_t *o, const char *arg)
+{
+    o->num_mb_counts = 0;
+    const char *p = arg;
+    while (*p != '\0') {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 1 || v > 100000 || o->num_mb_counts == MAX_MB_COUNTS)
+            return app_usage_error(app,
+                                   "--microbatches '%s' (accepted: up to %d counts of 1..100000, "
+                                   "e.g. 2,4,8)",
+                                   arg, MAX_MB_COUNTS);
+        o->mb_counts[o->num_mb_counts++] = v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0')
+            return app_usage_error(app, "--microbatches '%s' (accepted: e.g. 2,4,8)", arg);
+    }
+    return o->num_mb_counts > 0 ? APP_EXIT_OK
+                                : app_usage_error(app, "--microbatches '%s' is empty", arg);
+}
+
+static int parse_positive(const app_t *app, const char *name, const char *arg, double min,
+                          double max, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || !(v >= min) || v > max)
+        return app_usage_error(app, "--%s '%s' (accepted: a number from %g to %g)", name, arg, min,
+                               max);
+    *out = v;
+    return APP_EXIT_OK;
+}
+
+/* ---- one case ---------------------------------------------------------------------------------- */
+
+typedef struct context {
+    const app_t *app;
+    inputs_t *in;
+    options_t *o;
+    ds_backend_t *backend;
+    ds_cost_table_t *costs[V_COUNT];
+    ds_sim_t *sim;
+    int64_t ranks;
+    int gpus_per_node;
+} context_t;
+
+static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, variant_t v)
+{
+    ds_exec_cost_options_t co = cx->o->costs;
+    if (v == V_OPERATOR || v == V_BOTH)
+        co.compute = DS_EXEC_COSTS_OPERATOR;
+    if (v == V_ISOLATED || v == V_BOTH)
+        co.comm_in_situ = 0;
+    return ds_exec_measure_costs(cx->backend, cx->in->model, s, &cx->in->cluster, &co,
+                                 cx->costs[v]);
+}
+
+static ds_status_t predict(context_t *cx, const ds_strategy_t *s, variant_t v)
+{
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.mode = DS_SIM_FULL;
+    return ds_sim_run(cx->sim, cx->in->model, s, &cx->in->cluster, cx->costs[v], &so);
+}
+
+static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res)
+{
+    ds_status_t status = DS_OK;
+    ds_exec_t *exec = NULL;
+    options_t *o = cx->o;
+    memset(res, 0, sizeof(*res));
+    ds_strategy_format(s, res->strategy, sizeof(res->strategy));
+    res->microbatches = ds_strategy_num_microbatches(s);
+    int variants = o->ablation ? V_COUNT : 1;
+    double t0 = MPI_Wtime();
+    for (int v = 0; v < variants; v++)
+        if ((status = measure_variant(cx, s, (variant_t)v)) != DS_OK)
+            return status;
+    res->costs_s = MPI_Wtime() - t0;
+    if ((status = ds_exec_create(cx->backend, cx->in->model, s, &exec)) != DS_OK)
+        return status;
+    /* Runs until `repeats` quiet ones, or the retries are spent. */
+    int quiet = 0;
+    for (int attempt = 0; attempt < o->repeats + o->retries && quiet < o->repeats; attempt++) {
+        if ((status = ds_exec_run(exec, &o->exec)) != DS_OK)
+            goto out;
+        ds_exec_summary_t sum;
+        (void)ds_exec_get_summary(exec, ds_exec_run_count(exec) - 1, &sum);
+        if (attempt == 0)
+            res->first = sum;
+        if (!sum.load.noisy)
+            quiet++;
+        else if (cx->app->rank == 0)
+            fprintf(stderr,
+                    "dsmpi validate: %s: run %d noisy (other processes took %.1f%% of a core, "
+                    "steal %.1f%%)\n",
+                    res->strategy, attempt + 1, 100.0 * sum.load.foreign_cpu,
+                    100.0 * sum.load.steal);
+    }
+    for (int v = 0; v < variants; v++) {
+        if ((status = predict(cx, s, (variant_t)v)) != DS_OK)
+            goto out;
+        if ((status = ds_exec_compare(exec, cx->sim, &res->cmp[v])) != DS_OK)
+            goto out;
+    }
+    if (o->trace != NULL)
+        status = ds_exec_write_trace(exec, ds_exec_run_count(exec) - 1, o->trace);
+out:
+    ds_exec_destroy(exec);
+    return status;
+}
+
+static void free_result(result_t *r)
+{
+    for (int v = 0; v < V_COUNT; v++)
+        ds_exec_comparison_free(r->cmp[v]);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- printing -------------------------------------------------------------------------------------- */
+
+static const char *noise_word(const ds_exec_figure_t *f)
+{
+    return f->within_noise ? "noise" : "";
+}
+
+static void print_preamble(const context_t *cx, const result_t *res, size_t cases)
+{
+    const inputs_t *in = cx->in;
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    output_preamble(cx->app, stdout);
+    printf("# model: %s (%.3g M parameters, %d layers, seq %d, %s)\n", info.name,
+           info.num_parameters / 1e6, info.num_layers, info.seq_len, ds_dtype_name(info.dtype));
+    printf("# allocation: %lld ranks on %lld node(s), %s backend: %s, %s\n",
+           (long long)cx->ranks, (long long)in->cluster.nodes,
+           ds_backend_kind_name(ds_backend_kind(cx->backend)), ds_backend_device_name(cx->backend),
+           res->first.load.pinned ? "every rank pinned to a core" : "ranks not pinned");
+    printf("# prediction: the allocation as the target, full mode, layer level; costs measured "
+           "here (%s compute,\n#   %s TP collectives), never from the runs compared\n",
+           cx->o->costs.compute == DS_EXEC_COSTS_OPERATOR ? "operator" : "layer-pass",
+           cx->o->costs.comm_in_situ ? "in-situ" : "isolated");
+    printf("# ground truth: %d runs of %d iterations after %d warm-up per case; %zu case(s)\n",
+           cx->o->repeats, cx->o->exec.iterations, cx->o->exec.warmup, cases);
+}
+
+static void print_case(const context_t *cx, const result_t *res)
+{
+    const ds_exec_comparison_t *c = res->cmp[V_DEFAULT];
+    print_preamble(cx, res, 1);
+    printf("# strategy: %s (%lld micro-batches)\n", res->strategy, (long long)res->microbatches);
+    printf("# load: foreign cpu %.1f%%, steal %.1f%%, loadavg %.2f; %zu run(s) compared, %zu "
+           "noisy; costs measured in %.1f s\n",
+           100.0 * c->load.foreign_cpu, 100.0 * c->load.steal, c->load.loadavg_1m, c->runs,
+           c->noisy_runs, res->costs_s);
+    printf("#\n# %-18s %12s %12s %8s %8s %6s\n", "quantity", "predicted", "measured", "spread",
+           "error", "");
+    printf("# %-18s %12s %12s %8s %8s %6s\n", "", "(ms)", "(ms)", "(%)", "(%)", "");
+    printf("  %-18s %12.3f %12.3f %8.2f %8.2f %6s\n", "iteration", 1e3 * c->iteration.predicted,
+           1e3 * c->iteration.measured, 100.0 * c->iteration.spread, 100.0 * c->iteration.error,
+           noise_word(&c->iteration));
+    printf("  %-18s %12.2f %12.2f %8.2f %8.2f %6s   (percent of the iteration)\n", "bubble",
+           100.0 * c->bubble.predicted, 100.0 * c->bubble.measured, 100.0 * c->bubble.spread,
+           100.0 * c->bubble.error, noise_word(&c->bubble));
+    printf("#\n# per rank (ms per iteration; busy = compute + exposed communication)\n");
+    printf("# %4s %5s %3s %3s %10s %10s %7s %10s %10s %7s %10s %10s\n", "rank", "stage", "tp", "dp",
+           "busy_pred", "busy_meas", "error", "comp_pred", "comp_meas", "error", "idle_pred",
+           "idle_meas");
+    printf("# %4s %5s %3s %3s %10s %10s %7s %10s %10s %7s %10s %10s\n", "", "", "", "", "(ms)",
+           "(ms)", "(%)", "(ms)", "(ms)", "(%)", "(ms)", "(ms)");
+    for (size_t i = 0; i < c->num_devices; i++) {
+        const ds_exec_device_figures_t *d = &c->devices[i];
+        printf("  %4lld %5d %3d %3d %10.3f %10.3f %7.2f %10.3f %10.3f %7.2f %10.3f %10.3f\n",
+               (long long)d->rank, d->coords.pp, d->coords.tp, d->coords.dp,
+               1e3 * d->busy.predicted, 1e3 * d->busy.measured, 100.0 * d->busy.error,
+               1e3 * d->compute.predicted, 1e3 * d->compute.measured, 100.0 * d->compute.error,
+               1e3 * d->idle.predicted, 1e3 * d->idle.measured);
+    }
+    printf("#\n# per stage: one forward and one backward of a micro-batch (every chunk), mean over "
+           "micro-batches\n");
+    printf("# %5s %10s %10s %7s %10s %10s %7s\n", "stage", "fwd_pred", "fwd_meas", "error",
+           "bwd_pred", "bwd_meas", "error");
+    printf("# %5s %10s %10s %7s %10s %10s %7s\n", "", "(ms)", "(ms)", "(%)", "(ms)", "(ms)", "(%)");
+    for (size_t i = 0; i < c->num_stages; i++) {
+        const ds_exec_stage_figures_t *st = &c->stages[i];
+        printf("  %5d %10.3f %10.3f %7.2f %10.3f %10.3f %7.2f\n", st->stage,
+               1e3 * st->forward.predicted, 1e3 * st->forward.measured, 100.0 * st->forward.error,
+               1e3 * st->backward.predicted, 1e3 * st->backward.measured,
+               100.0 * st->backward.error);
+    }
+    printf("# micro-batch start/end times: mean |predicted - measured| = %.2f%% of the iteration\n",
+           100.0 * c->microbatch_time_error);
+    printf("# busy time: mean |error| %.2f%%, max %.2f%%; compute: mean |error| %.2f%%, max %.2f%%\n",
+           100.0 * c->busy_mean_abs_error, 100.0 * c->busy_max_abs_error,
+           100.0 * c->compute_mean_abs_error, 100.0 * c->compute_max_abs_error);
+    if (cx->o->ablation) {
+        printf("#\n# ablation: the same runs against predictions from other costs\n");
+        printf("# %-18s %12s %8s %10s %10s\n", "costs", "predicted", "error", "busy_mean",
+               "busy_max");
+        printf("# %-18s %12s %8s %10s %10s\n", "", "(ms)", "(%)", "(%)", "(%)");
+        for (int v = 0; v < V_COUNT; v++)
+            if (res->cmp[v] != NULL)
+                printf("  %-18s %12.3f %8.2f %10.2f %10.2f\n", variant_names[v],
+                       1e3 * res->cmp[v]->iteration.predicted, 100.0 * res->cmp[v]->iteration.error,
+                       100.0 * res->cmp[v]->busy_mean_abs_error,
+                       100.0 * res->cmp[v]->busy_max_abs_error);
+    }
+}
+
+static void json_figure(const char *name, const ds_exec_figure_t *f, double scale)
+{
+    printf("\"%s\": {\"predicted\": %.9g, \"measured\": %.9g, \"spread\": %.6f, \"error\": %.6f, "
+           "\"within_noise\": %s}",
+           name, f->predicted * scale, f->measured * scale, f->spread, f->error,
+           f->within_noise ? "true" : "false");
+}
+
+static void json_comparison(const ds_exec_comparison_t *c)
+{
+    printf("{");
+    json_figure("iteration_s", &c->iteration, 1.0);
+    printf(", ");
+    json_figure("bubble_fraction", &c->bubble, 1.0);
+    printf(", \"busy_mean_abs_error\": %.6f, \"busy_max_abs_error\": %.6f, "
+           "\"compute_mean_abs_error\": %.6f, \"compute_max_abs_error\": %.6f, "
+           "\"microbatch_time_error\": %.6f, \"runs\": %zu, \"noisy_runs\": %zu, "
+           "\"load\": {\"foreign_cpu\": %.4f, \"steal\": %.4f, \"loadavg_1m\": %.2f, "
+           "\"pinned\": %s},\n  \"devices\": [",
+           c->busy_mean_abs_error, c->busy_max_abs_error, c->compute_mean_abs_error,
+           c->compute_max_abs_error, c->microbatch_time_error, c->runs, c->noisy_runs,
+           c->load.foreign_cpu, c->load.steal, c->load.loadavg_1m,
+           c->load.pinned ? "true" : "false");
+    for (size_t i = 0; i < c->num_devices; i++) {
+        const ds_exec_device_figures_t *d = &c->devices[i];
+        printf("%s{\"rank\": %lld, \"tp\": %d, \"dp\": %d, \"pp\": %d, ", i ? ", " : "",
+               (long long)d->rank, d->coords.tp, d->coords.dp, d->coords.pp);
+        json_figure("busy_s", &d->busy, 1.0);
+        printf(", ");
+        json_figure("compute_s", &d->compute, 1.0);
+        printf(", ");
+        json_figure("idle_s", &d->idle, 1.0);
+        printf("}");
+    }
+    printf("],\n  \"stages\": [");
+    for (size_t i = 0; i < c->num_stages; i++) {
+        const ds_exec_stage_figures_t *st = &c->stages[i];
+        printf("%s{\"stage\": %d, ", i ? ", " : "", st->stage);
+        json_figure("forward_s", &st->forward, 1.0);
+        printf(", ");
+        json_figure("backward_s", &st->backward, 1.0);
+        printf("}");
+    }
+    printf("]}");
+}
+
+static void print_json(const context_t *cx, const result_t *res, size_t n, double mean,
+                       double max)
+{
+    ds_model_info_t info;
+    ds_model_get_info(cx->in->model, &info);
+    printf("{\"model\": ");
+    output_json_string(stdout, info.name);
+    printf(", \"ranks\": %lld, \"backend\": \"%s\", \"repeats\": %d, \"iterations\": %d, "
+           "\"warmup\": %d, \"max_error\": %.6f, \"mean_abs_error\": %.6f, "
+           "\"max_abs_error\": %.6f, \"cases\": [",
+           (long long)cx->ranks, ds_backend_kind_name(ds_backend_kind(cx->backend)),
+           cx->o->repeats, cx->o->exec.iterations, cx->o->exec.warmup, cx->o->max_error / 100.0,
+           mean, max);
+    for (size_t i = 0; i < n; i++) {
+        printf("%s\n {\"strategy\": ", i ? "," : "");
+        output_json_string(stdout, res[i].strategy);
+        printf(", \"microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
+               (long long)res[i].microbatches, res[i].costs_s);
+        json_comparison(res[i].cmp[V_DEFAULT]);
+        if (cx->o->ablation) {
+            printf(", \"ablation\": {");
+            for (int v = 0; v < V_COUNT; v++) {
+                printf("%s\"%s\": {\"iteration_error\": %.6f, \"busy_mean_abs_error\": %.6f, "
+                       "\"busy_max_abs_error\": %.6f}",
+                       v ? ", " : "", variant_names[v], res[i].cmp[v]->iteration.error,
+                       res[i].cmp[v]->busy_mean_abs_error, res[i].cmp[v]->busy_max_abs_error);
+            }
+            printf("}");
+        }
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static void print_rows(const context_t *cx, const result_t *res, size_t n)
+{
+    print_preamble(cx, &res[0], n);
+    printf("#\n# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "strategy", "mb",
+           "iter_pred", "iter_meas", "spread", "error", "", "busy_avg", "busy_max", "bub_pred",
+           "bub_meas", "load");
+    printf("# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "", "", "(ms)", "(ms)",
+           "(%)", "(%)", "", "(%)", "(%)", "(%)", "(%)", "(%)");
+    for (size_t i = 0; i < n; i++) {
+        const ds_exec_comparison_t *c = res[i].cmp[V_DEFAULT];
+        printf("  %-44s %4lld %10.3f %10.3f %7.2f %7.2f %5s %8.2f %8.2f %7.2f %7.2f %6.1f%s\n",
+               res[i].strategy, (long long)res[i].microbatches, 1e3 * c->iteration.predicted,
+               1e3 * c->iteration.measured, 100.0 * c->iteration.spread,
+               100.0 * c->iteration.error, noise_word(&c->iteration),
+               100.0 * c->busy_mean_abs_error, 100.0 * c->busy_max_abs_error,
+               100.0 * c->bubble.predicted, 100.0 * c->bubble.measured,
+               100.0 * c->load.foreign_cpu, c->noisy_runs > 0 ? " noisy" : "");
+    }
+}
+
+static void print_csv(const result_t *res, size_t n)
+{
+    printf("strategy,microbatches,iter_pred_s,iter_meas_s,spread,error,within_noise,busy_mean_abs_"
+           "error,busy_max_abs_error,compute_mean_abs_error,bubble_pred,bubble_meas,"
+           "microbatch_time_error,foreign_cpu,noisy_runs\n");
+    for (size_t i = 0; i < n; i++) {
+        const ds_exec_comparison_t *c = res[i].cmp[V_DEFAULT];
+        printf("\"%s\",%lld,%.9g,%.9g,%.6f,%.6f,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu\n",
+               res[i].strategy, (long long)res[i].microbatches, c->iteration.predicted,
+               c->iteration.measured, c->iteration.spread, c->iteration.error,
+               c->iteration.within_noise, c->busy_mean_abs_error, c->busy_max_abs_error,
+               c->compute_mean_abs_error, c->bubble.predicted, c->bubble.measured,
+               c->microbatch_time_error, c->load.foreign_cpu, c->noisy_runs);
+    }
+}
+
+/* ---- strategies ------------------------------------------------------------------------------------ */
+
+/* Every strategy of `ranks` devices from the base (dp, tp, pp, schedule,
+ * vpp and gbs replaced), for each micro-batch count. */
+static size_t enumerate(const context_t *cx, ds_strategy_t *out, size_t max)
+{
+    const inputs_t *in = cx->in;
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    size_t n = 0;
+    int64_t N = cx->ranks;
+    for (int64_t tp = 1; tp <= N; tp++) {
+        if (N % tp)
+            continue;
+        for (int64_t pp = 1; pp <= N / tp; pp++) {
+            if ((N / tp) % pp)
+                continue;
+            int64_t dp = N / tp / pp;
+            static const ds_schedule_t schedules[] = {DS_SCHEDULE_GPIPE, DS_SCHEDULE_1F1B,
+                                                      DS_SCHEDULE_INTERLEAVED};
+            for (size_t k = 0; k < 3; k++) {
+                if (pp == 1 && k != 1)
+                    continue;
+                for (int j = 0; j < cx->o->num_mb_counts && n < max; j++) {
+                    ds_strategy_t s = in->strategy;
+                    s.dp = (int)dp;
+                    s.tp = (int)tp;
+                    s.pp = (int)pp;
+                    s.schedule = schedules[k];
+                    s.vpp = k == 2 ? 2 : 1;
+                    s.layers_per_virtual_stage = 0;
+                    s.gbs = dp * s.mbs * cx->o->mb_counts[j];
+                    if (k == 2 && (info.num_layers % (pp * 2) != 0))
+                        continue;
+                    ds_clear_error();
+                    if (ds_strategy_resolve(&s, in->model, N, cx->gpus_per_node) != DS_OK)
+                        continue;
+                    out[n++] = s;
+                }
+            }
+        }
+    }
+    return n;
+}
+
+/* ---- entry ------------------------------------------------------------------------------------------ */
+
+static int parse(app_t *app, inputs_t *in, options_t *o)
+{
+    static const struct option extra[] = {
+        {"iterations", required_argument, NULL, OPT_ITERATIONS},
+        {"warmup", required_argument, NULL, OPT_WARMUP},
+        {"repeats", required_argument, NULL, OPT_REPEATS},
+        {"retries", required_argument, NULL, OPT_RETRIES},
+        {"max-error", required_argument, NULL, OPT_MAX_ERROR},
+        {"all", no_argument, NULL, OPT_ALL},
+        {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
+        {"costs", required_argument, NULL, OPT_COSTS},
+        {"comm-costs", required_argument, NULL, OPT_COMM_COSTS},
+        {"ablation", no_argument, NULL, OPT_ABLATION},
+        {"max-foreign", required_argument, NULL, OPT_MAX_FOREIGN},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"profile-budget", required_argument, NULL, OPT_PROFILE_BUDGET},
+        {"cost-table-out", required_argument, NULL, OPT_COST_TABLE_OUT},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct option *table = inputs_long_options(extra);
+    if (table == NULL)
+        return app_usage_error(app, "out of memory");
+    int id, code = -1;
+    opterr = 0;
+    optind = 1;
+    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        int rc = APP_EXIT_OK;
+        double value = 0.0;
+        switch (id) {
+        case OPT_HELP:
+            if (app->rank == 0)
+                help();
+            code = APP_EXIT_OK + 100; /* done, exit 0 */
+            continue;
+        case OPT_ITERATIONS:
+            rc = parse_positive(app, "iterations", optarg, 1, 10000, &value);
+            o->exec.iterations = (int)value;
+            break;
+        case OPT_WARMUP:
+            rc = parse_positive(app, "warmup", optarg, 1, 10000, &value);
+            o->exec.warmup = (int)value;
+            break;
+        case OPT_REPEATS:
+            rc = parse_positive(app, "repeats", optarg, 1, 1000, &value);
+            o->repeats = (int)value;
+            break;
+        case OPT_RETRIES:
+            rc = parse_positive(app, "retries", optarg, 0, 1000, &value);
+            o->retries = (int)value;
+            break;
+        case OPT_MAX_ERROR: rc = parse_positive(app, "max-error", optarg, 0, 1e6, &o->max_error); break;
+        case OPT_ALL: o->all = true; break;
+        case OPT_MICROBATCHES: rc = parse_counts(app, o, optarg); break;
+        case OPT_COSTS:
+            if (strcmp(optarg, "layer") == 0)
+                o->costs.compute = DS_EXEC_COSTS_LAYER;
+            else if (strcmp(optarg, "operator") == 0)
+                o->costs.compute = DS_EXEC_COSTS_OPERATOR;
+            else
+                rc = app_usage_error(app, "--costs '%s' (accepted: layer, operator)", optarg);
+            break;
+        case OPT_COMM_COSTS:
+            if (strcmp(optarg, "in-situ") == 0)
+                o->costs.comm_in_situ = 1;
+            else if (strcmp(optarg, "isolated") == 0)
+                o->costs.comm_in_situ = 0;
+            else
+                rc = app_usage_error(app, "--comm-costs '%s' (accepted: in-situ, isolated)",
+                                     optarg);
+            break;
+        case OPT_ABLATION: o->ablation = true; break;
+        case OPT_MAX_FOREIGN:
+            rc = parse_positive(app, "max-foreign", optarg, 0, 1, &o->exec.max_foreign);
+            break;
+        case OPT_BACKEND: {
+            ds_status_t st = ds_backend_kind_parse(optarg, &o->backend);
+            if (st != DS_OK)
+                rc = app_fail(app, st);
+            break;
+        }
+        case OPT_PROFILE_BUDGET:
+            rc = parse_positive(app, "profile-budget", optarg, 0.001, 3600, &o->budget);
+            break;
+        case OPT_COST_TABLE_OUT: o->cost_table_out = optarg; break;
+        case OPT_TRACE: o->trace = optarg; break;
+        default: {
+            int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, in, id, optarg);
+            if (handled < 0)
+                rc = APP_EXIT_USAGE;
+            else if (handled == 0)
+                rc = app_usage_error(
+                    app, "option '%s' is not known or lacks its value (see 'dsmpi validate --help')",
+                    app->argv[optind - 1]);
+        }
+        }
+        if (rc != APP_EXIT_OK)
+            code = rc;
+    }
+    free(table);
+    if (code >= 0)
+        return code;
+    if (optind < app->argc)
+        return app_usage_error(app, "unexpected argument '%s' (see 'dsmpi validate --help')",
+                               app->argv[optind]);
+    if (in->target_text != NULL || in->cluster_file != NULL || in->target_gpus != 0)
+        return app_usage_error(app, "validate predicts for this allocation itself: --target, "
+                                    "--target-gpus and --cluster are not accepted");
+    if (!in->strategy_given && !o->all)
+        return app_usage_error(app, "no strategy given (accepted: --strategy S, or --all)");
+    if (o->trace != NULL && o->all)
+        return app_usage_error(app, "--trace is for one case (not with --all)");
+    return -1;
+}
+
+int cmd_validate(app_t *app)
+{
+    int code = app_mpi_start(app, true);
+    if (code != APP_EXIT_OK)
+        return code;
+    inputs_t in;
+    inputs_init(&in);
+    options_t *o = calloc(1, sizeof(*o));
+    ds_strategy_t *cases = calloc(MAX_CASES, sizeof(*cases));
+    result_t *res = calloc(MAX_CASES, sizeof(*res));
+    context_t cx;
+    memset(&cx, 0, sizeof(cx));
+    if (o == NULL || cases == NULL || res == NULL) {
+        code = app_usage_error(app, "out of memory");
+        goto out;
+    }
+    ds_exec_options_init(&o->exec);
+    ds_exec_cost_options_init(&o->costs);
+    o->repeats = 3;
+    o->retries = 3;
+    o->max_error = 5.0;
+    o->mb_counts[0] = 4;
+    o->num_mb_counts = 1;
+    o->budget = 0.3;
+    o->backend = ds_backend_kind_default();
+    code = parse(app, &in, o);
+    if (code == APP_EXIT_OK + 100) {
+        code = APP_EXIT_OK;
+        goto out;
+    }
+    if (code >= 0)
+        goto out;
+    o->costs.measure.budget_s = o->budget;
+
+    ds_allocation_t alloc;
+    ds_status_t status = ds_allocation_detect(MPI_COMM_WORLD, &alloc);
+    if (status == DS_OK)
+        status = ds_backend_open(o->backend, MPI_COMM_WORLD, &cx.backend);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    cx.app = app;
+    cx.in = &in;
+    cx.o = o;
+    cx.ranks = alloc.world_size;
+    cx.gpus_per_node = alloc.max_local_size;
+    /* The target is the allocation: its nodes, ranks per node and device. */
+    in.target_gpus = cx.ranks;
+    in.target_gpus_per_node = cx.gpus_per_node;
+    if (in.device == NULL && ds_backend_kind(cx.backend) == DS_BACKEND_CPU)
+        in.device = "cpu";
+    if (!o->all && in.strategy.gbs == 0 && in.global_batch == 0) {
+        int64_t model_parallel = (int64_t)in.strategy.tp * in.strategy.pp;
+        int64_t dp = in.strategy.dp > 0 ? in.strategy.dp : cx.ranks / model_parallel;
+        in.strategy.gbs = dp * in.strategy.mbs * o->mb_counts[0];
+    }
+    status = inputs_build(&in);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    size_t n = 1;
+    if (o->all) {
+        n = enumerate(&cx, cases, MAX_CASES);
+        if (n == 0) {
+            code = app_usage_error(app, "no strategy of %lld ranks fits this model",
+                                   (long long)cx.ranks);
+            goto out;
+        }
+    } else {
+        cases[0] = in.strategy;
+    }
+    for (int v = 0; v < V_COUNT && status == DS_OK; v++)
+        status = ds_cost_table_create(&cx.costs[v]);
+    if (status == DS_OK)
+        status = ds_sim_create(&cx.sim);
+    for (size_t i = 0; i < n && status == DS_OK; i++) {
+        status = run_case(&cx, &cases[i], &res[i]);
+        if (status == DS_OK && o->all && app->rank == 0 && !in.quiet)
+            fprintf(stderr, "dsmpi validate: case %zu of %zu: %s: error %.2f%%\n", i + 1, n,
+                    res[i].strategy, 100.0 * res[i].cmp[V_DEFAULT]->iteration.error);
+    }
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    double mean = 0.0, max = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(res[i].cmp[V_DEFAULT]->iteration.error);
+        mean += e / (double)n;
+        max = e > max ? e : max;
+    }
+    if (app->rank == 0) {
+        if (in.format == OUTPUT_JSON) {
+            print_json(&cx, res, n, mean, max);
+        } else if (in.format == OUTPUT_CSV) {
+            print_csv(res, n);
+        } else if (!in.quiet) {
+            if (o->all)
+                print_rows(&cx, res, n);
+            else
+                print_case(&cx, &res[0]);
+            printf("#\n# iteration time: mean |error| %.2f%%, max |error| %.2f%% over %zu case(s) "
+                   "(limit %.2f%%)\n",
+                   100.0 * mean, 100.0 * max, n, o->max_error);
+        }
+        if (o->cost_table_out != NULL) {
+            FILE *f = fopen(o->cost_table_out, "w");
+            if (f == NULL || ds_cost_table_write_text(cx.costs[V_DEFAULT], f) != DS_OK)
+                fprintf(stderr, "dsmpi validate: cannot write '%s'\n", o->cost_table_out);
+            if (f != NULL)
+                fclose(f);
+        }
+    }
+    double judged = o->all ? mean : max;
+    code = 100.0 * judged > o->max_error ? APP_EXIT_FAILURE : APP_EXIT_OK;
+    if (code != APP_EXIT_OK && app->rank == 0)
+        fprintf(stderr, "dsmpi validate: iteration-time error %.2f%% exceeds --max-error %.2f%%\n",
+                100.0 * judged, o->max_error);
+out:
+    for (size_t i = 0; res != NULL && i < MAX_CASES; i++)
+        free_result(&res[i]);
+    for (int v = 0; v < V_COUNT; v++)
+        ds_cost_table_destroy(cx.costs[v]);
+    ds_sim_destroy(cx.sim);
+    ds_backend_close(cx.backend);
+    inputs_free(&in);
+    free(res);
+    free(cases);
+    free(o);
+    return code;
+}

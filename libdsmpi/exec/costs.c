@@ -1,0 +1,402 @@
+/*
+ * Costs of one strategy's events on the allocation that runs it, for
+ * validation: compute events as layer-pass units (the profiling plan's),
+ * spread over the ranks and gathered; communication events on the
+ * strategy's own process groups, every group with the event's layout at
+ * once.  Kept apart from the executor so that the profiler's database can
+ * take its place.
+ */
+#include "dsi_exec.h"
+
+#include "profile/dsi_profile.h"
+
+#include <math.h>
+#include <string.h>
+
+void ds_exec_cost_options_init(ds_exec_cost_options_t *options)
+{
+    memset(options, 0, sizeof(*options));
+    options->compute = DS_EXEC_COSTS_LAYER;
+    options->comm_in_situ = 1;
+    ds_measure_config_default(&options->measure);
+}
+
+/* Sums of one key's measurements (several occurrences and units average). */
+typedef struct key_sum {
+    ds_event_key_t key;
+    double mean, median, p10, p90;
+    int64_t repetitions;
+    int64_t count;
+} key_sum_t;
+
+typedef struct sums {
+    key_sum_t *v;
+    size_t n, cap;
+} sums_t;
+
+static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, const ds_cost_t *c,
+                            int64_t count)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (ds_event_key_equal(&s->v[i].key, key)) {
+            key_sum_t *e = &s->v[i];
+            e->mean += c->mean_s * (double)count;
+            e->median += c->median_s * (double)count;
+            e->p10 += c->p10_s * (double)count;
+            e->p90 += c->p90_s * (double)count;
+            e->repetitions += c->repetitions;
+            e->count += count;
+            return DS_OK;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        DSI_TRY(dsi_realloc_array(&s->v, cap, sizeof(*s->v)));
+        s->cap = cap;
+    }
+    key_sum_t *e = &s->v[s->n++];
+    memset(e, 0, sizeof(*e));
+    e->key = *key;
+    e->mean = c->mean_s * (double)count;
+    e->median = c->median_s * (double)count;
+    e->p10 = c->p10_s * (double)count;
+    e->p90 = c->p90_s * (double)count;
+    e->repetitions = c->repetitions;
+    e->count = count;
+    return DS_OK;
+}
+
+/* Every rank's sums to every rank, merged in rank order. */
+static ds_status_t share_sums(MPI_Comm comm, int size, sums_t *mine, sums_t *merged)
+{
+    ds_status_t status = DS_OK;
+    int *counts = NULL, *displs = NULL;
+    key_sum_t *all = NULL;
+    int bytes = (int)(mine->n * sizeof(key_sum_t));
+    DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(int), &counts), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(int), &displs), status, out);
+    DSI_MPI_TRY_GOTO(MPI_Allgather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, comm), status, out);
+    int64_t total = 0;
+    for (int r = 0; r < size; r++) {
+        displs[r] = (int)total;
+        total += counts[r];
+    }
+    DSI_TRY_GOTO(dsi_malloc((size_t)DSI_MAX(total, 1), &all), status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Allgatherv(mine->v, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, comm), status, out);
+    for (size_t i = 0; i < (size_t)total / sizeof(key_sum_t); i++) {
+        const key_sum_t *e = &all[i];
+        ds_cost_t c;
+        memset(&c, 0, sizeof(c));
+        c.mean_s = e->mean / (double)e->count;
+        c.median_s = e->median / (double)e->count;
+        c.p10_s = e->p10 / (double)e->count;
+        c.p90_s = e->p90 / (double)e->count;
+        c.repetitions = e->repetitions;
+        DSI_TRY_GOTO(sums_add(merged, &e->key, &c, e->count), status, out);
+    }
+out:
+    dsi_free(counts);
+    dsi_free(displs);
+    dsi_free(all);
+    return status;
+}
+
+static ds_status_t set_sums(ds_cost_table_t *costs, const sums_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const key_sum_t *e = &s->v[i];
+        if (ds_cost_table_find(costs, &e->key) != NULL)
+            continue;
+        ds_cost_t c;
+        memset(&c, 0, sizeof(c));
+        c.mean_s = e->mean / (double)e->count;
+        c.median_s = e->median / (double)e->count;
+        c.p10_s = e->p10 / (double)e->count;
+        c.p90_s = e->p90 / (double)e->count;
+        c.repetitions = e->repetitions;
+        c.provenance = DS_PROV_MEASURED;
+        DSI_TRY(ds_cost_table_set(costs, &e->key, &c));
+    }
+    return DS_OK;
+}
+
+/* ---- compute --------------------------------------------------------------------------------- */
+
+static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                 const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
+                                 const ds_cost_table_t *costs, sums_t *mine)
+{
+    ds_status_t status = DS_OK;
+    dsi_profile_plan_t *plan = NULL;
+    int *node_of_rank = NULL;
+    ds_measurement_t *per_op = NULL;
+    DSI_TRY_GOTO(dsi_profile_plan_create(&plan), status, out);
+    DSI_TRY_GOTO(dsi_profile_plan_add(plan, model, s, cluster), status, out);
+    /* The plan's communication tasks are not used here: one node will do. */
+    DSI_TRY_GOTO(dsi_calloc((size_t)b->size, sizeof(int), &node_of_rank), status, out);
+    DSI_TRY_GOTO(dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1),
+                 status, out);
+    for (size_t u = 0; u < plan->num_units; u++) {
+        const dsi_unit_t *unit = &plan->units[u];
+        if (unit->rank != b->rank)
+            continue;
+        const ds_event_key_t *keys = &plan->keys[unit->first_key];
+        DSI_TRY_GOTO(dsi_realloc_array(&per_op, unit->num_keys, sizeof(*per_op)), status, out);
+        ds_measurement_t total;
+        DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &o->measure, &total, per_op),
+                     status, out);
+        for (size_t i = 0; i < unit->num_keys; i++)
+            if (keys[i].kind == DS_EVENT_COMPUTE)
+                DSI_TRY_GOTO(sums_add(mine, &keys[i], &per_op[i].cost, 1), status, out);
+    }
+out:
+    dsi_profile_plan_destroy(plan);
+    dsi_free(node_of_rank);
+    dsi_free(per_op);
+    return status;
+}
+
+static ds_status_t measure_operators(ds_backend_t *b, const ds_event_set_t *events,
+                                     const ds_exec_cost_options_t *o, const ds_cost_table_t *costs,
+                                     sums_t *mine)
+{
+    size_t index = 0;
+    for (size_t i = 0; i < ds_event_set_size(events); i++) {
+        const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
+        if (key->kind != DS_EVENT_COMPUTE || ds_cost_table_find(costs, key) != NULL)
+            continue;
+        if (index++ % (size_t)b->size != (size_t)b->rank)
+            continue;
+        ds_measurement_t m;
+        DSI_TRY(ds_measure_compute(b, key, &o->measure, &m));
+        DSI_TRY(sums_add(mine, key, &m.cost, 1));
+    }
+    return DS_OK;
+}
+
+/* ---- communication --------------------------------------------------------------------------- */
+
+/* The compute operator issued right before the collective `key` in a pass
+ * of this rank's stage (its producer), if any. */
+static bool producer_of(const ds_model_t *model, const ds_strategy_t *s, const dsi_shape_ctx_t *ctx,
+                        int stage, const ds_event_key_t *key, ds_event_key_t *producer)
+{
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    int L = model->info.num_layers;
+    for (int c = 0; c < s->vpp; c++) {
+        int first, n;
+        ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
+        for (int layer = first - 1; layer <= first + n; layer++) {
+            int part = layer;
+            if (layer == first - 1)
+                part = stage == 0 && c == 0 ? DSI_PART_EMBEDDING : -99;
+            if (layer == first + n)
+                part = stage == s->pp - 1 && c == s->vpp - 1 ? DSI_PART_HEAD : -99;
+            if (part == -99)
+                continue;
+            for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
+                size_t count = 0;
+                if (dsi_model_layer_ops(model, part, ctx, (ds_pass_t)pass, ops, DSI_ARRAY_SIZE(ops),
+                                        &count) != DS_OK)
+                    continue;
+                const ds_event_key_t *last = NULL;
+                for (size_t i = 0; i < count; i++) {
+                    ds_event_key_t k = ops[i].key;
+                    if (k.kind == DS_EVENT_COMPUTE) {
+                        last = &ops[i].key;
+                        continue;
+                    }
+                    k.ranks_per_node = key->ranks_per_node;
+                    k.nodes = key->nodes;
+                    k.concurrency = key->concurrency;
+                    if (last != NULL && ds_event_key_equal(&k, key)) {
+                        *producer = *last;
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    return false;
+}
+
+static bool layout_matches(const ds_event_key_t *key, const dsi_layout_t *l)
+{
+    return key->ranks_per_node == l->ranks_per_node && key->nodes == l->nodes &&
+           key->concurrency == l->concurrency;
+}
+
+/* The group this rank measures `key` on (NULL: none), and the producer for
+ * an in-situ measurement. */
+static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
+                             const dsi_groups_t *g, dsi_placement_t *pl, ds_coords_t me,
+                             const ds_event_key_t *key, int *boundary_p, ds_comm_t **comm_p)
+{
+    *comm_p = NULL;
+    dsi_layout_t l;
+    int n;
+    switch ((ds_group_t)key->group) {
+    case DS_GROUP_TP:
+        n = dsi_group_members(pl, DSI_KIND_TP, me.pp, me.dp);
+        l = dsi_group_layout(pl, DSI_KIND_TP, n);
+        if (layout_matches(key, &l) && key->group_size == s->tp)
+            *comm_p = g->tp;
+        return DS_OK;
+    case DS_GROUP_DP:
+        n = dsi_group_members(pl, DSI_KIND_DP, me.pp, me.tp);
+        l = dsi_group_layout(pl, DSI_KIND_DP, n);
+        if (layout_matches(key, &l) && key->group_size == s->dp)
+            *comm_p = g->dp;
+        return DS_OK;
+    case DS_GROUP_MP:
+        n = dsi_group_members(pl, DSI_KIND_MP, 0, me.dp);
+        l = dsi_group_layout(pl, DSI_KIND_MP, n);
+        if (layout_matches(key, &l))
+            *comm_p = g->mp;
+        return DS_OK;
+    case DS_GROUP_EMBEDDING:
+        if (g->emb == NULL)
+            return DS_OK;
+        n = dsi_group_members(pl, DSI_KIND_EMBEDDING, 0, me.tp + s->tp * me.dp);
+        l = dsi_group_layout(pl, DSI_KIND_EMBEDDING, n);
+        if (layout_matches(key, &l))
+            *comm_p = g->emb;
+        return DS_OK;
+    case DS_GROUP_PP: {
+        /* The boundary `*boundary_p` whose transfer has these bytes and layout. */
+        int b = *boundary_p, to = dsi_exec_next_stage(s, b);
+        if (to < 0)
+            return DS_OK;
+        int from = key->pass == DS_PASS_FORWARD ? b : to, into = key->pass == DS_PASS_FORWARD ? to : b;
+        if (dsi_p2p_boundary_bytes(model, s, (ds_dtype_t)key->dtype, to) != key->dims[0])
+            return DS_OK;
+        l = dsi_p2p_layout(pl, from, into, me.tp, me.dp);
+        if (key->ranks_per_node != l.ranks_per_node || key->nodes != l.nodes)
+            return DS_OK;
+        if (me.pp == b)
+            *comm_p = g->pair_next;
+        else if (me.pp == to)
+            *comm_p = g->pair_prev;
+        return DS_OK;
+    }
+    case DS_GROUP_NONE:
+    case DS_GROUP_COUNT_: break;
+    }
+    return DS_OK;
+}
+
+static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
+                                const ds_event_set_t *events, ds_cost_table_t *costs)
+{
+    ds_status_t status = DS_OK;
+    dsi_groups_t groups;
+    dsi_placement_t pl;
+    memset(&groups, 0, sizeof(groups));
+    memset(&pl, 0, sizeof(pl));
+    ds_coords_t me = ds_strategy_coords_of(s, b->rank);
+    dsi_shape_ctx_t ctx;
+    dsi_shape_ctx_init(&ctx, model, s);
+    DSI_TRY_GOTO(dsi_groups_create(b, model, s, &groups), status, out);
+    DSI_TRY_GOTO(dsi_placement_init(&pl, s, cluster->gpus_per_node), status, out);
+    for (size_t i = 0; i < ds_event_set_size(events); i++) {
+        const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
+        if (key->kind != DS_EVENT_COMM || ds_cost_table_find(costs, key) != NULL)
+            continue;
+        /* Point-to-point: one boundary at a time (a rank is in two); the
+         * first that has the key decides. */
+        int boundaries = key->group == DS_GROUP_PP ? s->pp : 1;
+        double result[5] = {-1.0, 0, 0, 0, 0}; /* mean median p10 p90 reps, max over ranks */
+        for (int bnd = 0; bnd < boundaries && result[0] < 0.0; bnd++) {
+            ds_comm_t *comm = NULL;
+            int boundary = bnd;
+            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
+            double mine[5] = {-1.0, 0, 0, 0, 0};
+            if (comm != NULL) {
+                ds_comm_measurement_t m;
+                ds_event_key_t producer;
+                ds_kernel_t *kernel = NULL;
+                if (o->comm_in_situ && key->group == DS_GROUP_TP &&
+                    producer_of(model, s, &ctx, me.pp, key, &producer))
+                    DSI_TRY_GOTO(ds_kernel_prepare(b, &producer, &kernel), status, out);
+                if (kernel != NULL)
+                    status = ds_comm_measure_after(comm, key, kernel, &o->measure, &m);
+                else
+                    status = ds_comm_measure(comm, key, &o->measure, &m);
+                ds_kernel_destroy(kernel);
+                if (status != DS_OK)
+                    goto out;
+                mine[0] = m.cost.cost.mean_s;
+                mine[1] = m.cost.cost.median_s;
+                mine[2] = m.cost.cost.p10_s;
+                mine[3] = m.cost.cost.p90_s;
+                mine[4] = (double)m.cost.cost.repetitions;
+            }
+            DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, result, 5, MPI_DOUBLE, MPI_MAX, b->comm), status,
+                             out);
+        }
+        if (result[0] < 0.0) {
+            char text[256];
+            ds_event_key_format(key, text, sizeof(text));
+            DSI_WARN("no process group of this allocation has the layout of '%s'", text);
+            continue;
+        }
+        ds_cost_t c;
+        memset(&c, 0, sizeof(c));
+        c.mean_s = result[0];
+        c.median_s = result[1];
+        c.p10_s = result[2];
+        c.p90_s = result[3];
+        c.repetitions = (int64_t)result[4];
+        c.provenance = DS_PROV_MEASURED;
+        DSI_TRY_GOTO(ds_cost_table_set(costs, key, &c), status, out);
+    }
+out:
+    dsi_placement_free(&pl);
+    dsi_groups_destroy(&groups);
+    return status;
+}
+
+ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
+                                  const ds_strategy_t *strategy, const ds_cluster_t *cluster,
+                                  const ds_exec_cost_options_t *options, ds_cost_table_t *costs)
+{
+    ds_status_t status = DS_OK;
+    ds_event_set_t *events = NULL;
+    sums_t mine = {NULL, 0, 0}, merged = {NULL, 0, 0};
+    ds_exec_cost_options_t defaults;
+    if (options == NULL) {
+        ds_exec_cost_options_init(&defaults);
+        options = &defaults;
+    }
+    if (backend == NULL || model == NULL || strategy == NULL || cluster == NULL || costs == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_measure_costs needs every argument");
+    if ((int64_t)strategy->dp * strategy->tp * strategy->pp != backend->size)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy dp=%d tp=%d pp=%d is not for the %d ranks measuring it",
+                         strategy->dp, strategy->tp, strategy->pp, backend->size);
+    DSI_TRY(ds_events_generate(model, strategy, cluster, &events));
+    /* Compute: a failure on one rank must not leave the others waiting. */
+    ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
+                            ? measure_operators(backend, events, options, costs, &mine)
+                            : measure_units(backend, model, strategy, cluster, options, costs, &mine);
+    int failed = local != DS_OK, any = 0;
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
+    if (local != DS_OK) {
+        status = local;
+        goto out;
+    }
+    if (any) {
+        status = DSI_ERROR(DS_ERR_INTERNAL, "another rank failed to measure its compute events");
+        goto out;
+    }
+    DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &merged), status, out);
+    DSI_TRY_GOTO(set_sums(costs, &merged), status, out);
+    DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
+                 out);
+out:
+    dsi_free(mine.v);
+    dsi_free(merged.v);
+    ds_event_set_destroy(events);
+    return status;
+}

@@ -1,0 +1,129 @@
+/*
+ * Foreign CPU load during a run: how much of a rank's core went to other
+ * processes and to other guests of the hypervisor.
+ *
+ * From /proc/stat (the line of the core the rank is pinned to, or the "cpu"
+ * line of all cores when it is not pinned) and /proc/self/stat, in clock
+ * ticks:
+ *   foreign = (busy ticks of the core - this process's utime + stime) / total ticks
+ *   steal   = steal ticks / total ticks
+ * where busy = user + nice + system + irq + softirq (+ steal counted apart)
+ * and total adds idle and iowait.  The kernel counts in ticks (usually 100
+ * per second), so a run of one second resolves about 1%.
+ */
+#define _GNU_SOURCE /* sched_getcpu, CPU_COUNT */
+#include "dsi_exec.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The counters of /proc/stat line `name` ("cpu" or "cpuN"). */
+static int read_cpu_line(const char *name, int64_t *busy_p, int64_t *steal_p, int64_t *total_p)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (f == NULL)
+        return 0;
+    char line[512];
+    size_t length = strlen(name);
+    int found = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, name, length) != 0 || line[length] != ' ')
+            continue;
+        long long v[10] = {0};
+        int n = sscanf(line + length, "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0],
+                       &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+        if (n < 8)
+            break;
+        /* user nice system idle iowait irq softirq steal (guest time is inside user) */
+        *busy_p = v[0] + v[1] + v[2] + v[5] + v[6];
+        *steal_p = v[7];
+        *total_p = *busy_p + v[3] + v[4] + v[7];
+        found = 1;
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+static int64_t own_ticks(void)
+{
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f == NULL)
+        return 0;
+    char text[1024];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    /* The command name may hold spaces: fields start after the last ')'. */
+    const char *p = strrchr(text, ')');
+    if (p == NULL)
+        return 0;
+    long long utime = 0, stime = 0;
+    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime) !=
+        2)
+        return 0;
+    return utime + stime;
+}
+
+void dsi_load_probe(dsi_load_probe_t *probe)
+{
+    memset(probe, 0, sizeof(*probe));
+    probe->wall_s = dsi_now_s();
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    int cores = 0;
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+        cores = CPU_COUNT(&mask);
+    char name[32] = "cpu";
+    if (cores == 1) {
+        int core = sched_getcpu();
+        if (core >= 0)
+            snprintf(name, sizeof(name), "cpu%d", core);
+    }
+    if (!read_cpu_line(name, &probe->core_busy, &probe->core_steal, &probe->core_total))
+        cores = 0;
+    probe->cores = cores == 1 ? 1 : cores;
+    probe->own_ticks = own_ticks();
+}
+
+void dsi_load_between(const dsi_load_probe_t *a, const dsi_load_probe_t *b, int64_t node_own,
+                      double *foreign_p, double *steal_p)
+{
+    int64_t total = b->core_total - a->core_total;
+    *foreign_p = 0.0;
+    *steal_p = 0.0;
+    if (total <= 0 || a->cores == 0 || b->cores == 0)
+        return;
+    /* Pinned: the core's busy time minus this process's; otherwise every
+     * core's minus every rank of the node's (node_own). */
+    int64_t busy = b->core_busy - a->core_busy;
+    int64_t own = b->cores == 1 ? b->own_ticks - a->own_ticks : node_own;
+    double foreign = (double)(busy - own) / (double)total;
+    *foreign_p = foreign > 0.0 ? foreign : 0.0;
+    *steal_p = (double)(b->core_steal - a->core_steal) / (double)total;
+    /* A guest whose virtual core was not running does not count the ticks
+     * at all on some hypervisors: time missing from the counters is stolen
+     * too (per core: the counters of all cores add up `cores` per tick). */
+    long hz = sysconf(_SC_CLK_TCK);
+    double expected = (b->wall_s - a->wall_s) * (double)(hz > 0 ? hz : 100) * b->cores;
+    if (expected > 0.0) {
+        double missing = 1.0 - (double)total / expected;
+        if (missing > *steal_p)
+            *steal_p = missing;
+    }
+}
+
+double dsi_load_average(void)
+{
+    double one = 0.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f == NULL)
+        return 0.0;
+    if (fscanf(f, "%lf", &one) != 1)
+        one = 0.0;
+    fclose(f);
+    return one;
+}
