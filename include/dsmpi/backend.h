@@ -125,6 +125,12 @@ typedef struct ds_measure_config {
     int max_reps;         /* never more */
     double target_rel_ci; /* stop once the median's relative 95% CI is below this */
     double budget_s;      /* stop once this much wall time is spent (warm-up included) */
+    /* Layer passes: this many copies of the pass, each with buffers of its
+     * own, run in turn (repetition r runs copy r mod copies), so that a
+     * copy's weights and activations have left the caches when it runs
+     * again, as in training where the other layers run in between (1: one
+     * copy, caches as warm as a tight loop leaves them). */
+    int copies;
 } ds_measure_config_t;
 
 /* The defaults from the tunables DS_MEASURE_WARMUP, DS_MEASURE_WARMUP_S,
@@ -172,7 +178,8 @@ DS_API ds_status_t ds_kernel_measure(ds_kernel_t *kernel, const ds_measure_confi
                                      ds_measurement_t *measurement_p);
 
 /* Measures a layer pass as a unit: the compute keys of keys[0..count-1] are
- * prepared, then run back to back in that order as training issues them,
+ * prepared (config->copies times), then run back to back in that order as
+ * training issues them,
  * each operator reading the previous operator's output where its input fits
  * in it (so caches hold what training would find there).  Every repetition
  * stamps the time between operators: *total_p gets the statistics of the

@@ -159,7 +159,7 @@ DS_API size_t ds_exec_microbatch_count(const ds_exec_t *exec);
 DS_API ds_status_t ds_exec_microbatch_at(const ds_exec_t *exec, size_t run, size_t index,
                                          ds_exec_microbatch_t *mb_p);
 
-/* Perfetto / Chrome trace of the last measured iteration of run `run`: one
+/* Perfetto / Chrome trace of the measured iterations of run `run`: one
  * track per rank (compute, then communication calls), every operator an
  * event.  Rank 0 writes it; collective only in that every rank must call. */
 DS_API ds_status_t ds_exec_write_trace(const ds_exec_t *exec, size_t run, const char *path);
@@ -179,6 +179,7 @@ typedef struct ds_exec_device_figures {
     int64_t rank;
     ds_coords_t coords;
     ds_exec_figure_t busy, compute, idle;
+    ds_exec_figure_t exposed; /* exposed communication */
 } ds_exec_device_figures_t;
 
 typedef struct ds_exec_stage_figures {
@@ -226,23 +227,39 @@ typedef struct ds_exec_cost_options {
     /* Tensor-parallel collectives measured in situ, right after the compute
      * operator that produces their input (default), or alone. */
     int comm_in_situ;
-    ds_measure_config_t measure;
+    /* Every unit is measured in this many rounds, one unit after the other
+     * in each, and the rounds' means averaged: slow drifts of a device's
+     * speed (seconds) then weigh on every unit alike. */
+    int rounds;
+    /* Layer passes: copies of the unit run in turn (ds_measure_config_t.copies),
+     * as many as make the bytes touched between two runs of one copy those
+     * training touches (the largest stage's buffers, at most four times the
+     * last-level cache: DS_EXEC_CACHE_MIB); 0: one copy, warm caches. */
+    int rotate;
+    /* Every rank measures every unit, all at once (averaged over the ranks),
+     * rather than each its share: devices sharing a node's memory see the
+     * traffic of the others as in training. */
+    int together;
+    ds_measure_config_t measure; /* per unit and round */
+    double max_foreign;          /* the load_p verdict (0 = DS_EXEC_MAX_FOREIGN) */
 } ds_exec_cost_options_t;
 
-/* Layer-level costs, in-situ collectives, the measurement tunables. */
+/* Layer-level costs, in-situ collectives, DS_EXEC_COST_ROUNDS rounds, the
+ * measurement tunables. */
 DS_API void ds_exec_cost_options_init(ds_exec_cost_options_t *options);
 
 /* Measures the unique events of `model` under `strategy` on the allocation
  * running it (`cluster` describes that allocation as a target) that `costs`
  * lacks, and adds them: compute events spread over the ranks, communication
  * events on the real process groups of the strategy (every group with the
- * event's layout at once, as training runs them).  Collective over the
- * backend's ranks; every rank ends with the same table. */
+ * event's layout at once, as training runs them).  *load_p (may be NULL)
+ * gets the foreign CPU load while measuring (worst rank).  Collective over
+ * the backend's ranks; every rank ends with the same table. */
 DS_API ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
                                          const ds_strategy_t *strategy,
                                          const ds_cluster_t *cluster,
                                          const ds_exec_cost_options_t *options,
-                                         ds_cost_table_t *costs);
+                                         ds_cost_table_t *costs, ds_exec_load_t *load_p);
 
 #ifdef __cplusplus
 }

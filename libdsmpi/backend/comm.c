@@ -534,10 +534,11 @@ ds_status_t dsi_comm_call_prepare(ds_comm_t *comm, const ds_event_key_t *key, ds
     if (ops->comm_start == NULL || ops->comm_test == NULL || ops->comm_wait == NULL)
         return DSI_ERROR(DS_ERR_UNSUPPORTED, "the %s backend cannot run the executor yet",
                          ds_backend_kind_name(comm->backend->kind));
-    DSI_TRY(dsi_comm_op_init(key, comm->size, comm->rank, &op));
-    if (op.op == DS_COMM_SENDRECV)
-        op.batched = 1; /* buffers for both directions: the role picks one per call */
-    else if (role != DSI_CALL_ALL)
+    ds_event_key_t both = *key;
+    if (both.kind == DS_EVENT_COMM && both.op == DS_COMM_SENDRECV)
+        both.flags |= DS_COMM_FLAG_BATCHED; /* buffers for both directions: the role picks one */
+    DSI_TRY(dsi_comm_op_init(&both, comm->size, comm->rank, &op));
+    if (op.op != DS_COMM_SENDRECV && role != DSI_CALL_ALL)
         return DSI_ERROR(DS_ERR_INTERNAL, "a collective call with a point-to-point role");
     DSI_TRY(dsi_calloc(1, sizeof(*call), &call));
     call->comm = comm;

@@ -112,6 +112,8 @@ ds_status_t ds_exec_compare(const ds_exec_t *x, const ds_sim_t *sim,
         f->compute = figure(d.compute_s, v, n);
         GATHER(run->devices[rank].idle_s);
         f->idle = figure(d.idle_s, v, n);
+        GATHER(run->devices[rank].comm_exposed_s);
+        f->exposed = figure(d.comm_exposed_s, v, n);
         double be = fabs(f->busy.error), ce = fabs(f->compute.error);
         c->busy_mean_abs_error += be / x->size;
         c->compute_mean_abs_error += ce / x->size;

@@ -11,22 +11,34 @@
 #include "profile/dsi_profile.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void ds_exec_cost_options_init(ds_exec_cost_options_t *options)
 {
     memset(options, 0, sizeof(*options));
     options->compute = DS_EXEC_COSTS_LAYER;
     options->comm_in_situ = 1;
+    options->rounds = (int)DSI_MAX(dsi_param_int(DSI_PARAM_EXEC_COST_ROUNDS), 1);
+    options->rotate = 1;
+    options->together = 1;
     ds_measure_config_default(&options->measure);
+    options->max_foreign = dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN);
 }
 
-/* Sums of one key's measurements (several occurrences and units average). */
+/* One key's measurements by round: the sums over its occurrences (a key
+ * may appear several times in a unit, in several units and on several
+ * ranks) and their count.  The cost is the median over rounds of the
+ * rounds' averages: a burst of foreign load inside one round does not move
+ * it. */
+#define MAX_ROUNDS 16
+
 typedef struct key_sum {
     ds_event_key_t key;
-    double mean, median, p10, p90;
+    double mean[MAX_ROUNDS], median[MAX_ROUNDS], p10[MAX_ROUNDS], p90[MAX_ROUNDS];
+    int64_t count[MAX_ROUNDS];
     int64_t repetitions;
-    int64_t count;
 } key_sum_t;
 
 typedef struct sums {
@@ -34,18 +46,11 @@ typedef struct sums {
     size_t n, cap;
 } sums_t;
 
-static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, const ds_cost_t *c,
-                            int64_t count)
+static ds_status_t sums_find(sums_t *s, const ds_event_key_t *key, key_sum_t **e_p)
 {
     for (size_t i = 0; i < s->n; i++)
         if (ds_event_key_equal(&s->v[i].key, key)) {
-            key_sum_t *e = &s->v[i];
-            e->mean += c->mean_s * (double)count;
-            e->median += c->median_s * (double)count;
-            e->p10 += c->p10_s * (double)count;
-            e->p90 += c->p90_s * (double)count;
-            e->repetitions += c->repetitions;
-            e->count += count;
+            *e_p = &s->v[i];
             return DS_OK;
         }
     if (s->n == s->cap) {
@@ -56,13 +61,57 @@ static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, const ds_cost_
     key_sum_t *e = &s->v[s->n++];
     memset(e, 0, sizeof(*e));
     e->key = *key;
-    e->mean = c->mean_s * (double)count;
-    e->median = c->median_s * (double)count;
-    e->p10 = c->p10_s * (double)count;
-    e->p90 = c->p90_s * (double)count;
-    e->repetitions = c->repetitions;
-    e->count = count;
+    *e_p = e;
     return DS_OK;
+}
+
+static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, int round, const ds_cost_t *c)
+{
+    key_sum_t *e;
+    DSI_TRY(sums_find(s, key, &e));
+    int r = round % MAX_ROUNDS;
+    e->mean[r] += c->mean_s;
+    e->median[r] += c->median_s;
+    e->p10[r] += c->p10_s;
+    e->p90[r] += c->p90_s;
+    e->count[r]++;
+    e->repetitions += c->repetitions;
+    return DS_OK;
+}
+
+static ds_status_t sums_merge(sums_t *s, const key_sum_t *other)
+{
+    key_sum_t *e;
+    DSI_TRY(sums_find(s, &other->key, &e));
+    for (int r = 0; r < MAX_ROUNDS; r++) {
+        e->mean[r] += other->mean[r];
+        e->median[r] += other->median[r];
+        e->p10[r] += other->p10[r];
+        e->p90[r] += other->p90[r];
+        e->count[r] += other->count[r];
+    }
+    e->repetitions += other->repetitions;
+    return DS_OK;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over the rounds that measured the key of sum[r] / count[r]. */
+static double round_median(const double *sum, const int64_t *count)
+{
+    double v[MAX_ROUNDS];
+    int n = 0;
+    for (int r = 0; r < MAX_ROUNDS; r++)
+        if (count[r] > 0)
+            v[n++] = sum[r] / (double)count[r];
+    if (n == 0)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof(*v), compare_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Every rank's sums to every rank, merged in rank order. */
@@ -83,17 +132,8 @@ static ds_status_t share_sums(MPI_Comm comm, int size, sums_t *mine, sums_t *mer
     DSI_TRY_GOTO(dsi_malloc((size_t)DSI_MAX(total, 1), &all), status, out);
     DSI_MPI_TRY_GOTO(
         MPI_Allgatherv(mine->v, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, comm), status, out);
-    for (size_t i = 0; i < (size_t)total / sizeof(key_sum_t); i++) {
-        const key_sum_t *e = &all[i];
-        ds_cost_t c;
-        memset(&c, 0, sizeof(c));
-        c.mean_s = e->mean / (double)e->count;
-        c.median_s = e->median / (double)e->count;
-        c.p10_s = e->p10 / (double)e->count;
-        c.p90_s = e->p90 / (double)e->count;
-        c.repetitions = e->repetitions;
-        DSI_TRY_GOTO(sums_add(merged, &e->key, &c, e->count), status, out);
-    }
+    for (size_t i = 0; i < (size_t)total / sizeof(key_sum_t); i++)
+        DSI_TRY_GOTO(sums_merge(merged, &all[i]), status, out);
 out:
     dsi_free(counts);
     dsi_free(displs);
@@ -109,10 +149,10 @@ static ds_status_t set_sums(ds_cost_table_t *costs, const sums_t *s)
             continue;
         ds_cost_t c;
         memset(&c, 0, sizeof(c));
-        c.mean_s = e->mean / (double)e->count;
-        c.median_s = e->median / (double)e->count;
-        c.p10_s = e->p10 / (double)e->count;
-        c.p90_s = e->p90 / (double)e->count;
+        c.mean_s = round_median(e->mean, e->count);
+        c.median_s = round_median(e->median, e->count);
+        c.p10_s = round_median(e->p10, e->count);
+        c.p90_s = round_median(e->p90, e->count);
         c.repetitions = e->repetitions;
         c.provenance = DS_PROV_MEASURED;
         DSI_TRY(ds_cost_table_set(costs, &e->key, &c));
@@ -121,6 +161,68 @@ static ds_status_t set_sums(ds_cost_table_t *costs, const sums_t *s)
 }
 
 /* ---- compute --------------------------------------------------------------------------------- */
+
+/* Bytes of device buffers the compute keys of one pass of `layer` hold. */
+static ds_status_t pass_bytes(ds_backend_t *b, const ds_model_t *model, const dsi_shape_ctx_t *ctx,
+                              int layer, double *bytes_p)
+{
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    double total = 0.0;
+    for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
+        size_t count = 0;
+        DSI_TRY(dsi_model_layer_ops(model, layer, ctx, (ds_pass_t)pass, ops, DSI_ARRAY_SIZE(ops),
+                                    &count));
+        for (size_t i = 0; i < count; i++) {
+            size_t bytes = 0;
+            if (ops[i].key.kind == DS_EVENT_COMPUTE &&
+                ds_kernel_estimate_bytes(b, &ops[i].key, &bytes) == DS_OK)
+                total += (double)bytes;
+        }
+    }
+    *bytes_p = total;
+    return DS_OK;
+}
+
+/* The bytes training touches between two runs of one layer pass: the
+ * largest stage's buffers (every part, both passes), but not more than a
+ * few times the last-level cache (past that, every byte has left it). */
+static ds_status_t reuse_window(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                double *bytes_p)
+{
+    dsi_shape_ctx_t ctx;
+    dsi_shape_ctx_init(&ctx, model, s);
+    int L = model->info.num_layers;
+    double largest = 0.0;
+    for (int p = 0; p < s->pp; p++) {
+        double stage = 0.0, bytes = 0.0;
+        for (int c = 0; c < s->vpp; c++) {
+            int first, n;
+            ds_strategy_chunk_layers(s, L, p, c, &first, &n);
+            for (int layer = first; layer < first + n; layer++) {
+                DSI_TRY(pass_bytes(b, model, &ctx, layer, &bytes));
+                stage += bytes;
+            }
+        }
+        if (p == 0) {
+            DSI_TRY(pass_bytes(b, model, &ctx, DSI_PART_EMBEDDING, &bytes));
+            stage += bytes;
+        }
+        if (p == s->pp - 1) {
+            DSI_TRY(pass_bytes(b, model, &ctx, DSI_PART_HEAD, &bytes));
+            stage += bytes;
+        }
+        largest = DSI_MAX(largest, stage);
+    }
+    double cache = dsi_param_double(DSI_PARAM_EXEC_CACHE_MIB) * 1048576.0;
+    if (!(cache > 0.0)) {
+        long llc = b->kind == DS_BACKEND_CPU ? sysconf(_SC_LEVEL3_CACHE_SIZE) : 0;
+        if (llc <= 0 && b->kind == DS_BACKEND_CPU)
+            llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        cache = llc > 0 ? (double)llc : 64.0 * 1048576.0;
+    }
+    *bytes_p = DSI_MIN(largest, 4.0 * cache);
+    return DS_OK;
+}
 
 static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                  const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
@@ -136,18 +238,38 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
     DSI_TRY_GOTO(dsi_calloc((size_t)b->size, sizeof(int), &node_of_rank), status, out);
     DSI_TRY_GOTO(dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1),
                  status, out);
+    double window = 0.0;
+    if (o->rotate)
+        DSI_TRY_GOTO(reuse_window(b, model, s, &window), status, out);
+    for (int round = 0; round < DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS); round++)
     for (size_t u = 0; u < plan->num_units; u++) {
         const dsi_unit_t *unit = &plan->units[u];
-        if (unit->rank != b->rank)
+        if (unit->rank < 0 || (!o->together && unit->rank != b->rank))
             continue;
+        /* Together: every rank measures the unit at the same time, so the
+         * node's memory system is as busy as in training. */
+        if (o->together)
+            DSI_MPI_TRY_GOTO(MPI_Barrier(b->comm), status, out);
         const ds_event_key_t *keys = &plan->keys[unit->first_key];
         DSI_TRY_GOTO(dsi_realloc_array(&per_op, unit->num_keys, sizeof(*per_op)), status, out);
+        /* Copies of the unit in turn, so that its buffers are as cold as
+         * training leaves them. */
+        ds_measure_config_t config = o->measure;
+        double unit_bytes = 0.0;
+        for (size_t i = 0; i < unit->num_keys; i++) {
+            size_t bytes = 0;
+            if (keys[i].kind == DS_EVENT_COMPUTE &&
+                ds_kernel_estimate_bytes(b, &keys[i], &bytes) == DS_OK)
+                unit_bytes += (double)bytes;
+        }
+        config.copies =
+            unit_bytes > 0.0 ? (int)DSI_MIN(DSI_MAX(ceil(window / unit_bytes), 1.0), 64.0) : 1;
         ds_measurement_t total;
-        DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &o->measure, &total, per_op),
-                     status, out);
+        DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
+                     out);
         for (size_t i = 0; i < unit->num_keys; i++)
             if (keys[i].kind == DS_EVENT_COMPUTE)
-                DSI_TRY_GOTO(sums_add(mine, &keys[i], &per_op[i].cost, 1), status, out);
+                DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
     }
 out:
     dsi_profile_plan_destroy(plan);
@@ -160,16 +282,18 @@ static ds_status_t measure_operators(ds_backend_t *b, const ds_event_set_t *even
                                      const ds_exec_cost_options_t *o, const ds_cost_table_t *costs,
                                      sums_t *mine)
 {
-    size_t index = 0;
-    for (size_t i = 0; i < ds_event_set_size(events); i++) {
-        const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
-        if (key->kind != DS_EVENT_COMPUTE || ds_cost_table_find(costs, key) != NULL)
-            continue;
-        if (index++ % (size_t)b->size != (size_t)b->rank)
-            continue;
-        ds_measurement_t m;
-        DSI_TRY(ds_measure_compute(b, key, &o->measure, &m));
-        DSI_TRY(sums_add(mine, key, &m.cost, 1));
+    for (int round = 0; round < DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS); round++) {
+        size_t index = 0;
+        for (size_t i = 0; i < ds_event_set_size(events); i++) {
+            const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
+            if (key->kind != DS_EVENT_COMPUTE || ds_cost_table_find(costs, key) != NULL)
+                continue;
+            if (index++ % (size_t)b->size != (size_t)b->rank)
+                continue;
+            ds_measurement_t m;
+            DSI_TRY(ds_measure_compute(b, key, &o->measure, &m));
+            DSI_TRY(sums_add(mine, key, round, &m.cost));
+        }
     }
     return DS_OK;
 }
@@ -359,7 +483,8 @@ out:
 
 ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
                                   const ds_strategy_t *strategy, const ds_cluster_t *cluster,
-                                  const ds_exec_cost_options_t *options, ds_cost_table_t *costs)
+                                  const ds_exec_cost_options_t *options, ds_cost_table_t *costs,
+                                  ds_exec_load_t *load_p)
 {
     ds_status_t status = DS_OK;
     ds_event_set_t *events = NULL;
@@ -376,6 +501,8 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                          "strategy dp=%d tp=%d pp=%d is not for the %d ranks measuring it",
                          strategy->dp, strategy->tp, strategy->pp, backend->size);
     DSI_TRY(ds_events_generate(model, strategy, cluster, &events));
+    dsi_load_probe_t before, after;
+    dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
     ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
                             ? measure_operators(backend, events, options, costs, &mine)
@@ -394,6 +521,14 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     DSI_TRY_GOTO(set_sums(costs, &merged), status, out);
     DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
                  out);
+    dsi_load_probe(&after);
+    if (load_p != NULL)
+        DSI_TRY_GOTO(dsi_load_report(backend->comm, &before, &after,
+                                     options->max_foreign > 0.0
+                                         ? options->max_foreign
+                                         : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
+                                     load_p),
+                     status, out);
 out:
     dsi_free(mine.v);
     dsi_free(merged.v);

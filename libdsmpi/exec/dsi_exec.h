@@ -110,7 +110,6 @@ struct ds_exec {
     ds_strategy_t s;
     dsi_shape_ctx_t ctx;
     MPI_Comm comm; /* duplicate of the backend's */
-    MPI_Comm node; /* the ranks of this node */
     int rank, size;
     ds_coords_t me;
     int64_t m;
@@ -149,6 +148,12 @@ ds_status_t dsi_exec_iteration(ds_exec_t *exec, int it, int progress_ops);
 ds_status_t dsi_exec_finish_run(ds_exec_t *exec, const ds_exec_options_t *options,
                                 const ds_exec_load_t *load, double wall_s, dsi_xrun_t *run);
 void dsi_exec_run_free(dsi_xrun_t *run);
+/* The numbers of a run from every rank's records (exec.h's formulas);
+ * fills run's summary (but its load, clock and wall time), devices,
+ * micro-batches and iteration times. */
+ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, int ranks,
+                                 int warmup, int iterations, const dsi_xrec_t *recs, size_t n,
+                                 dsi_xrun_t *run);
 
 /* load.c: CPU time of this process and of its core. */
 typedef struct dsi_load_probe {
@@ -166,5 +171,10 @@ void dsi_load_probe(dsi_load_probe_t *probe);
 void dsi_load_between(const dsi_load_probe_t *a, const dsi_load_probe_t *b, int64_t node_own,
                       double *foreign_p, double *steal_p);
 double dsi_load_average(void);
+/* The worst rank's load between two probes of every rank (collective over
+ * comm); noisy when foreign + steal exceed max_foreign. */
+ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
+                            const dsi_load_probe_t *after, double max_foreign,
+                            ds_exec_load_t *load_p);
 
 #endif /* DSI_EXEC_H */

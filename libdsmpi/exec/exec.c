@@ -368,16 +368,12 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     x->model = model;
     x->s = *strategy;
     x->comm = MPI_COMM_NULL;
-    x->node = MPI_COMM_NULL;
     x->rank = backend->rank;
     x->size = backend->size;
     x->me = ds_strategy_coords_of(strategy, x->rank);
     x->m = ds_strategy_num_microbatches(strategy);
     dsi_shape_ctx_init(&x->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_mpi_dup(backend->comm, &x->comm), status, err);
-    DSI_MPI_TRY_GOTO(
-        MPI_Comm_split_type(x->comm, MPI_COMM_TYPE_SHARED, x->rank, MPI_INFO_NULL, &x->node),
-        status, err);
     DSI_TRY_GOTO(dsi_groups_create(backend, model, strategy, &x->groups), status, err);
     DSI_TRY_GOTO(dsi_schedule_build(strategy, x->m, x->me.pp, 0, &x->program), status, err);
     DSI_TRY_GOTO(mark_sync(x), status, err);
@@ -440,8 +436,6 @@ void ds_exec_destroy(ds_exec_t *x)
     dsi_free(x->sync);
     dsi_free(x->recs);
     dsi_groups_destroy(&x->groups);
-    if (x->node != MPI_COMM_NULL)
-        MPI_Comm_free(&x->node);
     if (x->comm != MPI_COMM_NULL)
         MPI_Comm_free(&x->comm);
     dsi_free(x);
@@ -490,17 +484,7 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     dsi_load_probe(&after);
     DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
     ds_exec_load_t load;
-    memset(&load, 0, sizeof(load));
-    int64_t own = after.own_ticks - before.own_ticks, node_own = 0;
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(&own, &node_own, 1, MPI_INT64_T, MPI_SUM, x->node), status,
-                     out);
-    dsi_load_between(&before, &after, node_own, &load.foreign_cpu, &load.steal);
-    DSI_INFO("run: %.3f s, core ticks busy %lld steal %lld total %lld, own %lld (cores %d)", wall,
-             (long long)(after.core_busy - before.core_busy),
-             (long long)(after.core_steal - before.core_steal),
-             (long long)(after.core_total - before.core_total), (long long)own, after.cores);
-    load.pinned = after.cores == 1;
-    load.loadavg_1m = dsi_load_average();
+    DSI_TRY_GOTO(dsi_load_report(x->comm, &before, &after, o.max_foreign, &load), status, out);
     DSI_TRY_GOTO(dsi_exec_finish_run(x, &o, &load, wall, run), status, out);
     x->num_runs++;
 out:

@@ -127,3 +127,38 @@ double dsi_load_average(void)
     fclose(f);
     return one;
 }
+
+ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
+                            const dsi_load_probe_t *after, double max_foreign,
+                            ds_exec_load_t *load_p)
+{
+    ds_status_t status = DS_OK;
+    MPI_Comm node = MPI_COMM_NULL;
+    int rank = 0;
+    ds_exec_load_t load;
+    memset(&load, 0, sizeof(load));
+    DSI_MPI_TRY_GOTO(MPI_Comm_rank(comm, &rank), status, out);
+    DSI_MPI_TRY_GOTO(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+                     status, out);
+    int64_t own = after->own_ticks - before->own_ticks, node_own = 0;
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(&own, &node_own, 1, MPI_INT64_T, MPI_SUM, node), status, out);
+    double foreign = 0.0, steal = 0.0;
+    dsi_load_between(before, after, node_own, &foreign, &steal);
+    DSI_INFO("load: %.3f s, core ticks busy %lld total %lld, own %lld, node %lld (cores %d): "
+             "foreign %.3f steal %.3f",
+             after->wall_s - before->wall_s, (long long)(after->core_busy - before->core_busy),
+             (long long)(after->core_total - before->core_total), (long long)own,
+             (long long)node_own, after->cores, foreign, steal);
+    double mine[3] = {foreign, steal, after->cores == 1 ? 0.0 : 1.0}, worst[3];
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, worst, 3, MPI_DOUBLE, MPI_MAX, comm), status, out);
+    load.foreign_cpu = worst[0];
+    load.steal = worst[1];
+    load.pinned = worst[2] == 0.0;
+    load.loadavg_1m = dsi_load_average();
+    load.noisy = worst[0] + worst[1] > max_foreign;
+    *load_p = load;
+out:
+    if (node != MPI_COMM_NULL)
+        MPI_Comm_free(&node);
+    return status;
+}

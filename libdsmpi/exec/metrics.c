@@ -163,28 +163,31 @@ typedef struct acc {
     size_t mb_slots;
 } acc_t;
 
-static ds_status_t compute_run(const ds_exec_t *x, const ds_exec_options_t *o,
-                               const dsi_xrec_t *recs, size_t n, dsi_xrun_t *run)
+ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, int ranks,
+                                 int warmup, int iterations, const dsi_xrec_t *recs, size_t n,
+                                 dsi_xrun_t *run)
 {
     ds_status_t status = DS_OK;
-    const ds_strategy_t *s = &x->s;
     acc_t a;
     memset(&a, 0, sizeof(a));
     match_table_t table = {NULL, NULL, 0};
     int64_t *members = NULL;
     double *scratch = NULL;
-    a.W = o->warmup;
-    a.K = o->iterations;
+    if (warmup < 1 || iterations < 1 || ranks < 1 || microbatches < 1)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "run of %d + %d iterations on %d ranks", warmup,
+                         iterations, ranks);
+    a.W = warmup;
+    a.K = iterations;
     a.total = a.W + a.K;
-    a.ranks = x->size;
-    a.mb_slots = (size_t)s->pp * s->vpp * (size_t)x->m;
+    a.ranks = ranks;
+    a.mb_slots = (size_t)s->pp * s->vpp * (size_t)microbatches;
     size_t cells = (size_t)a.K * a.ranks * F_COUNT;
     DSI_TRY_GOTO(dsi_calloc((size_t)a.total, sizeof(double), &a.end), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)a.total, sizeof(double), &a.begin), status, out);
     DSI_TRY_GOTO(dsi_calloc(cells, sizeof(double), &a.field), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)a.K * a.mb_slots * 4, sizeof(double), &a.mb), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(x->size, 2), sizeof(*members), &members), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(a.K, x->size) + 1, sizeof(double), &scratch), status,
+    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(ranks, 2), sizeof(*members), &members), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(a.K, ranks) + 1, sizeof(double), &scratch), status,
                  out);
     for (int k = 0; k < a.total; k++) {
         a.end[k] = -INFINITY;
@@ -200,8 +203,10 @@ static ds_status_t compute_run(const ds_exec_t *x, const ds_exec_options_t *o,
     DSI_TRY_GOTO(table_init(&table, entries), status, out);
     for (size_t i = 0; i < n; i++) {
         const dsi_xrec_t *r = &recs[i];
-        if (r->iteration < 0 || r->iteration >= a.total) {
-            status = DSI_ERROR(DS_ERR_INTERNAL, "a record of iteration %d", r->iteration);
+        if (r->iteration < 0 || r->iteration >= a.total || r->rank < 0 || r->rank >= a.ranks ||
+            r->kind >= DSI_XK_COUNT_ || r->nx > 4) {
+            status = DSI_ERROR(DS_ERR_INTERNAL, "a record of iteration %d rank %d kind %d",
+                               r->iteration, r->rank, r->kind);
             goto out;
         }
         a.end[r->iteration] = DSI_MAX(a.end[r->iteration], r->end_s);
@@ -251,8 +256,8 @@ static ds_status_t compute_run(const ds_exec_t *x, const ds_exec_options_t *o,
         /* Passes of replica 0, TP rank 0. */
         if ((r->kind == DSI_XK_COMPUTE || r->kind == DSI_XK_TP)) {
             ds_coords_t c = ds_strategy_coords_of(s, r->rank);
-            if (c.dp == 0 && c.tp == 0 && r->mb >= 0 && r->mb < x->m) {
-                size_t slot = ((size_t)c.pp * s->vpp + (size_t)r->chunk) * (size_t)x->m +
+            if (c.dp == 0 && c.tp == 0 && r->mb >= 0 && r->mb < microbatches) {
+                size_t slot = ((size_t)c.pp * s->vpp + (size_t)r->chunk) * (size_t)microbatches +
                               (size_t)r->mb;
                 double *m4 = &a.mb[((size_t)k * a.mb_slots + slot) * 4 + (r->fwd ? 0 : 2)];
                 m4[0] = DSI_MIN(m4[0], r->start_s - a.begin[r->iteration]);
@@ -271,7 +276,7 @@ static ds_status_t compute_run(const ds_exec_t *x, const ds_exec_options_t *o,
     sum->iteration_s = median(scratch, (size_t)a.K);
     sum->iteration_min_s = scratch[0];
     sum->iteration_max_s = scratch[a.K - 1];
-    sum->microbatches = x->m;
+    sum->microbatches = microbatches;
     sum->warmup = a.W;
     sum->iterations = a.K;
 
@@ -314,9 +319,9 @@ static ds_status_t compute_run(const ds_exec_t *x, const ds_exec_options_t *o,
                  out);
     for (size_t slot = 0; slot < a.mb_slots; slot++) {
         ds_exec_microbatch_t *mb = &run->mbs[slot];
-        mb->microbatch = (int)(slot % (size_t)x->m);
-        mb->chunk = (int)(slot / (size_t)x->m % (size_t)s->vpp);
-        mb->stage = (int)(slot / (size_t)x->m / (size_t)s->vpp);
+        mb->microbatch = (int)(slot % (size_t)microbatches);
+        mb->chunk = (int)(slot / (size_t)microbatches % (size_t)s->vpp);
+        mb->stage = (int)(slot / (size_t)microbatches / (size_t)s->vpp);
         double *out4[4] = {&mb->fwd_start_s, &mb->fwd_end_s, &mb->bwd_start_s, &mb->bwd_end_s};
         for (int j = 0; j < 4; j++) {
             for (int k = 0; k < a.K; k++) {
@@ -387,7 +392,8 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o, const 
                                  x->comm),
                      status, out);
     if (x->rank == 0)
-        local = compute_run(x, o, all, total, run);
+        local = dsi_exec_compute_run(&x->s, x->m, x->size, o->warmup, o->iterations, all, total,
+                                     run);
     failed = local != DS_OK;
     DSI_MPI_TRY_GOTO(MPI_Bcast(&failed, 1, MPI_INT, 0, x->comm), status, out);
     if (failed) {
@@ -414,15 +420,8 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o, const 
     DSI_MPI_TRY_GOTO(
         MPI_Bcast(run->mbs, (int)(sizeof(*run->mbs) * mb_slots), MPI_BYTE, 0, x->comm), status,
         out);
-    /* The worst rank's load. */
-    double mine[3] = {load->foreign_cpu, load->steal, load->pinned ? 0.0 : 1.0}, worst[3];
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, worst, 3, MPI_DOUBLE, MPI_MAX, x->comm), status, out);
     ds_exec_summary_t *sum = &run->summary;
-    sum->load.foreign_cpu = worst[0];
-    sum->load.steal = worst[1];
-    sum->load.pinned = worst[2] == 0.0;
-    sum->load.loadavg_1m = load->loadavg_1m;
-    sum->load.noisy = worst[0] + worst[1] > o->max_foreign;
+    sum->load = *load;
     sum->clock_error_s = DSI_MAX(x->clock_error_s, error);
     sum->wall_s = wall_s;
     if (x->rank == 0) {

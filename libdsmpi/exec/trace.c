@@ -1,5 +1,5 @@
 /*
- * Perfetto / Chrome trace of one measured iteration of a run: process 0,
+ * Perfetto / Chrome trace of the measured iterations of a run: process 0,
  * one track per rank for its compute operators and one for its
  * communication calls, microseconds from the iteration's first event.
  */
@@ -25,8 +25,10 @@ static int layer_of_part(const ds_exec_t *x, int stage, int chunk, int part)
     return index < n ? first + index : DSI_PART_HEAD;
 }
 
-static void name_of(const ds_exec_t *x, const dsi_xrec_t *r, char *text, size_t size)
+static void name_of(const ds_exec_t *x, const dsi_xrec_t *r, char *text, size_t size, char *key,
+                    size_t key_size)
 {
+    key[0] = '\0';
     if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP) {
         if (r->kind == DSI_XK_DP_START || r->kind == DSI_XK_DP_WAIT)
             snprintf(text, size, "%s bucket %d", kind_names[r->kind], r->mb);
@@ -43,8 +45,10 @@ static void name_of(const ds_exec_t *x, const dsi_xrec_t *r, char *text, size_t 
     const char *label = "op";
     if (dsi_model_layer_ops(x->model, layer, &x->ctx, r->fwd ? DS_PASS_FORWARD : DS_PASS_BACKWARD,
                             ops, DSI_ARRAY_SIZE(ops), &count) == DS_OK &&
-        r->op >= 0 && (size_t)r->op < count && ops[r->op].label != NULL)
+        r->op >= 0 && (size_t)r->op < count && ops[r->op].label != NULL) {
         label = ops[r->op].label;
+        ds_event_key_format(&ops[r->op].key, key, key_size);
+    }
     char where[32];
     if (layer == DSI_PART_EMBEDDING)
         snprintf(where, sizeof(where), "embedding");
@@ -62,10 +66,9 @@ ds_status_t ds_exec_write_trace(const ds_exec_t *x, size_t run, const char *path
     if (x->rank != 0)
         return DS_OK;
     const dsi_xrun_t *r = &x->runs[run];
-    int it = r->summary.warmup + r->summary.iterations - 1;
     double origin = INFINITY;
     for (size_t i = 0; i < r->num_recs; i++)
-        if (r->recs[i].iteration == it)
+        if (r->recs[i].iteration == r->summary.warmup)
             origin = fmin(origin, r->recs[i].start_s);
     FILE *out = fopen(path, "w");
     if (out == NULL)
@@ -82,16 +85,17 @@ ds_status_t ds_exec_write_trace(const ds_exec_t *x, size_t run, const char *path
         }
     for (size_t i = 0; i < r->num_recs; i++) {
         const dsi_xrec_t *e = &r->recs[i];
-        if (e->iteration != it)
+        if (e->iteration < r->summary.warmup)
             continue;
-        char name[160];
-        name_of(x, e, name, sizeof(name));
+        char name[160], key[256];
+        name_of(x, e, name, sizeof(name), key, sizeof(key));
         int track = e->kind == DSI_XK_COMPUTE || e->kind == DSI_XK_OPT ? 0 : 1;
         fprintf(out,
                 ",\n{\"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-                "\"cat\": \"%s\", \"name\": \"%s\"}",
+                "\"cat\": \"%s\", \"name\": \"%s\", \"args\": {\"key\": \"%s\", "
+                "\"iteration\": %d}}",
                 e->rank * 2 + track, (e->start_s - origin) * 1e6, (e->end_s - e->start_s) * 1e6,
-                kind_names[e->kind], name);
+                kind_names[e->kind], name, key, e->iteration);
     }
     fprintf(out, "\n]}\n");
     if (fclose(out) != 0)
