@@ -72,6 +72,13 @@ void output_preamble(const app_t *app, FILE *out)
     fprintf(out, "\n# ranks: %d%s\n", app->size, app->mpi ? "" : " (not under MPI)");
 }
 
+void app_command_line(const app_t *app, char *text, size_t size)
+{
+    size_t used = (size_t)snprintf(text, size, "dsmpi");
+    for (int i = 0; i < app->argc && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, " %s", app->argv[i]);
+}
+
 void output_json_string(FILE *out, const char *text)
 {
     fputc('"', out);

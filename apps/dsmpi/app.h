@@ -52,24 +52,40 @@ typedef struct inputs {
     output_format_t format;
     bool quiet;
     bool demo;
+    const char *out_dir; /* --out DIR: where a command writes its files (created) */
     /* Built by inputs_build. */
     ds_model_t *model;
     ds_cluster_t cluster;
 } inputs_t;
 
 /* Long options every model-and-strategy command accepts, with the Megatron
- * aliases; `extra` (may be NULL) is appended.  Returns a table the caller
- * frees with free(). */
-struct option *inputs_long_options(const struct option *extra);
+ * aliases; the NULL-terminated tables a, b, c (each may be NULL) are
+ * appended.  Returns a table the caller frees with free(). */
+struct option *inputs_long_options(const struct option *a, const struct option *b,
+                                   const struct option *c);
 void inputs_init(inputs_t *in);
 /* Handles one option of the common set; returns 1 when handled, 0 when the
  * option is not a common one, -1 (message printed) on bad input. */
 int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg);
 /* Loads the model, builds the target cluster and resolves the strategy. */
 ds_status_t inputs_build(inputs_t *in);
+/* The same without the strategy (search, plan), and the model alone. */
+ds_status_t inputs_build_target(inputs_t *in);
+ds_status_t inputs_build_model(inputs_t *in);
 void inputs_free(inputs_t *in);
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);
+
+/* True when the user named the target's device (--device, device= in
+ * --target, or --cluster). */
+bool inputs_target_names_device(const inputs_t *in);
+/* Makes `spec` the target's device (and renames the cluster), unless the
+ * user named one. */
+void inputs_default_device(inputs_t *in, const ds_device_spec_t *spec);
+
+/* DIR/name in `path` when --out was given (the directory is created) and
+ * returns path; NULL otherwise. */
+const char *inputs_out_path(const inputs_t *in, const char *name, char *path, size_t size);
 
 /* The demo: a GPT-2-class model on a 1024-GPU target. */
 void inputs_set_demo(inputs_t *in);
@@ -78,6 +94,8 @@ void inputs_set_demo(inputs_t *in);
 
 /* The '#' preamble of a results table: version, command line, ranks. */
 void output_preamble(const app_t *app, FILE *out);
+/* "dsmpi <command> <args...>" for the records a run leaves. */
+void app_command_line(const app_t *app, char *text, size_t size);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
 

@@ -146,7 +146,7 @@ int cmd_events(app_t *app)
     inputs_t in;
     inputs_init(&in);
     int64_t top_n = 10;
-    struct option *options = inputs_long_options(extra);
+    struct option *options = inputs_long_options(extra, NULL, NULL);
     if (options == NULL)
         return app_usage_error(app, "out of memory");
     int id;

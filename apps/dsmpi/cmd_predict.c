@@ -1,13 +1,19 @@
 /* dsmpi predict: the timeline of one strategy on the target from a cost
  * table (or roofline estimates), its metrics, memory and exports. */
 #include "commands.h"
+#include "predict.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum {
-    OPT_COST_TABLE = 512,
+    OPT_COST_TABLE = 600,
+    OPT_PROFILE_DB,
+    OPT_SITE_DB,
+    OPT_FINGERPRINT,
+    OPT_NCCL_TESTS,
+    OPT_NCCL_GPUS_PER_NODE,
     OPT_ESTIMATE,
     OPT_PEAK_TFLOPS,
     OPT_MEM_BW,
@@ -23,7 +29,6 @@ enum {
     OPT_HELP,
 };
 
-#define MAX_SLOW 4096
 #define MAX_MISSING_SHOWN 40
 
 static void help(void)
@@ -37,8 +42,18 @@ static void help(void)
            "the critical path, per stage and micro-batch start/end times and memory per GPU with\n"
            "an out-of-memory verdict.  Formulas: include/dsmpi/sim.h.\n\n");
     inputs_print_help(stdout);
-    printf(
+    predict_print_help(stdout);
+}
+
+void predict_print_help(FILE *out)
+{
+    fprintf(out,
         "Costs:\n"
+        "  --profile-db FILE.h5     measured costs (dsmpi profile / dsmpi import)\n"
+        "  --site-db FILE.h5        a read-only database searched after --profile-db (repeatable)\n"
+        "  --fingerprint TEXT       which device's measurements (default: the one with most)\n"
+        "  --nccl-tests LOG         nccl-tests output of the target system (repeatable) for the\n"
+        "                           communication model; --nccl-gpus-per-node G for its layout\n"
         "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
         "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
         "                           every number resting on them is marked assumed\n"
@@ -111,15 +126,7 @@ bad:
                         (long long)limit);
 }
 
-typedef struct options {
-    const char *cost_table;
-    bool estimate;
-    double peak_tflops, mem_bw;
-    bool full, stage_level, microbatches;
-    ds_sim_slow_device_t slow[MAX_SLOW];
-    size_t num_slow;
-    const char *trace, *trace_ranks, *detail_ranks, *timeline, *svg;
-} options_t;
+typedef predict_options_t options_t;
 
 static const char *mode_name(ds_sim_mode_t m)
 {
@@ -237,9 +244,9 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     if (note != NULL)
         printf("# note: %s\n", note);
     size_t keys = ds_sim_key_count(sim);
-    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.0f TFLOP/s, %.0f "
+    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.3g TFLOP/s, %.0f "
            "GB/s)\n",
-           o->cost_table ? o->cost_table : "none given",
+           o->cost_note[0] ? o->cost_note : "none given",
            o->estimate ? ", missing ones estimated" : "", (long long)sum.assumed_keys, keys,
            in->cluster.device.name, in->cluster.device.peak_tflops_bf16,
            in->cluster.device.mem_bw_GBps);
@@ -263,7 +270,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            sum.samples_per_s, sum.tokens_per_s, sum.model_tflops_per_gpu, 100.0 * sum.mfu,
            100.0 * sum.hfu, 100.0 * sum.bubble_fraction, sum.peak_memory_GiB,
            basis(sum.assumed_share, b, sizeof(b)));
-    printf("# MFU = model TFLOP/s per GPU / %.0f TFLOP/s peak (recompute excluded); HFU includes "
+    printf("# MFU = model TFLOP/s per GPU / %.3g TFLOP/s peak (recompute excluded); HFU includes "
            "recompute\n",
            sum.peak_tflops);
 
@@ -392,8 +399,8 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     printf(", \"target_gpus\": %lld, \"device\": ", (long long)s.num_devices);
     output_json_string(stdout, in->cluster.device.name);
     printf(", \"cost_table\": ");
-    if (o->cost_table)
-        output_json_string(stdout, o->cost_table);
+    if (o->cost_note[0])
+        output_json_string(stdout, o->cost_note);
     else
         printf("null");
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
@@ -487,8 +494,8 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
     size_t n = ds_sim_missing_count(sim);
     char strategy[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
-    fprintf(stderr, "dsmpi predict: %zu events have no cost%s%s:\n", n, o->cost_table ? " in " : "",
-            o->cost_table ? o->cost_table : " (no --cost-table given)");
+    fprintf(stderr, "dsmpi predict: %zu events have no cost%s%s:\n", n, o->cost_note[0] ? " in " : "",
+            o->cost_note[0] ? o->cost_note : " (no --profile-db or --cost-table given)");
     for (size_t i = 0; i < n && i < MAX_MISSING_SHOWN; i++) {
         char key[256];
         ds_event_key_format(ds_sim_missing_at(sim, i), key, sizeof(key));
@@ -512,8 +519,8 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
 
 static int parse_slow(const app_t *app, options_t *o, const char *arg)
 {
-    if (o->num_slow == MAX_SLOW)
-        return app_usage_error(app, "more than %d --slow-device options", MAX_SLOW);
+    if (o->num_slow == PREDICT_MAX_SLOW)
+        return app_usage_error(app, "more than %d --slow-device options", PREDICT_MAX_SLOW);
     const char *eq = strchr(arg, '=');
     char *end;
     long long rank = strtoll(arg, &end, 10);
@@ -557,104 +564,180 @@ static int exports(const app_t *app, const inputs_t *in, const options_t *o, ds_
     return status == DS_OK ? APP_EXIT_OK : app_fail(app, status);
 }
 
-int cmd_predict(app_t *app)
+static const struct option predict_options[] = {
+    {"cost-table", required_argument, NULL, OPT_COST_TABLE},
+    {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
+    {"site-db", required_argument, NULL, OPT_SITE_DB},
+    {"fingerprint", required_argument, NULL, OPT_FINGERPRINT},
+    {"nccl-tests", required_argument, NULL, OPT_NCCL_TESTS},
+    {"nccl-gpus-per-node", required_argument, NULL, OPT_NCCL_GPUS_PER_NODE},
+    {"estimate-missing", no_argument, NULL, OPT_ESTIMATE},
+    {"peak-tflops", required_argument, NULL, OPT_PEAK_TFLOPS},
+    {"mem-bw-gbs", required_argument, NULL, OPT_MEM_BW},
+    {"full", no_argument, NULL, OPT_FULL},
+    {"stage-level", no_argument, NULL, OPT_STAGE_LEVEL},
+    {"slow-device", required_argument, NULL, OPT_SLOW},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"trace-ranks", required_argument, NULL, OPT_TRACE_RANKS},
+    {"detail-ranks", required_argument, NULL, OPT_DETAIL_RANKS},
+    {"timeline", required_argument, NULL, OPT_TIMELINE},
+    {"svg", required_argument, NULL, OPT_SVG},
+    {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
+    {NULL, 0, NULL, 0},
+};
+
+const struct option *predict_long_options(void)
 {
-    static const struct option extra[] = {
-        {"cost-table", required_argument, NULL, OPT_COST_TABLE},
-        {"estimate-missing", no_argument, NULL, OPT_ESTIMATE},
-        {"peak-tflops", required_argument, NULL, OPT_PEAK_TFLOPS},
-        {"mem-bw-gbs", required_argument, NULL, OPT_MEM_BW},
-        {"full", no_argument, NULL, OPT_FULL},
-        {"stage-level", no_argument, NULL, OPT_STAGE_LEVEL},
-        {"slow-device", required_argument, NULL, OPT_SLOW},
-        {"trace", required_argument, NULL, OPT_TRACE},
-        {"trace-ranks", required_argument, NULL, OPT_TRACE_RANKS},
-        {"detail-ranks", required_argument, NULL, OPT_DETAIL_RANKS},
-        {"timeline", required_argument, NULL, OPT_TIMELINE},
-        {"svg", required_argument, NULL, OPT_SVG},
-        {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    int code = app_mpi_start(app, false);
-    if (code != APP_EXIT_OK)
-        return code;
-    inputs_t in;
-    inputs_init(&in);
-    options_t *o = calloc(1, sizeof(*o));
-    struct option *table = inputs_long_options(extra);
-    if (o == NULL || table == NULL) {
-        free(o);
-        free(table);
-        return app_usage_error(app, "out of memory");
+    return predict_options;
+}
+
+static int add_file(const app_t *app, const char *what, const char **files, size_t *count,
+                    const char *path)
+{
+    if (*count == PREDICT_MAX_FILES)
+        return app_usage_error(app, "more than %d %s files (accepted: at most %d)",
+                               PREDICT_MAX_FILES, what, PREDICT_MAX_FILES), -1;
+    files[(*count)++] = path;
+    return 1;
+}
+
+int predict_handle(const app_t *app, predict_options_t *o, int id, const char *arg)
+{
+    switch (id) {
+    case OPT_COST_TABLE: o->cost_table = arg; return 1;
+    case OPT_PROFILE_DB: o->profile_db = arg; return 1;
+    case OPT_SITE_DB: return add_file(app, "--site-db", o->site_dbs, &o->num_site_dbs, arg);
+    case OPT_FINGERPRINT: o->fingerprint = arg; return 1;
+    case OPT_NCCL_TESTS: return add_file(app, "--nccl-tests", o->nccl_tests, &o->num_nccl_tests, arg);
+    case OPT_NCCL_GPUS_PER_NODE: {
+        int64_t value = 0;
+        ds_status_t status = ds_parse_count(arg, "nccl-gpus-per-node", 1, 1024, &value);
+        if (status != DS_OK)
+            return app_fail(app, status), -1;
+        o->nccl_gpus_per_node = (int)value;
+        return 1;
     }
-    int id;
-    opterr = 0;
-    optind = 1;
-    code = -1;
-    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        int rc = APP_EXIT_OK;
-        switch (id) {
-        case OPT_HELP:
-            if (app->rank == 0)
-                help();
-            code = APP_EXIT_OK;
-            continue;
-        case OPT_COST_TABLE: o->cost_table = optarg; break;
-        case OPT_ESTIMATE: o->estimate = true; break;
-        case OPT_PEAK_TFLOPS:
-            rc = parse_double_opt(app, "peak-tflops", optarg, &o->peak_tflops);
-            break;
-        case OPT_MEM_BW: rc = parse_double_opt(app, "mem-bw-gbs", optarg, &o->mem_bw); break;
-        case OPT_FULL: o->full = true; break;
-        case OPT_STAGE_LEVEL: o->stage_level = true; break;
-        case OPT_SLOW: rc = parse_slow(app, o, optarg); break;
-        case OPT_TRACE: o->trace = optarg; break;
-        case OPT_TRACE_RANKS: o->trace_ranks = optarg; break;
-        case OPT_DETAIL_RANKS: o->detail_ranks = optarg; break;
-        case OPT_TIMELINE: o->timeline = optarg; break;
-        case OPT_SVG: o->svg = optarg; break;
-        case OPT_MICROBATCHES: o->microbatches = true; break;
-        default: {
-            int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, &in, id, optarg);
-            if (handled < 0)
-                rc = APP_EXIT_USAGE;
-            else if (handled == 0)
-                rc = app_usage_error(
-                    app, "option '%s' is not known or lacks its value (see 'dsmpi predict --help')",
-                    app->argv[optind - 1]);
-        }
-        }
-        if (rc != APP_EXIT_OK)
-            code = rc;
+    case OPT_ESTIMATE: o->estimate = true; return 1;
+    case OPT_PEAK_TFLOPS:
+        return parse_double_opt(app, "peak-tflops", arg, &o->peak_tflops) == APP_EXIT_OK ? 1 : -1;
+    case OPT_MEM_BW:
+        return parse_double_opt(app, "mem-bw-gbs", arg, &o->mem_bw) == APP_EXIT_OK ? 1 : -1;
+    case OPT_FULL: o->full = true; return 1;
+    case OPT_STAGE_LEVEL: o->stage_level = true; return 1;
+    case OPT_SLOW: return parse_slow(app, o, arg) == APP_EXIT_OK ? 1 : -1;
+    case OPT_TRACE: o->trace = arg; return 1;
+    case OPT_TRACE_RANKS: o->trace_ranks = arg; return 1;
+    case OPT_DETAIL_RANKS: o->detail_ranks = arg; return 1;
+    case OPT_TIMELINE: o->timeline = arg; return 1;
+    case OPT_SVG: o->svg = arg; return 1;
+    case OPT_MICROBATCHES: o->microbatches = true; return 1;
+    default: return 0;
     }
-    free(table);
-    if (code >= 0)
+}
+
+int predict_check(const app_t *app, const predict_options_t *o, bool have_db)
+{
+    if (o->cost_table == NULL && o->profile_db == NULL && !have_db && o->num_nccl_tests == 0 && !o->estimate)
+        return app_usage_error(app, "no costs given (accepted: --profile-db FILE, --cost-table FILE, "
+                                    "--nccl-tests LOG, --estimate-missing)");
+    if (o->num_site_dbs > 0 && o->profile_db == NULL && !have_db)
+        return app_usage_error(app, "--site-db needs --profile-db (the database searched first)");
+    return -1;
+}
+
+/* Communication samples of the nccl-tests logs given. */
+static ds_status_t load_nccl_logs(const predict_options_t *o, ds_comm_samples_t *samples)
+{
+    for (size_t i = 0; i < o->num_nccl_tests; i++) {
+        ds_comm_import_options_t io;
+        ds_comm_import_options_init(&io);
+        io.gpus_per_node = o->nccl_gpus_per_node;
+        ds_status_t status = ds_comm_import_nccl_tests(o->nccl_tests[i], &io, samples, NULL);
+        if (status != DS_OK)
+            return status;
+    }
+    return DS_OK;
+}
+
+/* The costs of every event of the strategy on the target, and a note on
+ * where they came from. */
+static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile_db_t *db,
+                                  ds_cost_table_t *costs)
+{
+    ds_status_t status = DS_OK;
+    ds_event_set_t *events = NULL;
+    ds_comm_samples_t *logs = NULL;
+    ds_profile_db_t *opened = NULL;
+    char *note = o->cost_note;
+    size_t used = 0;
+    note[0] = '\0';
+    if (o->cost_table != NULL) {
+        if ((status = ds_cost_table_load_text(costs, o->cost_table)) != DS_OK)
+            return status;
+        used += (size_t)snprintf(note + used, sizeof(o->cost_note) - used, "%s", o->cost_table);
+    }
+    if (db == NULL && o->profile_db != NULL) {
+        status = ds_profile_db_open(MPI_COMM_NULL, o->profile_db, DS_PROFILE_DB_READ_ONLY, &opened);
+        for (size_t i = 0; status == DS_OK && i < o->num_site_dbs; i++)
+            status = ds_profile_db_add_fallback(opened, o->site_dbs[i]);
+        if (status != DS_OK)
+            goto out;
+        db = opened;
+    }
+    if (db == NULL && o->num_nccl_tests == 0)
         goto out;
-    if (optind < app->argc) {
-        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi predict --help')",
-                               app->argv[optind]);
-        goto out;
+    {
+        /* A target that names no device is the device the costs were measured on. */
+        ds_cost_sources_t measured = {db, o->fingerprint, NULL, 0};
+        ds_device_spec_t spec;
+        if (db != NULL && ds_costs_measured_device(&measured, &spec) == DS_OK)
+            inputs_default_device(in, &spec);
     }
-    if (o->cost_table == NULL && !o->estimate) {
-        code = app_usage_error(
-            app, "no costs given (accepted: --cost-table FILE, --estimate-missing, or both)");
+    if ((status = ds_events_generate(in->model, &in->strategy, &in->cluster, &events)) != DS_OK ||
+        (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, logs)) != DS_OK)
         goto out;
-    }
-    ds_status_t status = inputs_build(&in);
+    ds_cost_sources_t sources = {db, o->fingerprint, ds_comm_samples_data(logs), ds_comm_samples_size(logs)};
+    ds_cost_report_t report;
+    if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &report)) != DS_OK)
+        goto out;
+    if (db != NULL)
+        used += (size_t)snprintf(note + used, sizeof(o->cost_note) - used,
+                                 "%s%s: %zu compute events measured on %s%s", used ? ", " : "",
+                                 ds_profile_db_path(db), report.compute_measured,
+                                 report.measured_device[0] ? report.measured_device : "an unknown device",
+                                 report.compute_scaled ? " (scaled to the target device: assumed)" : "");
+    if (used < sizeof(o->cost_note))
+        snprintf(note + used, sizeof(o->cost_note) - used,
+                 "%s%zu communication events from the model fitted on %zu samples", used ? ", " : "",
+                 report.comm_filled, report.comm_samples);
+out:
+    ds_comm_samples_destroy(logs);
+    ds_event_set_destroy(events);
+    ds_profile_db_close(opened);
+    return status;
+}
+
+int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_profile_db_t *db)
+{
+    int code;
+    static char trace[4096], timeline[4096], svg[4096];
+    if (o->trace == NULL)
+        o->trace = inputs_out_path(in, "trace.json", trace, sizeof(trace));
+    if (o->timeline == NULL)
+        o->timeline = inputs_out_path(in, "timeline.h5", timeline, sizeof(timeline));
+    if (o->svg == NULL)
+        o->svg = inputs_out_path(in, "timeline.svg", svg, sizeof(svg));
     ds_cost_table_t *costs = NULL;
     ds_sim_t *sim = NULL;
-    if (status == DS_OK) {
-        if (o->peak_tflops > 0) {
-            in.cluster.device.peak_tflops_bf16 = o->peak_tflops;
-            in.cluster.device.peak_tflops_fp32 = o->peak_tflops;
-        }
-        if (o->mem_bw > 0)
-            in.cluster.device.mem_bw_GBps = o->mem_bw;
-        status = ds_cost_table_create(&costs);
+    ds_status_t status = ds_cost_table_create(&costs);
+    if (status == DS_OK)
+        status = assemble_costs(in, o, db, costs);
+    if (o->peak_tflops > 0) {
+        in->cluster.device.peak_tflops_bf16 = o->peak_tflops;
+        in->cluster.device.peak_tflops_fp32 = o->peak_tflops;
     }
-    if (status == DS_OK && o->cost_table != NULL)
-        status = ds_cost_table_load_text(costs, o->cost_table);
+    if (o->mem_bw > 0)
+        in->cluster.device.mem_bw_GBps = o->mem_bw;
     if (status == DS_OK)
         status = ds_sim_create(&sim);
     if (status != DS_OK) {
@@ -669,9 +752,9 @@ int cmd_predict(app_t *app)
     so.slow_devices = o->slow;
     so.num_slow_devices = o->num_slow;
     so.peak_tflops = o->peak_tflops;
-    status = ds_sim_run(sim, in.model, &in.strategy, &in.cluster, costs, &so);
+    status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
     if (status == DS_ERR_NOT_FOUND && ds_sim_missing_count(sim) > 0) {
-        report_missing(app, &in, o, sim);
+        report_missing(app, in, o, sim);
         code = APP_EXIT_USAGE;
         goto done;
     }
@@ -679,20 +762,73 @@ int cmd_predict(app_t *app)
         code = app_fail(app, status);
         goto done;
     }
-    if (app->rank == 0) {
-        if (in.format == OUTPUT_JSON)
-            print_json(&in, o, sim);
-        else if (in.format == OUTPUT_CSV)
-            print_csv(sim);
-        else if (!in.quiet)
-            print_table(app, &in, o, sim);
-        code = exports(app, &in, o, sim);
-    } else {
-        code = APP_EXIT_OK;
-    }
+    if (in->format == OUTPUT_JSON)
+        print_json(in, o, sim);
+    else if (in->format == OUTPUT_CSV)
+        print_csv(sim);
+    else if (!in->quiet)
+        print_table(app, in, o, sim);
+    code = exports(app, in, o, sim);
 done:
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);
+    return code;
+}
+
+int cmd_predict(app_t *app)
+{
+    static const struct option extra[] = {
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    int code = app_mpi_start(app, false);
+    if (code != APP_EXIT_OK)
+        return code;
+    inputs_t in;
+    inputs_init(&in);
+    options_t *o = calloc(1, sizeof(*o));
+    struct option *table = inputs_long_options(extra, predict_long_options(), NULL);
+    if (o == NULL || table == NULL) {
+        free(o);
+        free(table);
+        return app_usage_error(app, "out of memory");
+    }
+    int id;
+    opterr = 0;
+    optind = 1;
+    code = -1;
+    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        if (id == OPT_HELP) {
+            if (app->rank == 0)
+                help();
+            code = APP_EXIT_OK;
+            continue;
+        }
+        int handled = id == '?' || id == ':' ? 0 : predict_handle(app, o, id, optarg);
+        if (handled == 0 && id != '?' && id != ':')
+            handled = inputs_handle(app, &in, id, optarg);
+        if (handled < 0)
+            code = APP_EXIT_USAGE;
+        else if (handled == 0)
+            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi predict --help')",
+                                   app->argv[optind - 1]);
+    }
+    free(table);
+    if (code >= 0)
+        goto out;
+    if (optind < app->argc) {
+        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi predict --help')",
+                               app->argv[optind]);
+        goto out;
+    }
+    if ((code = predict_check(app, o, false)) >= 0)
+        goto out;
+    ds_status_t status = inputs_build(&in);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    code = app->rank == 0 ? predict_execute(app, &in, o, NULL) : APP_EXIT_OK;
 out:
     inputs_free(&in);
     free(o);

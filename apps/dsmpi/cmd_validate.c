@@ -544,7 +544,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    struct option *table = inputs_long_options(extra);
+    struct option *table = inputs_long_options(extra, NULL, NULL);
     if (table == NULL)
         return app_usage_error(app, "out of memory");
     int id, code = -1;

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
     OPT_MODEL = 256,
@@ -21,6 +22,7 @@ enum {
     OPT_CSV,
     OPT_QUIET,
     OPT_DEMO,
+    OPT_OUT,
     OPT_MEGATRON, /* Megatron-LM option names from here on */
 };
 
@@ -41,6 +43,7 @@ static const struct option common_options[] = {
     {"csv", no_argument, NULL, OPT_CSV},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"demo", no_argument, NULL, OPT_DEMO},
+    {"out", required_argument, NULL, OPT_OUT},
 };
 
 /* Megatron-LM names; flags take no argument. */
@@ -69,12 +72,22 @@ static const struct {
 #define NUM_COMMON (sizeof(common_options) / sizeof(common_options[0]))
 #define NUM_MEGATRON (sizeof(megatron_options) / sizeof(megatron_options[0]))
 
-struct option *inputs_long_options(const struct option *extra)
+static size_t table_length(const struct option *table)
 {
-    size_t num_extra = 0;
-    while (extra != NULL && extra[num_extra].name != NULL)
-        num_extra++;
-    struct option *table = calloc(NUM_COMMON + NUM_MEGATRON + num_extra + 1, sizeof(*table));
+    size_t n = 0;
+    while (table != NULL && table[n].name != NULL)
+        n++;
+    return n;
+}
+
+struct option *inputs_long_options(const struct option *a, const struct option *b,
+                                   const struct option *c)
+{
+    const struct option *extras[3] = {a, b, c};
+    size_t total = NUM_COMMON + NUM_MEGATRON + 1;
+    for (int t = 0; t < 3; t++)
+        total += table_length(extras[t]);
+    struct option *table = calloc(total, sizeof(*table));
     if (table == NULL)
         return NULL;
     size_t n = 0;
@@ -83,8 +96,9 @@ struct option *inputs_long_options(const struct option *extra)
     for (size_t i = 0; i < NUM_MEGATRON; i++)
         table[n++] = (struct option){megatron_options[i].name, megatron_options[i].has_arg, NULL,
                                      OPT_MEGATRON + (int)i};
-    for (size_t i = 0; i < num_extra; i++)
-        table[n++] = extra[i];
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < table_length(extras[t]); i++)
+            table[n++] = extras[t][i];
     return table;
 }
 
@@ -98,7 +112,7 @@ void inputs_set_demo(inputs_t *in)
 {
     in->demo = true;
     in->model_spec = "gpt2-medium";
-    in->target_text = "nodes=128,gpus-per-node=8,device=h100-sxm";
+    in->target_text = "nodes=128,gpus-per-node=8";
     ds_strategy_init(&in->strategy);
     (void)ds_strategy_parse("dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b", &in->strategy);
     in->strategy_given = true;
@@ -150,6 +164,7 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     case OPT_CSV: in->format = OUTPUT_CSV; return 1;
     case OPT_QUIET: in->quiet = true; return 1;
     case OPT_DEMO: inputs_set_demo(in); return 1;
+    case OPT_OUT: in->out_dir = arg; return 1;
     default: break;
     }
     if (id >= OPT_MEGATRON && id < OPT_MEGATRON + (int)NUM_MEGATRON) {
@@ -167,7 +182,7 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     return 0;
 }
 
-ds_status_t inputs_build(inputs_t *in)
+ds_status_t inputs_build_model(inputs_t *in)
 {
     if (in->model_spec == NULL)
         return ds_set_error(DS_ERR_INVALID_ARG, "no model given (accepted: --model NAME|config.json|layers.json, or --demo)");
@@ -182,6 +197,14 @@ ds_status_t inputs_build(inputs_t *in)
             (status = ds_model_set_dtype(in->model, dtype)) != DS_OK)
             return status;
     }
+    return DS_OK;
+}
+
+ds_status_t inputs_build_target(inputs_t *in)
+{
+    ds_status_t status = inputs_build_model(in);
+    if (status != DS_OK)
+        return status;
     if (in->cluster_file != NULL)
         status = ds_cluster_load(in->cluster_file, &in->cluster);
     else if (in->target_text != NULL)
@@ -200,11 +223,60 @@ ds_status_t inputs_build(inputs_t *in)
         if ((status = ds_device_spec_lookup(in->device, &spec)) != DS_OK)
             return status;
         in->cluster.device = spec;
+        if (in->cluster_file == NULL)
+            snprintf(in->cluster.name, sizeof(in->cluster.name), "%lldx%d-%s",
+                     (long long)in->cluster.nodes, in->cluster.gpus_per_node, spec.name);
     }
+    return DS_OK;
+}
+
+ds_status_t inputs_build(inputs_t *in)
+{
+    ds_status_t status = inputs_build_target(in);
+    if (status != DS_OK)
+        return status;
     if (in->global_batch > 0)
         in->strategy.gbs = in->global_batch;
     return ds_strategy_resolve(&in->strategy, in->model, ds_cluster_num_gpus(&in->cluster),
                                in->cluster.gpus_per_node);
+}
+
+bool inputs_target_names_device(const inputs_t *in)
+{
+    return in->device != NULL || in->cluster_file != NULL ||
+           (in->target_text != NULL && strstr(in->target_text, "device=") != NULL);
+}
+
+void inputs_default_device(inputs_t *in, const ds_device_spec_t *spec)
+{
+    if (inputs_target_names_device(in))
+        return;
+    in->cluster.device = *spec;
+    snprintf(in->cluster.name, sizeof(in->cluster.name), "%lldx%d-%s", (long long)in->cluster.nodes,
+             in->cluster.gpus_per_node, spec->name);
+    /* The network levels follow the device's (assumed until measured). */
+    ds_cluster_t fresh;
+    if (ds_cluster_init(&fresh, in->cluster.nodes, in->cluster.gpus_per_node, spec->name) == DS_OK)
+        memcpy(in->cluster.levels, fresh.levels, sizeof(fresh.levels));
+}
+
+const char *inputs_out_path(const inputs_t *in, const char *name, char *path, size_t size)
+{
+    if (in->out_dir == NULL)
+        return NULL;
+    /* mkdir -p: each prefix of the directory. */
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", in->out_dir);
+    for (char *c = dir + 1; *c != '\0'; c++) {
+        if (*c == '/') {
+            *c = '\0';
+            mkdir(dir, 0777);
+            *c = '/';
+        }
+    }
+    mkdir(dir, 0777);
+    snprintf(path, size, "%s/%s", in->out_dir, name);
+    return path;
 }
 
 void inputs_free(inputs_t *in)
@@ -234,6 +306,9 @@ void inputs_print_help(FILE *out)
           "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
           "Output:\n"
           "  --json, --csv, --quiet\n"
+          "  --out DIR                write the command's files into DIR (created): predict's\n"
+          "                           trace, timeline and chart, profile's summary, search's and\n"
+          "                           plan's charts\n"
           "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 h100-sxm\n",
           out);
 }

@@ -32,6 +32,11 @@ typedef struct ds_device_spec {
 
 /* Looks up a device by name (a100-40g, a100-80g, h100-sxm, h200, b200, cpu). */
 DS_API ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec);
+/* The spec of a device as a backend names it ("NVIDIA H200", "NVIDIA
+ * A100-SXM4-80GB", a CPU model name for kind "cpu"); DS_ERR_NOT_FOUND when
+ * no spec matches. */
+DS_API ds_status_t ds_device_spec_match(const char *backend_kind, const char *device_name,
+                                        ds_device_spec_t *spec);
 DS_API size_t ds_device_spec_count(void);
 DS_API const char *ds_device_spec_name(size_t index);
 

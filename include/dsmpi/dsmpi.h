@@ -12,7 +12,9 @@
 #include <dsmpi/exec.h>
 #include <dsmpi/model.h>
 #include <dsmpi/profile.h>
+#include <dsmpi/search.h>
 #include <dsmpi/sim.h>
+#include <dsmpi/store.h>
 #include <dsmpi/strategy.h>
 
 #ifdef __cplusplus

@@ -73,6 +73,7 @@
 #define DSMPI_SIM_H
 
 #include <dsmpi/cluster.h>
+#include <dsmpi/comm.h>
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
@@ -114,6 +115,10 @@ typedef struct ds_sim_options {
      * and the device, micro-batch, critical-path and event queries are left
      * empty. */
     int keep_timeline;
+    /* Communication keys the cost table lacks are predicted by this model
+     * (provenance of its prediction) before estimate_missing applies; NULL
+     * (default): none.  Used only during ds_sim_run and ds_sim_estimate. */
+    const ds_comm_model_t *comm_model;
 } ds_sim_options_t;
 
 /* Defaults: symmetric, layer level, no estimates, keep the timeline. */
@@ -293,6 +298,32 @@ typedef struct ds_sim_event {
  * valid until the next call of this function or run. */
 DS_API ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank,
                                         const ds_sim_event_t **events_p, size_t *count_p);
+
+/* ---- estimates without a run ------------------------------------------------------------ */
+
+typedef struct ds_sim_estimate {
+    ds_sim_memory_t memory; /* the device with the largest total (ds_sim_run's peak_memory_GiB) */
+    int memory_stage;       /* its pipeline stage */
+    int oom;                /* some device exceeds its memory (ds_sim_run's oom) */
+    double lower_bound_s;   /* ds_sim_run's iteration_s is at least this; 0 without costs */
+} ds_sim_estimate_t;
+
+/* What a search needs before simulating a candidate, without building the
+ * iteration (microseconds instead of milliseconds):
+ * - the memory of every pipeline stage from the model ds_sim_run uses
+ *   (equal to the run's peak_memory_GiB and oom);
+ * - when `costs` is given (or options->estimate_missing or comm_model), a
+ *   lower bound of the iteration time: m x (F + B) of the busiest pipeline
+ *   rank, F and B the forward and backward passes of one micro-batch through
+ *   all its chunks (TP collectives included).  The bubble, transfers,
+ *   data-parallel traffic and the optimizer step are left out.
+ * Costs are looked up as ds_sim_run does.  Fails like ds_sim_run on
+ * unresolved strategies and missing costs.  Invalidates the results of the
+ * last run (the simulator's memory is reused). */
+DS_API ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model,
+                                   const ds_strategy_t *strategy, const ds_cluster_t *cluster,
+                                   const ds_cost_table_t *costs, const ds_sim_options_t *options,
+                                   ds_sim_estimate_t *estimate_p);
 
 /* ---- exports ---------------------------------------------------------------------------
  * Times are relative to the first event of the reported iteration. */

@@ -39,3 +39,23 @@ ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec)
     *spec = devices[index];
     return DS_OK;
 }
+
+ds_status_t ds_device_spec_match(const char *backend_kind, const char *device_name,
+                                 ds_device_spec_t *spec)
+{
+    static const struct {
+        const char *needle;
+        const char *spec;
+    } names[] = {
+        {"H200", "h200"},         {"H100", "h100-sxm"}, {"B200", "b200"},
+        {"A100-SXM4-40GB", "a100-40g"}, {"A100-PCIE-40GB", "a100-40g"},
+        {"A100", "a100-80g"},
+    };
+    if (backend_kind != NULL && strcmp(backend_kind, "cpu") == 0)
+        return ds_device_spec_lookup("cpu", spec);
+    for (size_t i = 0; device_name != NULL && i < DSI_ARRAY_SIZE(names); i++)
+        if (strstr(device_name, names[i].needle) != NULL)
+            return ds_device_spec_lookup(names[i].spec, spec);
+    return DSI_ERROR(DS_ERR_NOT_FOUND, "no device specification matches '%s'",
+                     device_name != NULL ? device_name : "");
+}

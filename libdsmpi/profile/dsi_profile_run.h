@@ -10,7 +10,7 @@
 
 typedef struct dsi_progress {
     const char *what;
-    size_t total, done;
+    size_t total, done, last_done;
     bool enabled, terminal;
     double start_s, last_print_s;
 } dsi_progress_t;

@@ -22,6 +22,7 @@ void dsi_progress_start(dsi_progress_t *p, const char *what, size_t total, bool 
     p->terminal = enabled && isatty(STDERR_FILENO);
     p->start_s = now_s();
     p->last_print_s = p->start_s;
+    p->last_done = 0;
 }
 
 static void print_line(dsi_progress_t *p, double now, bool final)
@@ -36,6 +37,7 @@ static void print_line(dsi_progress_t *p, double now, bool final)
                 p->total, elapsed, eta);
     fflush(stderr);
     p->last_print_s = now;
+    p->last_done = p->done;
 }
 
 void dsi_progress_step(dsi_progress_t *p, size_t done)
@@ -51,7 +53,9 @@ void dsi_progress_step(dsi_progress_t *p, size_t done)
 
 void dsi_progress_finish(dsi_progress_t *p)
 {
-    if (p->enabled && (p->terminal || p->total > 0))
+    /* A terminal line is closed; a log gets the final count once. */
+    if (p->enabled && (p->terminal || (p->total > 0 && p->last_print_s > p->start_s &&
+                                        p->last_done != p->done)))
         print_line(p, now_s(), true);
 }
 

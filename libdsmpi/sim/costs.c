@@ -1,10 +1,11 @@
 /*
  * Costs of the simulator's events: every key is looked up once per run in
- * the caller's cost table (mean seconds -> integer ns); a key the table lacks
- * is recorded as missing, or estimated from the device roofline and marked
- * assumed.  Layer templates (the operators of one layer pass on one TP
- * layout, with their costs) and stage profiles (the parts of each chunk and
- * their fused sums) are memoised per run.
+ * the caller's cost table (mean seconds -> integer ns); a communication key
+ * the table lacks is predicted by the communication model when one is given;
+ * any other key the table lacks is recorded as missing, or estimated from the
+ * device roofline and marked assumed.  Layer templates (the operators of one
+ * layer pass on one TP layout, with their costs) and stage profiles (the
+ * parts of each chunk and their fused sums) are memoised per run.
  */
 #include "dsi_sim.h"
 
@@ -64,6 +65,11 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
     if (cost != NULL) {
         e.seconds = cost->mean_s;
         e.provenance = cost->provenance;
+    } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
+        ds_comm_prediction_t prediction;
+        DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
+        e.seconds = prediction.cost.mean_s;
+        e.provenance = prediction.cost.provenance;
     } else if (sim->opt.estimate_missing) {
         e.seconds = dsi_estimate_seconds(key, flops, bytes, &sim->cluster);
         e.provenance = DS_PROV_ASSUMED;

@@ -236,6 +236,8 @@ typedef struct dsi_column {
 
 /* ---- the simulator ------------------------------------------------------------------------ */
 
+typedef struct dsi_sim_estimate_cache dsi_sim_estimate_cache_t;
+
 typedef struct dsi_key_entry {
     ds_event_key_t key;
     int64_t ns;
@@ -346,6 +348,8 @@ struct ds_sim {
     ds_sim_event_t *events;
     size_t events_cap;
     double build_s, eval_s;
+
+    dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
 };
 
 /* costs.c */
@@ -374,6 +378,9 @@ void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t 
 
 /* memory.c */
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *memory);
+
+/* estimate.c */
+void dsi_sim_estimate_free(ds_sim_t *sim);
 
 /* Test hook: build the deadlocking unbatched schedule. */
 void dsi_sim_set_unbatched_p2p(ds_sim_t *sim, int on);

@@ -97,6 +97,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->xfer_lane_off);
     dsi_free(sim->xfer_lane_nodes);
     dsi_free(sim->events);
+    dsi_sim_estimate_free(sim);
     dsi_free(sim);
 }
 

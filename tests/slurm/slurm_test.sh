@@ -4,7 +4,7 @@
 # cluster-down), srun launching dsmpi, the sbatch templates, and the
 # time-limit signal reaching a job step.
 #   slurm_test.sh MODE DSMPI SOURCE_DIR
-#   MODE: cluster-up | cluster-down | srun | templates | signal
+#   MODE: cluster-up | cluster-down | srun | templates | signal | profile-signal
 # DSMPI_SLURM_DIR names the cluster's directory.  Exit 77 (skipped) when the
 # Slurm packages are missing or the test does not run as root.
 set -u
@@ -210,6 +210,11 @@ templates)
     export DSMPI=$dsmpi DSMPI_MODEL=gpt2-medium DSMPI_SEQ_LEN=128 DSMPI_GLOBAL_BATCH=16
     export DSMPI_STRATEGY=tp=2,pp=2,mbs=1 DSMPI_TARGET_NODES=2 DSMPI_TARGET_GPUS_PER_NODE=4
     export DSMPI_PLAN_GPUS=8,16 DSMPI_PLAN_TOKENS=1M DSMPI_STEPS="${steps# }"
+    # A small search space and short measurements keep the job to seconds.
+    space="--fix mbs=1 --fix recompute=none --fix zero=0 --fix dp-algo=auto --fix no-sp"
+    export DSMPI_PROFILE_ARGS="$space --sweep-max 64KiB" DSMPI_SEARCH_ARGS="$space"
+    export DSMPI_PLAN_ARGS="$space --estimate-missing"
+    export DS_MEASURE_BUDGET_S=0.05 DS_MEASURE_MIN_REPS=2 DS_MEASURE_WARMUP=1
     unset DSMPI_PROFILE_DB DSMPI_SRUN_MPI DSMPI_GPUS_PER_TASK
     small=(--nodes=1 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 --time=5)
     echo "profile template steps: $DSMPI_STEPS"
@@ -359,6 +364,59 @@ EOF
         got=$(awk '{ print $2 }' step-usr1)
         echo "USR1 reached the step $(awk -v a="$start" -v b="$got" 'BEGIN { printf "%.1f", b - a }') s after the job started"
     fi
+    ;;
+
+profile-signal)
+    require_cluster
+    has_command profile || { echo "this dsmpi has no profile command"; exit 77; }
+    cd "$tmp" || exit 1
+    # dsmpi profile in a one-minute job with --signal=USR1@50: the signal (or,
+    # had it been missed, the SIGTERM at the limit) stops every rank after the
+    # work in hand; the database is committed complete and the job exits 1.
+    # Every measurement runs its whole 4 s budget (an unreachable precision
+    # target), so the profile would need minutes.  A second job resumes.
+    profile=(profile --model gpt2-medium --seq-len 256 --strategy tp=2,pp=2,mbs=1,gbs=16
+             --target-gpus 8 --profile-db signal.h5 --sweep-max 64KiB --json)
+    {
+        echo '#!/bin/bash'
+        echo '#SBATCH --time=1'
+        echo '#SBATCH --signal=USR1@50'
+        echo '#SBATCH --ntasks=2'
+        echo 'export DS_MEASURE_BUDGET_S=4 DS_MEASURE_TARGET_CI=1e-9 DS_MEASURE_MIN_REPS=2 DS_MEASURE_MAX_REPS=10000000'
+        echo "srun --mpi=\${DSMPI_SRUN_MPI:-pmix} $dsmpi ${profile[*]} >first.json 2>first.err"
+        echo 'code=$?'
+        echo 'echo "srun exit code $code"'
+        echo 'exit $code'
+    } >profile-signal.sbatch
+    t0=$(seconds)
+    job=$(sbatch --parsable --wait profile-signal.sbatch 2>submit.err)
+    rc=$?
+    echo "interrupted profile job $job: $(since "$t0") s, exit $rc"
+    check "the job exits 1 after saving (got $rc): $(tail -c 600 first.err)" test "$rc" -eq 1
+    check "stopped on request and saved" grep -q "profiling stopped on request; what was measured is saved in signal.h5" first.err
+    check "the summary says interrupted" json_is first.json 'j["interrupted"]' True
+    check "the database is complete (h5dump reads it)" h5dump -H signal.h5
+    units=$(json first.json 'j["units"]')
+    tasks=$(json first.json 'j["comm_tasks"]')
+    # The rerun, in a job without a near limit and with short measurements,
+    # measures only what the first job did not.
+    {
+        echo '#!/bin/bash'
+        echo '#SBATCH --time=5'
+        echo '#SBATCH --ntasks=2'
+        echo 'export DS_MEASURE_BUDGET_S=0.05 DS_MEASURE_MIN_REPS=2'
+        echo "srun --mpi=\${DSMPI_SRUN_MPI:-pmix} $dsmpi ${profile[*]} >second.json 2>second.err"
+    } >profile-resume.sbatch
+    job=$(sbatch --parsable --wait profile-resume.sbatch 2>>submit.err)
+    rc=$?
+    check "the rerun completes (got $rc): $(tail -c 600 second.err)" test "$rc" -eq 0
+    reused=$(json second.json 'j["units_reused"]')
+    measured=$(json second.json 'j["units_measured"]')
+    tasks_reused=$(json second.json 'j["comm_tasks_reused"]')
+    check "the rerun covers every pass once" test "$((reused + measured))" -eq "$units"
+    check "the rerun reuses what the first job measured" test "$((reused + tasks_reused))" -gt 0
+    check "the rerun is not interrupted" json_is second.json 'j["interrupted"]' False
+    echo "resumed: $reused of $units passes and $tasks_reused of $tasks communication tasks reused"
     ;;
 
 *)

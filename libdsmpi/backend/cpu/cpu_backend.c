@@ -568,13 +568,17 @@ ds_status_t dsi_cpu_open(ds_backend_t *b)
         snprintf(mpi, sizeof(mpi), "unknown MPI");
     mpi[strcspn(mpi, "\n,")] = '\0';
     snprintf(b->device_name, sizeof(b->device_name), "%.100s", model);
+    /* Short enough for the profile database (255 characters): the BLAS
+     * version and kernel set, not its whole build configuration. */
+    char blas[64];
+    snprintf(blas, sizeof(blas), "%s", openblas_get_config());
+    char *space = strchr(blas, ' ');
+    if (space != NULL && (space = strchr(space + 1, ' ')) != NULL)
+        *space = '\0';
     snprintf(b->fingerprint, sizeof(b->fingerprint),
-             "cpu: %s, 1 core | blas: %s (core %s), 1 thread | bf16: %s | fp16: fp32 | "
-             "mpi: %s | clock: governor %s",
-             model, openblas_get_config(), openblas_get_corename(),
-             cpu->sbgemm != NULL ? "bf16 storage, cblas_sbgemm"
-                                 : "fp32 storage and sgemm (this OpenBLAS has no cblas_sbgemm)",
-             mpi, governor);
+             "cpu: %.80s, 1 core | %s (%s), 1 thread | bf16: %s | mpi: %.40s | governor %.16s", model,
+             blas, openblas_get_corename(), cpu->sbgemm != NULL ? "sbgemm" : "fp32 sgemm", mpi,
+             governor);
     if (cpu->pinned)
         snprintf(b->placement, sizeof(b->placement), "cpu core %d (pinned), local rank %d of %d",
                  cpu->core, b->local_rank, b->local_size);

@@ -1,0 +1,268 @@
+/* dsmpi import: measurements made elsewhere into a profile database.  Each
+ * kind of source is one entry of the `importers` table: an option, a help
+ * line and a function that reads the file and adds what it holds (event
+ * costs, communication samples) to the database. */
+#include "commands.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct import_context {
+    ds_profile_db_t *db;
+    const char *fingerprint; /* device the imported event costs are valid for */
+    const char *host;
+    double imported_at_s;
+} import_context_t;
+
+typedef struct import_result {
+    size_t events;       /* event costs read */
+    size_t comm_samples; /* communication samples read */
+    size_t new_events;   /* of the events, keys the database did not hold */
+    size_t replaced;     /* of the events, keys whose cost they replace */
+} import_result_t;
+
+typedef ds_status_t (*import_fn)(const import_context_t *context, const char *path,
+                                 import_result_t *result);
+
+typedef struct importer {
+    const char *option; /* long option, also the source's name in the output */
+    const char *help;
+    import_fn run;
+} importer_t;
+
+/* A text cost table: every entry becomes an event cost marked imported. */
+static ds_status_t import_cost_table(const import_context_t *context, const char *path,
+                                     import_result_t *result)
+{
+    ds_cost_table_t *table = NULL;
+    ds_status_t status = ds_cost_table_create(&table);
+    if (status == DS_OK)
+        status = ds_cost_table_load_text(table, path);
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(table); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(table, i, &key, &cost);
+        ds_profile_record_t record;
+        memset(&record, 0, sizeof(record));
+        record.key = *key;
+        record.cost = *cost;
+        record.cost.provenance = DS_PROV_IMPORTED;
+        snprintf(record.fingerprint, sizeof(record.fingerprint), "%s", context->fingerprint);
+        snprintf(record.host, sizeof(record.host), "%s", context->host);
+        record.rank = -1;
+        record.measured_at_s = context->imported_at_s;
+        if (ds_profile_db_has(context->db, context->fingerprint, key))
+            result->replaced++;
+        else
+            result->new_events++;
+        status = ds_profile_db_add_record(context->db, &record);
+        result->events++;
+    }
+    ds_cost_table_destroy(table);
+    return status;
+}
+
+static const importer_t importers[] = {
+    {"cost-table",
+     "text cost table, one event a line: '<event key> = <mean s>\n"
+     "                           [<median s> <p10 s> <p90 s> <repetitions> <provenance>]',\n"
+     "                           e.g. 'gemm fwd bf16 NN m=2048 n=3072 k=1024 = 1.5e-3'",
+     import_cost_table},
+};
+#define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))
+
+enum { OPT_HELP = 512, OPT_PROFILE_DB, OPT_FINGERPRINT, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_SOURCE };
+
+static void help(void)
+{
+    printf("usage: dsmpi import SOURCE... --profile-db FILE.h5 [--fingerprint F] [options]\n\n"
+           "Adds measurements made elsewhere to a profile database (created when missing),\n"
+           "marked 'imported'.  A cost already in the database for the same device\n"
+           "fingerprint and event key is replaced.  Runs on one process.\n\n"
+           "Sources (each may be given several times):\n");
+    for (size_t i = 0; i < NUM_IMPORTERS; i++)
+        printf("  --%-22s %s\n", importers[i].option, importers[i].help);
+    printf("\nOptions:\n"
+           "  --profile-db FILE.h5     the database to add to (required)\n"
+           "  --fingerprint F          device fingerprint the event costs are valid for\n"
+           "                           (default 'imported')\n"
+           "  --json, --csv            machine-readable output\n"
+           "  --quiet                  no output on success\n"
+           "  --help                   this text\n\n"
+           "Profile databases on file systems without file locking may need\n"
+           "HDF5_USE_FILE_LOCKING=FALSE in the environment.\n");
+}
+
+typedef struct source {
+    size_t importer;
+    const char *path;
+    import_result_t result;
+} source_t;
+
+static void print_table(const app_t *app, const char *db_path, const char *fingerprint,
+                        const source_t *sources, size_t num_sources,
+                        const ds_profile_db_info_t *info)
+{
+    output_preamble(app, stdout);
+    printf("# profile database: %s\n# device fingerprint of the event costs: %s\n#\n", db_path,
+           fingerprint);
+    printf("# %-12s %10s %12s %10s %10s  %s\n", "source", "events", "comm_samples", "new",
+           "replaced", "file");
+    printf("# %-12s %10s %12s %10s %10s\n", "", "(count)", "(count)", "(count)", "(count)");
+    for (size_t i = 0; i < num_sources; i++) {
+        const import_result_t *r = &sources[i].result;
+        printf("  %-12s %10zu %12zu %10zu %10zu  %s\n", importers[sources[i].importer].option,
+               r->events, r->comm_samples, r->new_events, r->replaced, sources[i].path);
+    }
+    printf("#\n# the database now holds %zu events for %zu device fingerprints and %zu "
+           "communication samples\n",
+           info->num_records, info->num_fingerprints, info->num_comm_samples);
+}
+
+static void print_json(const char *db_path, const char *fingerprint, const source_t *sources,
+                       size_t num_sources, const ds_profile_db_info_t *info)
+{
+    printf("{\"profile_db\": ");
+    output_json_string(stdout, db_path);
+    printf(", \"fingerprint\": ");
+    output_json_string(stdout, fingerprint);
+    printf(", \"sources\": [");
+    for (size_t i = 0; i < num_sources; i++) {
+        const import_result_t *r = &sources[i].result;
+        printf("%s{\"source\": \"%s\", \"file\": ", i ? ", " : "",
+               importers[sources[i].importer].option);
+        output_json_string(stdout, sources[i].path);
+        printf(", \"events\": %zu, \"comm_samples\": %zu, \"new\": %zu, \"replaced\": %zu}",
+               r->events, r->comm_samples, r->new_events, r->replaced);
+    }
+    printf("], \"database\": {\"events\": %zu, \"fingerprints\": %zu, \"comm_samples\": %zu}}\n",
+           info->num_records, info->num_fingerprints, info->num_comm_samples);
+}
+
+static void print_csv(const source_t *sources, size_t num_sources)
+{
+    printf("source,file,events,comm_samples,new,replaced\n");
+    for (size_t i = 0; i < num_sources; i++) {
+        const import_result_t *r = &sources[i].result;
+        printf("%s,%s,%zu,%zu,%zu,%zu\n", importers[sources[i].importer].option, sources[i].path,
+               r->events, r->comm_samples, r->new_events, r->replaced);
+    }
+}
+
+/* The command line as one string, for the database's attributes. */
+static void join_command_line(const app_t *app, char *text, size_t size)
+{
+    size_t used = (size_t)snprintf(text, size, "dsmpi");
+    for (int i = 0; i < app->argc && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, " %s", app->argv[i]);
+}
+
+int cmd_import(app_t *app)
+{
+    int code = app_mpi_start(app, false);
+    if (code != APP_EXIT_OK)
+        return code;
+    struct option options[NUM_IMPORTERS + 7];
+    size_t n = 0;
+    for (size_t i = 0; i < NUM_IMPORTERS; i++)
+        options[n++] =
+            (struct option){importers[i].option, required_argument, NULL, OPT_SOURCE + (int)i};
+    options[n++] = (struct option){"profile-db", required_argument, NULL, OPT_PROFILE_DB};
+    options[n++] = (struct option){"fingerprint", required_argument, NULL, OPT_FINGERPRINT};
+    options[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+    options[n++] = (struct option){"csv", no_argument, NULL, OPT_CSV};
+    options[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
+    options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    options[n] = (struct option){NULL, 0, NULL, 0};
+
+    const char *db_path = NULL, *fingerprint = "imported";
+    output_format_t format = OUTPUT_TABLE;
+    bool quiet = false;
+    source_t *sources = calloc((size_t)app->argc + 1, sizeof(*sources));
+    size_t num_sources = 0;
+    if (sources == NULL)
+        return app_usage_error(app, "out of memory");
+    int id;
+    opterr = 0;
+    optind = 1;
+    while ((id = getopt_long(app->argc, app->argv, "", options, NULL)) != -1) {
+        if (id >= OPT_SOURCE && id < OPT_SOURCE + (int)NUM_IMPORTERS) {
+            sources[num_sources++] = (source_t){(size_t)(id - OPT_SOURCE), optarg, {0, 0, 0, 0}};
+            continue;
+        }
+        switch (id) {
+        case OPT_HELP:
+            if (app->rank == 0)
+                help();
+            free(sources);
+            return APP_EXIT_OK;
+        case OPT_PROFILE_DB: db_path = optarg; break;
+        case OPT_FINGERPRINT: fingerprint = optarg; break;
+        case OPT_JSON: format = OUTPUT_JSON; break;
+        case OPT_CSV: format = OUTPUT_CSV; break;
+        case OPT_QUIET: quiet = true; break;
+        default:
+            free(sources);
+            return app_usage_error(
+                app, "option '%s' is not known or lacks its value (see 'dsmpi import --help')",
+                app->argv[optind - 1]);
+        }
+    }
+    if (optind < app->argc) {
+        free(sources);
+        return app_usage_error(app, "unexpected argument '%s' (see 'dsmpi import --help')",
+                               app->argv[optind]);
+    }
+    if (db_path == NULL || num_sources == 0) {
+        free(sources);
+        return app_usage_error(app, "%s (see 'dsmpi import --help')",
+                               db_path == NULL ? "--profile-db FILE.h5 is required"
+                                               : "no source given (accepted: --cost-table FILE)");
+    }
+    if (fingerprint[0] == '\0' || strlen(fingerprint) >= DS_FINGERPRINT_MAX) {
+        free(sources);
+        return app_usage_error(app, "--fingerprint '%s' (accepted: 1 to %d characters)",
+                               fingerprint, DS_FINGERPRINT_MAX - 1);
+    }
+    /* One process does the work; other ranks of an MPI launch have none. */
+    if (app->rank != 0) {
+        free(sources);
+        return APP_EXIT_OK;
+    }
+    ds_profile_db_t *db = NULL;
+    ds_status_t status = ds_profile_db_open(MPI_COMM_NULL, db_path, 0, &db);
+    char host[DS_NAME_MAX] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        strcpy(host, "unknown");
+    host[strcspn(host, ".")] = '\0';
+    import_context_t context = {db, fingerprint, host, (double)time(NULL)};
+    for (size_t i = 0; status == DS_OK && i < num_sources; i++)
+        status = importers[sources[i].importer].run(&context, sources[i].path, &sources[i].result);
+    char command_line[512];
+    join_command_line(app, command_line, sizeof(command_line));
+    if (status == DS_OK)
+        status = ds_profile_db_set_run_info(db, "none (import)", "", command_line);
+    if (status == DS_OK)
+        status = ds_profile_db_commit(db);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    ds_profile_db_info_t info;
+    ds_profile_db_get_info(db, &info);
+    if (!quiet) {
+        if (format == OUTPUT_JSON)
+            print_json(db_path, fingerprint, sources, num_sources, &info);
+        else if (format == OUTPUT_CSV)
+            print_csv(sources, num_sources);
+        else
+            print_table(app, db_path, fingerprint, sources, num_sources, &info);
+    }
+    code = APP_EXIT_OK;
+out:
+    ds_profile_db_close(db);
+    free(sources);
+    return code;
+}

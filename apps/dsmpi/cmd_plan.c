@@ -1,0 +1,630 @@
+/* dsmpi plan: for each cluster size, the best strategy (a search), the time
+ * to train on a token or sample budget, GPU-hours, node-hours, service
+ * units, cost, goodput and scaling efficiency; a table to paste into a
+ * proposal and a chart. */
+#include "commands.h"
+#include "search_inputs.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_TOKENS = 1024,
+    OPT_SAMPLES,
+    OPT_GPUS,
+    OPT_PRICE,
+    OPT_CHARGE,
+    OPT_CKPT_INTERVAL,
+    OPT_CKPT_COST,
+    OPT_RESTART,
+    OPT_MTBF,
+    OPT_MARKDOWN,
+    OPT_SVG,
+    OPT_HELP,
+};
+
+#define MAX_SIZES 64
+
+static void help(void)
+{
+    printf(
+        "usage: dsmpi plan --model M (--tokens N | --samples N) --gpus N[,N...]\n"
+        "                  (--cost-table F | --estimate-missing) [options]\n\n"
+        "For each cluster size, searches the best strategy (as 'dsmpi search') and plans the\n"
+        "training run: iteration time, tokens/s, days to train, GPU-hours, node-hours, service\n"
+        "units, cost, goodput and scaling efficiency against the smallest size.\n\n"
+        "  steps       = ceil(tokens / (global batch x sequence))   (or samples / global batch)\n"
+        "  days        = steps x iteration time / goodput / 86400\n"
+        "  GPU-hours   = GPUs x days x 24;  node-hours = nodes x days x 24\n"
+        "  SU          = node-hours x charge factor;  cost = GPU-hours x price x charge factor\n"
+        "  goodput     = tau / (tau + delta) x (1 - lambda (R + (tau + delta) / 2)), checkpoints\n"
+        "                every tau of training costing delta, restarts of R, interruptions at\n"
+        "                lambda = GPUs / MTBF per GPU (1 without checkpoints and failures)\n"
+        "  efficiency  = GPU-hours(smallest size) / GPU-hours(size)\n\n");
+    printf("Budget and sizes:\n"
+           "  --tokens N               training tokens, K/M/B/T = powers of 1000 (e.g. 1T, 300B)\n"
+           "  --samples N              or training samples (sequences)\n"
+           "  --gpus N[,N...]          cluster sizes, e.g. 256,512,1024,2048\n"
+           "  --gpus-per-node G        devices per node (default 8)\n"
+           "  --cluster FILE           network and device of the cluster (nodes set per size)\n"
+           "  --device NAME            a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
+           "Money and reliability:\n"
+           "  --price-per-gpu-hour X   price of one GPU-hour (currency of your choice)\n"
+           "  --charge-factor F        the site's charge per unit of use (default 1)\n"
+           "  --checkpoint-interval-min M   minutes of training between checkpoints\n"
+           "  --checkpoint-cost-s S    seconds a checkpoint stops training\n"
+           "  --restart-min R          minutes from an interruption to training again\n"
+           "  --mtbf-hours-per-gpu H   mean time between failures of one GPU (a 16384-GPU job\n"
+           "                           interrupted every 3 h: 49152)\n"
+           "Model:\n"
+           "  --model NAME|FILE, --seq-len N, --global-batch N, --dtype fp32|bf16|fp16\n");
+    search_inputs_print_help(stdout);
+    printf("Output:\n"
+           "  --markdown               a Markdown table to paste into a proposal\n"
+           "  --csv, --json, --quiet\n"
+           "  --svg FILE.svg           days to train and scaling efficiency against GPUs\n");
+}
+
+typedef struct options {
+    search_inputs_t si;
+    int64_t gpus[MAX_SIZES];
+    int num_gpus;
+    int64_t tokens, samples;
+    double price, charge, ckpt_interval_min, ckpt_cost_s, restart_min, mtbf_hours;
+    bool charge_given, markdown;
+    const char *svg;
+} options_t;
+
+typedef struct plan_entry {
+    bool found;
+    ds_search_result_t best;
+    ds_plan_row_t row;
+    ds_search_stats_t stats;
+    char note[160];
+} plan_entry_t;
+
+static int parse_gpus(const app_t *app, options_t *o, const char *text)
+{
+    char copy[1024];
+    if (strlen(text) >= sizeof(copy))
+        return app_usage_error(app, "--gpus list is too long (accepted: up to %d sizes)",
+                               MAX_SIZES);
+    strcpy(copy, text);
+    o->num_gpus = 0;
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        if (o->num_gpus == MAX_SIZES)
+            return app_usage_error(app, "more than %d sizes in --gpus", MAX_SIZES);
+        ds_status_t status = ds_parse_count(item, "gpus", 1, 1LL << 24, &o->gpus[o->num_gpus]);
+        if (status != DS_OK)
+            return app_fail(app, status);
+        o->num_gpus++;
+    }
+    if (o->num_gpus == 0)
+        return app_usage_error(app, "--gpus '%s' names no size (accepted: e.g. 256,512,1024,2048)",
+                               text);
+    return APP_EXIT_OK;
+}
+
+static int nonnegative(const app_t *app, const char *name, const char *arg, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || !(v >= 0.0) || v > 1e15)
+        return app_usage_error(app, "--%s '%s' (accepted: a number, 0 or above)", name, arg);
+    *out = v;
+    return APP_EXIT_OK;
+}
+
+static int parse(app_t *app, inputs_t *in, options_t *o)
+{
+    static const struct option own[] = {
+        {"tokens", required_argument, NULL, OPT_TOKENS},
+        {"samples", required_argument, NULL, OPT_SAMPLES},
+        {"gpus", required_argument, NULL, OPT_GPUS},
+        {"price-per-gpu-hour", required_argument, NULL, OPT_PRICE},
+        {"charge-factor", required_argument, NULL, OPT_CHARGE},
+        {"checkpoint-interval-min", required_argument, NULL, OPT_CKPT_INTERVAL},
+        {"checkpoint-cost-s", required_argument, NULL, OPT_CKPT_COST},
+        {"restart-min", required_argument, NULL, OPT_RESTART},
+        {"mtbf-hours-per-gpu", required_argument, NULL, OPT_MTBF},
+        {"markdown", no_argument, NULL, OPT_MARKDOWN},
+        {"svg", required_argument, NULL, OPT_SVG},
+        {"help", no_argument, NULL, OPT_HELP},
+    };
+    struct option extra[64];
+    size_t ne = 0;
+    for (size_t i = 0; search_long_options[i].name != NULL; i++)
+        extra[ne++] = search_long_options[i];
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        extra[ne++] = own[i];
+    extra[ne] = (struct option){NULL, 0, NULL, 0};
+    struct option *table = inputs_long_options(extra, NULL, NULL);
+    if (table == NULL)
+        return app_usage_error(app, "out of memory");
+    int id, code = -1;
+    opterr = 0;
+    optind = 1;
+    while (code == -1 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        int rc = APP_EXIT_OK;
+        ds_status_t status = DS_OK;
+        switch (id) {
+        case OPT_HELP:
+            if (app->rank == 0)
+                help();
+            code = -2;
+            continue;
+        case OPT_TOKENS: status = ds_parse_count(optarg, "tokens", 1, INT64_MAX, &o->tokens); break;
+        case OPT_SAMPLES:
+            status = ds_parse_count(optarg, "samples", 1, INT64_MAX, &o->samples);
+            break;
+        case OPT_GPUS: rc = parse_gpus(app, o, optarg); break;
+        case OPT_PRICE: rc = nonnegative(app, "price-per-gpu-hour", optarg, &o->price); break;
+        case OPT_CHARGE:
+            rc = nonnegative(app, "charge-factor", optarg, &o->charge);
+            o->charge_given = true;
+            break;
+        case OPT_CKPT_INTERVAL:
+            rc = nonnegative(app, "checkpoint-interval-min", optarg, &o->ckpt_interval_min);
+            break;
+        case OPT_CKPT_COST:
+            rc = nonnegative(app, "checkpoint-cost-s", optarg, &o->ckpt_cost_s);
+            break;
+        case OPT_RESTART: rc = nonnegative(app, "restart-min", optarg, &o->restart_min); break;
+        case OPT_MTBF: rc = nonnegative(app, "mtbf-hours-per-gpu", optarg, &o->mtbf_hours); break;
+        case OPT_MARKDOWN: o->markdown = true; break;
+        case OPT_SVG: o->svg = optarg; break;
+        default: {
+            int handled = 0;
+            if (id != '?' && id != ':') {
+                handled = search_inputs_handle(app, &o->si, id, optarg);
+                if (handled == 0)
+                    handled = inputs_handle(app, in, id, optarg);
+            }
+            if (handled < 0)
+                rc = APP_EXIT_USAGE;
+            else if (handled == 0)
+                rc = app_usage_error(
+                    app, "option '%s' is not known or lacks its value (see 'dsmpi plan --help')",
+                    app->argv[optind - 1]);
+        }
+        }
+        if (status != DS_OK)
+            rc = app_fail(app, status);
+        if (rc != APP_EXIT_OK)
+            code = rc;
+    }
+    free(table);
+    if (code == -2)
+        return -1;
+    if (code >= 0)
+        return code;
+    if ((code = search_inputs_positional(app, &o->si, optind)) != APP_EXIT_OK)
+        return code;
+    if (in->strategy_given)
+        return app_usage_error(app, "plan searches the strategies: narrow the space with --fix "
+                                    "KEY=VALUE instead of --strategy or Megatron options");
+    if (in->target_gpus != 0 || in->target_text != NULL || in->demo)
+        return app_usage_error(app, "plan takes the cluster sizes from --gpus N[,N...] (not "
+                                    "--target-gpus, --target-nodes, --target or --demo)");
+    if (o->num_gpus == 0)
+        return app_usage_error(app, "no cluster sizes given (accepted: --gpus 256,512,1024,2048)");
+    if ((o->tokens > 0) == (o->samples > 0))
+        return app_usage_error(
+            app, "give the training budget once (accepted: --tokens N, e.g. 1T, or --samples N)");
+    if (o->mtbf_hours > 0 && !(o->ckpt_interval_min > 0))
+        return app_usage_error(app, "--mtbf-hours-per-gpu needs --checkpoint-interval-min (without "
+                                    "checkpoints every interruption restarts the run)");
+    if ((o->ckpt_cost_s > 0 || o->restart_min > 0) && !(o->ckpt_interval_min > 0) &&
+        !(o->mtbf_hours > 0))
+        return app_usage_error(app,
+                               "--checkpoint-cost-s and --restart-min need "
+                               "--checkpoint-interval-min (and --mtbf-hours-per-gpu for restarts)");
+    return search_inputs_check(app, &o->si);
+}
+
+/* The target of one size. */
+static ds_status_t cluster_of(const inputs_t *in, const ds_cluster_t *template_cluster,
+                              int64_t gpus, ds_cluster_t *cluster)
+{
+    ds_status_t status;
+    if (in->cluster_file != NULL) {
+        *cluster = *template_cluster;
+        int g = cluster->gpus_per_node;
+        if (gpus > g && gpus % g != 0)
+            return ds_set_error(DS_ERR_INVALID_ARG,
+                                "%lld GPUs are not whole nodes of %d (cluster %s)", (long long)gpus,
+                                g, in->cluster_file);
+        cluster->nodes = (gpus + g - 1) / g;
+        if (gpus < g)
+            cluster->gpus_per_node = (int)gpus;
+        return DS_OK;
+    }
+    status = ds_cluster_from_gpus(cluster, gpus, in->target_gpus_per_node);
+    if (status == DS_OK && in->device != NULL)
+        status = ds_device_spec_lookup(in->device, &cluster->device);
+    return status;
+}
+
+static void plan_inputs(const options_t *o, int gpus_per_node, ds_plan_inputs_t *p)
+{
+    ds_plan_inputs_init(p);
+    p->tokens = (double)o->tokens;
+    p->samples = (double)o->samples;
+    if (gpus_per_node > 0)
+        p->gpus_per_node = gpus_per_node;
+    p->price_per_gpu_hour = o->price;
+    p->charge_factor = o->charge_given ? o->charge : 1.0;
+    p->checkpoint_interval_s = o->ckpt_interval_min * 60.0;
+    p->checkpoint_cost_s = o->ckpt_cost_s;
+    p->restart_s = o->restart_min * 60.0;
+    p->mtbf_gpu_s = o->mtbf_hours * 3600.0;
+}
+
+static void strategy_text(const ds_strategy_t *s, char *text, size_t size)
+{
+    ds_strategy_t copy = *s;
+    copy.gbs = 0;
+    ds_strategy_format(&copy, text, size);
+}
+
+static const char *count_text(double value, char *text, size_t size)
+{
+    static const char suffix[] = " KMBT";
+    int i = 0;
+    while (value >= 1000.0 && i < 4) {
+        value /= 1000.0;
+        i++;
+    }
+    if (i == 0)
+        snprintf(text, size, "%.0f", value);
+    else
+        snprintf(text, size, "%.4g%c", value, suffix[i]);
+    return text;
+}
+
+static void print_header(const app_t *app, const inputs_t *in, const options_t *o,
+                         const ds_plan_inputs_t *p, const ds_cluster_t *first, const char *prefix)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    int64_t gbs = in->global_batch > 0 ? in->global_batch : info.global_batch;
+    char a[32], b[32];
+    if (app != NULL)
+        output_preamble(app, stdout);
+    printf("%smodel: %s (%.3g B parameters, seq %d, %s), global batch %lld = %s tokens per "
+           "iteration\n",
+           prefix, info.name, info.num_parameters / 1e9, info.seq_len, ds_dtype_name(info.dtype),
+           (long long)gbs, count_text((double)gbs * info.seq_len, a, sizeof(a)));
+    if (o->tokens > 0)
+        printf("%sbudget: %s tokens\n", prefix, count_text((double)o->tokens, b, sizeof(b)));
+    else
+        printf("%sbudget: %s samples\n", prefix, count_text((double)o->samples, b, sizeof(b)));
+    printf("%sdevice: %s, %d per node; the best strategy of each size is searched as 'dsmpi "
+           "search' does\n",
+           prefix, first->device.name, first->gpus_per_node);
+    if (o->si.estimate)
+        printf("%sASSUMED: costs the table lacks come from the device roofline (%s)\n", prefix,
+               o->si.cost_table ? o->si.cost_table : "no cost table");
+    else
+        printf("%scosts: %s\n", prefix, o->si.cost_table);
+    if (o->si.num_logs > 0)
+        printf("%scommunication: model fitted on %d nccl-tests log%s\n", prefix, o->si.num_logs,
+               o->si.num_logs == 1 ? "" : "s");
+    if (p->checkpoint_interval_s > 0 || p->mtbf_gpu_s > 0)
+        printf("%sgoodput: checkpoint every %.4g min (%.4g s each), restart %.4g min, MTBF %.6g h "
+               "per GPU\n",
+               prefix, p->checkpoint_interval_s / 60.0, p->checkpoint_cost_s, p->restart_s / 60.0,
+               p->mtbf_gpu_s / 3600.0);
+    else
+        printf("%sgoodput: 100%% (no checkpoints or failures given: --checkpoint-interval-min, "
+               "--mtbf-hours-per-gpu)\n",
+               prefix);
+    if (o->price > 0 || o->charge_given)
+        printf("%sservice units = node-hours x %.4g; cost = GPU-hours x %.4g per GPU-hour x %.4g\n",
+               prefix, p->charge_factor, p->price_per_gpu_hour, p->charge_factor);
+    printf(
+        "%sdays = steps x iteration / goodput / 86400; GPU-hours = GPUs x days x 24; efficiency = "
+        "GPU-hours(smallest) / GPU-hours\n",
+        prefix);
+}
+
+static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
+                       const ds_plan_inputs_t *p, const ds_cluster_t *first, const plan_entry_t *e,
+                       int n)
+{
+    print_header(app, in, o, p, first, "# ");
+    printf("#\n# %7s %6s %10s %12s %6s %7s %9s %12s %12s", "gpus", "nodes", "iter_time", "tokens/s",
+           "MFU", "goodput", "days", "GPU-hours", "node-hours");
+    if (o->charge_given)
+        printf(" %12s", "SU");
+    if (o->price > 0)
+        printf(" %14s", "cost");
+    printf(" %6s  %s\n", "eff", "strategy");
+    printf("# %7s %6s %10s %12s %6s %7s %9s %12s %12s", "(count)", "(count)", "(s)", "(token/s)",
+           "(%)", "(%)", "(day)", "(GPU-h)", "(node-h)");
+    if (o->charge_given)
+        printf(" %12s", "(SU)");
+    if (o->price > 0)
+        printf(" %14s", "(currency)");
+    printf(" %6s\n", "(%)");
+    for (int i = 0; i < n; i++) {
+        const ds_plan_row_t *r = &e[i].row;
+        if (!e[i].found) {
+            printf("  %7lld %6lld  %s\n", (long long)o->gpus[i], (long long)r->nodes, e[i].note);
+            continue;
+        }
+        char text[DS_STRATEGY_TEXT_MAX];
+        strategy_text(&e[i].best.strategy, text, sizeof(text));
+        printf("  %7lld %6lld %10.4f %12.4g %6.2f %7.2f %9.3f %12.4g %12.4g", (long long)r->gpus,
+               (long long)r->nodes, r->iteration_s, r->tokens_per_s, 100.0 * e[i].best.mfu,
+               100.0 * r->goodput, r->days, r->gpu_hours, r->node_hours);
+        if (o->charge_given)
+            printf(" %12.4g", r->service_units);
+        if (o->price > 0)
+            printf(" %14.2f", r->cost);
+        printf(" %6.1f  %s\n", 100.0 * r->efficiency, text);
+    }
+    for (int i = 0; i < n; i++)
+        if (e[i].found)
+            printf(
+                "# %lld GPUs: %lld candidates, %lld simulated, %lld skipped by the bound, %.2f s\n",
+                (long long)o->gpus[i], (long long)e[i].stats.candidates,
+                (long long)e[i].stats.simulated, (long long)e[i].stats.bounded,
+                e[i].stats.enumerate_s + e[i].stats.bound_s + e[i].stats.simulate_s);
+}
+
+static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan_inputs_t *p,
+                           const ds_cluster_t *first, const plan_entry_t *e, int n)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    char budget[32];
+    count_text(o->tokens > 0 ? (double)o->tokens : (double)o->samples, budget, sizeof(budget));
+    printf(
+        "| GPUs | nodes | best strategy | iteration (s) | tokens/s | MFU | goodput | days to train "
+        "| GPU-hours | node-hours |%s%s scaling efficiency |\n",
+        o->charge_given ? " service units |" : "", o->price > 0 ? " cost |" : "");
+    printf("|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|%s%s---:|\n",
+           o->charge_given ? "---:|" : "", o->price > 0 ? "---:|" : "");
+    for (int i = 0; i < n; i++) {
+        const ds_plan_row_t *r = &e[i].row;
+        if (!e[i].found) {
+            printf("| %lld | %lld | %s | | | | | | | |%s%s |\n", (long long)o->gpus[i],
+                   (long long)r->nodes, e[i].note, o->charge_given ? " |" : "",
+                   o->price > 0 ? " |" : "");
+            continue;
+        }
+        char text[DS_STRATEGY_TEXT_MAX];
+        strategy_text(&e[i].best.strategy, text, sizeof(text));
+        printf("| %lld | %lld | `%s` | %.3f | %.3g | %.1f%% | %.1f%% | %.1f | %.0f | %.0f |",
+               (long long)r->gpus, (long long)r->nodes, text, r->iteration_s, r->tokens_per_s,
+               100.0 * e[i].best.mfu, 100.0 * r->goodput, r->days, r->gpu_hours, r->node_hours);
+        if (o->charge_given)
+            printf(" %.0f |", r->service_units);
+        if (o->price > 0)
+            printf(" %.0f |", r->cost);
+        printf(" %.1f%% |\n", 100.0 * r->efficiency);
+    }
+    printf("\n*%s, %s %s on %s (%d per node), global batch %lld x %d tokens; predicted with dsmpi "
+           "%s%s. "
+           "Days = steps x iteration time / goodput; GPU-hours = GPUs x days x 24; efficiency = "
+           "GPU-hours "
+           "of the smallest size / GPU-hours.*\n",
+           info.name, budget, o->tokens > 0 ? "tokens" : "samples", first->device.name,
+           first->gpus_per_node,
+           (long long)(in->global_batch > 0 ? in->global_batch : info.global_batch), info.seq_len,
+           DS_VERSION_STRING,
+           o->si.estimate ? " from roofline estimates of the device (assumed, not measured)" : "");
+    (void)p;
+}
+
+static void print_csv(const options_t *o, const plan_entry_t *e, int n)
+{
+    printf(
+        "gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goodput,train_s,days,gpu_hours,node_hours,"
+        "service_units,cost,efficiency,strategy\n");
+    for (int i = 0; i < n; i++) {
+        const ds_plan_row_t *r = &e[i].row;
+        if (!e[i].found) {
+            printf("%lld,%lld,,,,,,,,,,,,,\n", (long long)o->gpus[i], (long long)r->nodes);
+            continue;
+        }
+        char text[DS_STRATEGY_TEXT_MAX];
+        ds_strategy_format(&e[i].best.strategy, text, sizeof(text));
+        printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\"\n",
+               (long long)r->gpus, (long long)r->nodes, r->iteration_s, r->tokens_per_s,
+               e[i].best.mfu, r->steps, r->goodput, r->train_s, r->days, r->gpu_hours,
+               r->node_hours, r->service_units, r->cost, r->efficiency, text);
+    }
+}
+
+static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inputs_t *p,
+                       const plan_entry_t *e, int n)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    printf("{\"model\": ");
+    output_json_string(stdout, info.name);
+    printf(
+        ", \"tokens\": %lld, \"samples\": %lld, \"gpus_per_node\": %d, \"price_per_gpu_hour\": %g, "
+        "\"charge_factor\": %g, \"checkpoint_interval_s\": %g, \"checkpoint_cost_s\": %g, "
+        "\"restart_s\": %g, "
+        "\"mtbf_gpu_s\": %g, \"estimate_missing\": %s, \"sizes\": [",
+        (long long)o->tokens, (long long)o->samples, p->gpus_per_node, p->price_per_gpu_hour,
+        p->charge_factor, p->checkpoint_interval_s, p->checkpoint_cost_s, p->restart_s,
+        p->mtbf_gpu_s, o->si.estimate ? "true" : "false");
+    for (int i = 0; i < n; i++) {
+        const ds_plan_row_t *r = &e[i].row;
+        printf("%s\n  {\"gpus\": %lld, \"nodes\": %lld, ", i ? "," : "", (long long)o->gpus[i],
+               (long long)r->nodes);
+        if (!e[i].found) {
+            printf("\"strategy\": null, \"note\": ");
+            output_json_string(stdout, e[i].note);
+            printf("}");
+            continue;
+        }
+        char text[DS_STRATEGY_TEXT_MAX];
+        ds_strategy_format(&e[i].best.strategy, text, sizeof(text));
+        printf("\"strategy\": ");
+        output_json_string(stdout, text);
+        printf(
+            ", \"iter_time_s\": %.9g, \"tokens_per_s\": %.6g, \"mfu\": %.6f, \"steps\": %.0f, "
+            "\"goodput\": %.6f, \"train_s\": %.6g, \"days\": %.6g, \"gpu_hours\": %.6g, "
+            "\"node_hours\": %.6g, "
+            "\"service_units\": %.6g, \"cost\": %.6g, \"efficiency\": %.6f, \"candidates\": %lld, "
+            "\"simulated\": %lld}",
+            r->iteration_s, r->tokens_per_s, e[i].best.mfu, r->steps, r->goodput, r->train_s,
+            r->days, r->gpu_hours, r->node_hours, r->service_units, r->cost, r->efficiency,
+            (long long)e[i].stats.candidates, (long long)e[i].stats.simulated);
+    }
+    printf("]}\n");
+}
+
+/* One size: search, then the arithmetic.  Collective over comm. */
+static ds_status_t plan_size(const app_t *app, const inputs_t *in, const options_t *o,
+                             const ds_cluster_t *cluster, const ds_plan_inputs_t *p,
+                             plan_entry_t *e)
+{
+    ds_comm_model_t *comm = NULL;
+    ds_search_t *search = NULL;
+    ds_status_t status = search_inputs_comm_model(&o->si, cluster, &comm);
+    if (status == DS_OK)
+        status =
+            search_inputs_create(&o->si, in->model, cluster, in->global_batch, comm, 1, &search);
+    if (status == DS_OK)
+        status = search_inputs_costs_from_db((search_inputs_t *)&o->si, search, cluster);
+    if (status == DS_OK)
+        status = ds_search_run(search, o->si.costs, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+    if (status == DS_ERR_NOT_FOUND)
+        search_inputs_report_missing(app, &o->si, search);
+    if (status == DS_OK) {
+        ds_search_get_stats(search, &e->stats);
+        e->found = ds_search_result_at(search, 0, &e->best) == DS_OK;
+        if (e->found) {
+            ds_model_info_t info;
+            ds_model_get_info(in->model, &info);
+            int64_t tokens = info.arch == DS_ARCH_LAYER_LIST ? 1 : info.seq_len;
+            status = ds_plan_row_compute(p, ds_cluster_num_gpus(cluster), e->best.iteration_s,
+                                         e->best.strategy.gbs, tokens, &e->row);
+        } else {
+            e->row.nodes = cluster->nodes;
+            if (e->stats.out_of_memory > 0)
+                snprintf(e->note, sizeof(e->note),
+                         "no strategy fits: %lld valid ones are out of memory (the smallest needs "
+                         "%.1f GiB)",
+                         (long long)e->stats.out_of_memory, e->stats.min_oom_GiB);
+            else
+                snprintf(e->note, sizeof(e->note), "no valid strategy (%lld combinations)",
+                         (long long)e->stats.enumerated);
+        }
+    }
+    ds_search_destroy(search);
+    ds_comm_model_destroy(comm);
+    return status;
+}
+
+int cmd_plan(app_t *app)
+{
+    int code = app_mpi_start(app, false);
+    if (code != APP_EXIT_OK)
+        return code;
+    inputs_t in;
+    inputs_init(&in);
+    options_t *o = calloc(1, sizeof(*o));
+    plan_entry_t *e = calloc(MAX_SIZES, sizeof(*e));
+    char **original = calloc((size_t)app->argc + 1, sizeof(*original));
+    if (o == NULL || e == NULL || original == NULL) {
+        free(o);
+        free(e);
+        free(original);
+        return app_usage_error(app, "out of memory");
+    }
+    memcpy(original, app->argv, (size_t)app->argc * sizeof(*original));
+    search_inputs_init(&o->si);
+    code = parse(app, &in, o);
+    if (code != 0) {
+        code = code < 0 ? APP_EXIT_OK : code;
+        goto out;
+    }
+    ds_cluster_t template_cluster, first;
+    ds_status_t status = inputs_build_model(&in);
+    if (status == DS_OK && in.cluster_file != NULL)
+        status = ds_cluster_load(in.cluster_file, &template_cluster);
+    if (status == DS_OK && in.cluster_file != NULL && in.device != NULL)
+        status = ds_device_spec_lookup(in.device, &template_cluster.device);
+    static char svg_path[4096];
+    if (o->svg == NULL)
+        o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));
+    if (status == DS_OK)
+        status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+    static ds_device_spec_t measured_device;
+    if (status == DS_OK && o->si.db != NULL && !inputs_target_names_device(&in)) {
+        /* Targets that name no device are the device the costs were measured on. */
+        ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};
+        if (ds_costs_measured_device(&sources, &measured_device) == DS_OK)
+            in.device = measured_device.name;
+    }
+    ds_plan_inputs_t p;
+    for (int i = 0; i < o->num_gpus && status == DS_OK; i++) {
+        ds_cluster_t cluster;
+        status = cluster_of(&in, &template_cluster, o->gpus[i], &cluster);
+        if (status != DS_OK)
+            break;
+        search_inputs_apply_device(&o->si, &cluster);
+        if (i == 0) {
+            first = cluster;
+            plan_inputs(o, cluster.gpus_per_node, &p);
+        }
+        status = plan_size(app, &in, o, &cluster, &p, &e[i]);
+    }
+    if (status == DS_ERR_NOT_FOUND) {
+        code = APP_EXIT_USAGE;
+        goto out;
+    }
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    /* Efficiency against the smallest size with a strategy. */
+    ds_plan_row_t rows[MAX_SIZES];
+    int map[MAX_SIZES], nrows = 0;
+    for (int i = 0; i < o->num_gpus; i++)
+        if (e[i].found) {
+            map[nrows] = i;
+            rows[nrows++] = e[i].row;
+        }
+    ds_plan_set_efficiency(rows, (size_t)nrows);
+    for (int k = 0; k < nrows; k++)
+        e[map[k]].row.efficiency = rows[k].efficiency;
+    code = APP_EXIT_OK;
+    if (app->rank == 0) {
+        app_t shown = *app;
+        shown.argv = original;
+        if (in.format == OUTPUT_JSON)
+            print_json(&in, o, &p, e, o->num_gpus);
+        else if (in.format == OUTPUT_CSV)
+            print_csv(o, e, o->num_gpus);
+        else if (o->markdown)
+            print_markdown(&in, o, &p, &first, e, o->num_gpus);
+        else if (!in.quiet)
+            print_text(&shown, &in, o, &p, &first, e, o->num_gpus);
+        if (o->svg != NULL && nrows > 0) {
+            ds_model_info_t info;
+            ds_model_get_info(in.model, &info);
+            char title[160];
+            snprintf(title, sizeof(title), "%s: days to train and scaling efficiency", info.name);
+            status = ds_plan_write_svg(rows, (size_t)nrows, title, o->svg);
+            if (status != DS_OK)
+                code = app_fail(app, status);
+        }
+    }
+out:
+    search_inputs_free(&o->si);
+    inputs_free(&in);
+    free(original);
+    free(e);
+    free(o);
+    return code;
+}

@@ -1,0 +1,330 @@
+/* dsmpi profile: measure this allocation's share of the unique events of a
+ * model and strategy on a target, into the profile database. */
+#include "commands.h"
+#include "profile_cmd.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OPT_PROFILE_DB = 700,
+    OPT_SITE_DB,
+    OPT_REPROFILE,
+    OPT_BACKEND,
+    OPT_DRY_RUN,
+    OPT_COMPUTE_ONLY,
+    OPT_SWEEP_MIN,
+    OPT_SWEEP_MAX,
+    OPT_SEARCH,
+    OPT_HELP,
+};
+
+static const struct option profile_options[] = {
+    {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
+    {"site-db", required_argument, NULL, OPT_SITE_DB},
+    {"reprofile", no_argument, NULL, OPT_REPROFILE},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"compute-only", no_argument, NULL, OPT_COMPUTE_ONLY},
+    {"sweep-min", required_argument, NULL, OPT_SWEEP_MIN},
+    {"sweep-max", required_argument, NULL, OPT_SWEEP_MAX},
+    {"search", no_argument, NULL, OPT_SEARCH},
+    {NULL, 0, NULL, 0},
+};
+
+const struct option *profile_long_options(void)
+{
+    return profile_options;
+}
+
+void profile_cmd_init(profile_cmd_options_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    ds_profile_options_init(&o->lib);
+    o->lib.fallback_dbs = o->site_dbs;
+    search_inputs_init(&o->space);
+}
+
+int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const char *arg)
+{
+    ds_status_t status = DS_OK;
+    switch (id) {
+    case OPT_PROFILE_DB: o->lib.db_path = arg; return 1;
+    case OPT_SITE_DB:
+        if (o->lib.num_fallbacks == PROFILE_MAX_SITE_DBS)
+            return app_usage_error(app, "more than %d --site-db files", PROFILE_MAX_SITE_DBS), -1;
+        o->site_dbs[o->lib.num_fallbacks++] = arg;
+        return 1;
+    case OPT_REPROFILE: o->lib.reprofile = 1; return 1;
+    case OPT_BACKEND: status = ds_backend_kind_parse(arg, &o->lib.backend); break;
+    case OPT_DRY_RUN: o->dry_run = true; return 1;
+    case OPT_COMPUTE_ONLY: o->lib.compute_only = 1; return 1;
+    case OPT_SWEEP_MIN: status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes); break;
+    case OPT_SWEEP_MAX: status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes); break;
+    case OPT_SEARCH: o->search = true; return 1;
+    default: return search_inputs_handle(app, &o->space, id, arg);
+    }
+    if (status != DS_OK) {
+        app_fail(app, status);
+        return -1;
+    }
+    return 1;
+}
+
+void profile_print_help(FILE *out)
+{
+    fputs("Profiling:\n"
+          "  --profile-db FILE.h5     the profile database (created, or extended and reused)\n"
+          "  --site-db FILE.h5        a read-only database searched after it (repeatable)\n"
+          "  --reprofile              measure again what the databases already hold\n"
+          "  --backend auto|cpu|cuda  the device backend (auto: cuda when every rank sees a GPU)\n"
+          "  --dry-run                print the plan, the coverage of the target's communication\n"
+          "                           and the expected profiling time; measure nothing\n"
+          "  --compute-only           skip communication measurements\n"
+          "  --search                 profile every candidate of the search space at once (as\n"
+          "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
+          "                           --max-mbs), and --strategy when given\n"
+          "  --sweep-min B, --sweep-max B   communication sweep (default 1KiB..256MiB)\n",
+          out);
+}
+
+static void on_signal(int signo)
+{
+    (void)signo;
+    ds_profiler_request_stop();
+}
+
+void profile_install_signal_handlers(void)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGUSR1, &action, NULL);
+}
+
+static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profile_summary_t *s,
+                       bool dry_run)
+{
+    output_preamble(app, stdout);
+    printf("# device: %s; %d ranks on %d node%s\n", ds_profiler_device_name(p), s->ranks, s->nodes,
+           s->nodes == 1 ? "" : "s");
+    printf("# fingerprint: %s\n", ds_profiler_fingerprint(p));
+    printf("# target iteration(s): %lld events over every target device, %zu unique compute and %zu unique communication events\n",
+           (long long)s->target_events, s->compute_keys, s->comm_keys);
+    printf("#\n# %-22s %8s %9s %8s\n", "work", "total", "to_measure", "reused");
+    printf("# %-22s %8s %9s %8s\n", "", "(count)", "(count)", "(count)");
+    printf("  %-22s %8zu %9zu %8zu\n", "layer passes", s->units, s->units_measured, s->units_reused);
+    printf("  %-22s %8zu %9zu %8zu\n", "communication tasks", s->comm_tasks,
+           s->comm_tasks - s->comm_tasks_reused, s->comm_tasks_reused);
+    printf("#\n# communication events of the target, how they will be costed:\n");
+    printf("#   %zu measured here as they are, %zu fitted from measurements at their network level,\n"
+           "#   %zu assumed (no measurement possible at their level here: import nccl-tests logs of the\n"
+           "#   target system with 'dsmpi import', or the cluster description is used)\n",
+           s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed);
+    if (dry_run) {
+        printf("# %-9s %12s  %s\n", "coverage", "count", "event");
+        for (size_t i = 0; i < ds_profiler_comm_key_count(p); i++) {
+            const ds_event_key_t *key;
+            ds_coverage_t coverage;
+            int64_t count;
+            if (ds_profiler_comm_key_at(p, i, &key, &coverage, &count) != DS_OK)
+                break;
+            char text[256];
+            ds_event_key_format(key, text, sizeof(text));
+            printf("  %-9s %12lld  %s\n", ds_coverage_name(coverage), (long long)count, text);
+        }
+        printf("#\n# expected profiling time: %.0f s of layer passes on the busiest rank, %.0f s of communication\n"
+               "# (roofline estimates with the minimum repetitions; size #SBATCH --time with a margin)\n",
+               s->estimated_compute_s, s->estimated_comm_s);
+    }
+}
+
+static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
+{
+    const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
+    printf("#\n# layer passes per rank: load the plan predicted vs measured\n");
+    printf("# %4s %12s %12s\n", "rank", "predicted", "busy");
+    printf("# %4s %12s %12s\n", "", "(s)", "(s)");
+    for (int r = 0; r < s->ranks; r++)
+        printf("  %4d %12.3f %12.3f\n", r, predicted[r], busy[r]);
+    printf("# predicted: roofline estimate of the rank's passes x (warm-up + minimum repetitions), capped by\n"
+           "# the per-event budget; busy: the time the rank spent measuring them\n");
+    printf("#\n# profiled %zu of %zu layer passes (%zu reused from the database), %zu communication tasks (%zu reused)\n",
+           s->units_measured, s->units, s->units_reused, s->comm_tasks - s->comm_tasks_reused,
+           s->comm_tasks_reused);
+    printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, database commit %.2f s%s\n",
+           s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
+           s->interrupted ? " (interrupted: rerun to measure the rest)" : "");
+}
+
+static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
+{
+    fprintf(out, "{\"device\": ");
+    output_json_string(out, ds_profiler_device_name(p));
+    fprintf(out, ", \"fingerprint\": ");
+    output_json_string(out, ds_profiler_fingerprint(p));
+    fprintf(out, ", \"ranks\": %d, \"nodes\": %d, \"target_events\": %lld, \"compute_keys\": %zu, "
+           "\"comm_keys\": %zu, \"units\": %zu, \"units_measured\": %zu, \"units_reused\": %zu, "
+           "\"comm_tasks\": %zu, \"comm_tasks_reused\": %zu, \"comm_keys_measured\": %zu, "
+           "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
+           "\"estimated_comm_s\": %.3f",
+           s->ranks, s->nodes, (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
+           s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
+           s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s,
+           s->estimated_comm_s);
+    if (ran) {
+        const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
+        fprintf(out, ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "
+               "\"commit_wall_s\": %.3f, \"interrupted\": %s, \"per_rank\": [",
+               s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
+               s->interrupted ? "true" : "false");
+        for (int r = 0; r < s->ranks; r++)
+            fprintf(out, "%s{\"rank\": %d, \"predicted_s\": %.3f, \"busy_s\": %.3f}", r ? ", " : "", r,
+                   predicted[r], busy[r]);
+        fprintf(out, "]");
+    }
+    fprintf(out, "}\n");
+}
+
+int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t *o,
+                    ds_profiler_t **profiler_p)
+{
+    ds_profiler_t *p = NULL;
+    ds_profile_summary_t summary;
+    ds_status_t status = ds_profiler_create(MPI_COMM_WORLD, &o->lib, &p);
+    if (status == DS_OK && !o->search)
+        status = ds_profiler_add(p, in->model, &in->strategy, &in->cluster);
+    if (status == DS_OK && o->search) {
+        /* The union of the space: every candidate's passes, measured once. */
+        ds_search_t *search = NULL;
+        status = search_inputs_create(&o->space, in->model, &in->cluster, in->global_batch, NULL, 0,
+                                      &search);
+        if (status == DS_OK)
+            status = ds_search_enumerate(search);
+        for (size_t i = 0; status == DS_OK && i < ds_search_candidate_count(search); i++)
+            status = ds_profiler_add(p, in->model, ds_search_candidate_at(search, i), &in->cluster);
+        /* The strategy named with --strategy too, when it is outside the space. */
+        if (status == DS_OK && in->strategy_given) {
+            ds_strategy_t s = in->strategy;
+            status = ds_strategy_resolve(&s, in->model, ds_cluster_num_gpus(&in->cluster),
+                                         in->cluster.gpus_per_node);
+            if (status == DS_OK)
+                status = ds_profiler_add(p, in->model, &s, &in->cluster);
+        }
+        if (status == DS_OK && ds_search_candidate_count(search) == 0)
+            status = ds_set_error(DS_ERR_INVALID_ARG, "the search space has no valid candidate to profile");
+        ds_search_destroy(search);
+    }
+    if (status == DS_OK)
+        status = ds_profiler_plan(p, &summary);
+    if (status != DS_OK)
+        goto fail;
+    bool json = in->format == OUTPUT_JSON && o->json_ok;
+    if (app->rank == 0 && !in->quiet && !json)
+        print_plan(app, p, &summary, o->dry_run);
+    if (o->dry_run) {
+        if (app->rank == 0 && json)
+            print_json(stdout, p, &summary, false);
+        *profiler_p = p;
+        return APP_EXIT_OK;
+    }
+    fflush(stdout);
+    status = ds_profiler_run(p, &summary);
+    if (app->rank == 0 && (status == DS_OK || status == DS_ERR_INTERRUPTED || status == DS_ERR_UNSUPPORTED)) {
+        if (json)
+            print_json(stdout, p, &summary, true);
+        else if (!in->quiet)
+            print_summary(p, &summary);
+        char path[4096];
+        if (inputs_out_path(in, "profile.json", path, sizeof(path)) != NULL) {
+            FILE *file = fopen(path, "w");
+            if (file != NULL) {
+                print_json(file, p, &summary, true);
+                fclose(file);
+            }
+        }
+    }
+    if (status != DS_OK)
+        goto fail;
+    *profiler_p = p;
+    return APP_EXIT_OK;
+fail:;
+    int code = app_fail(app, status);
+    ds_profiler_destroy(p);
+    return code == APP_EXIT_USAGE ? code : APP_EXIT_FAILURE;
+}
+
+static void help(void)
+{
+    printf("usage: mpiexec -n R dsmpi profile --model M --strategy S --target-gpus N --profile-db FILE.h5\n\n"
+           "Measures the unique events of the model and strategy on the target that the\n"
+           "database does not hold yet for this device: each rank its share of the layer\n"
+           "passes (as training runs them), then communication on the groups this\n"
+           "allocation can form.  The database is checkpointed as it goes; SIGTERM or\n"
+           "SIGUSR1 (Slurm's warning before the time limit) saves what is done and exits 1,\n"
+           "and a rerun measures only the rest.\n\n");
+    inputs_print_help(stdout);
+    profile_print_help(stdout);
+}
+
+int cmd_profile(app_t *app)
+{
+    static const struct option extra[] = {
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    for (int i = 1; i < app->argc; i++)
+        if (strcmp(app->argv[i], "--help") == 0) {
+            help();
+            return APP_EXIT_OK;
+        }
+    int code = app_mpi_start(app, true);
+    if (code != APP_EXIT_OK)
+        return code;
+    profile_install_signal_handlers();
+    inputs_t in;
+    inputs_init(&in);
+    profile_cmd_options_t o;
+    profile_cmd_init(&o);
+    struct option *table = inputs_long_options(extra, profile_long_options(), search_space_long_options);
+    if (table == NULL)
+        return app_usage_error(app, "out of memory");
+    int id;
+    opterr = 0;
+    optind = 1;
+    code = -1;
+    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        int handled = id == '?' || id == ':' ? 0 : profile_handle(app, &o, id, optarg);
+        if (handled == 0 && id != '?' && id != ':')
+            handled = inputs_handle(app, &in, id, optarg);
+        if (handled < 0)
+            code = APP_EXIT_USAGE;
+        else if (handled == 0)
+            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi profile --help')",
+                                   app->argv[optind - 1]);
+    }
+    free(table);
+    if (code < 0 && optind < app->argc)
+        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi profile --help')", app->argv[optind]);
+    if (code < 0 && o.lib.db_path == NULL)
+        code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
+    if (code < 0) {
+        ds_status_t status = o.search ? inputs_build_target(&in) : inputs_build(&in);
+        if (status != DS_OK) {
+            code = app_fail(app, status);
+        } else {
+            char command[512];
+            app_command_line(app, command, sizeof(command));
+            o.lib.command_line = command;
+            ds_profiler_t *p = NULL;
+            o.json_ok = true;
+            code = profile_execute(app, &in, &o, &p);
+            ds_profiler_destroy(p);
+        }
+    }
+    inputs_free(&in);
+    return code;
+}

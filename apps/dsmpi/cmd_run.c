@@ -1,0 +1,124 @@
+/* dsmpi run: the main job.  Profile the unique events on this allocation,
+ * then predict the target from the database (rank 0). */
+#include "commands.h"
+#include "predict.h"
+#include "profile_cmd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_HELP = 800 };
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: mpiexec -n R dsmpi run --model M --strategy S --target-gpus N --profile-db FILE.h5 [options]\n"
+                 "       mpiexec -n 2 dsmpi run --demo\n");
+}
+
+static void help(void)
+{
+    usage(stdout);
+    printf("\nThe main job: profiles on this allocation what the database does not hold yet\n"
+           "(as 'dsmpi profile'), then rank 0 predicts the target from it (as 'dsmpi predict').\n"
+           "Without --device (or a device in --target / --cluster) the target's devices are the\n"
+           "ones profiled here; naming another device scales compute costs by the two devices'\n"
+           "rooflines and marks them assumed.\n"
+           "--demo profiles gpt2-medium (dp=64,tp=4,pp=4,mbs=2,gbs=1024) into dsmpi-demo.h5 and\n"
+           "predicts it on 128 nodes x 8 devices; a bare 'dsmpi run' only prints this usage.\n\n");
+    inputs_print_help(stdout);
+    profile_print_help(stdout);
+    predict_print_help(stdout);
+}
+
+int cmd_run(app_t *app)
+{
+    static const struct option extra[] = {
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    for (int i = 1; i < app->argc; i++)
+        if (strcmp(app->argv[i], "--help") == 0) {
+            help();
+            return APP_EXIT_OK;
+        }
+    int code = app_mpi_start(app, true);
+    if (code != APP_EXIT_OK)
+        return code;
+    if (app->argc < 2) {
+        if (app->rank == 0)
+            usage(stderr);
+        return APP_EXIT_USAGE;
+    }
+    profile_install_signal_handlers();
+    inputs_t in;
+    inputs_init(&in);
+    profile_cmd_options_t po;
+    profile_cmd_init(&po);
+    predict_options_t *o = calloc(1, sizeof(*o));
+    struct option *table = inputs_long_options(extra, profile_long_options(), predict_long_options());
+    if (o == NULL || table == NULL) {
+        free(o);
+        free(table);
+        return app_usage_error(app, "out of memory");
+    }
+    bool sweep_given = false;
+    int id;
+    opterr = 0;
+    optind = 1;
+    code = -1;
+    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        int handled = 0;
+        if (id != '?' && id != ':') {
+            const char *name = app->argv[optind - 1];
+            sweep_given |= strncmp(name, "--sweep-max", 11) == 0;
+            handled = profile_handle(app, &po, id, optarg);
+            if (handled == 0)
+                handled = predict_handle(app, o, id, optarg);
+            if (handled == 0)
+                handled = inputs_handle(app, &in, id, optarg);
+        }
+        if (handled < 0)
+            code = APP_EXIT_USAGE;
+        else if (handled == 0)
+            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi run --help')",
+                                   app->argv[optind - 1]);
+    }
+    free(table);
+    if (code < 0 && optind < app->argc)
+        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi run --help')", app->argv[optind]);
+    if (code < 0 && in.demo) {
+        if (po.lib.db_path == NULL)
+            po.lib.db_path = "dsmpi-demo.h5";
+        if (!sweep_given) /* keeps the demo to a few minutes on CPU ranks */
+            po.lib.sweep_max_bytes = 64 << 20;
+    }
+    if (code < 0 && po.lib.db_path == NULL)
+        code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
+    if (code >= 0)
+        goto out;
+    ds_status_t status = inputs_build(&in);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
+    char command[512];
+    app_command_line(app, command, sizeof(command));
+    po.lib.command_line = command;
+    ds_profiler_t *p = NULL;
+    code = profile_execute(app, &in, &po, &p);
+    if (code == APP_EXIT_OK && !po.dry_run && app->rank == 0) {
+        ds_device_spec_t spec;
+        ds_backend_t *backend = ds_profiler_backend(p);
+        if (ds_device_spec_match(ds_backend_kind_name(ds_backend_kind(backend)),
+                                 ds_backend_device_name(backend), &spec) == DS_OK)
+            inputs_default_device(&in, &spec);
+        printf("#\n");
+        fflush(stdout);
+        code = predict_execute(app, &in, o, ds_profiler_db(p));
+    }
+    ds_profiler_destroy(p);
+out:
+    inputs_free(&in);
+    free(o);
+    return code;
+}

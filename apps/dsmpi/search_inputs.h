@@ -1,0 +1,74 @@
+/* Options `dsmpi search` and `dsmpi plan` share: the space (--fix, --max-tp,
+ * --max-mbs), the costs (--cost-table, --estimate-missing, --nccl-tests) and
+ * the evaluation (--layer-level, --no-bound).  Public API only. */
+#ifndef DSMPI_SEARCH_INPUTS_H
+#define DSMPI_SEARCH_INPUTS_H
+
+#include "app.h"
+
+#define SEARCH_MAX_LOGS 256
+#define SEARCH_MAX_FIXES 128
+
+typedef struct search_inputs {
+    const char *cost_table;
+    bool estimate;
+    double peak_tflops, mem_bw;
+    const char *logs[SEARCH_MAX_LOGS];
+    int num_logs;
+    bool logs_given;
+    const char *fixes[SEARCH_MAX_FIXES];
+    int num_fixes;
+    int64_t max_tp, max_mbs, top;
+    bool layer_level, no_bound;
+    const char *profile_db;
+    const char *fingerprint;
+    /* Built by search_inputs_load. */
+    ds_cost_table_t *costs;
+    ds_comm_samples_t *samples;
+    ds_profile_db_t *db;
+    ds_cost_report_t db_report;
+} search_inputs_t;
+
+/* Option ids from 768 on. */
+extern const struct option search_long_options[];
+/* --fix, --max-tp, --max-mbs only (same ids). */
+extern const struct option search_space_long_options[];
+
+void search_inputs_init(search_inputs_t *si);
+/* 1 handled, 0 not a search option, -1 bad input (message printed). */
+int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const char *arg);
+/* Words left after the options: nccl-tests logs when --nccl-tests was given. */
+int search_inputs_positional(const app_t *app, search_inputs_t *si, int first);
+/* Checks the combination (exit code, or APP_EXIT_OK). */
+int search_inputs_check(const app_t *app, const search_inputs_t *si);
+/* Reads the cost table, the logs and the profile database (opened over
+ * `comm`, collectively: rank 0 reads it and broadcasts). */
+ds_status_t search_inputs_load(search_inputs_t *si, MPI_Comm comm);
+/* Costs of every candidate of `search` from the profile database (measured,
+ * or scaled from another device and marked assumed), when one was given. */
+ds_status_t search_inputs_costs_from_db(search_inputs_t *si, ds_search_t *search,
+                                        const ds_cluster_t *cluster);
+/* The device's peak and bandwidth overrides. */
+void search_inputs_apply_device(const search_inputs_t *si, ds_cluster_t *cluster);
+/* A communication model for `cluster` when logs were given (else *model_p =
+ * NULL). */
+ds_status_t search_inputs_comm_model(const search_inputs_t *si, const ds_cluster_t *cluster,
+                                     ds_comm_model_t **model_p);
+/* A search with the options and fixes; `global_batch` 0: the model's. */
+ds_status_t search_inputs_create(const search_inputs_t *si, const ds_model_t *model,
+                                 const ds_cluster_t *cluster, int64_t global_batch,
+                                 const ds_comm_model_t *comm, int top_k, ds_search_t **search_p);
+void search_inputs_free(search_inputs_t *si);
+/* A space without a candidate: one line saying why, exit 2. */
+int search_inputs_no_candidate(const app_t *app, const ds_search_stats_t *st,
+                               const ds_cluster_t *cluster);
+/* --max-mbs, else the DS_SEARCH_MAX_MBS tunable. */
+int64_t search_inputs_max_mbs(const search_inputs_t *si);
+void search_inputs_print_help(FILE *out);
+/* "# costs: ..." lines of a preamble. */
+void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cluster, FILE *out);
+/* After DS_ERR_NOT_FOUND: the keys of the space the costs lack, and how to
+ * get them (rank 0 prints). */
+void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, ds_search_t *search);
+
+#endif /* DSMPI_SEARCH_INPUTS_H */

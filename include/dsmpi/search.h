@@ -1,0 +1,231 @@
+/*
+ * dsmpi search: every valid hybrid-parallel strategy of a model on a target
+ * cluster, ranked by simulated iteration time; and the plan of a training
+ * run (best strategy, time to train, GPU-hours, node-hours, cost) over a list
+ * of cluster sizes.
+ *
+ * ---- The space -------------------------------------------------------------------
+ * Combinations of, in this order (the candidate index follows it):
+ *   tp        1..max_tp dividing the N target devices (max_tp: devices per node)
+ *   pp        1..layers with tp x pp dividing N;  dp = N / (tp x pp)
+ *   mbs       powers of two up to max_mbs
+ *   schedule  gpipe, 1f1b, interleaved with vpp 2 and 4 (pp > 1); pp = 1 runs
+ *             1f1b only (no pipeline: the schedule changes nothing but gpipe's
+ *             memory)
+ *   sp        off, on (tp > 1 only)
+ *   recompute none, selective, full
+ *   zero      0, 1, 2, 3 (dp > 1 only)
+ *   dp-algo   auto, ring, tree, hierarchical, ps (dp > 1 only)
+ * Everything else (gbs, bucket, overlap, clipping, placement order, ...) is
+ * the base strategy's.  ds_search_fix narrows a dimension to the values
+ * given, or sets a field of the base.  A combination is valid when
+ * ds_strategy_resolve accepts it (heads, layers and micro-batch counts
+ * divide, interleaving's micro-batch groups, zero >= 2 only without
+ * pipelining, ...); a valid one is a candidate when it fits in device memory
+ * by the simulator's memory model (ds_sim_estimate).
+ *
+ * ---- Evaluation ------------------------------------------------------------------
+ * Every candidate is simulated in symmetric mode from one cost table (the
+ * stage-level fast path by default: equal to the layer level) without its
+ * timeline, and ranked by iteration time (ties: lower candidate index
+ * first); the results shown (top K and worst) are simulated again with the
+ * timeline for their bubble and exposed communication.  Branch and bound: the
+ * candidates are visited in increasing order of a lower bound of their
+ * iteration time (ds_sim_estimate: the busiest pipeline rank's forward and
+ * backward passes); once K results are known, a candidate whose bound
+ * exceeds the K-th best time cannot enter the top K and is skipped, with
+ * every later one.  The top K is therefore the one an exhaustive search
+ * finds.  The worst candidate is exact only when nothing was skipped;
+ * otherwise it is the worst of those simulated, which include the K
+ * candidates with the highest bounds.
+ *
+ * Under MPI the bounds are computed in parallel and shared, and the
+ * candidates are dealt to the ranks in bound order; rank 0 merges the
+ * results, which then go to every rank: the ranking does not depend on the
+ * number of ranks.
+ *
+ * ---- Planning --------------------------------------------------------------------
+ * For each cluster size N (nodes = ceil(N / G), G devices per node), with T
+ * the best strategy's iteration time, B the global batch and S the sequence:
+ *   tokens per iteration  B x S            (samples: B)
+ *   steps                 ceil(training tokens / (B x S))   (or samples / B)
+ *   tokens_per_s          B x S / T
+ *   goodput               fraction of wall time that trains (below)
+ *   time to train         steps x T / goodput;  days = that / 86400
+ *   GPU-hours             N x days x 24
+ *   node-hours            nodes x days x 24
+ *   service units         node-hours x charge factor
+ *   cost                  GPU-hours x price per GPU-hour x charge factor
+ *   scaling efficiency    GPU-hours(smallest N) / GPU-hours(N)
+ * Goodput (first-order checkpoint/restart model, Young/Daly): checkpoints
+ * are written every tau seconds of training and take delta seconds;
+ * interruptions arrive at rate lambda = N / MTBF_gpu (MTBF_gpu: mean time
+ * between failures of one GPU; a 16,384-GPU job interrupted every 3 hours
+ * has MTBF_gpu = 16,384 x 3 h); each interruption
+ * costs the restart time R plus, on average, half a checkpoint period:
+ *   goodput = tau / (tau + delta) x (1 - lambda (R + (tau + delta) / 2))
+ * (1 when neither checkpoints nor failures are given; 0 means the run never
+ * finishes: it fails faster than it checkpoints).
+ */
+#ifndef DSMPI_SEARCH_H
+#define DSMPI_SEARCH_H
+
+#include <dsmpi/cluster.h>
+#include <dsmpi/comm.h>
+#include <dsmpi/core.h>
+#include <dsmpi/events.h>
+#include <dsmpi/model.h>
+#include <dsmpi/sim.h>
+#include <dsmpi/strategy.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ds_search ds_search_t;
+
+typedef struct ds_search_options {
+    int max_tp;  /* largest tp enumerated; 0 (default): the cluster's devices per node */
+    int max_mbs; /* largest micro-batch size enumerated; 0 (default): DS_SEARCH_MAX_MBS */
+    int top_k;   /* results ranked (default 10) */
+    ds_sim_granularity_t granularity;  /* default DS_SIM_STAGE (equal to DS_SIM_LAYER) */
+    int estimate_missing;              /* costs the table lacks from the device roofline */
+    const ds_comm_model_t *comm_model; /* predicts communication keys the table lacks */
+    double peak_tflops;                /* > 0: the peak MFU divides by */
+    int bound; /* 1 (default): skip candidates that cannot enter the top K; 0: simulate all */
+} ds_search_options_t;
+
+DS_API void ds_search_options_init(ds_search_options_t *options);
+
+/* A search of `model` on `cluster`.  `base` (NULL: ds_strategy_init) gives
+ * what the space does not vary; its gbs (0: the model's) is the global batch
+ * of every candidate.  The model and the options' comm_model must outlive
+ * the search; the cluster, base and options are copied.  Caller frees with
+ * ds_search_destroy. */
+DS_API ds_status_t ds_search_create(const ds_model_t *model, const ds_cluster_t *cluster,
+                                    const ds_strategy_t *base, const ds_search_options_t *options,
+                                    ds_search_t **search_p);
+DS_API void ds_search_destroy(ds_search_t *search);
+
+/* Narrows the space with strategy-grammar items ("tp=4", "schedule=1f1b",
+ * "no-sp", "bucket=80M", several separated by commas).  Enumerated keys (tp
+ * pp dp mbs schedule vpp sp zero recompute dp-algo) keep only the values
+ * fixed; fixing a key again adds a value ("tp=2" then "tp=4": tp in {2, 4}).
+ * Other keys set that field of every candidate.  Fails on items
+ * ds_strategy_parse rejects. */
+DS_API ds_status_t ds_search_fix(ds_search_t *search, const char *text);
+
+/* Enumerates the space: resolves every combination and drops those that do
+ * not fit in device memory.  Not collective (every rank computes the same). */
+DS_API ds_status_t ds_search_enumerate(ds_search_t *search);
+
+/* Candidates (valid and fitting), in enumeration order. */
+DS_API size_t ds_search_candidate_count(const ds_search_t *search);
+DS_API const ds_strategy_t *ds_search_candidate_at(const ds_search_t *search, size_t index);
+
+/* The union of the events of every candidate (counts add): what profiling
+ * the whole space needs, for the profiler to measure once.  Caller frees with
+ * ds_event_set_destroy. */
+DS_API ds_status_t ds_search_events(const ds_search_t *search, ds_event_set_t **set_p);
+
+/* Simulates the candidates with `costs` (may be NULL with estimate_missing)
+ * and ranks them; enumerates first if that was not done.  Collective over
+ * `comm` (MPI_COMM_NULL: this process alone); the results are the same on
+ * every rank.  Fails with DS_ERR_NOT_FOUND when costs are missing (the
+ * message names the first), on every rank. */
+DS_API ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI_Comm comm);
+
+typedef struct ds_search_result {
+    ds_strategy_t strategy;
+    int64_t candidate; /* index in ds_search_candidate_at */
+    double iteration_s;
+    double samples_per_s, tokens_per_s;
+    double model_tflops_per_gpu, mfu, hfu;
+    double bubble_fraction;
+    double comm_exposed_s; /* mean over devices */
+    double memory_GiB;     /* busiest device */
+    double lower_bound_s;  /* what branch and bound used */
+    double assumed_share;  /* share of the simulated time resting on assumed costs */
+} ds_search_result_t;
+
+/* The ranked results (best first), at most top_k. */
+DS_API size_t ds_search_result_count(const ds_search_t *search);
+DS_API ds_status_t ds_search_result_at(const ds_search_t *search, size_t rank,
+                                       ds_search_result_t *result_p);
+/* The slowest candidate simulated (see worst_exact). */
+DS_API ds_status_t ds_search_worst(const ds_search_t *search, ds_search_result_t *result_p);
+
+typedef struct ds_search_stats {
+    int64_t enumerated;    /* combinations of the space */
+    int64_t invalid;       /* rejected by ds_strategy_resolve */
+    int64_t out_of_memory; /* valid, but above the device memory */
+    int64_t candidates;    /* valid and fitting */
+    int64_t simulated;     /* fully simulated, all ranks */
+    int64_t bounded;       /* skipped: their lower bound exceeds the K-th best time */
+    int64_t failed;        /* the simulation failed (first message below) */
+    int worst_exact;       /* the worst result is the worst of all candidates */
+    int ranks;
+    double enumerate_s;      /* wall time of the enumeration */
+    double bound_s;          /* wall time of the lower bounds */
+    double simulate_s;       /* wall time of the simulations and the merge */
+    double sim_cpu_s;        /* time inside simulations, summed over ranks */
+    double min_oom_GiB;      /* the smallest memory need among those out of memory */
+    char first_invalid[256]; /* why the first invalid combination was rejected */
+    char first_error[256];
+} ds_search_stats_t;
+
+DS_API void ds_search_get_stats(const ds_search_t *search, ds_search_stats_t *stats);
+
+/* ---- planning ------------------------------------------------------------------- */
+
+typedef struct ds_plan_inputs {
+    double tokens;  /* tokens to train on; or 0 and samples */
+    double samples; /* samples (sequences) to train on */
+    int gpus_per_node;
+    double price_per_gpu_hour;    /* 0: no cost */
+    double charge_factor;         /* default 1 */
+    double checkpoint_interval_s; /* 0: no checkpoints */
+    double checkpoint_cost_s;
+    double restart_s;
+    double mtbf_gpu_s; /* one GPU's mean time between failures; 0: no failures */
+} ds_plan_inputs_t;
+
+/* No budget, 8 devices per node, charge factor 1, no checkpoints or failures. */
+DS_API void ds_plan_inputs_init(ds_plan_inputs_t *inputs);
+
+/* Goodput of a run on `gpus` devices (formula above), in [0, 1]. */
+DS_API double ds_plan_goodput(const ds_plan_inputs_t *inputs, int64_t gpus);
+
+typedef struct ds_plan_row {
+    int64_t gpus, nodes;
+    double iteration_s;
+    int64_t samples_per_iteration; /* global batch */
+    int64_t tokens_per_sample;     /* sequence length */
+    double tokens_per_s;
+    double steps;
+    double goodput;
+    double train_s, days;
+    double gpu_hours, node_hours, service_units, cost;
+    double efficiency; /* set by ds_plan_set_efficiency */
+} ds_plan_row_t;
+
+/* The arithmetic of one size.  Fails on non-positive inputs and on a goodput
+ * of 0 (the message says why). */
+DS_API ds_status_t ds_plan_row_compute(const ds_plan_inputs_t *inputs, int64_t gpus,
+                                       double iteration_s, int64_t samples_per_iteration,
+                                       int64_t tokens_per_sample, ds_plan_row_t *row_p);
+
+/* Scaling efficiency of every row against the one with the fewest GPUs. */
+DS_API void ds_plan_set_efficiency(ds_plan_row_t *rows, size_t count);
+
+/* SVG chart: days to train and scaling efficiency against GPUs (log2 axis). */
+DS_API ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const char *title,
+                                     const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSMPI_SEARCH_H */

@@ -1,0 +1,230 @@
+/*
+ * The strategy space: fixes from strategy-grammar items, and every
+ * combination of the enumerated dimensions in candidate order (search.h
+ * says which values each dimension takes).
+ */
+#include "dsi_search.h"
+
+#include <string.h>
+
+static const char *const dim_keys[DSI_FIX_COUNT_] = {"tp",  "pp", "dp",        "mbs",  "schedule",
+                                                     "vpp", "sp", "recompute", "zero", "dp-algo"};
+
+static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
+{
+    for (int i = 0; i < f->count; i++)
+        if (f->values[i] == value)
+            return DS_OK;
+    if (f->count == DSI_SEARCH_MAX_FIXED)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "more than %d values fixed for %s (accepted: at most %d)",
+                         DSI_SEARCH_MAX_FIXED, key, DSI_SEARCH_MAX_FIXED);
+    f->values[f->count++] = value;
+    return DS_OK;
+}
+
+static bool allows(const dsi_fixed_t *f, int value)
+{
+    if (f->count == 0)
+        return true;
+    for (int i = 0; i < f->count; i++)
+        if (f->values[i] == value)
+            return true;
+    return false;
+}
+
+ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
+{
+    char key[64];
+    size_t len = strcspn(item, "=");
+    if (len == 0 || len >= sizeof(key))
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "fix '%s' is not a strategy item (accepted: key=value, e.g. tp=4, "
+                         "schedule=1f1b, or a flag such as no-sp)",
+                         item);
+    memcpy(key, item, len);
+    key[len] = '\0';
+    /* The value is checked by the strategy grammar itself. */
+    ds_strategy_t parsed;
+    ds_strategy_init(&parsed);
+    DSI_TRY(ds_strategy_parse(item, &parsed));
+    bool flag = item[len] == '\0';
+    if (flag && (strcmp(key, "sp") == 0 || strcmp(key, "no-sp") == 0))
+        return add_fixed(&search->fixed[DSI_FIX_SP], "sp", parsed.sp);
+    for (int d = 0; d < DSI_FIX_COUNT_ && !flag; d++) {
+        if (strcmp(key, dim_keys[d]) != 0)
+            continue;
+        int value = 0;
+        switch ((dsi_dim_id_t)d) {
+        case DSI_FIX_TP: value = parsed.tp; break;
+        case DSI_FIX_PP: value = parsed.pp; break;
+        case DSI_FIX_DP: value = parsed.dp; break;
+        case DSI_FIX_MBS: value = parsed.mbs; break;
+        case DSI_FIX_SCHEDULE: value = (int)parsed.schedule; break;
+        case DSI_FIX_VPP: value = parsed.vpp; break;
+        case DSI_FIX_SP: value = parsed.sp; break;
+        case DSI_FIX_RECOMPUTE: value = (int)parsed.recompute; break;
+        case DSI_FIX_ZERO: value = parsed.zero; break;
+        case DSI_FIX_DP_ALGO: value = (int)parsed.dp_algo; break;
+        case DSI_FIX_COUNT_: break;
+        }
+        return add_fixed(&search->fixed[d], dim_keys[d], value);
+    }
+    /* Not enumerated: a field of every candidate. */
+    return ds_strategy_parse(item, &search->base);
+}
+
+/* Values of one dimension: the fixed ones, else `defaults`. */
+typedef struct values {
+    int count;
+    int v[64];
+} values_t;
+
+static void from_fixed_or(values_t *out, const dsi_fixed_t *f, const int *defaults, int count)
+{
+    out->count = 0;
+    if (f->count > 0) {
+        for (int i = 0; i < f->count; i++)
+            out->v[out->count++] = f->values[i];
+        return;
+    }
+    for (int i = 0; i < count && out->count < (int)DSI_ARRAY_SIZE(out->v); i++)
+        out->v[out->count++] = defaults[i];
+}
+
+/* A dimension that has no effect here (sp with tp = 1, zero and dp-algo
+ * with dp = 1) keeps one value: the default when allowed, else the first
+ * fixed one (sp: none, it needs tp > 1). */
+static void keep_one(values_t *vals, int preferred)
+{
+    if (vals->count <= 1)
+        return;
+    for (int i = 0; i < vals->count; i++)
+        if (vals->v[i] == preferred) {
+            vals->v[0] = preferred;
+            vals->count = 1;
+            return;
+        }
+    vals->count = 1;
+}
+
+typedef struct sched_option {
+    ds_schedule_t schedule;
+    int vpp;
+} sched_option_t;
+
+static int schedule_options(const ds_search_t *search, int pp, sched_option_t *out)
+{
+    const dsi_fixed_t *fs = &search->fixed[DSI_FIX_SCHEDULE], *fv = &search->fixed[DSI_FIX_VPP];
+    int n = 0;
+    bool flat = allows(fv, 1);
+    if (pp == 1) {
+        /* No pipeline: one schedule (1f1b unless only gpipe is allowed). */
+        if (flat && allows(fs, DS_SCHEDULE_1F1B))
+            out[n++] = (sched_option_t){DS_SCHEDULE_1F1B, 1};
+        else if (flat && allows(fs, DS_SCHEDULE_GPIPE))
+            out[n++] = (sched_option_t){DS_SCHEDULE_GPIPE, 1};
+        return n;
+    }
+    if (flat && allows(fs, DS_SCHEDULE_GPIPE))
+        out[n++] = (sched_option_t){DS_SCHEDULE_GPIPE, 1};
+    if (flat && allows(fs, DS_SCHEDULE_1F1B))
+        out[n++] = (sched_option_t){DS_SCHEDULE_1F1B, 1};
+    if (allows(fs, DS_SCHEDULE_INTERLEAVED)) {
+        if (fv->count > 0) {
+            for (int i = 0; i < fv->count && n < 16; i++)
+                if (fv->values[i] > 1)
+                    out[n++] = (sched_option_t){DS_SCHEDULE_INTERLEAVED, fv->values[i]};
+        } else {
+            out[n++] = (sched_option_t){DS_SCHEDULE_INTERLEAVED, 2};
+            out[n++] = (sched_option_t){DS_SCHEDULE_INTERLEAVED, 4};
+        }
+    }
+    return n;
+}
+
+ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t visit, void *arg)
+{
+    ds_model_info_t info;
+    ds_model_get_info(search->model, &info);
+    int64_t N = ds_cluster_num_gpus(&search->cluster);
+    int L = info.num_layers > 0 ? info.num_layers : 1;
+    int max_tp = search->opt.max_tp > 0 ? search->opt.max_tp : search->cluster.gpus_per_node;
+    int max_mbs = search->opt.max_mbs > 0 ? search->opt.max_mbs
+                                          : (int)dsi_param_int(DSI_PARAM_SEARCH_MAX_MBS);
+    const dsi_fixed_t *fx = search->fixed;
+
+    values_t tps, mbss, sps, recs, zeros, algos;
+    int defaults[64] = {0};
+    int n = 0;
+    for (int t = 1; t <= max_tp && n < 64; t++)
+        if (N % t == 0)
+            defaults[n++] = t;
+    from_fixed_or(&tps, &fx[DSI_FIX_TP], defaults, n);
+    n = 0;
+    for (int b = 1; b <= max_mbs && n < 64; b *= 2)
+        defaults[n++] = b;
+    from_fixed_or(&mbss, &fx[DSI_FIX_MBS], defaults, n);
+    static const int sp_values[] = {0, 1};
+    static const int rec_values[] = {DS_RECOMPUTE_NONE, DS_RECOMPUTE_SELECTIVE, DS_RECOMPUTE_FULL};
+    static const int zero_values[] = {0, 1, 2, 3};
+    static const int algo_values[] = {DS_DP_AUTO, DS_DP_RING, DS_DP_TREE, DS_DP_HIERARCHICAL,
+                                      DS_DP_PS};
+    from_fixed_or(&recs, &fx[DSI_FIX_RECOMPUTE], rec_values, 3);
+
+    for (int ti = 0; ti < tps.count; ti++) {
+        int tp = tps.v[ti];
+        values_t pps;
+        n = 0;
+        for (int p = 1; p <= L && n < 64; p++)
+            if (N % ((int64_t)tp * p) == 0)
+                defaults[n++] = p;
+        from_fixed_or(&pps, &fx[DSI_FIX_PP], defaults, n);
+        from_fixed_or(&sps, &fx[DSI_FIX_SP], sp_values, 2);
+        if (tp == 1) {
+            /* Sequence parallelism needs tp > 1. */
+            int kept = 0;
+            for (int i = 0; i < sps.count; i++)
+                if (sps.v[i] == 0)
+                    kept = 1;
+            sps.count = kept;
+            sps.v[0] = 0;
+        }
+        for (int pi = 0; pi < pps.count; pi++) {
+            int pp = pps.v[pi];
+            int64_t mp = (int64_t)tp * pp;
+            int dp = N % mp == 0 ? (int)(N / mp) : 0; /* 0: resolve rejects it */
+            if (fx[DSI_FIX_DP].count > 0 && !allows(&fx[DSI_FIX_DP], dp))
+                continue;
+            sched_option_t sched[20];
+            int num_sched = schedule_options(search, pp, sched);
+            from_fixed_or(&zeros, &fx[DSI_FIX_ZERO], zero_values, 4);
+            from_fixed_or(&algos, &fx[DSI_FIX_DP_ALGO], algo_values, 5);
+            if (dp == 1) {
+                keep_one(&zeros, 0);
+                keep_one(&algos, DS_DP_AUTO);
+            }
+            for (int bi = 0; bi < mbss.count; bi++)
+                for (int si = 0; si < num_sched; si++)
+                    for (int qi = 0; qi < sps.count; qi++)
+                        for (int ri = 0; ri < recs.count; ri++)
+                            for (int zi = 0; zi < zeros.count; zi++)
+                                for (int ai = 0; ai < algos.count; ai++) {
+                                    ds_strategy_t s = search->base;
+                                    s.tp = tp;
+                                    s.pp = pp;
+                                    s.dp = dp;
+                                    s.mbs = mbss.v[bi];
+                                    s.schedule = sched[si].schedule;
+                                    s.vpp = sched[si].vpp;
+                                    s.layers_per_virtual_stage = 0;
+                                    s.sp = sps.v[qi];
+                                    s.recompute = (ds_recompute_t)recs.v[ri];
+                                    s.zero = zeros.v[zi];
+                                    s.dp_algo = (ds_dp_algo_t)algos.v[ai];
+                                    DSI_TRY(visit(search, &s, arg));
+                                }
+        }
+    }
+    return DS_OK;
+}

@@ -1,0 +1,517 @@
+/* The strategy search: the enumerator gives exactly the valid set of small
+ * spaces (counted by hand below); fixes narrow or set fields; the memory
+ * filter agrees with the simulator's memory model; the lower bound never
+ * exceeds the simulated time, so branch and bound finds the exhaustive top
+ * K; the union of the candidates' events holds every event of each; the
+ * communication model fills missing communication costs exactly as
+ * ds_comm_model_fill does; the plan's arithmetic. */
+#include "check.h"
+
+#include <stdlib.h>
+
+static ds_model_t *load(const char *name, int64_t seq_len)
+{
+    ds_model_t *model = NULL;
+    if (ds_model_load(name, &model) != DS_OK) {
+        fprintf(stderr, "%s: %s\n", name, ds_last_error());
+        exit(1);
+    }
+    if (seq_len > 0 && ds_model_set_seq_len(model, seq_len) != DS_OK)
+        exit(1);
+    return model;
+}
+
+static ds_cluster_t cluster_of(int64_t nodes, int per_node, const char *device)
+{
+    ds_cluster_t c;
+    if (ds_cluster_init(&c, nodes, per_node, device) != DS_OK) {
+        fprintf(stderr, "cluster: %s\n", ds_last_error());
+        exit(1);
+    }
+    return c;
+}
+
+static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster, int64_t gbs,
+                         const ds_search_options_t *options, const char *const *fixes)
+{
+    ds_strategy_t base;
+    ds_strategy_init(&base);
+    base.gbs = gbs;
+    ds_search_t *search = NULL;
+    if (ds_search_create(model, cluster, &base, options, &search) != DS_OK) {
+        fprintf(stderr, "search: %s\n", ds_last_error());
+        exit(1);
+    }
+    for (size_t i = 0; fixes != NULL && fixes[i] != NULL; i++)
+        CHECK_OK(ds_search_fix(search, fixes[i]));
+    return search;
+}
+
+static void text_of(const ds_strategy_t *s, char *text, size_t size)
+{
+    ds_strategy_format(s, text, size);
+}
+
+/* bert-large (24 layers, 16 heads, sequence 512, global batch 256) on one
+ * node of 4, with mbs, recompute, zero and dp-algo fixed:
+ *   tp x pp dividing 4: (1,1) (1,2) (1,4) (2,1) (2,2) (4,1)          6 pairs
+ *   schedules: pp = 1 runs 1f1b only; pp > 1: gpipe, 1f1b,
+ *              interleaved vpp 2 and vpp 4                          4 each
+ *   sp: off only with tp = 1; off and on with tp = 2, 4
+ *   combinations: 1 + 4 + 4 + 2 + 4x2 + 2                          = 21
+ *   invalid: (1,4) with vpp 4 (pp x vpp = 16 does not divide 24)   = 1
+ *   valid: 20, all of them fit in 80 GiB. */
+static void test_enumerate_by_hand(void)
+{
+    static const char *const expected[] = {
+        "dp=4,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b",
+        "dp=2,tp=1,pp=2,mbs=1,gbs=256,schedule=gpipe",
+        "dp=2,tp=1,pp=2,mbs=1,gbs=256,schedule=1f1b",
+        "dp=2,tp=1,pp=2,mbs=1,gbs=256,schedule=interleaved,vpp=2",
+        "dp=2,tp=1,pp=2,mbs=1,gbs=256,schedule=interleaved,vpp=4",
+        "dp=1,tp=1,pp=4,mbs=1,gbs=256,schedule=gpipe",
+        "dp=1,tp=1,pp=4,mbs=1,gbs=256,schedule=1f1b",
+        "dp=1,tp=1,pp=4,mbs=1,gbs=256,schedule=interleaved,vpp=2",
+        "dp=2,tp=2,pp=1,mbs=1,gbs=256,schedule=1f1b",
+        "dp=2,tp=2,pp=1,mbs=1,gbs=256,schedule=1f1b,sp",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=gpipe",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=gpipe,sp",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=1f1b",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=1f1b,sp",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=interleaved,vpp=2",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=interleaved,vpp=2,sp",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=interleaved,vpp=4",
+        "dp=1,tp=2,pp=2,mbs=1,gbs=256,schedule=interleaved,vpp=4,sp",
+        "dp=1,tp=4,pp=1,mbs=1,gbs=256,schedule=1f1b",
+        "dp=1,tp=4,pp=1,mbs=1,gbs=256,schedule=1f1b,sp",
+    };
+    ds_model_t *model = load("bert-large", 0);
+    ds_cluster_t cluster = cluster_of(1, 4, "h100-sxm");
+    static const char *const fixes[] = {"mbs=1", "recompute=none", "zero=0", "dp-algo=auto", NULL};
+    ds_search_t *search = make(model, &cluster, 0, NULL, fixes);
+    CHECK_OK(ds_search_enumerate(search));
+    ds_search_stats_t st;
+    ds_search_get_stats(search, &st);
+    CHECK_INT(st.enumerated, 21);
+    CHECK_INT(st.invalid, 1);
+    CHECK_INT(st.out_of_memory, 0);
+    CHECK_INT(st.candidates, 20);
+    CHECK_INT(ds_search_candidate_count(search), (sizeof(expected) / sizeof(expected[0])));
+    for (size_t i = 0;
+         i < ds_search_candidate_count(search) && i < (sizeof(expected) / sizeof(expected[0]));
+         i++) {
+        char text[DS_STRATEGY_TEXT_MAX];
+        text_of(ds_search_candidate_at(search, i), text, sizeof(text));
+        CHECK_MSG(strcmp(text, expected[i]) == 0, "candidate %zu is %s, expected %s", i, text,
+                  expected[i]);
+    }
+    CHECK(ds_search_candidate_at(search, 20) == NULL);
+    ds_search_destroy(search);
+    ds_model_destroy(model);
+}
+
+/* gpt2-medium on one node of 8 with tp = 2 and everything but zero and
+ * dp-algo fixed:
+ *   pp = 2 (dp = 2): zero 0..3 x dp-algo 5                          = 20
+ *     invalid: zero 2 and 3 with pp > 1 (10), ps with zero 1 (1)    = 11 -> 9 valid
+ *   pp = 1 (dp = 4): 20 combinations; ps with zero 1, 2, 3 invalid  = 3 -> 17 valid
+ *   dp = 1 keeps zero 0 and dp-algo auto only: tp 2, pp 4 gives one. */
+static void test_enumerate_zero_and_dp_algo(void)
+{
+    ds_model_t *model = load("gpt2-medium", 0);
+    ds_cluster_t cluster = cluster_of(1, 8, "h100-sxm");
+    static const char *const pp2[] = {"tp=2,pp=2,mbs=1,schedule=1f1b,no-sp,recompute=none", NULL};
+    static const char *const pp1[] = {"tp=2", "pp=1", "mbs=1", "no-sp", "recompute=none", NULL};
+    static const char *const pp4[] = {"tp=2",  "pp=4",           "mbs=1", "schedule=1f1b",
+                                      "no-sp", "recompute=none", NULL};
+    const char *const *cases[] = {pp2, pp1, pp4};
+    const int64_t combos[] = {20, 20, 1}, invalid[] = {11, 3, 0};
+    for (int c = 0; c < 3; c++) {
+        ds_search_t *search = make(model, &cluster, 0, NULL, cases[c]);
+        CHECK_OK(ds_search_enumerate(search));
+        ds_search_stats_t st;
+        ds_search_get_stats(search, &st);
+        CHECK_INT(st.enumerated, combos[c]);
+        CHECK_INT(st.invalid, invalid[c]);
+        CHECK_INT(st.candidates, combos[c] - invalid[c] - st.out_of_memory);
+        CHECK_INT(st.out_of_memory, 0);
+        for (size_t i = 0; i < ds_search_candidate_count(search); i++) {
+            const ds_strategy_t *s = ds_search_candidate_at(search, i);
+            CHECK(s->tp == 2);
+            CHECK(!(s->dp_algo == DS_DP_PS && s->zero != 0));
+            CHECK(!(s->pp > 1 && s->zero >= 2));
+            if (s->dp == 1)
+                CHECK(s->zero == 0 && s->dp_algo == DS_DP_AUTO);
+        }
+        ds_search_destroy(search);
+    }
+    ds_model_destroy(model);
+}
+
+/* Fixing a key twice allows both values; other keys set a field of every
+ * candidate; a bad item changes nothing. */
+static void test_fixes(void)
+{
+    ds_model_t *model = load("bert-large", 0);
+    ds_cluster_t cluster = cluster_of(1, 8, "h100-sxm");
+    static const char *const fixes[] = {"tp=2",       "tp=4",       "mbs=2",  "schedule=1f1b",
+                                        "bucket=80M", "no-overlap", "gbs=64", NULL};
+    ds_search_t *search = make(model, &cluster, 0, NULL, fixes);
+    CHECK_FAILS(ds_search_fix(search, "tp=x"), DS_ERR_INVALID_ARG, "tp");
+    CHECK_FAILS(ds_search_fix(search, "pp=1,foo=1"), DS_ERR_INVALID_ARG,
+                "strategy key 'foo' is not known");
+    CHECK_FAILS(ds_search_fix(search, ""), DS_ERR_INVALID_ARG, "fix is empty");
+    CHECK_FAILS(ds_search_fix(search, "=3"), DS_ERR_INVALID_ARG, "not a strategy item");
+    CHECK_OK(ds_search_enumerate(search));
+    int seen[5] = {0}, pps[9] = {0};
+    for (size_t i = 0; i < ds_search_candidate_count(search); i++) {
+        const ds_strategy_t *s = ds_search_candidate_at(search, i);
+        CHECK(s->tp == 2 || s->tp == 4);
+        seen[s->tp]++;
+        pps[s->pp]++;
+        CHECK(s->mbs == 2);
+        CHECK(s->schedule == DS_SCHEDULE_1F1B);
+        CHECK(s->bucket_params == 80000000);
+        CHECK(s->overlap_grad_reduce == 0);
+        CHECK(s->gbs == 64);
+    }
+    CHECK(seen[2] > 0 && seen[4] > 0);
+    CHECK(pps[2] > 0); /* "pp=1,foo=1" failed as a whole: pp was not narrowed */
+    ds_search_destroy(search);
+    ds_model_destroy(model);
+}
+
+/* The memory filter keeps exactly the strategies the full simulation says
+ * fit, with the same peak memory. */
+static void test_memory_filter(void)
+{
+    ds_model_t *model = load("llama2-7b", 1024);
+    ds_cluster_t cluster = cluster_of(1, 8, "a100-40g");
+    ds_cluster_t roomy = cluster;
+    roomy.device.memory_GiB = 1e9;
+    static const char *const fixes[] = {"mbs=1", "dp-algo=auto", NULL};
+    ds_search_t *all = make(model, &roomy, 64, NULL, fixes);
+    ds_search_t *fit = make(model, &cluster, 64, NULL, fixes);
+    CHECK_OK(ds_search_enumerate(all));
+    CHECK_OK(ds_search_enumerate(fit));
+    ds_search_stats_t sa, sf;
+    ds_search_get_stats(all, &sa);
+    ds_search_get_stats(fit, &sf);
+    CHECK_INT(sa.out_of_memory, 0);
+    CHECK(sf.out_of_memory > 0 && sf.candidates > 0); /* the case has both */
+    CHECK_INT(sf.candidates + sf.out_of_memory, sa.candidates);
+    ds_sim_t *sim = NULL;
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_sim_create(&sim));
+    CHECK_OK(ds_cost_table_create(&costs));
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.estimate_missing = 1;
+    so.keep_timeline = 0;
+    size_t next_fit = 0;
+    int64_t oom = 0;
+    for (size_t i = 0; i < ds_search_candidate_count(all); i++) {
+        const ds_strategy_t *s = ds_search_candidate_at(all, i);
+        CHECK_OK(ds_sim_run(sim, model, s, &cluster, costs, &so));
+        ds_sim_summary_t sum;
+        ds_sim_get_summary(sim, &sum);
+        ds_sim_estimate_t est;
+        CHECK_OK(ds_sim_estimate(sim, model, s, &cluster, NULL, &so, &est));
+        CHECK_NEAR(est.memory.total_B / (1024.0 * 1024.0 * 1024.0), sum.peak_memory_GiB, 1e-12);
+        CHECK_INT(est.oom, sum.oom);
+        if (sum.oom) {
+            oom++;
+            continue;
+        }
+        /* The fitting candidates, in the same order. */
+        char a[DS_STRATEGY_TEXT_MAX], b[DS_STRATEGY_TEXT_MAX] = "";
+        text_of(s, a, sizeof(a));
+        if (next_fit < ds_search_candidate_count(fit))
+            text_of(ds_search_candidate_at(fit, next_fit), b, sizeof(b));
+        CHECK_MSG(strcmp(a, b) == 0, "fitting candidate %zu is %s, expected %s", next_fit, b, a);
+        next_fit++;
+    }
+    CHECK_INT(oom, sf.out_of_memory);
+    CHECK_INT(next_fit, ds_search_candidate_count(fit));
+    ds_cost_table_destroy(costs);
+    ds_sim_destroy(sim);
+    ds_search_destroy(all);
+    ds_search_destroy(fit);
+    ds_model_destroy(model);
+}
+
+/* Every lower bound is at most the simulated time; branch and bound gives
+ * the exhaustive top K; layer and stage level rank alike. */
+static void test_bound_and_ranking(void)
+{
+    ds_model_t *model = load("llama2-7b", 1024);
+    ds_cluster_t cluster = cluster_of(2, 8, "a100-80g");
+    static const char *const fixes[] = {"mbs=1", "recompute=none", NULL};
+    ds_search_options_t o;
+    ds_search_options_init(&o);
+    o.estimate_missing = 1;
+    o.bound = 0;
+    o.top_k = 100000;
+    ds_search_t *exhaustive = make(model, &cluster, 64, &o, fixes);
+    CHECK_OK(ds_search_run(exhaustive, NULL, MPI_COMM_NULL));
+    ds_search_stats_t se;
+    ds_search_get_stats(exhaustive, &se);
+    CHECK(se.candidates > 50);
+    CHECK_INT(se.simulated, se.candidates);
+    CHECK_INT(se.bounded, 0);
+    CHECK_INT(se.failed, 0);
+    CHECK(se.worst_exact);
+    CHECK_INT(ds_search_result_count(exhaustive), se.candidates);
+    ds_search_result_t prev, r, worst;
+    memset(&prev, 0, sizeof(prev));
+    double min_ratio = 1e300;
+    for (size_t i = 0; i < ds_search_result_count(exhaustive); i++) {
+        CHECK_OK(ds_search_result_at(exhaustive, i, &r));
+        CHECK_MSG(r.lower_bound_s > 0 && r.lower_bound_s <= r.iteration_s,
+                  "candidate %lld: bound %.9g above time %.9g", (long long)r.candidate,
+                  r.lower_bound_s, r.iteration_s);
+        if (r.lower_bound_s > 0 && r.iteration_s / r.lower_bound_s < min_ratio)
+            min_ratio = r.iteration_s / r.lower_bound_s;
+        if (i > 0)
+            CHECK(prev.iteration_s < r.iteration_s ||
+                  (prev.iteration_s == r.iteration_s && prev.candidate < r.candidate));
+        CHECK(r.memory_GiB > 0 && r.memory_GiB <= 80.0);
+        CHECK(r.mfu > 0 && r.mfu < 1);
+        if (r.strategy.pp > 1) /* shown results carry the bubble the timeline gives */
+            CHECK(r.bubble_fraction > 0 && r.bubble_fraction < 1);
+        CHECK(r.comm_exposed_s >= 0 && r.comm_exposed_s < r.iteration_s);
+        CHECK_NEAR(r.samples_per_s, 64.0 / r.iteration_s, 1e-9);
+        prev = r;
+    }
+    CHECK_OK(ds_search_worst(exhaustive, &worst));
+    CHECK(worst.iteration_s == prev.iteration_s);
+    printf("bound: %lld candidates, time / bound at least %.4f\n", (long long)se.candidates,
+           min_ratio);
+
+    for (int granularity = 0; granularity < 2; granularity++) {
+        o.bound = 1;
+        o.top_k = 7;
+        o.granularity = granularity == 0 ? DS_SIM_STAGE : DS_SIM_LAYER;
+        ds_search_t *bb = make(model, &cluster, 64, &o, fixes);
+        CHECK_OK(ds_search_run(bb, NULL, MPI_COMM_NULL));
+        ds_search_stats_t sb;
+        ds_search_get_stats(bb, &sb);
+        CHECK(sb.bounded > 0); /* the bound skipped some */
+        CHECK_INT(sb.simulated + sb.bounded, sb.candidates);
+        CHECK_INT(ds_search_result_count(bb), 7);
+        for (size_t i = 0; i < 7; i++) {
+            ds_search_result_t a, b;
+            CHECK_OK(ds_search_result_at(exhaustive, i, &a));
+            CHECK_OK(ds_search_result_at(bb, i, &b));
+            CHECK_INT(b.candidate, a.candidate);
+            CHECK(b.iteration_s == a.iteration_s);
+        }
+        ds_search_destroy(bb);
+    }
+    ds_search_destroy(exhaustive);
+    ds_model_destroy(model);
+}
+
+/* The union of the candidates' events holds each candidate's events, with
+ * the counts added. */
+static void test_events_union(void)
+{
+    ds_model_t *model = load("bert-large", 128);
+    ds_cluster_t cluster = cluster_of(1, 4, "h100-sxm");
+    static const char *const fixes[] = {"mbs=1", "recompute=none", "zero=0", "dp-algo=auto", NULL};
+    ds_search_t *search = make(model, &cluster, 0, NULL, fixes);
+    ds_event_set_t *all = NULL;
+    CHECK_FAILS(ds_search_events(search, &all), DS_ERR_INVALID_ARG, "not enumerated");
+    CHECK_OK(ds_search_enumerate(search));
+    CHECK_OK(ds_search_events(search, &all));
+    size_t largest = 0;
+    int64_t total = 0, union_total = 0;
+    for (size_t i = 0; i < ds_search_candidate_count(search); i++) {
+        ds_event_set_t *one = NULL;
+        CHECK_OK(ds_events_generate(model, ds_search_candidate_at(search, i), &cluster, &one));
+        largest = ds_event_set_size(one) > largest ? ds_event_set_size(one) : largest;
+        for (size_t j = 0; j < ds_event_set_size(one); j++) {
+            const ds_event_t *e = ds_event_set_at(one, j);
+            CHECK(ds_event_set_find(all, &e->key) != NULL);
+            total += e->count;
+        }
+        ds_event_set_destroy(one);
+    }
+    for (size_t j = 0; j < ds_event_set_size(all); j++)
+        union_total += ds_event_set_at(all, j)->count;
+    CHECK(ds_event_set_size(all) > largest); /* strategies differ in their events */
+    CHECK_INT(union_total, total);
+    ds_event_set_destroy(all);
+    ds_search_destroy(search);
+    ds_model_destroy(model);
+}
+
+/* With a communication model, the simulator predicts the communication
+ * costs the table lacks: the same times as filling the table with
+ * ds_comm_model_fill first. */
+static void test_comm_model_costs(void)
+{
+    ds_model_t *model = load("gpt2-medium", 256);
+    ds_cluster_t cluster = cluster_of(4, 4, "h100-sxm");
+    ds_comm_model_t *comm = NULL;
+    CHECK_OK(ds_comm_model_create(&cluster, NULL, 0, NULL, &comm));
+    static const char *const fixes[] = {"mbs=1", "recompute=none", "zero=0,zero=1", NULL};
+    ds_search_options_t o;
+    ds_search_options_init(&o);
+    o.estimate_missing = 1;
+    o.comm_model = comm;
+    o.top_k = 3;
+    ds_search_t *search = make(model, &cluster, 64, &o, fixes);
+    CHECK_OK(ds_search_run(search, NULL, MPI_COMM_NULL));
+    CHECK_INT(ds_search_result_count(search), 3);
+    ds_sim_t *sim = NULL;
+    CHECK_OK(ds_sim_create(&sim));
+    for (size_t i = 0; i < 3; i++) {
+        ds_search_result_t r;
+        CHECK_OK(ds_search_result_at(search, i, &r));
+        ds_event_set_t *set = NULL;
+        ds_cost_table_t *filled = NULL;
+        size_t count = 0;
+        CHECK_OK(ds_events_generate(model, &r.strategy, &cluster, &set));
+        CHECK_OK(ds_cost_table_create(&filled));
+        CHECK_OK(ds_comm_model_fill(comm, set, filled, &count));
+        CHECK(count > 0);
+        ds_sim_options_t so;
+        ds_sim_options_init(&so);
+        so.estimate_missing = 1;
+        CHECK_OK(ds_sim_run(sim, model, &r.strategy, &cluster, filled, &so));
+        ds_sim_summary_t sum;
+        ds_sim_get_summary(sim, &sum);
+        CHECK(sum.iteration_s == r.iteration_s);
+        /* Without the model the roofline's own link estimate differs. */
+        ds_cost_table_t *empty = NULL;
+        CHECK_OK(ds_cost_table_create(&empty));
+        CHECK_OK(ds_sim_run(sim, model, &r.strategy, &cluster, empty, &so));
+        ds_sim_get_summary(sim, &sum);
+        CHECK(sum.iteration_s != r.iteration_s);
+        ds_cost_table_destroy(empty);
+        ds_cost_table_destroy(filled);
+        ds_event_set_destroy(set);
+    }
+    ds_sim_destroy(sim);
+    ds_search_destroy(search);
+    ds_comm_model_destroy(comm);
+    ds_model_destroy(model);
+}
+
+/* Missing costs stop the search with the first missing key. */
+static void test_missing_costs(void)
+{
+    ds_model_t *model = load("bert-large", 128);
+    ds_cluster_t cluster = cluster_of(1, 4, "h100-sxm");
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    ds_search_t *search = make(model, &cluster, 0, NULL, NULL);
+    CHECK_FAILS(ds_search_run(search, costs, MPI_COMM_NULL), DS_ERR_NOT_FOUND,
+                "have no cost (first: ");
+    CHECK_INT(ds_search_result_count(search), 0);
+    ds_search_result_t r;
+    CHECK_FAILS(ds_search_result_at(search, 0, &r), DS_ERR_INVALID_ARG, "result 0");
+    ds_search_destroy(search);
+    ds_search_options_t o;
+    ds_search_options_init(&o);
+    o.top_k = 0;
+    ds_search_t *bad = NULL;
+    CHECK_FAILS(ds_search_create(model, &cluster, NULL, &o, &bad), DS_ERR_INVALID_ARG, "top 0");
+    CHECK(bad == NULL);
+    ds_search_destroy(NULL);
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+}
+
+/* Planning arithmetic with numbers worked out by hand. */
+static void test_plan_arithmetic(void)
+{
+    ds_plan_inputs_t in;
+    ds_plan_inputs_init(&in);
+    CHECK_INT(in.gpus_per_node, 8);
+    CHECK(in.charge_factor == 1.0);
+    in.tokens = 1e12;
+    in.price_per_gpu_hour = 2.0;
+    in.charge_factor = 1.5;
+    ds_plan_row_t r;
+    /* 1024 GPUs, 2 s per iteration of 1024 x 2048 = 2,097,152 tokens:
+     * steps = ceil(1e12 / 2097152) = ceil(476837.158...) = 476838;
+     * time = 953,676 s = 11.0379166... days; GPU-hours = 1024 x 953676 / 3600
+     * = 271,267.84; node-hours = 128 x 953676 / 3600 = 33,908.48;
+     * SU = node-hours x 1.5 = 50,862.72; cost = GPU-hours x 2 x 1.5 = 813,803.52. */
+    CHECK_OK(ds_plan_row_compute(&in, 1024, 2.0, 1024, 2048, &r));
+    CHECK_INT(r.nodes, 128);
+    CHECK(r.steps == 476838.0);
+    CHECK_NEAR(r.tokens_per_s, 1048576.0, 1e-12);
+    CHECK(r.goodput == 1.0);
+    CHECK_NEAR(r.train_s, 953676.0, 1e-12);
+    CHECK_NEAR(r.days, 953676.0 / 86400.0, 1e-12);
+    CHECK_NEAR(r.gpu_hours, 1024.0 * r.days * 24.0, 1e-12);
+    CHECK_NEAR(r.gpu_hours, 271267.84, 1e-12);
+    CHECK_NEAR(r.node_hours, 33908.48, 1e-12);
+    CHECK_NEAR(r.service_units, 50862.72, 1e-12);
+    CHECK_NEAR(r.cost, 813803.52, 1e-12);
+    /* 2048 GPUs at 1.1 s: efficiency = GPU-hours(1024) / GPU-hours(2048)
+     * = (1024 x 2) / (2048 x 1.1) = 0.90909... */
+    ds_plan_row_t rows[2];
+    CHECK_OK(ds_plan_row_compute(&in, 2048, 1.1, 1024, 2048, &rows[0]));
+    rows[1] = r;
+    ds_plan_set_efficiency(rows, 2);
+    CHECK_NEAR(rows[0].efficiency, 2048.0 / (2048.0 * 1.1), 1e-12);
+    CHECK(rows[1].efficiency == 1.0);
+    /* Samples instead of tokens: ceil(1e6 / 1024) = 977 steps. */
+    in.tokens = 0;
+    in.samples = 1e6;
+    CHECK_OK(ds_plan_row_compute(&in, 1024, 2.0, 1024, 2048, &r));
+    CHECK(r.steps == 977.0);
+    /* Partial node: 12 GPUs are 2 nodes of 8. */
+    CHECK_OK(ds_plan_row_compute(&in, 12, 2.0, 1024, 2048, &r));
+    CHECK_INT(r.nodes, 2);
+
+    /* Goodput: checkpoints every 30 min costing 60 s, restart 15 min, one
+     * GPU's MTBF 49,152 h, on 16,384 GPUs (an interruption every 3 h):
+     * 1800 / 1860 x (1 - (900 + 930) / 10800) = 0.80378... */
+    in.checkpoint_interval_s = 1800;
+    in.checkpoint_cost_s = 60;
+    in.restart_s = 900;
+    in.mtbf_gpu_s = 49152.0 * 3600.0;
+    double expected = 1800.0 / 1860.0 * (1.0 - 1830.0 / 10800.0);
+    CHECK_NEAR(ds_plan_goodput(&in, 16384), expected, 1e-12);
+    CHECK_OK(ds_plan_row_compute(&in, 16384, 2.0, 1024, 2048, &r));
+    CHECK_NEAR(r.train_s, 977.0 * 2.0 / expected, 1e-12);
+    /* Checkpoints alone cost delta / (tau + delta). */
+    in.mtbf_gpu_s = 0;
+    CHECK_NEAR(ds_plan_goodput(&in, 16384), 1800.0 / 1860.0, 1e-12);
+    /* Interruptions faster than the run can checkpoint: never finishes. */
+    in.mtbf_gpu_s = 16384.0 * 600.0; /* one every 10 minutes */
+    CHECK(ds_plan_goodput(&in, 16384) == 0.0);
+    CHECK_FAILS(ds_plan_row_compute(&in, 16384, 2.0, 1024, 2048, &r), DS_ERR_INVALID_ARG,
+                "never finishes");
+    in.checkpoint_interval_s = 0;
+    CHECK_FAILS(ds_plan_row_compute(&in, 16384, 2.0, 1024, 2048, &r), DS_ERR_INVALID_ARG,
+                "no checkpoints");
+    /* Bad inputs. */
+    ds_plan_inputs_init(&in);
+    CHECK_FAILS(ds_plan_row_compute(&in, 8, 2.0, 8, 8, &r), DS_ERR_INVALID_ARG,
+                "no training budget");
+    in.tokens = 1e9;
+    CHECK_FAILS(ds_plan_row_compute(&in, 0, 2.0, 8, 8, &r), DS_ERR_INVALID_ARG, "0 GPUs");
+    CHECK_FAILS(ds_plan_row_compute(&in, 8, 0.0, 8, 8, &r), DS_ERR_INVALID_ARG, "iteration of 0 s");
+    in.price_per_gpu_hour = -1;
+    CHECK_FAILS(ds_plan_row_compute(&in, 8, 1.0, 8, 8, &r), DS_ERR_INVALID_ARG, "negative");
+}
+
+int main(void)
+{
+    test_enumerate_by_hand();
+    test_enumerate_zero_and_dp_algo();
+    test_fixes();
+    test_memory_filter();
+    test_bound_and_ranking();
+    test_events_union();
+    test_comm_model_costs();
+    test_missing_costs();
+    test_plan_arithmetic();
+    return check_summary("test_search");
+}
