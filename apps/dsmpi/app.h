@@ -73,6 +73,21 @@ ds_status_t inputs_build(inputs_t *in);
 ds_status_t inputs_build_target(inputs_t *in);
 ds_status_t inputs_build_model(inputs_t *in);
 void inputs_free(inputs_t *in);
+/* One more kind of option a command takes: fn returns 1 when it took the
+ * option, 0 when it is not its own, -1 on a bad value (message printed). */
+typedef struct app_option_handler {
+    int (*fn)(const app_t *app, void *ctx, int id, const char *arg);
+    void *ctx;
+} app_option_handler_t;
+
+/* Parses the command line: the common options and the tables a, b, c (each
+ * NULL-terminated, may be NULL); each option goes to the handlers in order,
+ * then to the common ones.  `help_id` prints help() on rank 0.  Returns -1
+ * when every word was taken, else the exit code (usage errors printed). */
+int app_parse_options(app_t *app, inputs_t *in, const struct option *a, const struct option *b,
+                      const struct option *c, const app_option_handler_t *handlers,
+                      size_t num_handlers, int help_id, void (*help)(void));
+
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);
 

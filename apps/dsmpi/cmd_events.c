@@ -133,6 +133,14 @@ static void print_csv(const ds_event_set_t *set)
     }
 }
 
+static int top_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    if (id != OPT_TOP)
+        return 0;
+    ds_status_t status = ds_parse_count(arg, "top", 0, 100000, ctx);
+    return status == DS_OK ? 1 : (app_fail(app, status), -1);
+}
+
 int cmd_events(app_t *app)
 {
     static const struct option extra[] = {
@@ -146,42 +154,10 @@ int cmd_events(app_t *app)
     inputs_t in;
     inputs_init(&in);
     int64_t top_n = 10;
-    struct option *options = inputs_long_options(extra, NULL, NULL);
-    if (options == NULL)
-        return app_usage_error(app, "out of memory");
-    int id;
-    opterr = 0;
-    optind = 1;
-    while ((id = getopt_long(app->argc, app->argv, "", options, NULL)) != -1) {
-        if (id == OPT_HELP) {
-            if (app->rank == 0)
-                help();
-            free(options);
-            return APP_EXIT_OK;
-        }
-        if (id == OPT_TOP) {
-            ds_status_t status = ds_parse_count(optarg, "top", 0, 100000, &top_n);
-            if (status != DS_OK) {
-                free(options);
-                return app_fail(app, status);
-            }
-            continue;
-        }
-        int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, &in, id, optarg);
-        if (handled < 0) {
-            free(options);
-            return APP_EXIT_USAGE;
-        }
-        if (handled == 0) {
-            free(options);
-            return app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi events --help')",
-                                   app->argv[optind - 1]);
-        }
-    }
-    free(options);
-    if (optind < app->argc)
-        return app_usage_error(app, "unexpected argument '%s' (see 'dsmpi events --help')",
-                               app->argv[optind]);
+    app_option_handler_t handlers[] = {{top_option, &top_n}};
+    code = app_parse_options(app, &in, extra, NULL, NULL, handlers, 1, OPT_HELP, help);
+    if (code >= 0)
+        return code;
 
     ds_status_t status = inputs_build(&in);
     ds_event_set_t *set = NULL;

@@ -775,6 +775,11 @@ done:
     return code;
 }
 
+static int predict_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    return predict_handle(app, ctx, id, arg);
+}
+
 int cmd_predict(app_t *app)
 {
     static const struct option extra[] = {
@@ -787,40 +792,12 @@ int cmd_predict(app_t *app)
     inputs_t in;
     inputs_init(&in);
     options_t *o = calloc(1, sizeof(*o));
-    struct option *table = inputs_long_options(extra, predict_long_options(), NULL);
-    if (o == NULL || table == NULL) {
-        free(o);
-        free(table);
+    if (o == NULL)
         return app_usage_error(app, "out of memory");
-    }
-    int id;
-    opterr = 0;
-    optind = 1;
-    code = -1;
-    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        if (id == OPT_HELP) {
-            if (app->rank == 0)
-                help();
-            code = APP_EXIT_OK;
-            continue;
-        }
-        int handled = id == '?' || id == ':' ? 0 : predict_handle(app, o, id, optarg);
-        if (handled == 0 && id != '?' && id != ':')
-            handled = inputs_handle(app, &in, id, optarg);
-        if (handled < 0)
-            code = APP_EXIT_USAGE;
-        else if (handled == 0)
-            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi predict --help')",
-                                   app->argv[optind - 1]);
-    }
-    free(table);
+    app_option_handler_t handlers[] = {{predict_option, o}};
+    code = app_parse_options(app, &in, extra, predict_long_options(), NULL, handlers, 1, OPT_HELP, help);
     if (code >= 0)
         goto out;
-    if (optind < app->argc) {
-        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi predict --help')",
-                               app->argv[optind]);
-        goto out;
-    }
     if ((code = predict_check(app, o, false)) >= 0)
         goto out;
     ds_status_t status = inputs_build(&in);

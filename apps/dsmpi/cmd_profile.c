@@ -270,6 +270,11 @@ static void help(void)
     profile_print_help(stdout);
 }
 
+static int profile_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    return profile_handle(app, ctx, id, arg);
+}
+
 int cmd_profile(app_t *app)
 {
     static const struct option extra[] = {
@@ -289,26 +294,9 @@ int cmd_profile(app_t *app)
     inputs_init(&in);
     profile_cmd_options_t o;
     profile_cmd_init(&o);
-    struct option *table = inputs_long_options(extra, profile_long_options(), search_space_long_options);
-    if (table == NULL)
-        return app_usage_error(app, "out of memory");
-    int id;
-    opterr = 0;
-    optind = 1;
-    code = -1;
-    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        int handled = id == '?' || id == ':' ? 0 : profile_handle(app, &o, id, optarg);
-        if (handled == 0 && id != '?' && id != ':')
-            handled = inputs_handle(app, &in, id, optarg);
-        if (handled < 0)
-            code = APP_EXIT_USAGE;
-        else if (handled == 0)
-            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi profile --help')",
-                                   app->argv[optind - 1]);
-    }
-    free(table);
-    if (code < 0 && optind < app->argc)
-        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi profile --help')", app->argv[optind]);
+    app_option_handler_t handlers[] = {{profile_option, &o}};
+    code = app_parse_options(app, &in, extra, profile_long_options(), search_space_long_options,
+                             handlers, 1, OPT_HELP, help);
     if (code < 0 && o.lib.db_path == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
     if (code < 0) {
@@ -325,6 +313,7 @@ int cmd_profile(app_t *app)
             ds_profiler_destroy(p);
         }
     }
+    search_inputs_free(&o.space);
     inputs_free(&in);
     return code;
 }

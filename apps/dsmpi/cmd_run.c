@@ -30,6 +30,16 @@ static void help(void)
     predict_print_help(stdout);
 }
 
+static int run_profile_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    return profile_handle(app, ctx, id, arg);
+}
+
+static int run_predict_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    return predict_handle(app, ctx, id, arg);
+}
+
 int cmd_run(app_t *app)
 {
     static const struct option extra[] = {
@@ -55,37 +65,14 @@ int cmd_run(app_t *app)
     profile_cmd_options_t po;
     profile_cmd_init(&po);
     predict_options_t *o = calloc(1, sizeof(*o));
-    struct option *table = inputs_long_options(extra, profile_long_options(), predict_long_options());
-    if (o == NULL || table == NULL) {
-        free(o);
-        free(table);
+    if (o == NULL)
         return app_usage_error(app, "out of memory");
-    }
+    app_option_handler_t handlers[] = {{run_profile_option, &po}, {run_predict_option, o}};
+    code = app_parse_options(app, &in, extra, profile_long_options(), predict_long_options(),
+                             handlers, 2, OPT_HELP, help);
     bool sweep_given = false;
-    int id;
-    opterr = 0;
-    optind = 1;
-    code = -1;
-    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        int handled = 0;
-        if (id != '?' && id != ':') {
-            const char *name = app->argv[optind - 1];
-            sweep_given |= strncmp(name, "--sweep-max", 11) == 0;
-            handled = profile_handle(app, &po, id, optarg);
-            if (handled == 0)
-                handled = predict_handle(app, o, id, optarg);
-            if (handled == 0)
-                handled = inputs_handle(app, &in, id, optarg);
-        }
-        if (handled < 0)
-            code = APP_EXIT_USAGE;
-        else if (handled == 0)
-            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi run --help')",
-                                   app->argv[optind - 1]);
-    }
-    free(table);
-    if (code < 0 && optind < app->argc)
-        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi run --help')", app->argv[optind]);
+    for (int i = 1; i < app->argc; i++)
+        sweep_given |= strncmp(app->argv[i], "--sweep-max", 11) == 0;
     if (code < 0 && in.demo) {
         if (po.lib.db_path == NULL)
             po.lib.db_path = "dsmpi-demo.h5";

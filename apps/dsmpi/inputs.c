@@ -312,3 +312,40 @@ void inputs_print_help(FILE *out)
           "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 h100-sxm\n",
           out);
 }
+
+int app_parse_options(app_t *app, inputs_t *in, const struct option *a, const struct option *b,
+                      const struct option *c, const app_option_handler_t *handlers,
+                      size_t num_handlers, int help_id, void (*help)(void))
+{
+    struct option *table = inputs_long_options(a, b, c);
+    if (table == NULL)
+        return app_usage_error(app, "out of memory");
+    int id, code = -1;
+    opterr = 0;
+    optind = 1;
+    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
+        if (id == help_id) {
+            if (app->rank == 0)
+                help();
+            code = APP_EXIT_OK;
+            break;
+        }
+        int handled = 0;
+        if (id != '?' && id != ':') {
+            for (size_t i = 0; i < num_handlers && handled == 0; i++)
+                handled = handlers[i].fn(app, handlers[i].ctx, id, optarg);
+            if (handled == 0)
+                handled = inputs_handle(app, in, id, optarg);
+        }
+        if (handled < 0)
+            code = APP_EXIT_USAGE;
+        else if (handled == 0)
+            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi %s --help')",
+                                   app->argv[optind - 1], app->command);
+    }
+    free(table);
+    if (code < 0 && optind < app->argc)
+        code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi %s --help')",
+                               app->argv[optind], app->command);
+    return code;
+}
