@@ -24,6 +24,7 @@ enum {
     OPT_PROFILE_BUDGET,
     OPT_COST_TABLE_OUT,
     OPT_TRACE,
+    OPT_PROFILE_DB,
     OPT_HELP,
 };
 
@@ -58,13 +59,19 @@ static void help(void)
         "                           (default 4; with --all every count of the list)\n"
         "  --all                    every strategy of N ranks: dp x tp x pp, with pp > 1 gpipe,\n"
         "                           1f1b and interleaved (vpp=2) where the layers allow\n"
-        "Costs and model (ablations):\n"
-        "  --costs layer|operator   compute costs from layer passes run as units (default)\n"
-        "                           or from every operator alone\n"
-        "  --comm-costs in-situ|isolated  TP collectives measured after their producer\n"
-        "                           kernel (default) or alone\n"
-        "  --ablation               also predict with operator costs, isolated collectives\n"
-        "                           and each one alone, and print every variant's error\n"
+        "Costs (ablations):\n"
+        "  (default)                measured here for the validation: every layer pass as a\n"
+        "                           unit in rotating copies (caches as cold as training leaves\n"
+        "                           them), on every rank at once, in rounds; TP collectives\n"
+        "                           right after their producer kernel, on the real groups\n"
+        "  --profile-db FILE.h5     the profiler's database instead (dsmpi profile measures what\n"
+        "                           it lacks first, then predict's costs: the communication\n"
+        "                           model fitted on its samples)\n"
+        "  --costs layer|operator   compute costs from layer passes (default) or operators alone\n"
+        "  --comm-costs in-situ|isolated  TP collectives after their producer (default) or alone\n"
+        "  --ablation               also predict from costs measured each other way (operators\n"
+        "                           alone, collectives alone, warm caches, each rank its share,\n"
+        "                           one round, the database) and print every variant's error\n"
         "  --profile-budget S       seconds spent measuring one event at most (default 0.3)\n"
         "  --cost-table-out FILE    write the measured costs (text cost table)\n"
         "  --backend cpu|cuda|auto  device backend (default: DS_BACKEND)\n"
@@ -81,22 +88,30 @@ typedef struct options {
     int num_mb_counts;
     ds_exec_cost_options_t costs;
     double budget;
+    const char *profile_db;
     ds_backend_kind_t backend;
     const char *cost_table_out;
     const char *trace;
 } options_t;
 
-/* A prediction variant compared with the same runs. */
+/* Prediction variants compared with the same runs: where the costs come
+ * from and how they were measured.  Variant 0 is the headline: the
+ * validation's own measurement, or the profile database with --profile-db. */
 typedef enum variant {
-    V_DEFAULT = 0,  /* layer-level costs in context, collectives in situ */
-    V_OPERATOR = 1, /* compute costs of operators alone */
-    V_ISOLATED = 2, /* collectives measured alone */
-    V_BOTH = 3,     /* both */
+    V_IN_SITU = 0,   /* layer passes in rotating copies on every rank at once, in rounds;
+                        TP collectives after their producer */
+    V_OPERATOR = 1,  /* every operator alone */
+    V_ISOLATED = 2,  /* TP collectives alone */
+    V_WARM = 3,      /* one copy of a layer pass: caches as warm as a tight loop leaves them */
+    V_SHARE = 4,     /* each rank measures its share of the passes */
+    V_ONE_ROUND = 5, /* one round */
+    V_DATABASE = 6,  /* the profiler's database (--profile-db) */
     V_COUNT
 } variant_t;
 
-static const char *const variant_names[V_COUNT] = {"layer+in-situ", "operator+in-situ",
-                                                    "layer+isolated", "operator+isolated"};
+static const char *const variant_names[V_COUNT] = {
+    "in-situ",    "operators-alone", "collectives-alone", "warm-caches",
+    "rank-shares", "one-round",      "profile-db"};
 
 typedef struct result {
     char strategy[DS_STRATEGY_TEXT_MAX];
@@ -149,6 +164,8 @@ typedef struct context {
     options_t *o;
     ds_backend_t *backend;
     ds_cost_table_t *costs[V_COUNT];
+    variant_t order[V_COUNT]; /* variants computed, the headline first */
+    int num_variants;
     ds_sim_t *sim;
     int64_t ranks;
     int gpus_per_node;
@@ -175,10 +192,16 @@ static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, varian
                                    ds_exec_load_t *load_p)
 {
     ds_exec_cost_options_t co = cx->o->costs;
-    if (v == V_OPERATOR || v == V_BOTH)
-        co.compute = DS_EXEC_COSTS_OPERATOR;
-    if (v == V_ISOLATED || v == V_BOTH)
-        co.comm_in_situ = 0;
+    switch (v) {
+    case V_OPERATOR: co.compute = DS_EXEC_COSTS_OPERATOR; break;
+    case V_ISOLATED: co.comm_in_situ = 0; break;
+    case V_WARM: co.rotate = 0; break;
+    case V_SHARE: co.together = 0; break;
+    case V_ONE_ROUND: co.rounds = 1; break;
+    case V_IN_SITU:
+    case V_DATABASE:
+    case V_COUNT: break;
+    }
     co.max_foreign = cx->o->exec.max_foreign;
     ds_status_t status = DS_OK;
     for (int attempt = 0;; attempt++) {
@@ -203,6 +226,56 @@ static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, varian
     }
 }
 
+/* The costs of `s`'s events on the allocation from the profile database:
+ * rank 0 reads and assembles them, every rank gets the table. */
+static ds_status_t database_costs(context_t *cx, const ds_strategy_t *s, ds_cost_table_t *table)
+{
+    ds_status_t status = DS_OK;
+    char *text = NULL;
+    size_t size = 0;
+    long long length = 0;
+    if (cx->app->rank == 0) {
+        ds_profile_db_t *db = NULL;
+        ds_event_set_t *events = NULL;
+        FILE *mem = open_memstream(&text, &size);
+        status = mem != NULL ? DS_OK : ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+        if (status == DS_OK)
+            status = ds_profile_db_open(MPI_COMM_NULL, cx->o->profile_db, DS_PROFILE_DB_READ_ONLY,
+                                        &db);
+        if (status == DS_OK)
+            status = ds_events_generate(cx->in->model, s, &cx->in->cluster, &events);
+        if (status == DS_OK) {
+            ds_cost_sources_t sources = {db, NULL, NULL, 0};
+            ds_cost_report_t report;
+            status = ds_costs_assemble(&sources, events, &cx->in->cluster, table, &report);
+        }
+        if (status == DS_OK)
+            status = ds_cost_table_write_text(table, mem);
+        if (mem != NULL)
+            fclose(mem);
+        ds_event_set_destroy(events);
+        ds_profile_db_close(db);
+        length = status == DS_OK ? (long long)size : -1;
+    }
+    MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (length < 0) {
+        free(text);
+        return cx->app->rank == 0 ? status
+                                  : ds_set_error(DS_ERR_IO, "rank 0 could not read '%s'",
+                                                 cx->o->profile_db);
+    }
+    if (cx->app->rank != 0) {
+        text = calloc((size_t)length + 1, 1);
+        if (text == NULL)
+            return ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+    }
+    MPI_Bcast(text, (int)length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (cx->app->rank != 0)
+        status = ds_cost_table_parse(table, text, cx->o->profile_db);
+    free(text);
+    return status;
+}
+
 static ds_status_t predict(context_t *cx, const ds_strategy_t *s, variant_t v)
 {
     ds_sim_options_t so;
@@ -219,11 +292,14 @@ static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res
     memset(res, 0, sizeof(*res));
     ds_strategy_format(s, res->strategy, sizeof(res->strategy));
     res->microbatches = ds_strategy_num_microbatches(s);
-    int variants = o->ablation ? V_COUNT : 1;
     double t0 = MPI_Wtime();
-    for (int v = 0; v < variants; v++)
-        if ((status = measure_variant(cx, s, (variant_t)v, &res->costs_load)) != DS_OK)
+    for (int i = 0; i < cx->num_variants; i++) {
+        variant_t v = cx->order[i];
+        status = v == V_DATABASE ? database_costs(cx, s, cx->costs[v])
+                                 : measure_variant(cx, s, v, &res->costs_load);
+        if (status != DS_OK)
             return status;
+    }
     res->costs_s = MPI_Wtime() - t0;
     if ((status = ds_exec_create(cx->backend, cx->in->model, s, &exec)) != DS_OK)
         return status;
@@ -245,14 +321,22 @@ static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res
                     res->strategy, attempt + 1, 100.0 * sum.load.foreign_cpu,
                     100.0 * sum.load.steal);
     }
-    for (int v = 0; v < variants; v++) {
-        if ((status = predict(cx, s, (variant_t)v)) != DS_OK)
+    for (int i = 0; i < cx->num_variants; i++) {
+        variant_t v = cx->order[i];
+        if ((status = predict(cx, s, v)) != DS_OK)
             goto out;
-        if ((status = ds_exec_compare(exec, cx->sim, &res->cmp[v])) != DS_OK)
+        if ((status = ds_exec_compare(exec, cx->sim, &res->cmp[i])) != DS_OK)
             goto out;
     }
-    if (o->trace != NULL)
-        status = ds_exec_write_trace(exec, ds_exec_run_count(exec) - 1, o->trace);
+    if (o->trace != NULL) { /* the last quiet run, or the last one */
+        size_t pick = ds_exec_run_count(exec) - 1;
+        for (size_t r = 0; r < ds_exec_run_count(exec); r++) {
+            ds_exec_summary_t sum;
+            if (ds_exec_get_summary(exec, r, &sum) == DS_OK && !sum.load.noisy)
+                pick = r;
+        }
+        status = ds_exec_write_trace(exec, pick, o->trace);
+    }
 out:
     ds_exec_destroy(exec);
     return status;
@@ -284,17 +368,23 @@ static void print_preamble(const context_t *cx, const result_t *res, size_t case
            (long long)cx->ranks, (long long)in->cluster.nodes,
            ds_backend_kind_name(ds_backend_kind(cx->backend)), ds_backend_device_name(cx->backend),
            res->first.load.pinned ? "every rank pinned to a core" : "ranks not pinned");
-    printf("# prediction: the allocation as the target, full mode, layer level; costs measured "
-           "here (%s compute,\n#   %s TP collectives), never from the runs compared\n",
-           cx->o->costs.compute == DS_EXEC_COSTS_OPERATOR ? "operator" : "layer-pass",
-           cx->o->costs.comm_in_situ ? "in-situ" : "isolated");
+    if (cx->o->profile_db != NULL)
+        printf("# prediction: the allocation as the target, full mode, layer level; costs from the "
+               "profile database\n#   %s (what it lacked profiled first), never from the runs "
+               "compared\n",
+               cx->o->profile_db);
+    else
+        printf("# prediction: the allocation as the target, full mode, layer level; costs measured "
+               "here (%s compute,\n#   %s TP collectives), never from the runs compared\n",
+               cx->o->costs.compute == DS_EXEC_COSTS_OPERATOR ? "operator" : "layer-pass",
+               cx->o->costs.comm_in_situ ? "in-situ" : "isolated");
     printf("# ground truth: %d runs of %d iterations after %d warm-up per case; %zu case(s)\n",
            cx->o->repeats, cx->o->exec.iterations, cx->o->exec.warmup, cases);
 }
 
 static void print_case(const context_t *cx, const result_t *res)
 {
-    const ds_exec_comparison_t *c = res->cmp[V_DEFAULT];
+    const ds_exec_comparison_t *c = res->cmp[0];
     print_preamble(cx, res, 1);
     printf("# strategy: %s (%lld micro-batches)\n", res->strategy, (long long)res->microbatches);
     printf("# load: foreign cpu %.1f%%, steal %.1f%%, loadavg %.2f; %zu run(s) compared, %zu "
@@ -351,12 +441,12 @@ static void print_case(const context_t *cx, const result_t *res)
         printf("# %-18s %12s %8s %10s %10s\n", "costs", "predicted", "error", "busy_mean",
                "busy_max");
         printf("# %-18s %12s %8s %10s %10s\n", "", "(ms)", "(%)", "(%)", "(%)");
-        for (int v = 0; v < V_COUNT; v++)
-            if (res->cmp[v] != NULL)
-                printf("  %-18s %12.3f %8.2f %10.2f %10.2f\n", variant_names[v],
-                       1e3 * res->cmp[v]->iteration.predicted, 100.0 * res->cmp[v]->iteration.error,
-                       100.0 * res->cmp[v]->busy_mean_abs_error,
-                       100.0 * res->cmp[v]->busy_max_abs_error);
+        for (int i = 0; i < cx->num_variants; i++)
+            if (res->cmp[i] != NULL)
+                printf("  %-18s %12.3f %8.2f %10.2f %10.2f\n", variant_names[cx->order[i]],
+                       1e3 * res->cmp[i]->iteration.predicted, 100.0 * res->cmp[i]->iteration.error,
+                       100.0 * res->cmp[i]->busy_mean_abs_error,
+                       100.0 * res->cmp[i]->busy_max_abs_error);
     }
 }
 
@@ -424,13 +514,13 @@ static void print_json(const context_t *cx, const result_t *res, size_t n, doubl
         output_json_string(stdout, res[i].strategy);
         printf(", \"microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
                (long long)res[i].microbatches, res[i].costs_s);
-        json_comparison(res[i].cmp[V_DEFAULT]);
+        json_comparison(res[i].cmp[0]);
         if (cx->o->ablation) {
             printf(", \"ablation\": {");
-            for (int v = 0; v < V_COUNT; v++) {
+            for (int v = 0; v < cx->num_variants; v++) {
                 printf("%s\"%s\": {\"iteration_error\": %.6f, \"busy_mean_abs_error\": %.6f, "
                        "\"busy_max_abs_error\": %.6f}",
-                       v ? ", " : "", variant_names[v], res[i].cmp[v]->iteration.error,
+                       v ? ", " : "", variant_names[cx->order[v]], res[i].cmp[v]->iteration.error,
                        res[i].cmp[v]->busy_mean_abs_error, res[i].cmp[v]->busy_max_abs_error);
             }
             printf("}");
@@ -449,7 +539,7 @@ static void print_rows(const context_t *cx, const result_t *res, size_t n)
     printf("# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "", "", "(ms)", "(ms)",
            "(%)", "(%)", "", "(%)", "(%)", "(%)", "(%)", "(%)");
     for (size_t i = 0; i < n; i++) {
-        const ds_exec_comparison_t *c = res[i].cmp[V_DEFAULT];
+        const ds_exec_comparison_t *c = res[i].cmp[0];
         printf("  %-44s %4lld %10.3f %10.3f %7.2f %7.2f %5s %8.2f %8.2f %7.2f %7.2f %6.1f%s\n",
                res[i].strategy, (long long)res[i].microbatches, 1e3 * c->iteration.predicted,
                1e3 * c->iteration.measured, 100.0 * c->iteration.spread,
@@ -466,7 +556,7 @@ static void print_csv(const result_t *res, size_t n)
            "error,busy_max_abs_error,compute_mean_abs_error,bubble_pred,bubble_meas,"
            "microbatch_time_error,foreign_cpu,noisy_runs\n");
     for (size_t i = 0; i < n; i++) {
-        const ds_exec_comparison_t *c = res[i].cmp[V_DEFAULT];
+        const ds_exec_comparison_t *c = res[i].cmp[0];
         printf("\"%s\",%lld,%.9g,%.9g,%.6f,%.6f,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu\n",
                res[i].strategy, (long long)res[i].microbatches, c->iteration.predicted,
                c->iteration.measured, c->iteration.spread, c->iteration.error,
@@ -521,6 +611,29 @@ static size_t enumerate(const context_t *cx, ds_strategy_t *out, size_t max)
     return n;
 }
 
+/* The profiler measures what the database lacks for every case (the union
+ * of their events, once).  Collective. */
+static ds_status_t profile_cases(context_t *cx, const ds_strategy_t *cases, size_t n)
+{
+    ds_profile_options_t po;
+    ds_profile_options_init(&po);
+    po.db_path = cx->o->profile_db;
+    po.backend = cx->o->backend;
+    po.progress = !cx->in->quiet;
+    char command[512];
+    app_command_line(cx->app, command, sizeof(command));
+    po.command_line = command;
+    ds_profiler_t *p = NULL;
+    ds_profile_summary_t summary;
+    ds_status_t status = ds_profiler_create(MPI_COMM_WORLD, &po, &p);
+    for (size_t i = 0; i < n && status == DS_OK; i++)
+        status = ds_profiler_add(p, cx->in->model, &cases[i], &cx->in->cluster);
+    if (status == DS_OK)
+        status = ds_profiler_run(p, &summary);
+    ds_profiler_destroy(p);
+    return status;
+}
+
 /* ---- entry ------------------------------------------------------------------------------------------ */
 
 static int parse(app_t *app, inputs_t *in, options_t *o)
@@ -541,6 +654,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"profile-budget", required_argument, NULL, OPT_PROFILE_BUDGET},
         {"cost-table-out", required_argument, NULL, OPT_COST_TABLE_OUT},
         {"trace", required_argument, NULL, OPT_TRACE},
+        {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -610,6 +724,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
             break;
         case OPT_COST_TABLE_OUT: o->cost_table_out = optarg; break;
         case OPT_TRACE: o->trace = optarg; break;
+        case OPT_PROFILE_DB: o->profile_db = optarg; break;
         default: {
             int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, in, id, optarg);
             if (handled < 0)
@@ -712,15 +827,23 @@ int cmd_validate(app_t *app)
     } else {
         cases[0] = in.strategy;
     }
+    /* The variants: the headline, then the ablations. */
+    cx.order[cx.num_variants++] = o->profile_db != NULL ? V_DATABASE : V_IN_SITU;
+    if (o->ablation)
+        for (int v = 0; v < V_COUNT; v++)
+            if (v != (int)cx.order[0] && (v != V_DATABASE || o->profile_db != NULL))
+                cx.order[cx.num_variants++] = (variant_t)v;
     for (int v = 0; v < V_COUNT && status == DS_OK; v++)
         status = ds_cost_table_create(&cx.costs[v]);
+    if (status == DS_OK && o->profile_db != NULL)
+        status = profile_cases(&cx, cases, n);
     if (status == DS_OK)
         status = ds_sim_create(&cx.sim);
     for (size_t i = 0; i < n && status == DS_OK; i++) {
         status = run_case(&cx, &cases[i], &res[i]);
         if (status == DS_OK && o->all && app->rank == 0 && !in.quiet)
             fprintf(stderr, "dsmpi validate: case %zu of %zu: %s: error %.2f%%\n", i + 1, n,
-                    res[i].strategy, 100.0 * res[i].cmp[V_DEFAULT]->iteration.error);
+                    res[i].strategy, 100.0 * res[i].cmp[0]->iteration.error);
     }
     if (status != DS_OK) {
         code = app_fail(app, status);
@@ -728,7 +851,7 @@ int cmd_validate(app_t *app)
     }
     double mean = 0.0, max = 0.0;
     for (size_t i = 0; i < n; i++) {
-        double e = fabs(res[i].cmp[V_DEFAULT]->iteration.error);
+        double e = fabs(res[i].cmp[0]->iteration.error);
         mean += e / (double)n;
         max = e > max ? e : max;
     }
@@ -748,7 +871,7 @@ int cmd_validate(app_t *app)
         }
         if (o->cost_table_out != NULL) {
             FILE *f = fopen(o->cost_table_out, "w");
-            if (f == NULL || ds_cost_table_write_text(cx.costs[V_DEFAULT], f) != DS_OK)
+            if (f == NULL || ds_cost_table_write_text(cx.costs[cx.order[0]], f) != DS_OK)
                 fprintf(stderr, "dsmpi validate: cannot write '%s'\n", o->cost_table_out);
             if (f != NULL)
                 fclose(f);
