@@ -125,6 +125,21 @@ DS_API size_t ds_comm_samples_size(const ds_comm_samples_t *samples);
 /* The samples, contiguous; valid until the list changes. */
 DS_API const ds_comm_sample_t *ds_comm_samples_data(const ds_comm_samples_t *samples);
 
+/* Samples as text, one a line (what a build without a profile database
+ * writes, and `dsmpi import --comm-samples` reads):
+ *   <primitive> <dtype> bytes=B group=N nodes=K per-node=R [conc=C] [in-place]
+ *       [batched] = <mean s> [<median s> <p10 s> <p90 s> <repetitions> <provenance>
+ *       [source=TEXT]]
+ * e.g. "allreduce fp32 bytes=1048576 group=4 nodes=2 per-node=2 conc=1 = 1.2e-04".
+ * The source runs to the end of the line; lines starting with '#' are
+ * comments.  Parsing appends every sample or, on an error ("FILE:LINE:
+ * ..."), none. */
+DS_API ds_status_t ds_comm_samples_parse_text(ds_comm_samples_t *samples, const char *text,
+                                              const char *origin);
+DS_API ds_status_t ds_comm_samples_load_text(ds_comm_samples_t *samples, const char *path);
+DS_API ds_status_t ds_comm_samples_write_text(const ds_comm_sample_t *items, size_t count,
+                                              FILE *out);
+
 /* ---- nccl-tests import ----------------------------------------------------------
  * Reads the output of nccl-tests' all_reduce_perf, all_gather_perf,
  * reduce_scatter_perf, alltoall_perf, sendrecv_perf and broadcast_perf, in

@@ -31,16 +31,26 @@ extern "C" {
 #endif
 
 typedef struct ds_profile_options {
-    const char *db_path;              /* the profile database (created when missing) */
+    const char *db_path;              /* the profile database (created when missing); NULL:
+                                         none, the costs_out / comm_samples_out files instead */
     const char *const *fallback_dbs;  /* read-only site databases, searched after db_path */
     size_t num_fallbacks;
     ds_backend_kind_t backend;        /* DS_BACKEND_AUTO: cuda when every rank sees a GPU */
     int reprofile;                    /* measure again what the database already holds */
     int compute_only;                 /* skip the communication tasks */
+    int comm_only;                    /* skip the layer passes */
     int64_t sweep_min_bytes;          /* communication sweep, powers of two */
     int64_t sweep_max_bytes;
     int progress;                     /* rank 0 prints progress on stderr */
     const char *command_line;         /* recorded in the database */
+    /* Without a database (builds without parallel HDF5: SimGrid SMPI), rank 0
+     * writes what the run measured at its end: the event costs as a text
+     * cost table (ds_cost_table_write_text) and the communication samples as
+     * text (ds_comm_samples_write_text), each replacing the file; either may
+     * be NULL.  `dsmpi import --cost-table --comm-samples` loads them into a
+     * database. */
+    const char *costs_out;
+    const char *comm_samples_out;
 } ds_profile_options_t;
 
 /* Defaults: backend from DS_BACKEND, sweep from DS_PROFILE_SWEEP_MIN/MAX,
@@ -122,7 +132,8 @@ DS_API const double *ds_profiler_rank_busy_s(const ds_profiler_t *profiler);
 DS_API const char *ds_profiler_fingerprint(const ds_profiler_t *profiler);
 DS_API const char *ds_profiler_source_tag(const ds_profiler_t *profiler);
 DS_API const char *ds_profiler_device_name(const ds_profiler_t *profiler);
-/* The open backend and database (owned by the profiler). */
+/* The open backend and database (owned by the profiler; the database is
+ * NULL when the profiler writes text files instead). */
 DS_API ds_backend_t *ds_profiler_backend(ds_profiler_t *profiler);
 DS_API ds_profile_db_t *ds_profiler_db(ds_profiler_t *profiler);
 

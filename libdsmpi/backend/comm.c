@@ -123,9 +123,7 @@ static ds_status_t find_nodes(ds_comm_t *c)
     MPI_Comm node = MPI_COMM_NULL;
     int *leaders = NULL;
     int leader = 0;
-    DSI_MPI_TRY_GOTO(
-        MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node), status,
-        out);
+    DSI_TRY_GOTO(dsi_mpi_split_node(c->comm, c->rank, &node), status, out);
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &leaders), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &c->node_of), status, out);

@@ -113,6 +113,11 @@ ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_
  * whose comm and ranks are set. */
 ds_status_t dsi_cpu_open(ds_backend_t *backend);
 
+/* Replay (replay.c): compute from `costs` (NULL: the DS_REPLAY_COSTS file),
+ * estimates on device spec `device` (NULL: DS_REPLAY_DEVICE). */
+ds_status_t dsi_replay_open(ds_backend_t *backend, const ds_cost_table_t *costs,
+                            const char *device);
+
 /* CUDA (cuda_loader.c): number of visible GPUs, 0 without the module or a
  * driver. */
 int dsi_cuda_visible_devices(void);

@@ -53,6 +53,11 @@ ds_status_t ds_device_spec_match(const char *backend_kind, const char *device_na
     };
     if (backend_kind != NULL && strcmp(backend_kind, "cpu") == 0)
         return ds_device_spec_lookup("cpu", spec);
+    for (size_t i = 0; device_name != NULL && i < DSI_ARRAY_SIZE(devices); i++)
+        if (strcmp(device_name, devices[i].name) == 0) { /* a spec's own name (replay) */
+            *spec = devices[i];
+            return DS_OK;
+        }
     for (size_t i = 0; device_name != NULL && i < DSI_ARRAY_SIZE(names); i++)
         if (strstr(device_name, names[i].needle) != NULL)
             return ds_device_spec_lookup(names[i].spec, spec);

@@ -138,8 +138,7 @@ ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
     ds_exec_load_t load;
     memset(&load, 0, sizeof(load));
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(comm, &rank), status, out);
-    DSI_MPI_TRY_GOTO(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
-                     status, out);
+    DSI_TRY_GOTO(dsi_mpi_split_node(comm, rank, &node), status, out);
     int64_t own = after->own_ticks - before->own_ticks, node_own = 0;
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&own, &node_own, 1, MPI_INT64_T, MPI_SUM, node), status, out);
     double foreign = 0.0, steal = 0.0;
