@@ -7,6 +7,7 @@
 int cmd_comm(app_t *app);
 int cmd_allocation(app_t *app);
 int cmd_events(app_t *app);
+int cmd_execute(app_t *app);
 int cmd_plan(app_t *app);
 int cmd_predict(app_t *app);
 int cmd_import(app_t *app);

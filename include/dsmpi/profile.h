@@ -161,6 +161,7 @@ typedef struct ds_cost_report {
     size_t compute_scaled;     /* ... of which scaled from another device (assumed) */
     size_t comm_samples;       /* samples the communication model was fitted on */
     size_t comm_filled;        /* communication keys of the events costed by that model */
+    char comm_library[16];     /* whose algorithms it follows ("nccl", "ompi"; DS_COMM_LIBRARY) */
 } ds_cost_report_t;
 
 /* The device the sources' measurements were made on (the fingerprint they
@@ -170,7 +171,10 @@ DS_API ds_status_t ds_costs_measured_device(const ds_cost_sources_t *sources,
                                             ds_device_spec_t *spec);
 
 /* Fills `table` with costs for the keys of `events` on `target` from
- * `sources`; keys the table already holds are kept.  Events left without a
+ * `sources`; keys the table already holds are kept.  The communication
+ * model follows Open MPI's algorithms when most samples were measured with
+ * MPI (cpu and replay backends), NCCL's otherwise (DS_COMM_LIBRARY forces
+ * one).  Events left without a
  * cost are for the caller to report or estimate.  Not collective. */
 DS_API ds_status_t ds_costs_assemble(const ds_cost_sources_t *sources, const ds_event_set_t *events,
                                      const ds_cluster_t *target, ds_cost_table_t *table,

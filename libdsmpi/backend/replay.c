@@ -690,15 +690,11 @@ ds_status_t dsi_replay_open(ds_backend_t *b, const ds_cost_table_t *costs, const
         }
     } else {
         const char *path = dsi_param_string(DSI_PARAM_REPLAY_COSTS);
-        if (path == NULL || path[0] == '\0') {
-            status = DSI_ERROR(DS_ERR_INVALID_ARG,
-                               "backend replay needs a cost table (accepted: DS_REPLAY_COSTS=FILE, "
-                               "a text cost table)");
-            goto err;
-        }
         ds_cost_table_t *loaded = NULL;
         DSI_TRY_GOTO(ds_cost_table_create(&loaded), status, err);
-        status = ds_cost_table_load_text(loaded, path);
+        /* Without a table every compute event takes its roofline estimate. */
+        if (path != NULL && path[0] != '\0')
+            status = ds_cost_table_load_text(loaded, path);
         for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(loaded); i++) {
             const ds_event_key_t *key;
             const ds_cost_t *cost;

@@ -148,7 +148,7 @@ typedef struct dsi_comm_algo {
                       const dsi_comm_shape_t *shape);
 } dsi_comm_algo_t;
 
-#define DSI_COMM_MAX_ALGOS 8
+#define DSI_COMM_MAX_ALGOS 16
 
 /* A communication library: its algorithms and its decision logic.  NCCL
  * tunes by predicted time, so its `choose` is NULL (the fastest automatic

@@ -21,7 +21,7 @@ ds_status_t ds_comm_model_create(const ds_cluster_t *cluster, const ds_comm_samp
     const ds_comm_model_options_t *o = options ? options : &defaults;
     if (dsi_comm_library_get(o->library) == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
-                         "communication library %d is not known (accepted: 0 = nccl)",
+                         "communication library %d is not known (accepted: 0 = nccl, 1 = ompi)",
                          (int)o->library);
     if (cluster->gpus_per_node < 1 || cluster->num_levels < 1 ||
         cluster->num_levels > DS_MAX_NET_LEVELS)

@@ -23,8 +23,8 @@ device link (GPUDirect RDMA through the PCIe switch).
 The cluster JSON describes what dsmpi's cluster format can: devices per
 node, per-device bandwidth and latency of each level, nodes per leaf,
 NICs per node and the oversubscription above a leaf.  Latencies there are
-those of one hop; SimGrid's own per-message factors are left for the
-measurements to show.
+those of one message at that level (the links it crosses); SimGrid's own
+per-message factors are left for the measurements to show.
 
 Usage: make_platform.py --nodes N --gpus-per-node G --out-xml F --out-json F
        [--nodes-per-leaf L] [--oversubscription X] [--name NAME] ...
@@ -40,7 +40,7 @@ def main():
     ap.add_argument("--gpus-per-node", type=int, required=True)
     ap.add_argument("--nodes-per-leaf", type=int, default=8)
     ap.add_argument("--oversubscription", type=float, default=2.0)
-    ap.add_argument("--device", default="h100-sxm", help="dsmpi device spec name")
+    ap.add_argument("--device", default="a100-80g", help="dsmpi device spec name")
     ap.add_argument("--speed-gflops", type=float, default=1000.0,
                     help="host speed; only scales smpi_execute's flop count")
     ap.add_argument("--nvlink-GBps", type=float, default=150.0)
@@ -117,13 +117,14 @@ def main():
     with open(a.out_xml, "w") as f:
         f.write("\n".join(out) + "\n")
 
+    # One message's latency at each level: the links it crosses.
     levels = [
-        {"name": "nvlink", "latency_us": a.nvlink_us, "bandwidth_GBps": a.nvlink_GBps},
-        {"name": "leaf", "latency_us": a.nic_us + a.switch_us, "bandwidth_GBps": a.nic_GBps,
+        {"name": "nvlink", "latency_us": 2 * a.nvlink_us, "bandwidth_GBps": a.nvlink_GBps},
+        {"name": "leaf", "latency_us": 2 * a.nic_us + a.switch_us, "bandwidth_GBps": a.nic_GBps,
          "span": L, "oversubscription": 1, "nics_per_node": G},
     ]
     if leaves > 1:
-        levels.append({"name": "spine", "latency_us": 2 * a.switch_us,
+        levels.append({"name": "spine", "latency_us": 2 * a.nic_us + 3 * a.switch_us,
                        "bandwidth_GBps": a.nic_GBps, "oversubscription": a.oversubscription})
     cluster = {"name": name, "nodes": N, "gpus_per_node": G, "device": a.device,
                "levels": levels}
