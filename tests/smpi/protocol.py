@@ -45,6 +45,9 @@ SMPI_CFG = [
     "--cfg=smpi/iprobe:0",
     "--cfg=smpi/wtime:0",
     "--cfg=smpi/host-speed:1Gf",
+    # Buffers of any size in one mapping each (the shared blocks of the
+    # replay backend's buffers would otherwise exceed vm.max_map_count).
+    "--cfg=smpi/shared-malloc-blocksize:1073741824",
     "--log=root.thres:warning",
 ]
 
