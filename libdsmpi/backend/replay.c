@@ -11,7 +11,8 @@
  * backend was opened for (logged once per key).  Communication buffers hold
  * no meaningful data: reductions use an operation that moves the data and
  * computes nothing, and under SMPI the buffers are SMPI's shared memory (no
- * copies, no memory per rank), so 1000s of simulated ranks fit in one
+ * copies, no memory per rank; run with --cfg=smpi/shared-malloc:local, which
+ * maps each region once and lazily), so 1000s of simulated ranks fit in one
  * process.
  *
  * Non-blocking all-reduce (the executor's overlapped gradient buckets) runs
@@ -38,7 +39,22 @@
 #include <smpi/smpi.h>
 #endif
 
+/* Under SMPI every communication buffer of a rank lies in one of a few
+ * shared regions (SMPI's shared memory: no copies, no memory): a region per
+ * direction, replaced by one twice as large when an operation needs more;
+ * the regions of earlier operations stay until the backend closes. */
+#define REPLAY_MAX_REGIONS 64
+
+typedef struct replay_region {
+    void *base;
+    size_t bytes;
+} replay_region_t;
+
 typedef struct replay_backend {
+    replay_region_t regions[REPLAY_MAX_REGIONS];
+    int num_regions;
+    size_t region_bytes[2]; /* size of the current send [0] and receive [1] region */
+    int current[2];         /* their index in regions, -1 = none */
     ds_cost_table_t *costs;
     ds_cluster_t device; /* the device spec of estimates (only .device is used) */
     ds_cost_table_t *estimated; /* keys the table lacked, with their estimate */
@@ -185,27 +201,37 @@ static ds_status_t replay_elapsed(ds_backend_t *backend, size_t from, size_t to,
 
 /* ---- communication buffers -------------------------------------------------------------------- */
 
-static ds_status_t buffer_alloc(size_t bytes, void **ptr_p)
+/* A buffer of `bytes` for direction `dir` (0 send, 1 receive). */
+static ds_status_t buffer_alloc(replay_backend_t *rb, int dir, size_t bytes, void **ptr_p)
 {
 #ifdef DSMPI_SMPI
-    void *ptr = SMPI_SHARED_MALLOC(bytes > 0 ? bytes : 1);
-    if (ptr == NULL)
-        return DSI_ERROR(DS_ERR_NO_MEMORY, "SMPI shared allocation of %zu bytes failed", bytes);
-    *ptr_p = ptr;
+    bytes = bytes > 0 ? bytes : 1;
+    if (rb->current[dir] < 0 || bytes > rb->region_bytes[dir]) {
+        if (rb->num_regions == REPLAY_MAX_REGIONS)
+            return DSI_ERROR(DS_ERR_NO_MEMORY, "more than %d shared regions", REPLAY_MAX_REGIONS);
+        size_t size = DSI_MAX(bytes, 2 * rb->region_bytes[dir]);
+        void *base = SMPI_SHARED_MALLOC(size);
+        if (base == NULL)
+            return DSI_ERROR(DS_ERR_NO_MEMORY, "SMPI shared allocation of %zu bytes failed", size);
+        rb->regions[rb->num_regions] = (replay_region_t){base, size};
+        rb->current[dir] = rb->num_regions++;
+        rb->region_bytes[dir] = size;
+    }
+    *ptr_p = rb->regions[rb->current[dir]].base;
     return DS_OK;
 #else
+    (void)rb;
+    (void)dir;
     return dsi_calloc(1, bytes > 0 ? bytes : 1, ptr_p);
 #endif
 }
 
 static void buffer_free(void *ptr)
 {
-    if (ptr == NULL)
-        return;
-#ifdef DSMPI_SMPI
-    SMPI_SHARED_FREE(ptr);
+#ifndef DSMPI_SMPI
+    dsi_free(ptr); /* SMPI: the regions are the backend's */
 #else
-    dsi_free(ptr);
+    (void)ptr;
 #endif
 }
 
@@ -362,9 +388,8 @@ static ds_status_t replay_comm_prepare(ds_comm_t *comm, const dsi_comm_op_t *op,
     c->op = *op;
     c->element = ds_dtype_size(op->dtype);
     c->type = c->element == 4 ? MPI_FLOAT : c->element == 2 ? MPI_UINT16_T : MPI_UINT8_T;
-    (void)rb;
-    DSI_TRY_GOTO(buffer_alloc(op->send_bytes, &c->send), status, err);
-    DSI_TRY_GOTO(buffer_alloc(op->recv_bytes, &c->recv), status, err);
+    DSI_TRY_GOTO(buffer_alloc(rb, 0, op->send_bytes, &c->send), status, err);
+    DSI_TRY_GOTO(buffer_alloc(rb, 1, op->recv_bytes, &c->recv), status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(op->servers, 1), sizeof(MPI_Request), &c->requests),
                  status, err);
     if (op->op == DS_COMM_ALLREDUCE)
@@ -622,6 +647,10 @@ static void replay_close(ds_backend_t *backend)
         return;
     if (rb->move != MPI_OP_NULL)
         MPI_Op_free(&rb->move);
+#ifdef DSMPI_SMPI
+    for (int i = 0; i < rb->num_regions; i++)
+        SMPI_SHARED_FREE(rb->regions[i].base);
+#endif
     ds_cost_table_destroy(rb->costs);
     ds_cost_table_destroy(rb->estimated);
     dsi_free(rb->stamps);
@@ -675,6 +704,7 @@ ds_status_t dsi_replay_open(ds_backend_t *b, const ds_cost_table_t *costs, const
                            : dsi_param_string(DSI_PARAM_REPLAY_DEVICE);
     DSI_TRY(dsi_calloc(1, sizeof(*rb), &rb));
     rb->move = MPI_OP_NULL;
+    rb->current[0] = rb->current[1] = -1;
     b->impl = rb;
     b->ops = &replay_ops;
     DSI_TRY_GOTO(ds_device_spec_lookup(spec, &rb->device.device), status, err);

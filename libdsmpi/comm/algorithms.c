@@ -301,15 +301,26 @@ _Static_assert(DSI_ARRAY_SIZE(nccl_algos) <= DSI_COMM_MAX_ALGOS, "too many algor
  * Composed step by step from the send/recv fit of each level (comm.h). */
 
 /* One point-to-point message of `m` bytes between members whose highest
- * common level is `level`, at `share` (<= 1) of the per-flow bandwidth. */
+ * common level is `level`, at `share` (<= 1) of the per-flow bandwidth:
+ * the measured pair at that level (interpolated between its sizes; above
+ * level 1 with the latency the levels add), else the fitted curve; the
+ * bandwidth part slowed by the share. */
 static double p2p_time(const ds_comm_model_t *model, int level, double m, double share)
 {
     const dsi_comm_level_t *lv = model->levels[DS_COMM_SENDRECV];
     dsi_comm_shape_t pair;
     dsi_comm_shape_init(model, 2, level == 0 ? 1 : 2, level == 0 ? 2 : 1, 1, 0, &pair);
     double bw = curve_at(&lv[level], level, &pair, m);
-    double latency = lv[0].base_s + lv[level].hop_s;
-    return latency + (bw > 0.0 ? m / (bw * fmin(share, 1.0)) : INFINITY);
+    if (!(bw > 0.0))
+        return INFINITY;
+    const dsi_comm_series_t *measured = model->p2p[level == 0 ? 0 : 1];
+    double t = measured != NULL ? dsi_comm_series_time(measured, m) : -1.0;
+    if (t > 0.0 && level >= 2)
+        t += fmax(lv[level].hop_s - lv[1].hop_s, 0.0);
+    if (!(t > 0.0))
+        t = lv[0].base_s + lv[level].hop_s + m / bw;
+    share = fmin(share, 1.0);
+    return t + (share < 1.0 ? m / bw * (1.0 / share - 1.0) : 0.0);
 }
 
 static double nodes_per_leaf(const ds_comm_model_t *model)

@@ -45,9 +45,9 @@ SMPI_CFG = [
     "--cfg=smpi/iprobe:0",
     "--cfg=smpi/wtime:0",
     "--cfg=smpi/host-speed:1Gf",
-    # Buffers of any size in one mapping each (the shared blocks of the
-    # replay backend's buffers would otherwise exceed vm.max_map_count).
-    "--cfg=smpi/shared-malloc-blocksize:1073741824",
+    # The replay backend's shared buffers: one lazy mapping each (the
+    # default maps and populates 1 MiB blocks: vm.max_map_count at scale).
+    "--cfg=smpi/shared-malloc:local",
     "--log=root.thres:warning",
 ]
 
