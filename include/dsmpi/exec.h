@@ -90,6 +90,11 @@ typedef struct ds_exec_options {
                          (0 = the DS_EXEC_PROGRESS_OPS tunable) */
     double max_foreign; /* a run is noisy when other processes and the hypervisor took more
                            than this fraction of a rank's core (0 = DS_EXEC_MAX_FOREIGN) */
+    /* A run is noisy too when the speed probe before or after it took more
+     * than (1 + DS_EXEC_MAX_SLOWDOWN) x this (the best probe seen so far;
+     * 0 = no such check): a hypervisor may take time from a virtual core
+     * without counting it anywhere the guest can read. */
+    double reference_probe_s;
 } ds_exec_options_t;
 
 /* Defaults: 2 warm-up and 5 measured iterations, the tunables. */
@@ -119,8 +124,19 @@ typedef struct ds_exec_load {
     double steal;       /* fraction the hypervisor gave to other guests */
     double loadavg_1m;  /* /proc/loadavg when the run ended */
     int pinned;         /* every rank ran pinned to a core of its own */
-    int noisy;          /* foreign_cpu + steal above the run's max_foreign */
+    /* The speed probe (a fixed small GEMM, median of a few runs, on every
+     * rank at once) before and after: the slowest rank's slower one. */
+    double probe_s;
+    int noisy; /* foreign_cpu + steal above max_foreign, or the probe slower than allowed */
 } ds_exec_load_t;
+
+/* Probes the allocation: the speed probe on every rank at once, then
+ * `window_s` seconds of sleep during which the foreign CPU load is read;
+ * noisy by the rules of `options` (max_foreign, reference_probe_s; NULL:
+ * the defaults).  Collective over the backend's ranks.  For waiting until a
+ * shared machine is quiet before measuring. */
+DS_API ds_status_t ds_exec_probe(ds_backend_t *backend, double window_s,
+                                 const ds_exec_options_t *options, ds_exec_load_t *load_p);
 
 typedef struct ds_exec_summary {
     int64_t microbatches;
@@ -242,6 +258,7 @@ typedef struct ds_exec_cost_options {
     int together;
     ds_measure_config_t measure; /* per unit and round */
     double max_foreign;          /* the load_p verdict (0 = DS_EXEC_MAX_FOREIGN) */
+    double reference_probe_s;    /* ... and the probe's (see ds_exec_options_t) */
 } ds_exec_cost_options_t;
 
 /* Layer-level costs, in-situ collectives, DS_EXEC_COST_ROUNDS rounds, the

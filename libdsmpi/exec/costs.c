@@ -267,6 +267,8 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
         ds_measurement_t total;
         DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
                      out);
+        DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
+                  config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
         for (size_t i = 0; i < unit->num_keys; i++)
             if (keys[i].kind == DS_EVENT_COMPUTE)
                 DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
@@ -502,6 +504,8 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                          strategy->dp, strategy->tp, strategy->pp, backend->size);
     DSI_TRY(ds_events_generate(model, strategy, cluster, &events));
     dsi_load_probe_t before, after;
+    double speed_before = 0.0, speed_after = 0.0;
+    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
     dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
     ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
@@ -522,12 +526,14 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
                  out);
     dsi_load_probe(&after);
+    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_after), status, out);
     if (load_p != NULL)
         DSI_TRY_GOTO(dsi_load_report(backend->comm, &before, &after,
+                                     DSI_MAX(speed_before, speed_after),
                                      options->max_foreign > 0.0
                                          ? options->max_foreign
                                          : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
-                                     load_p),
+                                     options->reference_probe_s, load_p),
                      status, out);
 out:
     dsi_free(mine.v);

@@ -465,6 +465,9 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     memset(run, 0, sizeof(*run));
     x->num_recs = 0;
     dsi_load_probe_t before, after;
+    double speed_before = 0.0, speed_after = 0.0;
+    DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
+    DSI_TRY_GOTO(dsi_speed_probe(x->backend, &speed_before), status, out);
     DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
     dsi_load_probe(&before);
     double start = dsi_now_s();
@@ -482,9 +485,12 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     }
     double wall = dsi_now_s() - start;
     dsi_load_probe(&after);
+    DSI_TRY_GOTO(dsi_speed_probe(x->backend, &speed_after), status, out);
     DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
     ds_exec_load_t load;
-    DSI_TRY_GOTO(dsi_load_report(x->comm, &before, &after, o.max_foreign, &load), status, out);
+    DSI_TRY_GOTO(dsi_load_report(x->comm, &before, &after, DSI_MAX(speed_before, speed_after),
+                                 o.max_foreign, o.reference_probe_s, &load),
+                 status, out);
     DSI_TRY_GOTO(dsi_exec_finish_run(x, &o, &load, wall, run), status, out);
     x->num_runs++;
 out:
