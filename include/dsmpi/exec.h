@@ -34,7 +34,8 @@
  *   all-reduce (clipping) over the model-parallel group, the optimizer step
  *   (Adam on the stage's parameters).  No barrier between iterations.
  * Not run: ZeRO (zero >= 1), the parameter server, a forced DP algorithm,
- * context and expert parallelism (DS_ERR_UNSUPPORTED).
+ * context and expert parallelism, and (yet) the cuda backend, whose
+ * operators need device-event timestamps (DS_ERR_UNSUPPORTED).
  *
  * Clock: the processes of a node share CLOCK_MONOTONIC; every other node's
  * offset to rank 0's node is estimated by ping-pong (the round trip with the

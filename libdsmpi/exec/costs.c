@@ -411,6 +411,80 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
     return DS_OK;
 }
 
+/* Overlap interference (DS_COMM_FLAG_OVERLAPPED): on every member of
+ * `comm` at once, a backward layer pass of this stage (repeated to last
+ * about twice the collective) runs alone, then with the collective `key`
+ * started before it and tested after every DS_EXEC_PROGRESS_OPS-th
+ * operator, as the executor issues buckets, and waited for after it.  What
+ * the collective costs the compute is the difference of the two medians
+ * (at least 0); *seconds_p gets it on this member. */
+#define OVERLAP_REPS 5
+
+static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                   const dsi_shape_ctx_t *ctx, int stage, ds_comm_t *comm,
+                                   const ds_event_key_t *key, double comm_s, double *seconds_p)
+{
+    ds_status_t status = DS_OK;
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    ds_kernel_t *kernels[DSI_MAX_LAYER_OPS];
+    size_t count = 0, n = 0;
+    dsi_comm_call_t *call = NULL;
+    int first, layers;
+    ds_strategy_chunk_layers(s, model->info.num_layers, stage, 0, &first, &layers);
+    int layer = layers > 0 ? first : stage == s->pp - 1 ? DSI_PART_HEAD : DSI_PART_EMBEDDING;
+    DSI_TRY(dsi_model_layer_ops(model, layer, ctx, DS_PASS_BACKWARD, ops, DSI_ARRAY_SIZE(ops),
+                                &count));
+    for (size_t i = 0; i < count; i++) {
+        if (ops[i].key.kind != DS_EVENT_COMPUTE)
+            continue;
+        DSI_TRY_GOTO(ds_kernel_prepare(b, &ops[i].key, &kernels[n]), status, out);
+        if (n > 0) {
+            int chained = 0;
+            DSI_TRY_GOTO(dsi_kernel_chain(kernels[n], kernels[n - 1], &chained), status, out);
+        }
+        n++;
+    }
+    DSI_TRY_GOTO(dsi_comm_call_prepare(comm, key, DSI_CALL_ALL, 0, &call), status, out);
+    int progress_ops = (int)DSI_MAX(dsi_param_int(DSI_PARAM_EXEC_PROGRESS_OPS), 1);
+    /* One pass alone, to size the sequence. */
+    double pass_s = 0.0;
+    for (int w = 0; w < 2; w++) {
+        double t0 = dsi_now_s();
+        for (size_t i = 0; i < n; i++)
+            DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
+        pass_s = dsi_now_s() - t0;
+    }
+    int repeat = (int)DSI_MIN(DSI_MAX(ceil(2.0 * comm_s / DSI_MAX(pass_s, 1e-6)), 1.0), 1000.0);
+    double alone[OVERLAP_REPS], with[OVERLAP_REPS];
+    for (int r = 0; r < 2 * OVERLAP_REPS; r++) {
+        bool overlap = r % 2 == 1;
+        DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
+        double t0 = dsi_now_s();
+        if (overlap)
+            DSI_TRY_GOTO(dsi_comm_call_start(call), status, out);
+        int since = 0, done = !overlap;
+        for (int k = 0; k < repeat; k++)
+            for (size_t i = 0; i < n; i++) {
+                DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
+                if (!done && ++since >= progress_ops) {
+                    since = 0;
+                    DSI_TRY_GOTO(dsi_comm_call_test(call, &done), status, out);
+                }
+            }
+        if (overlap)
+            DSI_TRY_GOTO(dsi_comm_call_wait(call), status, out);
+        (overlap ? with : alone)[r / 2] = dsi_now_s() - t0;
+    }
+    qsort(alone, OVERLAP_REPS, sizeof(double), compare_double);
+    qsort(with, OVERLAP_REPS, sizeof(double), compare_double);
+    *seconds_p = DSI_MAX(with[OVERLAP_REPS / 2] - alone[OVERLAP_REPS / 2], 0.0);
+out:
+    dsi_comm_call_release(call);
+    for (size_t i = 0; i < n; i++)
+        ds_kernel_destroy(kernels[i]);
+    return status;
+}
+
 static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                 const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
                                 const ds_event_set_t *events, ds_cost_table_t *costs)
@@ -476,6 +550,33 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
         c.repetitions = (int64_t)result[4];
         c.provenance = DS_PROV_MEASURED;
         DSI_TRY_GOTO(ds_cost_table_set(costs, key, &c), status, out);
+        /* Buckets issued to overlap the backward: what they cost the compute. */
+        ds_event_key_t overlapped = *key;
+        overlapped.flags |= DS_COMM_FLAG_OVERLAPPED;
+        if (key->group == DS_GROUP_DP && s->overlap_grad_reduce && s->zero != 3 &&
+            (key->op == DS_COMM_ALLREDUCE || key->op == DS_COMM_REDUCE_SCATTER) &&
+            ds_cost_table_find(costs, &overlapped) == NULL) {
+            ds_event_key_t unflagged = *key;
+            unflagged.flags &= (uint8_t)~DS_COMM_FLAG_OVERLAPPED;
+            double mine = -1.0, worst = -1.0;
+            ds_comm_t *comm = NULL;
+            int boundary = 0;
+            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
+            if (comm != NULL)
+                DSI_TRY_GOTO(measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s,
+                                             &mine),
+                             status, out);
+            DSI_MPI_TRY_GOTO(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, b->comm), status,
+                             out);
+            if (worst >= 0.0) {
+                ds_cost_t oc;
+                memset(&oc, 0, sizeof(oc));
+                oc.mean_s = oc.median_s = oc.p10_s = oc.p90_s = worst;
+                oc.repetitions = OVERLAP_REPS;
+                oc.provenance = DS_PROV_MEASURED;
+                DSI_TRY_GOTO(ds_cost_table_set(costs, &overlapped, &oc), status, out);
+            }
+        }
     }
 out:
     dsi_placement_free(&pl);

@@ -363,6 +363,14 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     if (backend == NULL || model == NULL || strategy == NULL || exec_p == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_create needs a backend, model and strategy");
     DSI_TRY(check_supported(strategy, backend->size));
+    /* Timing on the host clock around each operator is right where kernels
+     * run synchronously; a GPU queue needs device events and non-blocking
+     * NCCL calls, which the cuda backend does not offer the executor yet. */
+    if (backend->kind != DS_BACKEND_CPU)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "the executor runs on the cpu backend only (the %s backend lacks "
+                         "device-event timestamps and non-blocking calls for it)",
+                         ds_backend_kind_name(backend->kind));
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
     x->backend = backend;
     x->model = model;

@@ -466,8 +466,36 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
     return DS_OK;
 }
 
+/* What bucket k of a lane's stage, issued to overlap the backward, costs
+ * the lane's compute stream: its DS_COMM_FLAG_OVERLAPPED key's measured
+ * cost (the worst over the lane's data-parallel groups), 0 when none is
+ * in the table. */
+static int64_t interference_ns(const ds_sim_t *sim, int32_t lane, int64_t k)
+{
+    const ds_strategy_t *s = &sim->s;
+    if (!sim->opt.overlap_interference || sim->costs == NULL)
+        return 0;
+    ds_comm_op_t op = s->dp_algo == DS_DP_PS ? DS_COMM_PS_PUSH
+                      : s->zero == 0         ? DS_COMM_ALLREDUCE
+                                             : DS_COMM_REDUCE_SCATTER;
+    const dsi_lane_t *l = &sim->lanes[lane];
+    int64_t bytes = bucket_size(sim, l->p, k) * (int64_t)ds_dtype_size(s->grad_reduce_dtype);
+    int64_t worst = 0;
+    for (int32_t i = 0; i < l->dp_count; i++) {
+        ds_event_key_t key =
+            dsi_comm_step_key(s, op, DS_GROUP_DP, s->dp, s->grad_reduce_dtype, bytes);
+        dsi_key_set_layout(&key, &sim->dpgroups[sim->lane_dp[l->dp_first + i]].layout);
+        key.flags |= DS_COMM_FLAG_OVERLAPPED;
+        const ds_cost_t *cost = ds_cost_table_find(sim->costs, &key);
+        if (cost != NULL)
+            worst = DSI_MAX(worst, dsi_ns(cost->mean_s));
+    }
+    return worst;
+}
+
 /* A backward part whose gradients complete buckets: split it after each
- * operator that completes one, recording where each bucket is ready. */
+ * operator that completes one, recording where each bucket is ready; the
+ * buckets' interference follows on the compute stream. */
 static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, int index,
                              int stage_buckets)
 {
@@ -500,9 +528,20 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
         bool whole = seg_first == 0 && i == t->op_count - 1;
         TRY(layer_node(sim, pc, seg_dur, seg_comp, seg_assumed, index, 1, whole ? 0 : seg_first,
                        whole ? 0 : i + 1, &id));
+        int64_t interference = 0;
         for (int64_t b = rev / B; b < k; b++)
-            if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos)
+            if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos) {
                 ready[b] = id;
+                interference += interference_ns(sim, pc->lane, b);
+            }
+        if (interference > 0) {
+            int32_t x;
+            TRY(lane_node(sim, pc->lane, DSI_N_BWD, pc->it, interference, &x));
+            sim->g.mb[x] = pc->a->mb;
+            sim->g.chunk[x] = pc->a->chunk;
+            sim->g.part0[x] = (int16_t)index;
+            sim->g.label[x] = DSI_L_GRAD_ALLREDUCE; /* communication on the compute stream */
+        }
         seg_first = i + 1;
         seg_dur = seg_comp = 0;
         seg_assumed = 0;

@@ -26,6 +26,7 @@ void ds_sim_options_init(ds_sim_options_t *options)
     options->mode = DS_SIM_SYMMETRIC;
     options->granularity = DS_SIM_LAYER;
     options->keep_timeline = 1;
+    options->overlap_interference = 1;
 }
 
 ds_status_t ds_sim_create(ds_sim_t **sim_p)
