@@ -126,10 +126,16 @@ typedef struct ds_sim_options {
      * inside calls on the computing core); 0, or no such cost: the overlap
      * is free. */
     int overlap_interference;
+    /* 1 (default): a tensor-parallel collective inside a layer pass starts
+     * when the slowest of its N members arrives: the members' compute since
+     * the previous collective varies (the spread p10..p90 of the operators'
+     * costs, taken as independent normals), and the wait E[max of N] x sigma
+     * is counted as idle time inside the pass.  0: members arrive together. */
+    int collective_skew;
 } ds_sim_options_t;
 
 /* Defaults: symmetric, layer level, no estimates, keep the timeline,
- * overlap interference where measured. */
+ * overlap interference where measured, collective skew. */
 DS_API void ds_sim_options_init(ds_sim_options_t *options);
 
 /* A simulator.  Its memory (an arena of node and edge arrays) is reused by

@@ -244,8 +244,10 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
             ln->dp_compute_stream += g->dur[i];
             DSI_TRY(span_push(&ln->busy, g->start[i], node_end(g, i)));
         } else {
+            /* A layer node: compute, TP collectives and waits for the slowest
+             * member before them (idle, not communication). */
             ln->compute += g->comp[i];
-            ln->tp += g->dur[i] - g->comp[i];
+            ln->tp += g->dur[i] - g->comp[i] - g->wait[i];
             DSI_TRY(span_push(&ln->busy, g->start[i], node_end(g, i)));
         }
         ln->total += g->dur[i];
@@ -365,10 +367,12 @@ static void critical_path(ds_sim_t *sim)
         cr->events++;
         if ((g->kind[v] == DSI_N_FWD || g->kind[v] == DSI_N_BWD) && cat != DS_SIM_CAT_DP) {
             /* Split the clipped length between compute and TP in proportion. */
-            int64_t comp =
-                g->dur[v] > 0 ? (int64_t)((double)len * (double)g->comp[v] / (double)g->dur[v]) : 0;
+            double share = g->dur[v] > 0 ? (double)len / (double)g->dur[v] : 0.0;
+            int64_t comp = (int64_t)((double)g->comp[v] * share);
+            int64_t wait = (int64_t)((double)g->wait[v] * share);
             cr->seconds[cat] += (double)comp * 1e-9;
-            cr->seconds[DS_SIM_CAT_TP] += (double)(len - comp) * 1e-9;
+            cr->seconds[DS_SIM_CAT_WAIT] += (double)wait * 1e-9;
+            cr->seconds[DS_SIM_CAT_TP] += (double)(len - comp - wait) * 1e-9;
         } else {
             cr->seconds[cat] += (double)len * 1e-9;
         }

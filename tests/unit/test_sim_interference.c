@@ -1,7 +1,9 @@
-/* Overlap interference: a data-parallel bucket issued during the backward
+/* What the executor's validation added to the simulator, on exact cases:
+ * overlap interference (a data-parallel bucket issued during the backward
  * costs its members' compute stream what its DS_COMM_FLAG_OVERLAPPED key
- * says (measured by the profile), and nothing when the table has no such
- * cost or the option is off.  Exact cases on a uniform model. */
+ * says, nothing without such a cost or with the option off) and collective
+ * skew (a tensor-parallel collective waits E[max of N] sigma for its slowest
+ * member, sigma from the operators' p10..p90, counted as idle time). */
 #include "sim_support.h"
 
 #define FWD_NS 4000
@@ -59,6 +61,80 @@ static ds_sim_summary_t simulate(ds_sim_t *sim, const ds_model_t *model, const c
     ds_sim_get_summary(sim, &sum);
     ds_cost_table_destroy(table);
     return sum;
+}
+
+/* Two layers of a column-parallel then a row-parallel linear: forward two
+ * GEMMs then an all-reduce; backward three GEMMs, an all-reduce, one GEMM. */
+static ds_model_t *tp_model(void)
+{
+    const char *json =
+        "{\"format\": \"dsmpi-layers\", \"name\": \"mlp\", \"dtype\": \"bf16\", \"global_batch\": 2,"
+        " \"classes\": 0, \"layers\": [{\"name\": \"block\", \"repeat\": 2, \"ops\": ["
+        " {\"op\": \"linear\", \"in_features\": 256, \"out_features\": 512, \"parallel\": \"column\"},"
+        " {\"op\": \"linear\", \"in_features\": 512, \"out_features\": 256, \"parallel\": \"row\"}]}]}";
+    ds_model_t *model = NULL;
+    CHECK_OK(ds_model_load_json(json, strlen(json), "mlp", &model));
+    return model;
+}
+
+static double tp_rule(const ds_event_key_t *key, const ds_event_t *event, void *arg)
+{
+    (void)event;
+    (void)arg;
+    if (key->kind == DS_EVENT_COMPUTE && key->op == DS_OP_GEMM)
+        return 1000e-9;
+    if (key->kind == DS_EVENT_COMM && key->group == DS_GROUP_TP)
+        return 500e-9;
+    return 0.0;
+}
+
+static void skew(ds_sim_t *sim)
+{
+    ds_model_t *model = tp_model();
+    if (model == NULL)
+        return;
+    ds_strategy_t s;
+    ds_cluster_t cluster;
+    setup_strategy(model, "dp=1,tp=2,pp=1,mbs=1,gbs=2", 1, 2, &s, &cluster);
+    ds_cost_table_t *table = synthetic_costs(model, &s, &cluster, tp_rule, NULL);
+    /* GEMMs spread with sigma = 100 ns (p90 - p10 = 2.5631 sigma). */
+    for (size_t i = 0; i < ds_cost_table_size(table); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(table, i, &key, &cost);
+        if (key->kind != DS_EVENT_COMPUTE || key->op != DS_OP_GEMM)
+            continue;
+        ds_cost_t c = *cost;
+        c.p10_s = c.mean_s - 128.155e-9;
+        c.p90_s = c.mean_s + 128.155e-9;
+        ds_event_key_t k = *key;
+        CHECK_OK(ds_cost_table_set(table, &k, &c));
+    }
+    ds_sim_options_t o;
+    ds_sim_options_init(&o);
+    CHECK_INT(o.collective_skew, 1);
+    CHECK_OK(ds_sim_run(sim, model, &s, &cluster, table, &o));
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
+    /* Forward: 0.5642 x sqrt(2) x 100 = 80 ns; backward 0.5642 x sqrt(3) x 100 = 98 ns;
+     * 2 micro-batches x 2 layers. */
+    int64_t per_layer = 2 * 1000 + 500 + 80 + 4 * 1000 + 500 + 98;
+    CHECK_INT(to_ns(sum.iteration_s), 2 * 2 * per_layer);
+    ds_sim_device_t d;
+    CHECK_OK(ds_sim_device_at(sim, 0, &d));
+    CHECK_INT(to_ns(d.idle_s), 2 * 2 * (80 + 98));
+    CHECK_INT(to_ns(d.tp_s), 2 * 2 * 2 * 500);
+    CHECK_INT(to_ns(d.compute_s), 2 * 2 * 6 * 1000);
+    ds_sim_critical_t cr;
+    ds_sim_get_critical_path(sim, &cr);
+    CHECK_INT(to_ns(cr.seconds[DS_SIM_CAT_WAIT]), 2 * 2 * (80 + 98));
+    /* Off: the members arrive together. */
+    o.collective_skew = 0;
+    CHECK_OK(ds_sim_run(sim, model, &s, &cluster, table, &o));
+    ds_sim_get_summary(sim, &sum);
+    CHECK_INT(to_ns(sum.iteration_s), 2 * 2 * (per_layer - 80 - 98));
+    ds_cost_table_destroy(table);
+    ds_model_destroy(model);
 }
 
 int main(void)
@@ -129,7 +205,8 @@ int main(void)
     CHECK_OK(ds_event_key_parse(buf, &back));
     CHECK(ds_event_key_equal(&key, &back));
 
+    skew(sim);
     ds_sim_destroy(sim);
     ds_model_destroy(model);
-    return check_summary("test_sim_overlap");
+    return check_summary("test_sim_interference");
 }
