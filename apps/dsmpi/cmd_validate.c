@@ -30,6 +30,7 @@ enum {
 };
 
 #define MAX_MB_COUNTS 16
+#define MAX_RANKS 4096
 #define MAX_CASES 256
 
 static void help(void)
@@ -77,8 +78,9 @@ static void help(void)
         "  --comm-costs in-situ|isolated  TP collectives after their producer (default) or alone\n"
         "  --ablation               also predict from costs measured each other way (operators\n"
         "                           alone, collectives alone, warm caches, each rank its share,\n"
-        "                           one round, the database) and with the overlap of gradient\n"
-        "                           buckets and backward taken as free; print every error\n"
+        "                           one round, the database), and with parts of the model off\n"
+        "                           (bucket overlap free, TP members arriving together, every\n"
+        "                           device as fast as the mean); print every variant's error\n"
         "  --profile-budget S       seconds spent measuring one event at most (default 0.3)\n"
         "  --cost-table-out FILE    write the measured costs (text cost table)\n"
         "  --backend cpu|cuda|auto  device backend (default: DS_BACKEND)\n"
@@ -115,12 +117,21 @@ typedef enum variant {
     V_ONE_ROUND = 5, /* one round */
     V_DATABASE = 6,  /* the profiler's database (--profile-db) */
     V_FREE_OVERLAP = 7, /* the headline's costs, bucket overlap with the backward free */
+    V_NO_SKEW = 8,      /* the headline's costs, TP members arriving together */
+    V_EQUAL_DEVICES = 9, /* the headline's costs, every device as fast as the mean */
     V_COUNT
 } variant_t;
 
 static const char *const variant_names[V_COUNT] = {
     "in-situ",     "operators-alone", "collectives-alone", "warm-caches",
-    "rank-shares", "one-round",       "profile-db",        "overlap-free"};
+    "rank-shares", "one-round",       "profile-db",        "overlap-free",
+    "no-skew",     "equal-devices"};
+
+/* Variants predicted from the headline's costs with the simulator changed. */
+static bool model_variant(variant_t v)
+{
+    return v == V_FREE_OVERLAP || v == V_NO_SKEW || v == V_EQUAL_DEVICES;
+}
 
 typedef struct result {
     char strategy[DS_STRATEGY_TEXT_MAX];
@@ -175,6 +186,7 @@ typedef struct context {
     ds_cost_table_t *costs[V_COUNT];
     variant_t order[V_COUNT]; /* variants computed, the headline first */
     double best_probe;        /* the fastest speed probe of the session (seconds) */
+    double *factors[V_COUNT]; /* each rank's speed factor measured with the variant's costs */
     int num_variants;
     ds_sim_t *sim;
     int64_t ranks;
@@ -239,10 +251,13 @@ static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, varian
     case V_IN_SITU:
     case V_DATABASE:
     case V_FREE_OVERLAP:
+    case V_NO_SKEW:
+    case V_EQUAL_DEVICES:
     case V_COUNT: break;
     }
     co.max_foreign = cx->o->exec.max_foreign;
     ds_status_t status = DS_OK;
+    double factors[MAX_RANKS];
     for (int attempt = 0;; attempt++) {
         ds_cost_table_t *fresh = NULL;
         if ((status = wait_quiet(cx)) != DS_OK)
@@ -253,12 +268,19 @@ static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, varian
             status = copy_costs(cx->costs[v], fresh);
         if (status == DS_OK)
             status = ds_exec_measure_costs(cx->backend, cx->in->model, s, &cx->in->cluster, &co,
-                                           fresh, load_p);
+                                           fresh, load_p, factors);
         if (status == DS_OK)
             saw_probe(cx, load_p);
         bool again = status == DS_OK && load_p->noisy && attempt < cx->o->retries;
-        if (status == DS_OK && !again)
+        if (status == DS_OK && !again) {
             status = copy_costs(fresh, cx->costs[v]);
+            /* New factors when this measurement had units to compare the devices on. */
+            bool changed = false;
+            for (int64_t r = 0; r < cx->ranks; r++)
+                changed |= factors[r] != 1.0;
+            for (int64_t r = 0; r < cx->ranks && changed; r++)
+                cx->factors[v][r] = factors[r];
+        }
         ds_cost_table_destroy(fresh);
         if (!again)
             return status;
@@ -326,10 +348,19 @@ static ds_status_t predict(context_t *cx, const ds_strategy_t *s, variant_t v)
     ds_sim_options_t so;
     ds_sim_options_init(&so);
     so.mode = DS_SIM_FULL;
-    if (v == V_FREE_OVERLAP) {
+    ds_sim_slow_device_t devices[MAX_RANKS];
+    bool factors = v != V_EQUAL_DEVICES;
+    if (v == V_FREE_OVERLAP)
         so.overlap_interference = 0;
+    if (v == V_NO_SKEW)
+        so.collective_skew = 0;
+    if (model_variant(v))
         v = cx->order[0];
-    }
+    /* Devices at their measured speed (this allocation is the target). */
+    for (int64_t r = 0; r < cx->ranks && factors; r++)
+        devices[r] = (ds_sim_slow_device_t){r, cx->factors[v][r]};
+    so.slow_devices = factors ? devices : NULL;
+    so.num_slow_devices = factors ? (size_t)cx->ranks : 0;
     return ds_sim_run(cx->sim, cx->in->model, s, &cx->in->cluster, cx->costs[v], &so);
 }
 
@@ -344,7 +375,7 @@ static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res
     double t0 = MPI_Wtime();
     for (int i = 0; i < cx->num_variants; i++) {
         variant_t v = cx->order[i];
-        if (v == V_FREE_OVERLAP)
+        if (model_variant(v))
             continue; /* the headline's costs */
         ds_exec_load_t load;
         memset(&load, 0, sizeof(load));
@@ -453,6 +484,10 @@ static void print_case(const context_t *cx, const result_t *res)
     printf("# costs: measured in %.1f s, foreign cpu %.1f%%, steal %.1f%%, speed probe %.1f us%s\n",
            res->costs_s, 100.0 * res->costs_load.foreign_cpu, 100.0 * res->costs_load.steal,
            1e6 * res->costs_load.probe_s, res->costs_load.noisy ? " (NOISY)" : "");
+    printf("# device speed factors (time of the same layer passes over the ranks' mean):");
+    for (int64_t r = 0; r < cx->ranks && r < 16; r++)
+        printf(" %.4f", cx->factors[cx->order[0]][r]);
+    printf("%s\n", cx->ranks > 16 ? " ..." : "");
     printf("#\n# %-18s %12s %12s %8s %8s %6s\n", "quantity", "predicted", "measured", "spread",
            "error", "");
     printf("# %-18s %12s %12s %8s %8s %6s\n", "", "(ms)", "(ms)", "(%)", "(%)", "");
@@ -869,6 +904,11 @@ int cmd_validate(app_t *app)
     cx.in = &in;
     cx.o = o;
     cx.ranks = alloc.world_size;
+    if (cx.ranks > MAX_RANKS) {
+        code = app_usage_error(app, "validate runs on at most %d ranks (this job has %lld)",
+                               MAX_RANKS, (long long)cx.ranks);
+        goto out;
+    }
     cx.gpus_per_node = alloc.max_local_size;
     /* The target is the allocation: its nodes, ranks per node and device. */
     in.target_gpus = cx.ranks;
@@ -902,8 +942,14 @@ int cmd_validate(app_t *app)
         for (int v = 0; v < V_COUNT; v++)
             if (v != (int)cx.order[0] && (v != V_DATABASE || o->profile_db != NULL))
                 cx.order[cx.num_variants++] = (variant_t)v;
-    for (int v = 0; v < V_COUNT && status == DS_OK; v++)
+    for (int v = 0; v < V_COUNT && status == DS_OK; v++) {
         status = ds_cost_table_create(&cx.costs[v]);
+        cx.factors[v] = calloc((size_t)cx.ranks, sizeof(double));
+        if (cx.factors[v] == NULL)
+            status = ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+        for (int64_t r = 0; cx.factors[v] != NULL && r < cx.ranks; r++)
+            cx.factors[v][r] = 1.0;
+    }
     if (status == DS_OK && o->profile_db != NULL)
         status = profile_cases(&cx, cases, n);
     /* The speed the probe reaches here when nothing disturbs it: the best of a few. */
@@ -960,8 +1006,10 @@ int cmd_validate(app_t *app)
 out:
     for (size_t i = 0; res != NULL && i < MAX_CASES; i++)
         free_result(&res[i]);
-    for (int v = 0; v < V_COUNT; v++)
+    for (int v = 0; v < V_COUNT; v++) {
         ds_cost_table_destroy(cx.costs[v]);
+        free(cx.factors[v]);
+    }
     ds_sim_destroy(cx.sim);
     ds_backend_close(cx.backend);
     inputs_free(&in);

@@ -271,13 +271,17 @@ DS_API void ds_exec_cost_options_init(ds_exec_cost_options_t *options);
  * lacks, and adds them: compute events spread over the ranks, communication
  * events on the real process groups of the strategy (every group with the
  * event's layout at once, as training runs them).  *load_p (may be NULL)
- * gets the foreign CPU load while measuring (worst rank).  Collective over
- * the backend's ranks; every rank ends with the same table. */
+ * gets the foreign CPU load while measuring (worst rank).  With every rank
+ * measuring every unit (together), speed_factors (may be NULL; one entry
+ * per rank) gets each rank's time for them over the ranks' mean (> 1: a
+ * slower device, METHOD's device-to-device factor); otherwise 1.  Collective
+ * over the backend's ranks; every rank ends with the same table. */
 DS_API ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
                                          const ds_strategy_t *strategy,
                                          const ds_cluster_t *cluster,
                                          const ds_exec_cost_options_t *options,
-                                         ds_cost_table_t *costs, ds_exec_load_t *load_p);
+                                         ds_cost_table_t *costs, ds_exec_load_t *load_p,
+                                         double *speed_factors);
 
 #ifdef __cplusplus
 }

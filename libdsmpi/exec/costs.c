@@ -226,7 +226,7 @@ static ds_status_t reuse_window(ds_backend_t *b, const ds_model_t *model, const 
 
 static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                  const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
-                                 const ds_cost_table_t *costs, sums_t *mine)
+                                 const ds_cost_table_t *costs, sums_t *mine, double *unit_time_p)
 {
     ds_status_t status = DS_OK;
     dsi_profile_plan_t *plan = NULL;
@@ -269,6 +269,7 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
                      out);
         DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
                   config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
+        *unit_time_p += total.cost.median_s;
         for (size_t i = 0; i < unit->num_keys; i++)
             if (keys[i].kind == DS_EVENT_COMPUTE)
                 DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
@@ -587,7 +588,7 @@ out:
 ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
                                   const ds_strategy_t *strategy, const ds_cluster_t *cluster,
                                   const ds_exec_cost_options_t *options, ds_cost_table_t *costs,
-                                  ds_exec_load_t *load_p)
+                                  ds_exec_load_t *load_p, double *speed_factors)
 {
     ds_status_t status = DS_OK;
     ds_event_set_t *events = NULL;
@@ -609,9 +610,11 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
     dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
-    ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
-                            ? measure_operators(backend, events, options, costs, &mine)
-                            : measure_units(backend, model, strategy, cluster, options, costs, &mine);
+    double unit_time = 0.0;
+    ds_status_t local =
+        options->compute == DS_EXEC_COSTS_OPERATOR
+            ? measure_operators(backend, events, options, costs, &mine)
+            : measure_units(backend, model, strategy, cluster, options, costs, &mine, &unit_time);
     int failed = local != DS_OK, any = 0;
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
     if (local != DS_OK) {
@@ -623,6 +626,22 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
         goto out;
     }
     DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &merged), status, out);
+    if (speed_factors != NULL) {
+        /* Together, every rank ran the same units: their times compare the devices. */
+        for (int r = 0; r < backend->size; r++)
+            speed_factors[r] = 1.0;
+        bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;
+        if (same_work) {
+            DSI_MPI_TRY_GOTO(MPI_Allgather(&unit_time, 1, MPI_DOUBLE, speed_factors, 1, MPI_DOUBLE,
+                                           backend->comm),
+                             status, out);
+            double mean = 0.0;
+            for (int r = 0; r < backend->size; r++)
+                mean += speed_factors[r] / backend->size;
+            for (int r = 0; r < backend->size; r++)
+                speed_factors[r] = mean > 0.0 ? speed_factors[r] / mean : 1.0;
+        }
+    }
     DSI_TRY_GOTO(set_sums(costs, &merged), status, out);
     DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
                  out);
