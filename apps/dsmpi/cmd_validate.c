@@ -25,10 +25,12 @@ enum {
     OPT_COST_TABLE_OUT,
     OPT_TRACE,
     OPT_PROFILE_DB,
+    OPT_WAIT_QUIET,
     OPT_HELP,
 };
 
 #define MAX_MB_COUNTS 16
+#define MAX_RANKS 4096
 #define MAX_CASES 256
 
 static void help(void)
@@ -53,7 +55,12 @@ static void help(void)
         "  --warmup W               iterations run before them (default 2)\n"
         "  --repeats R              runs per case (default 3)\n"
         "  --retries N              extra runs allowed to replace noisy ones (default 3)\n"
-        "  --max-foreign F          a run is noisy above this foreign CPU share (default 0.05)\n"
+        "  --max-foreign F          a run is noisy above this foreign CPU share (default 0.05),\n"
+        "                           or when a speed probe before or after it (a small GEMM on\n"
+        "                           every rank) ran more than DS_EXEC_MAX_SLOWDOWN slower than\n"
+        "                           the best probe of the session (time a hypervisor took)\n"
+        "  --wait-quiet S           before measuring costs and before each run, wait up to S\n"
+        "                           seconds for a quiet second and a probe as fast as the best\n"
         "  --max-error PCT          iteration-time error allowed, percent (default 5)\n"
         "  --microbatches LIST      micro-batches per iteration when gbs is not given\n"
         "                           (default 4; with --all every count of the list)\n"
@@ -71,7 +78,9 @@ static void help(void)
         "  --comm-costs in-situ|isolated  TP collectives after their producer (default) or alone\n"
         "  --ablation               also predict from costs measured each other way (operators\n"
         "                           alone, collectives alone, warm caches, each rank its share,\n"
-        "                           one round, the database) and print every variant's error\n"
+        "                           one round, the database), and with parts of the model off\n"
+        "                           (bucket overlap free, TP members arriving together, every\n"
+        "                           device as fast as the mean); print every variant's error\n"
         "  --profile-budget S       seconds spent measuring one event at most (default 0.3)\n"
         "  --cost-table-out FILE    write the measured costs (text cost table)\n"
         "  --backend cpu|cuda|auto  device backend (default: DS_BACKEND)\n"
@@ -89,6 +98,7 @@ typedef struct options {
     ds_exec_cost_options_t costs;
     double budget;
     const char *profile_db;
+    double wait_quiet;
     ds_backend_kind_t backend;
     const char *cost_table_out;
     const char *trace;
@@ -106,12 +116,22 @@ typedef enum variant {
     V_SHARE = 4,     /* each rank measures its share of the passes */
     V_ONE_ROUND = 5, /* one round */
     V_DATABASE = 6,  /* the profiler's database (--profile-db) */
+    V_FREE_OVERLAP = 7, /* the headline's costs, bucket overlap with the backward free */
+    V_NO_SKEW = 8,      /* the headline's costs, TP members arriving together */
+    V_EQUAL_DEVICES = 9, /* the headline's costs, every device as fast as the mean */
     V_COUNT
 } variant_t;
 
 static const char *const variant_names[V_COUNT] = {
-    "in-situ",    "operators-alone", "collectives-alone", "warm-caches",
-    "rank-shares", "one-round",      "profile-db"};
+    "in-situ",     "operators-alone", "collectives-alone", "warm-caches",
+    "rank-shares", "one-round",       "profile-db",        "overlap-free",
+    "no-skew",     "equal-devices"};
+
+/* Variants predicted from the headline's costs with the simulator changed. */
+static bool model_variant(variant_t v)
+{
+    return v == V_FREE_OVERLAP || v == V_NO_SKEW || v == V_EQUAL_DEVICES;
+}
 
 typedef struct result {
     char strategy[DS_STRATEGY_TEXT_MAX];
@@ -165,11 +185,41 @@ typedef struct context {
     ds_backend_t *backend;
     ds_cost_table_t *costs[V_COUNT];
     variant_t order[V_COUNT]; /* variants computed, the headline first */
+    double best_probe;        /* the fastest speed probe of the session (seconds) */
+    double *factors[V_COUNT]; /* each rank's speed factor measured with the variant's costs */
     int num_variants;
     ds_sim_t *sim;
     int64_t ranks;
     int gpus_per_node;
 } context_t;
+
+static void saw_probe(context_t *cx, const ds_exec_load_t *load)
+{
+    if (load->probe_s > 0.0 && (cx->best_probe == 0.0 || load->probe_s < cx->best_probe))
+        cx->best_probe = load->probe_s;
+}
+
+/* Waits (up to --wait-quiet seconds) for a second without foreign load and
+ * a speed probe within DS_EXEC_MAX_SLOWDOWN of the best.  Collective. */
+static ds_status_t wait_quiet(context_t *cx)
+{
+    double start = MPI_Wtime();
+    while (cx->o->wait_quiet > 0.0) {
+        ds_exec_options_t rules = cx->o->exec;
+        rules.reference_probe_s = cx->best_probe;
+        ds_exec_load_t load;
+        ds_status_t status = ds_exec_probe(cx->backend, 1.0, &rules, &load);
+        if (status != DS_OK)
+            return status;
+        saw_probe(cx, &load);
+        /* Every rank decides as rank 0 does (its clock differs a little). */
+        int go = !load.noisy || MPI_Wtime() - start >= cx->o->wait_quiet;
+        MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (go)
+            return DS_OK;
+    }
+    return DS_OK;
+}
 
 static ds_status_t copy_costs(const ds_cost_table_t *from, ds_cost_table_t *to)
 {
@@ -200,29 +250,46 @@ static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, varian
     case V_ONE_ROUND: co.rounds = 1; break;
     case V_IN_SITU:
     case V_DATABASE:
+    case V_FREE_OVERLAP:
+    case V_NO_SKEW:
+    case V_EQUAL_DEVICES:
     case V_COUNT: break;
     }
     co.max_foreign = cx->o->exec.max_foreign;
     ds_status_t status = DS_OK;
+    double factors[MAX_RANKS];
     for (int attempt = 0;; attempt++) {
         ds_cost_table_t *fresh = NULL;
+        if ((status = wait_quiet(cx)) != DS_OK)
+            return status;
+        co.reference_probe_s = cx->best_probe;
         status = ds_cost_table_create(&fresh);
         if (status == DS_OK)
             status = copy_costs(cx->costs[v], fresh);
         if (status == DS_OK)
             status = ds_exec_measure_costs(cx->backend, cx->in->model, s, &cx->in->cluster, &co,
-                                           fresh, load_p);
+                                           fresh, load_p, factors);
+        if (status == DS_OK)
+            saw_probe(cx, load_p);
         bool again = status == DS_OK && load_p->noisy && attempt < cx->o->retries;
-        if (status == DS_OK && !again)
+        if (status == DS_OK && !again) {
             status = copy_costs(fresh, cx->costs[v]);
+            /* New factors when this measurement had units to compare the devices on. */
+            bool changed = false;
+            for (int64_t r = 0; r < cx->ranks; r++)
+                changed |= factors[r] != 1.0;
+            for (int64_t r = 0; r < cx->ranks && changed; r++)
+                cx->factors[v][r] = factors[r];
+        }
         ds_cost_table_destroy(fresh);
         if (!again)
             return status;
         if (cx->app->rank == 0)
             fprintf(stderr,
                     "dsmpi validate: costs measured while other processes took %.1f%% of a core "
-                    "(steal %.1f%%): measuring again\n",
-                    100.0 * load_p->foreign_cpu, 100.0 * load_p->steal);
+                    "(steal %.1f%%, probe %.1f%% slower than the best): measuring again\n",
+                    100.0 * load_p->foreign_cpu, 100.0 * load_p->steal,
+                    100.0 * (load_p->probe_s / cx->best_probe - 1.0));
     }
 }
 
@@ -281,6 +348,19 @@ static ds_status_t predict(context_t *cx, const ds_strategy_t *s, variant_t v)
     ds_sim_options_t so;
     ds_sim_options_init(&so);
     so.mode = DS_SIM_FULL;
+    ds_sim_slow_device_t devices[MAX_RANKS];
+    bool factors = v != V_EQUAL_DEVICES;
+    if (v == V_FREE_OVERLAP)
+        so.overlap_interference = 0;
+    if (v == V_NO_SKEW)
+        so.collective_skew = 0;
+    if (model_variant(v))
+        v = cx->order[0];
+    /* Devices at their measured speed (this allocation is the target). */
+    for (int64_t r = 0; r < cx->ranks && factors; r++)
+        devices[r] = (ds_sim_slow_device_t){r, cx->factors[v][r]};
+    so.slow_devices = factors ? devices : NULL;
+    so.num_slow_devices = factors ? (size_t)cx->ranks : 0;
     return ds_sim_run(cx->sim, cx->in->model, s, &cx->in->cluster, cx->costs[v], &so);
 }
 
@@ -295,8 +375,14 @@ static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res
     double t0 = MPI_Wtime();
     for (int i = 0; i < cx->num_variants; i++) {
         variant_t v = cx->order[i];
+        if (model_variant(v))
+            continue; /* the headline's costs */
+        ds_exec_load_t load;
+        memset(&load, 0, sizeof(load));
         status = v == V_DATABASE ? database_costs(cx, s, cx->costs[v])
-                                 : measure_variant(cx, s, v, &res->costs_load);
+                                 : measure_variant(cx, s, v, &load);
+        if (i == 0)
+            res->costs_load = load;
         if (status != DS_OK)
             return status;
     }
@@ -306,10 +392,14 @@ static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res
     /* Runs until `repeats` quiet ones, or the retries are spent. */
     int quiet = 0;
     for (int attempt = 0; attempt < o->repeats + o->retries && quiet < o->repeats; attempt++) {
+        if ((status = wait_quiet(cx)) != DS_OK)
+            goto out;
+        o->exec.reference_probe_s = cx->best_probe;
         if ((status = ds_exec_run(exec, &o->exec)) != DS_OK)
             goto out;
         ds_exec_summary_t sum;
         (void)ds_exec_get_summary(exec, ds_exec_run_count(exec) - 1, &sum);
+        saw_probe(cx, &sum.load);
         if (attempt == 0)
             res->first = sum;
         if (!sum.load.noisy)
@@ -317,9 +407,9 @@ static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res
         else if (cx->app->rank == 0)
             fprintf(stderr,
                     "dsmpi validate: %s: run %d noisy (other processes took %.1f%% of a core, "
-                    "steal %.1f%%)\n",
+                    "steal %.1f%%, probe %.1f%% slower than the best)\n",
                     res->strategy, attempt + 1, 100.0 * sum.load.foreign_cpu,
-                    100.0 * sum.load.steal);
+                    100.0 * sum.load.steal, 100.0 * (sum.load.probe_s / cx->best_probe - 1.0));
     }
     for (int i = 0; i < cx->num_variants; i++) {
         variant_t v = cx->order[i];
@@ -387,13 +477,17 @@ static void print_case(const context_t *cx, const result_t *res)
     const ds_exec_comparison_t *c = res->cmp[0];
     print_preamble(cx, res, 1);
     printf("# strategy: %s (%lld micro-batches)\n", res->strategy, (long long)res->microbatches);
-    printf("# load: foreign cpu %.1f%%, steal %.1f%%, loadavg %.2f; %zu run(s) compared, %zu "
-           "noisy\n",
-           100.0 * c->load.foreign_cpu, 100.0 * c->load.steal, c->load.loadavg_1m, c->runs,
-           c->noisy_runs);
-    printf("# costs: measured in %.1f s, foreign cpu %.1f%%, steal %.1f%%%s\n", res->costs_s,
-           100.0 * res->costs_load.foreign_cpu, 100.0 * res->costs_load.steal,
-           res->costs_load.noisy ? " (NOISY)" : "");
+    printf("# load: foreign cpu %.1f%%, steal %.1f%%, loadavg %.2f, speed probe %.1f us (best "
+           "%.1f); %zu run(s) compared, %zu noisy\n",
+           100.0 * c->load.foreign_cpu, 100.0 * c->load.steal, c->load.loadavg_1m,
+           1e6 * c->load.probe_s, 1e6 * cx->best_probe, c->runs, c->noisy_runs);
+    printf("# costs: measured in %.1f s, foreign cpu %.1f%%, steal %.1f%%, speed probe %.1f us%s\n",
+           res->costs_s, 100.0 * res->costs_load.foreign_cpu, 100.0 * res->costs_load.steal,
+           1e6 * res->costs_load.probe_s, res->costs_load.noisy ? " (NOISY)" : "");
+    printf("# device speed factors (time of the same layer passes over the ranks' mean):");
+    for (int64_t r = 0; r < cx->ranks && r < 16; r++)
+        printf(" %.4f", cx->factors[cx->order[0]][r]);
+    printf("%s\n", cx->ranks > 16 ? " ..." : "");
     printf("#\n# %-18s %12s %12s %8s %8s %6s\n", "quantity", "predicted", "measured", "spread",
            "error", "");
     printf("# %-18s %12s %12s %8s %8s %6s\n", "", "(ms)", "(ms)", "(%)", "(%)", "");
@@ -550,19 +644,27 @@ static void print_rows(const context_t *cx, const result_t *res, size_t n)
     }
 }
 
-static void print_csv(const result_t *res, size_t n)
+static void print_csv(const context_t *cx, const result_t *res, size_t n)
 {
     printf("strategy,microbatches,iter_pred_s,iter_meas_s,spread,error,within_noise,busy_mean_abs_"
            "error,busy_max_abs_error,compute_mean_abs_error,bubble_pred,bubble_meas,"
-           "microbatch_time_error,foreign_cpu,noisy_runs\n");
+           "microbatch_time_error,foreign_cpu,noisy_runs,costs_foreign_cpu");
+    for (int v = 1; v < cx->num_variants; v++)
+        printf(",%s_error,%s_busy_mean_abs_error", variant_names[cx->order[v]],
+               variant_names[cx->order[v]]);
+    printf("\n");
     for (size_t i = 0; i < n; i++) {
         const ds_exec_comparison_t *c = res[i].cmp[0];
-        printf("\"%s\",%lld,%.9g,%.9g,%.6f,%.6f,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu\n",
+        printf("\"%s\",%lld,%.9g,%.9g,%.6f,%.6f,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu,%.4f",
                res[i].strategy, (long long)res[i].microbatches, c->iteration.predicted,
                c->iteration.measured, c->iteration.spread, c->iteration.error,
                c->iteration.within_noise, c->busy_mean_abs_error, c->busy_max_abs_error,
                c->compute_mean_abs_error, c->bubble.predicted, c->bubble.measured,
-               c->microbatch_time_error, c->load.foreign_cpu, c->noisy_runs);
+               c->microbatch_time_error, c->load.foreign_cpu, c->noisy_runs,
+               res[i].costs_load.foreign_cpu + res[i].costs_load.steal);
+        for (int v = 1; v < cx->num_variants; v++)
+            printf(",%.6f,%.6f", res[i].cmp[v]->iteration.error, res[i].cmp[v]->busy_mean_abs_error);
+        printf("\n");
     }
 }
 
@@ -655,6 +757,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"cost-table-out", required_argument, NULL, OPT_COST_TABLE_OUT},
         {"trace", required_argument, NULL, OPT_TRACE},
         {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
+        {"wait-quiet", required_argument, NULL, OPT_WAIT_QUIET},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -725,6 +828,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         case OPT_COST_TABLE_OUT: o->cost_table_out = optarg; break;
         case OPT_TRACE: o->trace = optarg; break;
         case OPT_PROFILE_DB: o->profile_db = optarg; break;
+        case OPT_WAIT_QUIET: rc = parse_positive(app, "wait-quiet", optarg, 0, 86400, &o->wait_quiet); break;
         default: {
             int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, in, id, optarg);
             if (handled < 0)
@@ -800,6 +904,11 @@ int cmd_validate(app_t *app)
     cx.in = &in;
     cx.o = o;
     cx.ranks = alloc.world_size;
+    if (cx.ranks > MAX_RANKS) {
+        code = app_usage_error(app, "validate runs on at most %d ranks (this job has %lld)",
+                               MAX_RANKS, (long long)cx.ranks);
+        goto out;
+    }
     cx.gpus_per_node = alloc.max_local_size;
     /* The target is the allocation: its nodes, ranks per node and device. */
     in.target_gpus = cx.ranks;
@@ -833,10 +942,22 @@ int cmd_validate(app_t *app)
         for (int v = 0; v < V_COUNT; v++)
             if (v != (int)cx.order[0] && (v != V_DATABASE || o->profile_db != NULL))
                 cx.order[cx.num_variants++] = (variant_t)v;
-    for (int v = 0; v < V_COUNT && status == DS_OK; v++)
+    for (int v = 0; v < V_COUNT && status == DS_OK; v++) {
         status = ds_cost_table_create(&cx.costs[v]);
+        cx.factors[v] = calloc((size_t)cx.ranks, sizeof(double));
+        if (cx.factors[v] == NULL)
+            status = ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+        for (int64_t r = 0; cx.factors[v] != NULL && r < cx.ranks; r++)
+            cx.factors[v][r] = 1.0;
+    }
     if (status == DS_OK && o->profile_db != NULL)
         status = profile_cases(&cx, cases, n);
+    /* The speed the probe reaches here when nothing disturbs it: the best of a few. */
+    for (int i = 0; i < 3 && status == DS_OK && o->wait_quiet > 0.0; i++) {
+        ds_exec_load_t load;
+        status = ds_exec_probe(cx.backend, 0.2, NULL, &load);
+        saw_probe(&cx, &load);
+    }
     if (status == DS_OK)
         status = ds_sim_create(&cx.sim);
     for (size_t i = 0; i < n && status == DS_OK; i++) {
@@ -859,7 +980,7 @@ int cmd_validate(app_t *app)
         if (in.format == OUTPUT_JSON) {
             print_json(&cx, res, n, mean, max);
         } else if (in.format == OUTPUT_CSV) {
-            print_csv(res, n);
+            print_csv(&cx, res, n);
         } else if (!in.quiet) {
             if (o->all)
                 print_rows(&cx, res, n);
@@ -885,8 +1006,10 @@ int cmd_validate(app_t *app)
 out:
     for (size_t i = 0; res != NULL && i < MAX_CASES; i++)
         free_result(&res[i]);
-    for (int v = 0; v < V_COUNT; v++)
+    for (int v = 0; v < V_COUNT; v++) {
         ds_cost_table_destroy(cx.costs[v]);
+        free(cx.factors[v]);
+    }
     ds_sim_destroy(cx.sim);
     ds_backend_close(cx.backend);
     inputs_free(&in);

@@ -34,7 +34,8 @@
  *   all-reduce (clipping) over the model-parallel group, the optimizer step
  *   (Adam on the stage's parameters).  No barrier between iterations.
  * Not run: ZeRO (zero >= 1), the parameter server, a forced DP algorithm,
- * context and expert parallelism (DS_ERR_UNSUPPORTED).
+ * context and expert parallelism, and (yet) the cuda backend, whose
+ * operators need device-event timestamps (DS_ERR_UNSUPPORTED).
  *
  * Clock: the processes of a node share CLOCK_MONOTONIC; every other node's
  * offset to rank 0's node is estimated by ping-pong (the round trip with the
@@ -90,6 +91,11 @@ typedef struct ds_exec_options {
                          (0 = the DS_EXEC_PROGRESS_OPS tunable) */
     double max_foreign; /* a run is noisy when other processes and the hypervisor took more
                            than this fraction of a rank's core (0 = DS_EXEC_MAX_FOREIGN) */
+    /* A run is noisy too when the speed probe before or after it took more
+     * than (1 + DS_EXEC_MAX_SLOWDOWN) x this (the best probe seen so far;
+     * 0 = no such check): a hypervisor may take time from a virtual core
+     * without counting it anywhere the guest can read. */
+    double reference_probe_s;
 } ds_exec_options_t;
 
 /* Defaults: 2 warm-up and 5 measured iterations, the tunables. */
@@ -119,8 +125,19 @@ typedef struct ds_exec_load {
     double steal;       /* fraction the hypervisor gave to other guests */
     double loadavg_1m;  /* /proc/loadavg when the run ended */
     int pinned;         /* every rank ran pinned to a core of its own */
-    int noisy;          /* foreign_cpu + steal above the run's max_foreign */
+    /* The speed probe (a fixed small GEMM, median of a few runs, on every
+     * rank at once) before and after: the slowest rank's slower one. */
+    double probe_s;
+    int noisy; /* foreign_cpu + steal above max_foreign, or the probe slower than allowed */
 } ds_exec_load_t;
+
+/* Probes the allocation: the speed probe on every rank at once, then
+ * `window_s` seconds of sleep during which the foreign CPU load is read;
+ * noisy by the rules of `options` (max_foreign, reference_probe_s; NULL:
+ * the defaults).  Collective over the backend's ranks.  For waiting until a
+ * shared machine is quiet before measuring. */
+DS_API ds_status_t ds_exec_probe(ds_backend_t *backend, double window_s,
+                                 const ds_exec_options_t *options, ds_exec_load_t *load_p);
 
 typedef struct ds_exec_summary {
     int64_t microbatches;
@@ -242,6 +259,7 @@ typedef struct ds_exec_cost_options {
     int together;
     ds_measure_config_t measure; /* per unit and round */
     double max_foreign;          /* the load_p verdict (0 = DS_EXEC_MAX_FOREIGN) */
+    double reference_probe_s;    /* ... and the probe's (see ds_exec_options_t) */
 } ds_exec_cost_options_t;
 
 /* Layer-level costs, in-situ collectives, DS_EXEC_COST_ROUNDS rounds, the
@@ -253,13 +271,17 @@ DS_API void ds_exec_cost_options_init(ds_exec_cost_options_t *options);
  * lacks, and adds them: compute events spread over the ranks, communication
  * events on the real process groups of the strategy (every group with the
  * event's layout at once, as training runs them).  *load_p (may be NULL)
- * gets the foreign CPU load while measuring (worst rank).  Collective over
- * the backend's ranks; every rank ends with the same table. */
+ * gets the foreign CPU load while measuring (worst rank).  With every rank
+ * measuring every unit (together), speed_factors (may be NULL; one entry
+ * per rank) gets each rank's time for them over the ranks' mean (> 1: a
+ * slower device, METHOD's device-to-device factor); otherwise 1.  Collective
+ * over the backend's ranks; every rank ends with the same table. */
 DS_API ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
                                          const ds_strategy_t *strategy,
                                          const ds_cluster_t *cluster,
                                          const ds_exec_cost_options_t *options,
-                                         ds_cost_table_t *costs, ds_exec_load_t *load_p);
+                                         ds_cost_table_t *costs, ds_exec_load_t *load_p,
+                                         double *speed_factors);
 
 #ifdef __cplusplus
 }

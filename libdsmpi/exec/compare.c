@@ -84,6 +84,7 @@ ds_status_t ds_exec_compare(const ds_exec_t *x, const ds_sim_t *sim,
         c->load.steal = DSI_MAX(c->load.steal, l->steal);
         c->load.loadavg_1m = DSI_MAX(c->load.loadavg_1m, l->loadavg_1m);
         c->load.noisy |= l->noisy;
+        c->load.probe_s = DSI_MAX(c->load.probe_s, l->probe_s);
         c->load.pinned = i == 0 ? l->pinned : c->load.pinned && l->pinned;
     }
 #define GATHER(expr)                                                                               \

@@ -226,7 +226,7 @@ static ds_status_t reuse_window(ds_backend_t *b, const ds_model_t *model, const 
 
 static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                  const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
-                                 const ds_cost_table_t *costs, sums_t *mine)
+                                 const ds_cost_table_t *costs, sums_t *mine, double *unit_time_p)
 {
     ds_status_t status = DS_OK;
     dsi_profile_plan_t *plan = NULL;
@@ -267,6 +267,9 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
         ds_measurement_t total;
         DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
                      out);
+        DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
+                  config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
+        *unit_time_p += total.cost.median_s;
         for (size_t i = 0; i < unit->num_keys; i++)
             if (keys[i].kind == DS_EVENT_COMPUTE)
                 DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
@@ -409,6 +412,80 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
     return DS_OK;
 }
 
+/* Overlap interference (DS_COMM_FLAG_OVERLAPPED): on every member of
+ * `comm` at once, a backward layer pass of this stage (repeated to last
+ * about twice the collective) runs alone, then with the collective `key`
+ * started before it and tested after every DS_EXEC_PROGRESS_OPS-th
+ * operator, as the executor issues buckets, and waited for after it.  What
+ * the collective costs the compute is the difference of the two medians
+ * (at least 0); *seconds_p gets it on this member. */
+#define OVERLAP_REPS 5
+
+static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                   const dsi_shape_ctx_t *ctx, int stage, ds_comm_t *comm,
+                                   const ds_event_key_t *key, double comm_s, double *seconds_p)
+{
+    ds_status_t status = DS_OK;
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    ds_kernel_t *kernels[DSI_MAX_LAYER_OPS];
+    size_t count = 0, n = 0;
+    dsi_comm_call_t *call = NULL;
+    int first, layers;
+    ds_strategy_chunk_layers(s, model->info.num_layers, stage, 0, &first, &layers);
+    int layer = layers > 0 ? first : stage == s->pp - 1 ? DSI_PART_HEAD : DSI_PART_EMBEDDING;
+    DSI_TRY(dsi_model_layer_ops(model, layer, ctx, DS_PASS_BACKWARD, ops, DSI_ARRAY_SIZE(ops),
+                                &count));
+    for (size_t i = 0; i < count; i++) {
+        if (ops[i].key.kind != DS_EVENT_COMPUTE)
+            continue;
+        DSI_TRY_GOTO(ds_kernel_prepare(b, &ops[i].key, &kernels[n]), status, out);
+        if (n > 0) {
+            int chained = 0;
+            DSI_TRY_GOTO(dsi_kernel_chain(kernels[n], kernels[n - 1], &chained), status, out);
+        }
+        n++;
+    }
+    DSI_TRY_GOTO(dsi_comm_call_prepare(comm, key, DSI_CALL_ALL, 0, &call), status, out);
+    int progress_ops = (int)DSI_MAX(dsi_param_int(DSI_PARAM_EXEC_PROGRESS_OPS), 1);
+    /* One pass alone, to size the sequence. */
+    double pass_s = 0.0;
+    for (int w = 0; w < 2; w++) {
+        double t0 = dsi_now_s();
+        for (size_t i = 0; i < n; i++)
+            DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
+        pass_s = dsi_now_s() - t0;
+    }
+    int repeat = (int)DSI_MIN(DSI_MAX(ceil(2.0 * comm_s / DSI_MAX(pass_s, 1e-6)), 1.0), 1000.0);
+    double alone[OVERLAP_REPS], with[OVERLAP_REPS];
+    for (int r = 0; r < 2 * OVERLAP_REPS; r++) {
+        bool overlap = r % 2 == 1;
+        DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
+        double t0 = dsi_now_s();
+        if (overlap)
+            DSI_TRY_GOTO(dsi_comm_call_start(call), status, out);
+        int since = 0, done = !overlap;
+        for (int k = 0; k < repeat; k++)
+            for (size_t i = 0; i < n; i++) {
+                DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
+                if (!done && ++since >= progress_ops) {
+                    since = 0;
+                    DSI_TRY_GOTO(dsi_comm_call_test(call, &done), status, out);
+                }
+            }
+        if (overlap)
+            DSI_TRY_GOTO(dsi_comm_call_wait(call), status, out);
+        (overlap ? with : alone)[r / 2] = dsi_now_s() - t0;
+    }
+    qsort(alone, OVERLAP_REPS, sizeof(double), compare_double);
+    qsort(with, OVERLAP_REPS, sizeof(double), compare_double);
+    *seconds_p = DSI_MAX(with[OVERLAP_REPS / 2] - alone[OVERLAP_REPS / 2], 0.0);
+out:
+    dsi_comm_call_release(call);
+    for (size_t i = 0; i < n; i++)
+        ds_kernel_destroy(kernels[i]);
+    return status;
+}
+
 static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                 const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
                                 const ds_event_set_t *events, ds_cost_table_t *costs)
@@ -474,6 +551,33 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
         c.repetitions = (int64_t)result[4];
         c.provenance = DS_PROV_MEASURED;
         DSI_TRY_GOTO(ds_cost_table_set(costs, key, &c), status, out);
+        /* Buckets issued to overlap the backward: what they cost the compute. */
+        ds_event_key_t overlapped = *key;
+        overlapped.flags |= DS_COMM_FLAG_OVERLAPPED;
+        if (key->group == DS_GROUP_DP && s->overlap_grad_reduce && s->zero != 3 &&
+            (key->op == DS_COMM_ALLREDUCE || key->op == DS_COMM_REDUCE_SCATTER) &&
+            ds_cost_table_find(costs, &overlapped) == NULL) {
+            ds_event_key_t unflagged = *key;
+            unflagged.flags &= (uint8_t)~DS_COMM_FLAG_OVERLAPPED;
+            double mine = -1.0, worst = -1.0;
+            ds_comm_t *comm = NULL;
+            int boundary = 0;
+            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
+            if (comm != NULL)
+                DSI_TRY_GOTO(measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s,
+                                             &mine),
+                             status, out);
+            DSI_MPI_TRY_GOTO(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, b->comm), status,
+                             out);
+            if (worst >= 0.0) {
+                ds_cost_t oc;
+                memset(&oc, 0, sizeof(oc));
+                oc.mean_s = oc.median_s = oc.p10_s = oc.p90_s = worst;
+                oc.repetitions = OVERLAP_REPS;
+                oc.provenance = DS_PROV_MEASURED;
+                DSI_TRY_GOTO(ds_cost_table_set(costs, &overlapped, &oc), status, out);
+            }
+        }
     }
 out:
     dsi_placement_free(&pl);
@@ -484,7 +588,7 @@ out:
 ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
                                   const ds_strategy_t *strategy, const ds_cluster_t *cluster,
                                   const ds_exec_cost_options_t *options, ds_cost_table_t *costs,
-                                  ds_exec_load_t *load_p)
+                                  ds_exec_load_t *load_p, double *speed_factors)
 {
     ds_status_t status = DS_OK;
     ds_event_set_t *events = NULL;
@@ -502,11 +606,15 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                          strategy->dp, strategy->tp, strategy->pp, backend->size);
     DSI_TRY(ds_events_generate(model, strategy, cluster, &events));
     dsi_load_probe_t before, after;
+    double speed_before = 0.0, speed_after = 0.0;
+    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
     dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
-    ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
-                            ? measure_operators(backend, events, options, costs, &mine)
-                            : measure_units(backend, model, strategy, cluster, options, costs, &mine);
+    double unit_time = 0.0;
+    ds_status_t local =
+        options->compute == DS_EXEC_COSTS_OPERATOR
+            ? measure_operators(backend, events, options, costs, &mine)
+            : measure_units(backend, model, strategy, cluster, options, costs, &mine, &unit_time);
     int failed = local != DS_OK, any = 0;
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
     if (local != DS_OK) {
@@ -518,16 +626,34 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
         goto out;
     }
     DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &merged), status, out);
+    if (speed_factors != NULL) {
+        /* Together, every rank ran the same units: their times compare the devices. */
+        for (int r = 0; r < backend->size; r++)
+            speed_factors[r] = 1.0;
+        bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;
+        if (same_work) {
+            DSI_MPI_TRY_GOTO(MPI_Allgather(&unit_time, 1, MPI_DOUBLE, speed_factors, 1, MPI_DOUBLE,
+                                           backend->comm),
+                             status, out);
+            double mean = 0.0;
+            for (int r = 0; r < backend->size; r++)
+                mean += speed_factors[r] / backend->size;
+            for (int r = 0; r < backend->size; r++)
+                speed_factors[r] = mean > 0.0 ? speed_factors[r] / mean : 1.0;
+        }
+    }
     DSI_TRY_GOTO(set_sums(costs, &merged), status, out);
     DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
                  out);
     dsi_load_probe(&after);
+    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_after), status, out);
     if (load_p != NULL)
         DSI_TRY_GOTO(dsi_load_report(backend->comm, &before, &after,
+                                     DSI_MAX(speed_before, speed_after),
                                      options->max_foreign > 0.0
                                          ? options->max_foreign
                                          : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
-                                     load_p),
+                                     options->reference_probe_s, load_p),
                      status, out);
 out:
     dsi_free(mine.v);

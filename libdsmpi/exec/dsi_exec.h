@@ -172,9 +172,14 @@ void dsi_load_between(const dsi_load_probe_t *a, const dsi_load_probe_t *b, int6
                       double *foreign_p, double *steal_p);
 double dsi_load_average(void);
 /* The worst rank's load between two probes of every rank (collective over
- * comm); noisy when foreign + steal exceed max_foreign. */
+ * comm); `speed_s` is this rank's speed probe (0 = none).  Noisy when
+ * foreign + steal exceed max_foreign, or when the slowest rank's speed
+ * probe exceeds (1 + DS_EXEC_MAX_SLOWDOWN) x reference_s (> 0). */
 ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
-                            const dsi_load_probe_t *after, double max_foreign,
-                            ds_exec_load_t *load_p);
+                            const dsi_load_probe_t *after, double speed_s, double max_foreign,
+                            double reference_s, ds_exec_load_t *load_p);
+/* The speed probe: median seconds of a fixed 256^3 fp32 GEMM over a few
+ * runs on this rank's device. */
+ds_status_t dsi_speed_probe(ds_backend_t *backend, double *seconds_p);
 
 #endif /* DSI_EXEC_H */

@@ -363,6 +363,14 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     if (backend == NULL || model == NULL || strategy == NULL || exec_p == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_create needs a backend, model and strategy");
     DSI_TRY(check_supported(strategy, backend->size));
+    /* Timing on the host clock around each operator is right where kernels
+     * run synchronously; a GPU queue needs device events and non-blocking
+     * NCCL calls, which the cuda backend does not offer the executor yet. */
+    if (backend->kind != DS_BACKEND_CPU)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "the executor runs on the cpu backend only (the %s backend lacks "
+                         "device-event timestamps and non-blocking calls for it)",
+                         ds_backend_kind_name(backend->kind));
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
     x->backend = backend;
     x->model = model;
@@ -465,6 +473,9 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     memset(run, 0, sizeof(*run));
     x->num_recs = 0;
     dsi_load_probe_t before, after;
+    double speed_before = 0.0, speed_after = 0.0;
+    DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
+    DSI_TRY_GOTO(dsi_speed_probe(x->backend, &speed_before), status, out);
     DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
     dsi_load_probe(&before);
     double start = dsi_now_s();
@@ -482,9 +493,12 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     }
     double wall = dsi_now_s() - start;
     dsi_load_probe(&after);
+    DSI_TRY_GOTO(dsi_speed_probe(x->backend, &speed_after), status, out);
     DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
     ds_exec_load_t load;
-    DSI_TRY_GOTO(dsi_load_report(x->comm, &before, &after, o.max_foreign, &load), status, out);
+    DSI_TRY_GOTO(dsi_load_report(x->comm, &before, &after, DSI_MAX(speed_before, speed_after),
+                                 o.max_foreign, o.reference_probe_s, &load),
+                 status, out);
     DSI_TRY_GOTO(dsi_exec_finish_run(x, &o, &load, wall, run), status, out);
     x->num_runs++;
 out:

@@ -16,7 +16,10 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The counters of /proc/stat line `name` ("cpu" or "cpuN"). */
@@ -129,8 +132,8 @@ double dsi_load_average(void)
 }
 
 ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
-                            const dsi_load_probe_t *after, double max_foreign,
-                            ds_exec_load_t *load_p)
+                            const dsi_load_probe_t *after, double speed_s, double max_foreign,
+                            double reference_s, ds_exec_load_t *load_p)
 {
     ds_status_t status = DS_OK;
     MPI_Comm node = MPI_COMM_NULL;
@@ -148,16 +151,85 @@ ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
              after->wall_s - before->wall_s, (long long)(after->core_busy - before->core_busy),
              (long long)(after->core_total - before->core_total), (long long)own,
              (long long)node_own, after->cores, foreign, steal);
-    double mine[3] = {foreign, steal, after->cores == 1 ? 0.0 : 1.0}, worst[3];
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, worst, 3, MPI_DOUBLE, MPI_MAX, comm), status, out);
+    double mine[4] = {foreign, steal, after->cores == 1 ? 0.0 : 1.0, speed_s}, worst[4];
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, worst, 4, MPI_DOUBLE, MPI_MAX, comm), status, out);
     load.foreign_cpu = worst[0];
     load.steal = worst[1];
     load.pinned = worst[2] == 0.0;
+    load.probe_s = worst[3];
     load.loadavg_1m = dsi_load_average();
-    load.noisy = worst[0] + worst[1] > max_foreign;
+    double slowdown = dsi_param_double(DSI_PARAM_EXEC_MAX_SLOWDOWN);
+    load.noisy = worst[0] + worst[1] > max_foreign ||
+                 (reference_s > 0.0 && worst[3] > (1.0 + slowdown) * reference_s);
     *load_p = load;
 out:
     if (node != MPI_COMM_NULL)
         MPI_Comm_free(&node);
+    return status;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+ds_status_t dsi_speed_probe(ds_backend_t *backend, double *seconds_p)
+{
+    ds_status_t status = DS_OK;
+    ds_kernel_t *kernel = NULL;
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMPUTE;
+    key.op = DS_OP_GEMM;
+    key.pass = DS_PASS_FORWARD;
+    key.dtype = DS_DTYPE_FP32;
+    key.variant = DS_GEMM_TRANS_B;
+    key.dims[0] = key.dims[1] = key.dims[2] = 256;
+    enum { WARM = 3, REPS = 25 };
+    double t[REPS];
+    DSI_TRY(ds_kernel_prepare(backend, &key, &kernel));
+    for (int i = 0; i < WARM + REPS; i++) {
+        double start = dsi_now_s();
+        DSI_TRY_GOTO(ds_kernel_run(kernel), status, out);
+        DSI_TRY_GOTO(ds_backend_synchronize(backend), status, out);
+        if (i >= WARM)
+            t[i - WARM] = dsi_now_s() - start;
+    }
+    qsort(t, REPS, sizeof(*t), compare_double);
+    *seconds_p = t[REPS / 2];
+out:
+    ds_kernel_destroy(kernel);
+    return status;
+}
+
+ds_status_t ds_exec_probe(ds_backend_t *backend, double window_s,
+                          const ds_exec_options_t *options, ds_exec_load_t *load_p)
+{
+    ds_exec_options_t defaults;
+    if (options == NULL) {
+        ds_exec_options_init(&defaults);
+        options = &defaults;
+    }
+    if (backend == NULL || load_p == NULL || !(window_s >= 0.0) || window_s > 3600.0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "ds_exec_probe needs a backend and a window of 0 to 3600 s (got %g)",
+                         window_s);
+    ds_status_t status = DS_OK;
+    double speed = 0.0;
+    DSI_MPI_TRY_GOTO(MPI_Barrier(backend->comm), status, out);
+    DSI_TRY(dsi_speed_probe(backend, &speed));
+    dsi_load_probe_t before, after;
+    dsi_load_probe(&before);
+    struct timespec sleep = {(time_t)window_s, (long)((window_s - floor(window_s)) * 1e9)};
+    while (nanosleep(&sleep, &sleep) != 0)
+        continue;
+    dsi_load_probe(&after);
+    DSI_TRY(dsi_load_report(backend->comm, &before, &after, speed,
+                            options->max_foreign > 0.0
+                                ? options->max_foreign
+                                : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
+                            options->reference_probe_s, load_p));
+out:
     return status;
 }

@@ -171,7 +171,11 @@ static void test_tensor_parallel_and_costs(void)
     co.measure.budget_s = 0.02;
     co.measure.min_reps = 3;
     ds_exec_load_t load;
-    CHECK_OK(ds_exec_measure_costs(backend, model, &s, &cluster, &co, costs, &load));
+    double factors[2] = {0.0, 0.0};
+    CHECK_OK(ds_exec_measure_costs(backend, model, &s, &cluster, &co, costs, &load, factors));
+    /* Devices compared on the same units: factors around 1, averaging 1. */
+    CHECK_NEAR(factors[0] + factors[1], 2.0, 1e-9);
+    CHECK(factors[0] > 0.5 && factors[0] < 1.5);
     /* Every event of the strategy has a cost: the prediction needs no estimate. */
     ds_sim_t *sim = NULL;
     CHECK_OK(ds_sim_create(&sim));
@@ -182,7 +186,7 @@ static void test_tensor_parallel_and_costs(void)
     size_t before = ds_cost_table_size(costs);
     CHECK(before > 10);
     /* A second call measures nothing more. */
-    CHECK_OK(ds_exec_measure_costs(backend, model, &s, &cluster, &co, costs, NULL));
+    CHECK_OK(ds_exec_measure_costs(backend, model, &s, &cluster, &co, costs, NULL, NULL));
     CHECK_INT(ds_cost_table_size(costs), before);
 
     ds_exec_t *exec = run(&s);
