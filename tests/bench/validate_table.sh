@@ -14,7 +14,8 @@
 #   ABLATION=1   also predict from costs measured the other ways (dsmpi validate --ablation)
 #   PROFILE_DB   a profile database: the profiler's costs instead (dsmpi validate --profile-db)
 #   QUIET_IDLE   percent of both cores idle over 2 s that counts as quiet (default 95)
-#   QUIET_WAIT   seconds to wait for quiet before running anyway, marked (default 900)
+#   QUIET_WAIT   seconds to wait for quiet before a case (default 900); inside a case
+#                dsmpi validate --wait-quiet waits before each measurement (default 120)
 #   CASES        "STRATEGY:MICROBATCHES ..." to run instead of the default list
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +34,7 @@ mpiexec=${MPIEXEC:-mpiexec}
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OPENBLAS_NUM_THREADS=1
 cases=${CASES:-"dp=2:2 dp=2:4 dp=2,bucket=1M:4 tp=2:2 tp=2:4 pp=2,schedule=gpipe:2 pp=2,schedule=gpipe:4 pp=2,schedule=gpipe:8 pp=2,schedule=1f1b:2 pp=2,schedule=1f1b:4 pp=2,schedule=1f1b:8 pp=2,schedule=interleaved,vpp=2:4 pp=2,schedule=interleaved,vpp=2:8"}
-extra=()
+extra=(--wait-quiet "${WAIT_QUIET:-120}")
 [ "${ABLATION:-0}" = 1 ] && extra+=(--ablation)
 [ -n "${PROFILE_DB:-}" ] && extra+=(--profile-db "$PROFILE_DB")
 
