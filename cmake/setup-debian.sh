@@ -1,15 +1,17 @@
 #!/bin/sh
 # Installs the Debian 12 packages dsmpi needs to build and test: OpenMPI,
-# parallel HDF5, OpenBLAS, jansson, CMake, and Slurm with munge for the
-# tests that run dsmpi under real Slurm daemons (slurm/local-cluster.sh
-# starts daemons of its own, in a directory of its own).  Idempotent: quiet when
+# parallel HDF5, OpenBLAS, jansson, CMake, Slurm with munge for the tests
+# that run dsmpi under real Slurm daemons (slurm/local-cluster.sh starts
+# daemons of its own, in a directory of its own), and SimGrid (smpicc,
+# smpirun) for the virtual-cluster tests (label smpi).  Idempotent: quiet when
 # everything is present.  Run as root (or with sudo).  The CUDA backend needs
 # the CUDA toolkit and NCCL, which are not Debian packages; without them it is
 # simply not built.
 set -eu
 
 packages="build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
-hdf5-tools libopenblas-dev libjansson-dev python3 munge slurmctld slurmd slurm-client"
+hdf5-tools libopenblas-dev libjansson-dev python3 munge slurmctld slurmd slurm-client
+libsimgrid-dev"
 
 missing=""
 for p in $packages; do

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_TOP = 512, OPT_HELP };
+enum { OPT_TOP = 512, OPT_COST_TABLE_OUT, OPT_HELP };
 
 static void help(void)
 {
@@ -16,7 +16,11 @@ static void help(void)
            "unique ones that need measuring, then the unique events by expected cost\n"
            "(occurrences x a roofline / latency-bandwidth estimate on the target device).\n\n");
     inputs_print_help(stdout);
-    printf("Events:\n  --top N                  unique events to list by expected cost (default 10)\n");
+    printf("Events:\n  --top N                  unique events to list by expected cost (default 10)\n"
+           "  --cost-table-out FILE    add the roofline estimates of the compute events on the\n"
+           "                           target device to the text cost table FILE (created when\n"
+           "                           missing; costs already there are kept), marked assumed:\n"
+           "                           synthetic costs for the replay backend\n");
 }
 
 typedef struct ranked {
@@ -133,18 +137,62 @@ static void print_csv(const ds_event_set_t *set)
     }
 }
 
-static int top_option(const app_t *app, void *ctx, int id, const char *arg)
+typedef struct events_options {
+    int64_t top;
+    const char *cost_table_out;
+} events_options_t;
+
+static int events_option(const app_t *app, void *ctx, int id, const char *arg)
 {
+    events_options_t *o = ctx;
+    if (id == OPT_COST_TABLE_OUT) {
+        o->cost_table_out = arg;
+        return 1;
+    }
     if (id != OPT_TOP)
         return 0;
-    ds_status_t status = ds_parse_count(arg, "top", 0, 100000, ctx);
+    ds_status_t status = ds_parse_count(arg, "top", 0, 100000, &o->top);
     return status == DS_OK ? 1 : (app_fail(app, status), -1);
+}
+
+/* Adds the compute events' estimates to the cost table file `path`. */
+static ds_status_t write_estimates(const ds_event_set_t *set, const char *path)
+{
+    ds_cost_table_t *table = NULL;
+    ds_status_t status = ds_cost_table_create(&table);
+    FILE *probe = status == DS_OK ? fopen(path, "r") : NULL;
+    if (probe != NULL) {
+        fclose(probe);
+        status = ds_cost_table_load_text(table, path);
+    }
+    for (size_t i = 0; status == DS_OK && i < ds_event_set_size(set); i++) {
+        const ds_event_t *e = ds_event_set_at(set, i);
+        if (e->key.kind != DS_EVENT_COMPUTE || ds_cost_table_find(table, &e->key) != NULL)
+            continue;
+        ds_cost_t cost = {e->estimated_s, e->estimated_s, e->estimated_s, e->estimated_s, 0,
+                          DS_PROV_ASSUMED};
+        status = ds_cost_table_set(table, &e->key, &cost);
+    }
+    if (status == DS_OK) {
+        FILE *out = fopen(path, "w");
+        if (out == NULL)
+            status = ds_set_error(DS_ERR_IO, "cannot write the cost table %s", path);
+        else {
+            fprintf(out, "# roofline estimates (dsmpi events --cost-table-out), seconds\n");
+            status = ds_cost_table_write_text(table, out);
+            if (fclose(out) != 0 && status == DS_OK)
+                status = ds_set_error(DS_ERR_IO, "cannot write the cost table %s", path);
+        }
+    }
+    ds_cost_table_destroy(table);
+    return status;
 }
 
 int cmd_events(app_t *app)
 {
     static const struct option extra[] = {
         {"top", required_argument, NULL, OPT_TOP},
+        {"cost-table-out", required_argument, NULL, OPT_COST_TABLE_OUT},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -153,8 +201,8 @@ int cmd_events(app_t *app)
         return code;
     inputs_t in;
     inputs_init(&in);
-    int64_t top_n = 10;
-    app_option_handler_t handlers[] = {{top_option, &top_n}};
+    events_options_t eo = {10, NULL};
+    app_option_handler_t handlers[] = {{events_option, &eo}};
     code = app_parse_options(app, &in, (const struct option *[]){extra, NULL}, handlers, 1, OPT_HELP, help);
     if (code >= 0)
         return code;
@@ -179,7 +227,12 @@ int cmd_events(app_t *app)
         ranked[i].total_s = (double)ranked[i].event->count * ranked[i].event->estimated_s;
     }
     qsort(ranked, n, sizeof(*ranked), by_total_desc);
-    size_t num_top = (size_t)top_n < n ? (size_t)top_n : n;
+    size_t num_top = (size_t)eo.top < n ? (size_t)eo.top : n;
+    if (eo.cost_table_out != NULL && app->rank == 0 &&
+        (status = write_estimates(set, eo.cost_table_out)) != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
+    }
     ds_event_totals_t totals;
     ds_event_set_totals(set, &totals);
     if (app->rank == 0) {

@@ -88,6 +88,34 @@ static ds_status_t import_nccl_tests(const import_context_t *context, const char
     return status;
 }
 
+/* Communication samples as text (ds_comm_samples_write_text): marked imported. */
+static ds_status_t import_comm_samples(const import_context_t *context, const char *path,
+                                       import_result_t *result)
+{
+    ds_comm_samples_t *samples = NULL;
+    ds_status_t status = ds_comm_samples_create(&samples);
+    if (status == DS_OK)
+        status = ds_comm_samples_load_text(samples, path);
+    size_t count = status == DS_OK ? ds_comm_samples_size(samples) : 0;
+    ds_comm_sample_t *copy = count > 0 ? calloc(count, sizeof(*copy)) : NULL;
+    if (count > 0 && copy == NULL)
+        status = ds_set_error(DS_ERR_NO_MEMORY, "out of memory reading %s", path);
+    if (status == DS_OK && count > 0) {
+        memcpy(copy, ds_comm_samples_data(samples), count * sizeof(*copy));
+        for (size_t i = 0; i < count; i++) {
+            copy[i].provenance = DS_PROV_IMPORTED;
+            if (copy[i].source[0] == '\0')
+                snprintf(copy[i].source, sizeof(copy[i].source), "%s", "imported");
+        }
+        status = ds_profile_db_add_comm_samples(context->db, copy, count);
+    }
+    if (status == DS_OK)
+        result->comm_samples += count;
+    free(copy);
+    ds_comm_samples_destroy(samples);
+    return status;
+}
+
 static const importer_t importers[] = {
     {"nccl-tests",
      "nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
@@ -99,6 +127,11 @@ static const importer_t importers[] = {
      "                           [<median s> <p10 s> <p90 s> <repetitions> <provenance>]',\n"
      "                           e.g. 'gemm fwd bf16 NN m=2048 n=3072 k=1024 = 1.5e-3'",
      import_cost_table},
+    {"comm-samples",
+     "communication samples as text, one a line: '<primitive> <dtype> bytes=B\n"
+     "                           group=N nodes=K per-node=R [conc=C] [batched] = <mean s> ...'\n"
+     "                           (what 'dsmpi profile --comm-samples-out' writes)",
+     import_comm_samples},
 };
 #define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))
 
@@ -270,7 +303,8 @@ int cmd_import(app_t *app)
         free(sources);
         return app_usage_error(app, "%s (see 'dsmpi import --help')",
                                db_path == NULL ? "--profile-db FILE.h5 is required"
-                                               : "no source given (accepted: --nccl-tests LOG, --cost-table FILE)");
+                                               : "no source given (accepted: --cost-table FILE, "
+                                                 "--comm-samples FILE, --nccl-tests LOG)");
     }
     if (fingerprint[0] == '\0' || strlen(fingerprint) >= DS_FINGERPRINT_MAX) {
         free(sources);

@@ -708,8 +708,10 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
                                  report.compute_scaled ? " (scaled to the target device: assumed)" : "");
     if (used < sizeof(o->cost_note))
         snprintf(note + used, sizeof(o->cost_note) - used,
-                 "%s%zu communication events from the model fitted on %zu samples", used ? ", " : "",
-                 report.comm_filled, report.comm_samples);
+                 "%s%zu communication events from the model fitted on %zu samples%s%s%s",
+                 used ? ", " : "", report.comm_filled, report.comm_samples,
+                 report.comm_library[0] ? " (" : "", report.comm_library,
+                 report.comm_library[0] ? "'s algorithms)" : "");
 out:
     ds_comm_samples_destroy(logs);
     ds_event_set_destroy(events);

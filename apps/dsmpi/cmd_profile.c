@@ -14,6 +14,9 @@ enum {
     OPT_BACKEND,
     OPT_DRY_RUN,
     OPT_COMPUTE_ONLY,
+    OPT_COMM_ONLY,
+    OPT_COSTS_OUT,
+    OPT_COMM_SAMPLES_OUT,
     OPT_SWEEP_MIN,
     OPT_SWEEP_MAX,
     OPT_SEARCH,
@@ -27,6 +30,9 @@ static const struct option profile_options[] = {
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"compute-only", no_argument, NULL, OPT_COMPUTE_ONLY},
+    {"comm-only", no_argument, NULL, OPT_COMM_ONLY},
+    {"costs-out", required_argument, NULL, OPT_COSTS_OUT},
+    {"comm-samples-out", required_argument, NULL, OPT_COMM_SAMPLES_OUT},
     {"sweep-min", required_argument, NULL, OPT_SWEEP_MIN},
     {"sweep-max", required_argument, NULL, OPT_SWEEP_MAX},
     {"search", no_argument, NULL, OPT_SEARCH},
@@ -60,6 +66,9 @@ int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const cha
     case OPT_BACKEND: status = ds_backend_kind_parse(arg, &o->lib.backend); break;
     case OPT_DRY_RUN: o->dry_run = true; return 1;
     case OPT_COMPUTE_ONLY: o->lib.compute_only = 1; return 1;
+    case OPT_COMM_ONLY: o->lib.comm_only = 1; return 1;
+    case OPT_COSTS_OUT: o->lib.costs_out = arg; return 1;
+    case OPT_COMM_SAMPLES_OUT: o->lib.comm_samples_out = arg; return 1;
     case OPT_SWEEP_MIN: status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes); break;
     case OPT_SWEEP_MAX: status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes); break;
     case OPT_SEARCH: o->search = true; return 1;
@@ -78,10 +87,16 @@ void profile_print_help(FILE *out)
           "  --profile-db FILE.h5     the profile database (created, or extended and reused)\n"
           "  --site-db FILE.h5        a read-only database searched after it (repeatable)\n"
           "  --reprofile              measure again what the databases already hold\n"
-          "  --backend auto|cpu|cuda  the device backend (auto: cuda when every rank sees a GPU)\n"
+          "  --backend auto|cpu|cuda|replay  the device backend (auto: cuda when every rank sees\n"
+          "                           a GPU; replay: compute costs from DS_REPLAY_COSTS)\n"
           "  --dry-run                print the plan, the coverage of the target's communication\n"
           "                           and the expected profiling time; measure nothing\n"
           "  --compute-only           skip communication measurements\n"
+          "  --comm-only              skip the layer passes\n"
+          "  --costs-out FILE, --comm-samples-out FILE   without --profile-db: write the\n"
+          "                           measured event costs (text cost table) and communication\n"
+          "                           samples (text) there, for 'dsmpi import' (builds without\n"
+          "                           parallel HDF5, such as the SimGrid SMPI build)\n"
           "  --search                 profile every candidate of the search space at once (as\n"
           "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
           "                           --max-mbs), and --strategy when given\n"
@@ -155,7 +170,7 @@ static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
     printf("#\n# profiled %zu of %zu layer passes (%zu reused from the database), %zu communication tasks (%zu reused)\n",
            s->units_measured, s->units, s->units_reused, s->comm_tasks - s->comm_tasks_reused,
            s->comm_tasks_reused);
-    printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, database commit %.2f s%s\n",
+    printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s%s\n",
            s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
            s->interrupted ? " (interrupted: rerun to measure the rest)" : "");
 }
@@ -299,8 +314,10 @@ int cmd_profile(app_t *app)
                              (const struct option *[]){extra, profile_long_options(),
                                                        search_space_long_options, NULL},
                              handlers, 1, OPT_HELP, help);
-    if (code < 0 && o.lib.db_path == NULL)
-        code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
+    if (code < 0 && o.lib.db_path == NULL && o.lib.costs_out == NULL &&
+        o.lib.comm_samples_out == NULL)
+        code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5, "
+                                    "or --costs-out FILE and --comm-samples-out FILE)");
     if (code < 0) {
         ds_status_t status = o.search ? inputs_build_target(&in) : inputs_build(&in);
         if (status != DS_OK) {

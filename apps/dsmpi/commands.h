@@ -7,12 +7,14 @@
 int cmd_comm(app_t *app);
 int cmd_allocation(app_t *app);
 int cmd_events(app_t *app);
+int cmd_execute(app_t *app);
 int cmd_plan(app_t *app);
 int cmd_predict(app_t *app);
 int cmd_import(app_t *app);
 int cmd_profile(app_t *app);
 int cmd_run(app_t *app);
 int cmd_search(app_t *app);
+int cmd_validate(app_t *app);
 int cmd_version(app_t *app);
 
 #endif /* DSMPI_COMMANDS_H */

@@ -10,7 +10,13 @@
  *         cuBLAS for GEMMs (bf16/fp16 on tensor cores), CUDA kernels for the
  *         other operators, NCCL for communication, CUDA events for timing.
  *         It lives in a module loaded on first use (libdsmpi_cuda.so), so
- *         runs that never use a GPU do not load cuBLAS or NCCL.
+ *         runs that never use a GPU do not load cuBLAS or NCCL;
+ *   replay  compute events cost what a cost table says, communication is
+ *         MPI on buffers whose contents do not matter: in a SimGrid SMPI
+ *         build (DSMPI_SMPI) every rank is a device of a simulated cluster
+ *         (computation simulated for the table's duration, MPI simulated
+ *         on the platform); elsewhere a compute event is a busy wait of its
+ *         duration.  Never picked by auto.
  *
  * Every compute operator of ds_op_t runs on buffers of the event key's
  * shapes, filled with values distributed like real activations, weights and
@@ -47,9 +53,10 @@ typedef enum ds_backend_kind {
     DS_BACKEND_AUTO = 0, /* cuda when every rank sees a GPU, cpu otherwise */
     DS_BACKEND_CPU = 1,
     DS_BACKEND_CUDA = 2,
+    DS_BACKEND_REPLAY = 3, /* costs from a table (ds_backend_open_replay or DS_REPLAY_COSTS) */
 } ds_backend_kind_t;
 
-/* "auto", "cpu", "cuda". */
+/* "auto", "cpu", "cuda", "replay". */
 DS_API const char *ds_backend_kind_name(ds_backend_kind_t kind);
 DS_API ds_status_t ds_backend_kind_parse(const char *text, ds_backend_kind_t *kind_p);
 /* The kind named by the DS_BACKEND tunable (auto unless set). */
@@ -72,6 +79,18 @@ typedef struct ds_backend ds_backend_t;
  * duplicated: the caller may free it after this returns.  Caller closes
  * with ds_backend_close. */
 DS_API ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t **backend_p);
+/* Opens the replay backend on `comm` (collective, as ds_backend_open): a
+ * compute key costs costs[key].mean_s; a key the table lacks costs its
+ * roofline estimate on the device spec `device` ("h100-sxm"; NULL: the
+ * DS_REPLAY_DEVICE tunable), logged once.  The table's compute entries are
+ * copied.  ds_backend_open(DS_BACKEND_REPLAY, ...) reads the table from the
+ * file DS_REPLAY_COSTS names (none: every key takes its estimate).  The fingerprint names the device spec and a
+ * hash of the table; the device name is the spec's name.  Non-blocking
+ * all-reduce runs the algorithm Open MPI's rules pick for the blocking call,
+ * in rounds posted as the call is tested or waited for.  Caller closes with
+ * ds_backend_close. */
+DS_API ds_status_t ds_backend_open_replay(MPI_Comm comm, const ds_cost_table_t *costs,
+                                          const char *device, ds_backend_t **backend_p);
 /* Releases the device; NULL is a no-op.  Not collective. */
 DS_API void ds_backend_close(ds_backend_t *backend);
 
@@ -125,6 +144,12 @@ typedef struct ds_measure_config {
     int max_reps;         /* never more */
     double target_rel_ci; /* stop once the median's relative 95% CI is below this */
     double budget_s;      /* stop once this much wall time is spent (warm-up included) */
+    /* Layer passes: this many copies of the pass, each with buffers of its
+     * own, run in turn (repetition r runs copy r mod copies), so that a
+     * copy's weights and activations have left the caches when it runs
+     * again, as in training where the other layers run in between (1: one
+     * copy, caches as warm as a tight loop leaves them). */
+    int copies;
 } ds_measure_config_t;
 
 /* The defaults from the tunables DS_MEASURE_WARMUP, DS_MEASURE_WARMUP_S,
@@ -172,7 +197,8 @@ DS_API ds_status_t ds_kernel_measure(ds_kernel_t *kernel, const ds_measure_confi
                                      ds_measurement_t *measurement_p);
 
 /* Measures a layer pass as a unit: the compute keys of keys[0..count-1] are
- * prepared, then run back to back in that order as training issues them,
+ * prepared (config->copies times), then run back to back in that order as
+ * training issues them,
  * each operator reading the previous operator's output where its input fits
  * in it (so caches hold what training would find there).  Every repetition
  * stamps the time between operators: *total_p gets the statistics of the

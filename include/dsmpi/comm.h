@@ -125,6 +125,21 @@ DS_API size_t ds_comm_samples_size(const ds_comm_samples_t *samples);
 /* The samples, contiguous; valid until the list changes. */
 DS_API const ds_comm_sample_t *ds_comm_samples_data(const ds_comm_samples_t *samples);
 
+/* Samples as text, one a line (what a build without a profile database
+ * writes, and `dsmpi import --comm-samples` reads):
+ *   <primitive> <dtype> bytes=B group=N nodes=K per-node=R [conc=C] [in-place]
+ *       [batched] = <mean s> [<median s> <p10 s> <p90 s> <repetitions> <provenance>
+ *       [source=TEXT]]
+ * e.g. "allreduce fp32 bytes=1048576 group=4 nodes=2 per-node=2 conc=1 = 1.2e-04".
+ * The source runs to the end of the line; lines starting with '#' are
+ * comments.  Parsing appends every sample or, on an error ("FILE:LINE:
+ * ..."), none. */
+DS_API ds_status_t ds_comm_samples_parse_text(ds_comm_samples_t *samples, const char *text,
+                                              const char *origin);
+DS_API ds_status_t ds_comm_samples_load_text(ds_comm_samples_t *samples, const char *path);
+DS_API ds_status_t ds_comm_samples_write_text(const ds_comm_sample_t *items, size_t count,
+                                              FILE *out);
+
 /* ---- nccl-tests import ----------------------------------------------------------
  * Reads the output of nccl-tests' all_reduce_perf, all_gather_perf,
  * reduce_scatter_perf, alltoall_perf, sendrecv_perf and broadcast_perf, in
@@ -187,9 +202,41 @@ DS_API ds_status_t ds_comm_import_nccl_tests(const char *path,
 
 /* ---- the model ------------------------------------------------------------------ */
 
-/* Whose algorithms and decision logic are modelled.  NCCL today; Open MPI's
- * decision logic (for the CPU backend) is meant to join as a second table. */
-typedef enum ds_comm_library { DS_COMM_LIBRARY_NCCL = 0, DS_COMM_LIBRARY_COUNT_ } ds_comm_library_t;
+/* Whose algorithms and decision logic are modelled: NCCL's (the CUDA
+ * backend: the fastest of ring and tree, by its own tuning model), or Open
+ * MPI's (the CPU and replay backends: the tuned component's fixed decision
+ * rules by message and communicator size, as SimGrid's SMPI reproduces them
+ * with --cfg=smpi/coll-selector:ompi).  Open MPI's collectives are composed
+ * step by step from the point-to-point (send/recv) fit of each level:
+ *   all-reduce      recursive doubling (log2 n exchanges of S), Rabenseifner
+ *                   (reduce-scatter by recursive halving then all-gather by
+ *                   doubling: 2 log2 n exchanges of S/2, S/4, ... at
+ *                   distances 1, 2, 4, ...), ring (2(n-1) steps of S/n), or
+ *                   a binomial reduce then broadcast (small messages on large
+ *                   groups); non-powers of two add a first and a last
+ *                   transfer of S between pairs of neighbours;
+ *   reduce-scatter  recursive halving (S/2 at distance n/2, then S/4 ...),
+ *                   ring (n-1 steps of S/n), or a reduce then scatter;
+ *   all-gather      recursive doubling (blocks doubling with the distance),
+ *                   neighbour exchange (n/2 steps of 2 blocks), ring, Bruck;
+ *   all-to-all      every message at once, pairwise exchange, or Bruck;
+ *   broadcast       binomial tree, or scatter then ring all-gather.
+ * A step where members talk to partners d apart (groups fill nodes in
+ * order, r per node) stays inside a node when d < r; otherwise each node
+ * sends r x concurrency flows over its NICs (bandwidth shared when they
+ * outnumber the NICs) and, across leaves, a leaf's flows share its uplinks
+ * (bandwidth divided when they exceed span x devices per node /
+ * oversubscription of them); a ring step sends one flow per node boundary.
+ * Reductions cost no time of their own (see the README's validation). */
+typedef enum ds_comm_library {
+    DS_COMM_LIBRARY_NCCL = 0,
+    DS_COMM_LIBRARY_OMPI = 1,
+    DS_COMM_LIBRARY_COUNT_
+} ds_comm_library_t;
+
+/* "nccl", "ompi". */
+DS_API const char *ds_comm_library_name(ds_comm_library_t library);
+DS_API ds_status_t ds_comm_library_parse(const char *text, ds_comm_library_t *library_p);
 
 typedef struct ds_comm_model_options {
     ds_comm_library_t library;
@@ -213,13 +260,20 @@ DS_API ds_status_t ds_comm_model_create(const ds_cluster_t *cluster,
                                         ds_comm_model_t **model_p);
 DS_API void ds_comm_model_destroy(ds_comm_model_t *model);
 
-/* Algorithms a prediction can rest on; values match ds_dp_algo_t. */
+/* Algorithms a prediction can rest on; values up to DS_COMM_ALGO_PS match
+ * ds_dp_algo_t (what a key may force). */
 typedef enum ds_comm_algo {
     DS_COMM_ALGO_DIRECT = 0, /* point-to-point transfers: send/recv, all-to-all */
     DS_COMM_ALGO_RING = 1,
-    DS_COMM_ALGO_TREE = 2,
+    DS_COMM_ALGO_TREE = 2,   /* NCCL's double binary tree; MPI's binomial trees */
     DS_COMM_ALGO_HIERARCHICAL = 3,
     DS_COMM_ALGO_PS = 4,
+    DS_COMM_ALGO_RECURSIVE_DOUBLING = 5, /* MPI */
+    DS_COMM_ALGO_RABENSEIFNER = 6,       /* MPI all-reduce */
+    DS_COMM_ALGO_RECURSIVE_HALVING = 7,  /* MPI reduce-scatter */
+    DS_COMM_ALGO_BRUCK = 8,              /* MPI all-gather, all-to-all */
+    DS_COMM_ALGO_NEIGHBOR = 9,           /* MPI all-gather */
+    DS_COMM_ALGO_PAIRWISE = 10,          /* MPI all-to-all */
 } ds_comm_algo_t;
 
 DS_API const char *ds_comm_algo_name(ds_comm_algo_t algo);

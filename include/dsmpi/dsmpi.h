@@ -9,6 +9,7 @@
 #include <dsmpi/comm.h>
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
+#include <dsmpi/exec.h>
 #include <dsmpi/model.h>
 #include <dsmpi/profile.h>
 #include <dsmpi/search.h>

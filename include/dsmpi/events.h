@@ -86,6 +86,13 @@ typedef enum ds_group {
 #define DS_GEMM_TRANS_B 2u
 /* Communication flag: issued together with the opposite direction. */
 #define DS_COMM_FLAG_BATCHED 1u
+/* Communication flag: the cost is the time the collective, issued to
+ * overlap compute (data-parallel buckets during the backward), adds to its
+ * members' compute: progress sharing the device (on the cpu backend MPI
+ * advances a non-blocking collective only inside the calls made between
+ * operators, on the core that computes).  Measured, never assumed: without
+ * such a cost the simulator treats the overlap as free. */
+#define DS_COMM_FLAG_OVERLAPPED 2u
 
 /* The key of an event.  Always zero it before filling (keys are hashed and
  * compared as bytes); the layout has no padding. */

@@ -31,16 +31,26 @@ extern "C" {
 #endif
 
 typedef struct ds_profile_options {
-    const char *db_path;              /* the profile database (created when missing) */
+    const char *db_path;              /* the profile database (created when missing); NULL:
+                                         none, the costs_out / comm_samples_out files instead */
     const char *const *fallback_dbs;  /* read-only site databases, searched after db_path */
     size_t num_fallbacks;
     ds_backend_kind_t backend;        /* DS_BACKEND_AUTO: cuda when every rank sees a GPU */
     int reprofile;                    /* measure again what the database already holds */
     int compute_only;                 /* skip the communication tasks */
+    int comm_only;                    /* skip the layer passes */
     int64_t sweep_min_bytes;          /* communication sweep, powers of two */
     int64_t sweep_max_bytes;
     int progress;                     /* rank 0 prints progress on stderr */
     const char *command_line;         /* recorded in the database */
+    /* Without a database (builds without parallel HDF5: SimGrid SMPI), rank 0
+     * writes what the run measured at its end: the event costs as a text
+     * cost table (ds_cost_table_write_text) and the communication samples as
+     * text (ds_comm_samples_write_text), each replacing the file; either may
+     * be NULL.  `dsmpi import --cost-table --comm-samples` loads them into a
+     * database. */
+    const char *costs_out;
+    const char *comm_samples_out;
 } ds_profile_options_t;
 
 /* Defaults: backend from DS_BACKEND, sweep from DS_PROFILE_SWEEP_MIN/MAX,
@@ -122,7 +132,8 @@ DS_API const double *ds_profiler_rank_busy_s(const ds_profiler_t *profiler);
 DS_API const char *ds_profiler_fingerprint(const ds_profiler_t *profiler);
 DS_API const char *ds_profiler_source_tag(const ds_profiler_t *profiler);
 DS_API const char *ds_profiler_device_name(const ds_profiler_t *profiler);
-/* The open backend and database (owned by the profiler). */
+/* The open backend and database (owned by the profiler; the database is
+ * NULL when the profiler writes text files instead). */
 DS_API ds_backend_t *ds_profiler_backend(ds_profiler_t *profiler);
 DS_API ds_profile_db_t *ds_profiler_db(ds_profiler_t *profiler);
 
@@ -150,6 +161,7 @@ typedef struct ds_cost_report {
     size_t compute_scaled;     /* ... of which scaled from another device (assumed) */
     size_t comm_samples;       /* samples the communication model was fitted on */
     size_t comm_filled;        /* communication keys of the events costed by that model */
+    char comm_library[16];     /* whose algorithms it follows ("nccl", "ompi"; DS_COMM_LIBRARY) */
 } ds_cost_report_t;
 
 /* The device the sources' measurements were made on (the fingerprint they
@@ -159,7 +171,10 @@ DS_API ds_status_t ds_costs_measured_device(const ds_cost_sources_t *sources,
                                             ds_device_spec_t *spec);
 
 /* Fills `table` with costs for the keys of `events` on `target` from
- * `sources`; keys the table already holds are kept.  Events left without a
+ * `sources`; keys the table already holds are kept.  The communication
+ * model follows Open MPI's algorithms when most samples were measured with
+ * MPI (cpu and replay backends), NCCL's otherwise (DS_COMM_LIBRARY forces
+ * one).  Events left without a
  * cost are for the caller to report or estimate.  Not collective. */
 DS_API ds_status_t ds_costs_assemble(const ds_cost_sources_t *sources, const ds_event_set_t *events,
                                      const ds_cluster_t *target, ds_cost_table_t *table,

@@ -119,9 +119,23 @@ typedef struct ds_sim_options {
      * (provenance of its prediction) before estimate_missing applies; NULL
      * (default): none.  Used only during ds_sim_run and ds_sim_estimate. */
     const ds_comm_model_t *comm_model;
+    /* 1 (default): a data-parallel bucket issued during the backward also
+     * costs its members' compute stream the time its key with
+     * DS_COMM_FLAG_OVERLAPPED has in the cost table (the interference the
+     * profile measured: on the cpu backend the collective progresses only
+     * inside calls on the computing core); 0, or no such cost: the overlap
+     * is free. */
+    int overlap_interference;
+    /* 1 (default): a tensor-parallel collective inside a layer pass starts
+     * when the slowest of its N members arrives: the members' compute since
+     * the previous collective varies (the spread p10..p90 of the operators'
+     * costs, taken as independent normals), and the wait E[max of N] x sigma
+     * is counted as idle time inside the pass.  0: members arrive together. */
+    int collective_skew;
 } ds_sim_options_t;
 
-/* Defaults: symmetric, layer level, no estimates, keep the timeline. */
+/* Defaults: symmetric, layer level, no estimates, keep the timeline,
+ * overlap interference where measured, collective skew. */
 DS_API void ds_sim_options_init(ds_sim_options_t *options);
 
 /* A simulator.  Its memory (an arena of node and edge arrays) is reused by

@@ -14,7 +14,7 @@ double dsi_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const char *const kind_names[] = {"auto", "cpu", "cuda"};
+static const char *const kind_names[] = {"auto", "cpu", "cuda", "replay"};
 
 const char *ds_backend_kind_name(ds_backend_kind_t kind)
 {
@@ -25,7 +25,7 @@ ds_status_t ds_backend_kind_parse(const char *text, ds_backend_kind_t *kind_p)
 {
     int index = 0;
     if (text == NULL)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no backend given (accepted: auto, cpu, cuda)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "no backend given (accepted: auto, cpu, cuda, replay)");
     DSI_TRY(dsi_parse_choice(text, "backend", kind_names, DSI_ARRAY_SIZE(kind_names), &index));
     *kind_p = (ds_backend_kind_t)index;
     return DS_OK;
@@ -35,7 +35,7 @@ ds_backend_kind_t ds_backend_kind_default(void)
 {
     ds_backend_kind_t kind = DS_BACKEND_AUTO;
     if (ds_backend_kind_parse(dsi_param_string(DSI_PARAM_BACKEND), &kind) != DS_OK) {
-        DSI_WARN("DS_BACKEND=%s is not a backend (accepted: auto, cpu, cuda); using auto",
+        DSI_WARN("DS_BACKEND=%s is not a backend (accepted: auto, cpu, cuda, replay); using auto",
                  dsi_param_string(DSI_PARAM_BACKEND));
         ds_clear_error();
         kind = DS_BACKEND_AUTO;
@@ -53,9 +53,7 @@ static ds_status_t local_ranks(ds_backend_t *b)
 {
     ds_status_t status = DS_OK;
     MPI_Comm node = MPI_COMM_NULL;
-    DSI_MPI_TRY_GOTO(
-        MPI_Comm_split_type(b->comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &node), status,
-        out);
+    DSI_TRY_GOTO(dsi_mpi_split_node(b->comm, b->rank, &node), status, out);
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(node, &b->local_rank), status, out);
     DSI_MPI_TRY_GOTO(MPI_Comm_size(node, &b->local_size), status, out);
 out:
@@ -64,12 +62,14 @@ out:
     return status;
 }
 
-ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t **backend_p)
+/* Opens `kind` on `comm`; `costs` and `device` are the replay backend's. */
+static ds_status_t open_backend(ds_backend_kind_t kind, MPI_Comm comm, const ds_cost_table_t *costs,
+                                const char *device, ds_backend_t **backend_p)
 {
     ds_status_t status = DS_OK;
     ds_backend_t *b = NULL;
     if ((unsigned)kind >= DSI_ARRAY_SIZE(kind_names))
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "backend kind %d is not one of auto, cpu, cuda",
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "backend kind %d is not one of auto, cpu, cuda, replay",
                          (int)kind);
     DSI_TRY(dsi_calloc(1, sizeof(*b), &b));
     b->comm = MPI_COMM_NULL;
@@ -79,7 +79,7 @@ ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t 
     DSI_TRY_GOTO(local_ranks(b), status, err_comm);
 
     /* Agree on the kind: cuda only where every rank sees a GPU. */
-    int gpus = kind == DS_BACKEND_CPU ? 0 : dsi_cuda_visible_devices();
+    int gpus = kind == DS_BACKEND_CPU || kind == DS_BACKEND_REPLAY ? 0 : dsi_cuda_visible_devices();
     int least = 0;
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&gpus, &least, 1, MPI_INT, MPI_MIN, b->comm), status, err_comm);
     if (kind == DS_BACKEND_CUDA && least == 0) {
@@ -87,12 +87,15 @@ ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t 
                            gpus == 0 ? "this rank sees no GPU" : "another rank sees no GPU");
         goto err_comm;
     }
-    b->kind = (kind == DS_BACKEND_CUDA || (kind == DS_BACKEND_AUTO && least > 0)) ? DS_BACKEND_CUDA
-                                                                                  : DS_BACKEND_CPU;
+    b->kind = kind == DS_BACKEND_REPLAY ? DS_BACKEND_REPLAY
+              : (kind == DS_BACKEND_CUDA || (kind == DS_BACKEND_AUTO && least > 0)) ? DS_BACKEND_CUDA
+                                                                                     : DS_BACKEND_CPU;
     if (kind == DS_BACKEND_AUTO && gpus > 0 && least == 0 && b->rank == 0)
         DSI_WARN("backend auto: some ranks see no GPU, so every rank uses the cpu backend");
 
-    status = b->kind == DS_BACKEND_CUDA ? dsi_cuda_open(b) : dsi_cpu_open(b);
+    status = b->kind == DS_BACKEND_CUDA     ? dsi_cuda_open(b)
+             : b->kind == DS_BACKEND_REPLAY ? dsi_replay_open(b, costs, device)
+                                            : dsi_cpu_open(b);
     /* Opening may fail on one rank only (a device busy, memory): agree. */
     int failed = status != DS_OK, any_failed = 0;
     if (MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, b->comm) != MPI_SUCCESS)
@@ -116,6 +119,19 @@ err_comm:
 err_free:
     dsi_free(b);
     return status;
+}
+
+ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_backend_t **backend_p)
+{
+    return open_backend(kind, comm, NULL, NULL, backend_p);
+}
+
+ds_status_t ds_backend_open_replay(MPI_Comm comm, const ds_cost_table_t *costs, const char *device,
+                                   ds_backend_t **backend_p)
+{
+    if (costs == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "the replay backend needs a cost table");
+    return open_backend(DS_BACKEND_REPLAY, comm, costs, device, backend_p);
 }
 
 void ds_backend_close(ds_backend_t *backend)
@@ -214,4 +230,12 @@ void ds_kernel_destroy(ds_kernel_t *kernel)
         return;
     kernel->backend->ops->kernel_destroy(kernel->impl);
     dsi_free(kernel);
+}
+
+ds_status_t dsi_kernel_chain(ds_kernel_t *consumer, const ds_kernel_t *producer, int *chained_p)
+{
+    *chained_p = 0;
+    if (consumer->backend != producer->backend)
+        return DS_OK;
+    return consumer->backend->ops->kernel_chain(consumer->impl, producer->impl, chained_p);
 }

@@ -123,9 +123,7 @@ static ds_status_t find_nodes(ds_comm_t *c)
     MPI_Comm node = MPI_COMM_NULL;
     int *leaders = NULL;
     int leader = 0;
-    DSI_MPI_TRY_GOTO(
-        MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node), status,
-        out);
+    DSI_TRY_GOTO(dsi_mpi_split_node(c->comm, c->rank, &node), status, out);
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &leaders), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &c->node_of), status, out);
@@ -513,4 +511,86 @@ ds_status_t ds_comm_verify(ds_comm_t *comm, const ds_event_key_t *key, int64_t *
 out:
     comm->backend->ops->comm_release(impl);
     return status;
+}
+
+/* ---- the executor's calls -------------------------------------------------------------------- */
+
+struct dsi_comm_call {
+    ds_comm_t *comm;
+    void *impl;
+    dsi_call_role_t role;
+    int tag;
+};
+
+ds_status_t dsi_comm_call_prepare(ds_comm_t *comm, const ds_event_key_t *key, dsi_call_role_t role,
+                                  int tag, dsi_comm_call_t **call_p)
+{
+    ds_status_t status = DS_OK;
+    const dsi_backend_ops_t *ops = comm->backend->ops;
+    dsi_comm_op_t op;
+    dsi_comm_call_t *call = NULL;
+    if (ops->comm_start == NULL || ops->comm_test == NULL || ops->comm_wait == NULL)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED, "the %s backend cannot run the executor yet",
+                         ds_backend_kind_name(comm->backend->kind));
+    ds_event_key_t both = *key;
+    if (both.kind == DS_EVENT_COMM && both.op == DS_COMM_SENDRECV)
+        both.flags |= DS_COMM_FLAG_BATCHED; /* buffers for both directions: the role picks one */
+    DSI_TRY(dsi_comm_op_init(&both, comm->size, comm->rank, &op));
+    if (op.op != DS_COMM_SENDRECV && role != DSI_CALL_ALL)
+        return DSI_ERROR(DS_ERR_INTERNAL, "a collective call with a point-to-point role");
+    DSI_TRY(dsi_calloc(1, sizeof(*call), &call));
+    call->comm = comm;
+    call->role = role;
+    call->tag = tag;
+    DSI_TRY_GOTO(ops->comm_prepare(comm, &op, 0, &call->impl), status, err_free);
+    *call_p = call;
+    return DS_OK;
+err_free:
+    dsi_free(call);
+    return status;
+}
+
+void dsi_comm_call_release(dsi_comm_call_t *call)
+{
+    if (call == NULL)
+        return;
+    call->comm->backend->ops->comm_release(call->impl);
+    dsi_free(call);
+}
+
+ds_status_t dsi_comm_call_run(dsi_comm_call_t *call)
+{
+    if (call->role != DSI_CALL_ALL) {
+        DSI_TRY(dsi_comm_call_start(call));
+        return dsi_comm_call_wait(call);
+    }
+    double lead = 0.0, seconds = 0.0;
+    return call->comm->backend->ops->comm_run_timed(call->impl, NULL, &lead, &seconds);
+}
+
+ds_status_t dsi_comm_call_start(dsi_comm_call_t *call)
+{
+    return call->comm->backend->ops->comm_start(call->impl, (int)call->role, call->tag);
+}
+
+ds_status_t dsi_comm_call_test(dsi_comm_call_t *call, int *done_p)
+{
+    return call->comm->backend->ops->comm_test(call->impl, done_p);
+}
+
+ds_status_t dsi_comm_call_wait(dsi_comm_call_t *call)
+{
+    return call->comm->backend->ops->comm_wait(call->impl);
+}
+
+ds_status_t dsi_comm_align_clocks(ds_comm_t *comm)
+{
+    return align_clocks(comm);
+}
+
+double dsi_comm_clock_offset(const ds_comm_t *comm, double *error_p)
+{
+    if (error_p != NULL)
+        *error_p = comm->clock_error_s;
+    return comm->clock_offset_s;
 }

@@ -49,6 +49,14 @@ typedef struct dsi_backend_ops {
     /* After one run of an operation prepared with verify = 1: wrong elements. */
     ds_status_t (*comm_check)(void *impl, int64_t *errors_p);
     void (*comm_release)(void *impl);
+    /* The executor's calls (may be NULL: the backend cannot run the
+     * executor).  `start` issues the operation without waiting (a
+     * point-to-point operation only this member's side: `role` is one of
+     * dsi_call_role_t, `tag` keeps directions apart); `test` progresses it
+     * and says whether it completed; `wait` blocks until it has. */
+    ds_status_t (*comm_start)(void *impl, int role, int tag);
+    ds_status_t (*comm_test)(void *impl, int *done_p);
+    ds_status_t (*comm_wait)(void *impl);
 
     void (*close)(ds_backend_t *backend);
 } dsi_backend_ops_t;
@@ -105,11 +113,49 @@ ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_
  * whose comm and ranks are set. */
 ds_status_t dsi_cpu_open(ds_backend_t *backend);
 
+/* Replay (replay.c): compute from `costs` (NULL: the DS_REPLAY_COSTS file),
+ * estimates on device spec `device` (NULL: DS_REPLAY_DEVICE). */
+ds_status_t dsi_replay_open(ds_backend_t *backend, const ds_cost_table_t *costs,
+                            const char *device);
+
 /* CUDA (cuda_loader.c): number of visible GPUs, 0 without the module or a
  * driver. */
 int dsi_cuda_visible_devices(void);
 ds_status_t dsi_cuda_open(ds_backend_t *backend);
 /* For tests: copies `bytes` of buffer `index` of a cuda kernel to the host. */
 ds_status_t dsi_cuda_kernel_read(const ds_kernel_t *kernel, int index, void *host, size_t bytes);
+
+/* ---- what the executor needs beyond the public interface (exec module) ------------------------ */
+
+/* Makes `consumer` read its main input from `producer`'s main output when it
+ * fits (as a layer pass runs); *chained_p says whether it did. */
+ds_status_t dsi_kernel_chain(ds_kernel_t *consumer, const ds_kernel_t *producer, int *chained_p);
+
+/* Which side of a point-to-point operation a call runs. */
+typedef enum dsi_call_role {
+    DSI_CALL_ALL = 0,  /* collectives: every member; point-to-point: both directions at once */
+    DSI_CALL_SEND = 1, /* point-to-point: send to the other member */
+    DSI_CALL_RECV = 2, /* point-to-point: receive from the other member */
+} dsi_call_role_t;
+
+/* One communication operation of `key` on `comm` with buffers of its own,
+ * prepared once and run many times: blocking (run) or started and then
+ * tested or waited for.  Point-to-point calls need a group of 2 and run
+ * the side `role` says, on message tag `tag`.  Preparing is local (not
+ * collective); running is collective over the group as the operation is. */
+typedef struct dsi_comm_call dsi_comm_call_t;
+
+ds_status_t dsi_comm_call_prepare(ds_comm_t *comm, const ds_event_key_t *key, dsi_call_role_t role,
+                                  int tag, dsi_comm_call_t **call_p);
+void dsi_comm_call_release(dsi_comm_call_t *call);
+ds_status_t dsi_comm_call_run(dsi_comm_call_t *call);
+ds_status_t dsi_comm_call_start(dsi_comm_call_t *call);
+ds_status_t dsi_comm_call_test(dsi_comm_call_t *call, int *done_p);
+ds_status_t dsi_comm_call_wait(dsi_comm_call_t *call);
+/* Estimates the clock offsets of the group's nodes again (collective). */
+ds_status_t dsi_comm_align_clocks(ds_comm_t *comm);
+/* The clock offset of this member (add it to dsi_now_s() for the clock
+ * aligned across the group) and the bound on its error. */
+double dsi_comm_clock_offset(const ds_comm_t *comm, double *error_p);
 
 #endif /* DSI_BACKEND_H */

@@ -24,6 +24,7 @@ void ds_measure_config_default(ds_measure_config_t *config)
     config->max_reps = (int)dsi_param_int(DSI_PARAM_MEASURE_MAX_REPS);
     config->target_rel_ci = dsi_param_double(DSI_PARAM_MEASURE_TARGET_CI);
     config->budget_s = dsi_param_double(DSI_PARAM_MEASURE_BUDGET_S);
+    config->copies = 1;
 }
 
 const char *ds_stop_reason_name(ds_stop_reason_t reason)
@@ -45,6 +46,10 @@ ds_status_t dsi_measure_check_config(const ds_measure_config_t *c)
                          "measurement warmup=%d warmup_s=%g budget_s=%g target_ci=%g: none may be "
                          "negative",
                          c->warmup, c->warmup_s, c->budget_s, c->target_rel_ci);
+    if (c->copies < 0 || c->copies > 4096)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "measurement copies=%d (accepted: 0 or 1 = one copy, up to 4096)",
+                         c->copies);
     if (c->min_reps < 1 || c->max_reps < c->min_reps || c->max_reps > 10000000)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "measurement min_reps=%d max_reps=%d: need 1 <= min_reps <= max_reps <= "
@@ -170,8 +175,10 @@ static ds_status_t run_sequence(ds_backend_t *b, void *const *impls, size_t n, i
 #define STAMP_SLOTS 8192
 
 /* Measures the sequence impls[0..n-1] (NULL entries are skipped but keep a
- * slot, so per-operator indices match the caller's).  per_op may be NULL. */
-static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t n,
+ * slot, so per-operator indices match the caller's), or `copies` such
+ * sequences one after the other in impls[c n .. c n + n - 1], repetition r
+ * running copy r mod copies.  per_op may be NULL. */
+static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t n, size_t copies,
                                     const ds_measure_config_t *config, ds_measurement_t *total_p,
                                     ds_measurement_t *per_op)
 {
@@ -191,7 +198,8 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
      * clock see device time, not launch time. */
     double start = dsi_now_s();
     for (int done = 0; dsi_warmup_more(config, done, dsi_now_s() - start); done++) {
-        DSI_TRY_GOTO(run_sequence(b, impls, n, 0, 0), status, out);
+        for (size_t c = 0; c < copies; c++)
+            DSI_TRY_GOTO(run_sequence(b, impls + c * n, n, 0, 0), status, out);
         DSI_TRY_GOTO(ops->synchronize(b), status, out);
     }
 
@@ -230,7 +238,8 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
         for (size_t i = 0; i < n && each != NULL; i++)
             DSI_TRY_GOTO(samples_reserve(&each[i], reps + batch), status, out);
         for (size_t r = 0; r < batch; r++)
-            DSI_TRY_GOTO(run_sequence(b, impls, n, 1, r * n), status, out);
+            DSI_TRY_GOTO(run_sequence(b, impls + ((reps + r) % copies) * n, n, 1, r * n), status,
+                         out);
         DSI_TRY_GOTO(ops->stamp(b, batch * n), status, out);
         DSI_TRY_GOTO(ops->synchronize(b), status, out);
         for (size_t r = 0; r < batch; r++) {
@@ -271,7 +280,7 @@ out:
 ds_status_t ds_kernel_measure(ds_kernel_t *kernel, const ds_measure_config_t *config,
                               ds_measurement_t *measurement_p)
 {
-    return measure_sequence(kernel->backend, &kernel->impl, 1, config, measurement_p, NULL);
+    return measure_sequence(kernel->backend, &kernel->impl, 1, 1, config, measurement_p, NULL);
 }
 
 ds_status_t ds_measure_compute(ds_backend_t *backend, const ds_event_key_t *key,
@@ -296,27 +305,31 @@ ds_status_t ds_measure_layer(ds_backend_t *backend, const ds_event_key_t *keys, 
     DSI_TRY(dsi_measure_check_config(config));
     if (keys == NULL || count == 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "a layer pass of no operators");
-    DSI_TRY(dsi_calloc(count, sizeof(*impls), &impls));
-    const void *previous = NULL; /* the last compute operator: its output feeds the next */
-    for (size_t i = 0; i < count; i++) {
-        if (keys[i].kind != DS_EVENT_COMPUTE)
-            continue;
-        DSI_TRY_GOTO(backend->ops->kernel_prepare(backend, &keys[i], &impls[i]), status, out);
-        computes++;
-        if (previous != NULL) {
-            int chained = 0;
-            DSI_TRY_GOTO(backend->ops->kernel_chain(impls[i], previous, &chained), status, out);
+    size_t copies = config->copies > 1 ? (size_t)config->copies : 1;
+    DSI_TRY(dsi_calloc(count * copies, sizeof(*impls), &impls));
+    for (size_t c = 0; c < copies; c++) {
+        void **copy = impls + c * count;
+        const void *previous = NULL; /* the last compute operator: its output feeds the next */
+        for (size_t i = 0; i < count; i++) {
+            if (keys[i].kind != DS_EVENT_COMPUTE)
+                continue;
+            DSI_TRY_GOTO(backend->ops->kernel_prepare(backend, &keys[i], &copy[i]), status, out);
+            computes++;
+            if (previous != NULL) {
+                int chained = 0;
+                DSI_TRY_GOTO(backend->ops->kernel_chain(copy[i], previous, &chained), status, out);
+            }
+            previous = copy[i];
         }
-        previous = impls[i];
     }
     if (computes == 0) {
         status = DSI_ERROR(DS_ERR_INVALID_ARG,
                            "a layer pass of %zu communication events and no compute event", count);
         goto out;
     }
-    status = measure_sequence(backend, impls, count, config, total_p, per_op_p);
+    status = measure_sequence(backend, impls, count, copies, config, total_p, per_op_p);
 out:
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count * copies; i++)
         if (impls[i] != NULL)
             backend->ops->kernel_destroy(impls[i]);
     dsi_free(impls);

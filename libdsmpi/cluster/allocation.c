@@ -104,8 +104,7 @@ ds_status_t ds_allocation_detect(MPI_Comm comm, ds_allocation_t *allocation)
     DSI_TRY(dsi_mpi_dup(comm, &world));
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(world, &a.rank), status, out);
     DSI_MPI_TRY_GOTO(MPI_Comm_size(world, &a.world_size), status, out);
-    DSI_MPI_TRY_GOTO(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, a.rank, MPI_INFO_NULL, &node),
-                     status, out);
+    DSI_TRY_GOTO(dsi_mpi_split_node(world, a.rank, &node), status, out);
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(node, &a.local_rank), status, out);
     DSI_MPI_TRY_GOTO(MPI_Comm_size(node, &a.local_size), status, out);
     /* Node leaders (local rank 0), ordered by world rank, number the nodes. */

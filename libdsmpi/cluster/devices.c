@@ -53,6 +53,18 @@ ds_status_t ds_device_spec_match(const char *backend_kind, const char *device_na
     };
     if (backend_kind != NULL && strcmp(backend_kind, "cpu") == 0)
         return ds_device_spec_lookup("cpu", spec);
+    /* A spec's own name (the replay backend's devices), spaces around it ignored. */
+    const char *start = device_name;
+    while (start != NULL && *start == ' ')
+        start++;
+    size_t length = start != NULL ? strlen(start) : 0;
+    while (length > 0 && start[length - 1] == ' ')
+        length--;
+    for (size_t i = 0; start != NULL && i < DSI_ARRAY_SIZE(devices); i++)
+        if (strlen(devices[i].name) == length && strncmp(start, devices[i].name, length) == 0) {
+            *spec = devices[i];
+            return DS_OK;
+        }
     for (size_t i = 0; device_name != NULL && i < DSI_ARRAY_SIZE(names); i++)
         if (strstr(device_name, names[i].needle) != NULL)
             return ds_device_spec_lookup(names[i].spec, spec);

@@ -1,6 +1,7 @@
 /* Collective algorithms as functions of bytes, group size and node spread,
  * and the tables of the communication libraries that run them. */
 #include "dsi_comm.h"
+#include "dsi_ompi.h"
 
 #include <math.h>
 #include <string.h>
@@ -296,9 +297,323 @@ static const dsi_comm_algo_t *const nccl_algos[] = {&ring_algo, &tree_algo, &dir
 static const bool nccl_automatic[] = {true, true, true, true, false};
 _Static_assert(DSI_ARRAY_SIZE(nccl_algos) <= DSI_COMM_MAX_ALGOS, "too many algorithms");
 
+/* ---- Open MPI's algorithms ------------------------------------------------------------------
+ * Composed step by step from the send/recv fit of each level (comm.h). */
+
+/* One point-to-point message of `m` bytes between members whose highest
+ * common level is `level`, at `share` (<= 1) of the per-flow bandwidth:
+ * the measured pair at that level (interpolated between its sizes; above
+ * level 1 with the latency the levels add), else the fitted curve; the
+ * bandwidth part slowed by the share. */
+static double p2p_time(const ds_comm_model_t *model, int level, double m, double share)
+{
+    const dsi_comm_level_t *lv = model->levels[DS_COMM_SENDRECV];
+    dsi_comm_shape_t pair;
+    dsi_comm_shape_init(model, 2, level == 0 ? 1 : 2, level == 0 ? 2 : 1, 1, 0, &pair);
+    double bw = curve_at(&lv[level], level, &pair, m);
+    if (!(bw > 0.0))
+        return INFINITY;
+    const dsi_comm_series_t *measured = model->p2p[level == 0 ? 0 : 1];
+    double t = measured != NULL ? dsi_comm_series_time(measured, m) : -1.0;
+    if (t > 0.0 && level >= 2)
+        t += fmax(lv[level].hop_s - lv[1].hop_s, 0.0);
+    if (!(t > 0.0))
+        t = lv[0].base_s + lv[level].hop_s + m / bw;
+    share = fmin(share, 1.0);
+    return t + (share < 1.0 ? m / bw * (1.0 / share - 1.0) : 0.0);
+}
+
+static double nodes_per_leaf(const ds_comm_model_t *model)
+{
+    int span = model->cluster.levels[1].span;
+    return span > 0 ? (double)span : INFINITY;
+}
+
+/* The level a step between members d apart crosses (members fill nodes in
+ * order, r per node; nodes fill leaves in order). */
+static int step_level(const ds_comm_model_t *model, const dsi_comm_shape_t *shape, int64_t d)
+{
+    if (d < shape->r || shape->top == 0)
+        return 0;
+    double node_distance = (double)(d / shape->r);
+    int level = 1;
+    while (level < shape->top && node_distance >= nodes_per_leaf(model))
+        level++;
+    return level;
+}
+
+/* Bandwidth share of a flow leaving its node when `node_flows` flows leave
+ * each node and `leaf_flows` each leaf (level >= 2 only). */
+static double flow_share(const ds_comm_model_t *model, int level, double node_flows,
+                         double leaf_flows)
+{
+    double nics = nics_per_node(model);
+    double share = fmin(1.0, nics / fmax(node_flows, 1.0));
+    if (level >= 2) {
+        double capacity = nodes_per_leaf(model) * (double)model->cluster.gpus_per_node /
+                          dsi_comm_oversubscription(model, level);
+        share = fmin(share, fmin(1.0, capacity / fmax(leaf_flows, 1.0)));
+    }
+    return share;
+}
+
+/* Every member exchanges `m` bytes with the member `d` away, all at once. */
+static double step_time(const ds_comm_model_t *model, const dsi_comm_shape_t *shape, int64_t d,
+                        double m)
+{
+    int level = step_level(model, shape, d);
+    if (level == 0)
+        return p2p_time(model, 0, m, 1.0);
+    double c = (double)shape->concurrency;
+    double node_flows = (double)shape->r * c;
+    double leaf_flows = node_flows * fmin((double)shape->units[1], nodes_per_leaf(model));
+    return p2p_time(model, level, m, flow_share(model, level, node_flows, leaf_flows));
+}
+
+/* Every member sends `m` bytes to the next around the ring, all at once: one
+ * flow per node (and per leaf) leaves it. */
+static double ring_step_time(const ds_comm_model_t *model, const dsi_comm_shape_t *shape, double m)
+{
+    double t = shape->r >= 2 ? p2p_time(model, 0, m, 1.0) : 0.0;
+    if (shape->top >= 1) {
+        double c = (double)shape->concurrency;
+        t = fmax(t, p2p_time(model, shape->top, m, flow_share(model, shape->top, c, c)));
+    }
+    return t;
+}
+
+static int64_t floor_pow2(int64_t n)
+{
+    int64_t p = 1;
+    while (2 * p <= n)
+        p *= 2;
+    return p;
+}
+
+/* Open MPI's algorithm `algo` for `op` of `bytes` (the key's size). */
+static double ompi_time(const ds_comm_model_t *model, ds_comm_op_t op, dsi_ompi_algo_t algo,
+                        double bytes, const dsi_comm_shape_t *shape)
+{
+    int64_t n = shape->n, p = floor_pow2(n);
+    double S = bytes, t = 0.0;
+    bool uneven = n != p;
+    switch (op) {
+    case DS_COMM_ALLREDUCE:
+        switch (algo) {
+        case DSI_OMPI_RING:
+        case DSI_OMPI_SEGMENTED_RING: return 2.0 * (double)(n - 1) * ring_step_time(model, shape, S / (double)n);
+        case DSI_OMPI_RABENSEIFNER:
+            for (int64_t d = 1; d < p; d *= 2)
+                t += 2.0 * step_time(model, shape, d, S / (2.0 * (double)d));
+            break;
+        case DSI_OMPI_REDUCE_BCAST:
+            for (int64_t d = 1; d < p; d *= 2)
+                t += 2.0 * step_time(model, shape, d, S);
+            break;
+        default: /* recursive doubling */
+            for (int64_t d = 1; d < p; d *= 2)
+                t += step_time(model, shape, d, S);
+            break;
+        }
+        return t + (uneven ? 2.0 * step_time(model, shape, 1, S) : 0.0);
+    case DS_COMM_REDUCE_SCATTER:
+        switch (algo) {
+        case DSI_OMPI_RING: return (double)(n - 1) * ring_step_time(model, shape, S / (double)n);
+        case DSI_OMPI_NONOVERLAPPING:
+            for (int64_t d = 1; d < p; d *= 2)
+                t += step_time(model, shape, d, S) + step_time(model, shape, d, S / (double)n);
+            break;
+        default: /* recursive halving, largest distance first */
+            for (int64_t d = p / 2; d >= 1; d /= 2)
+                t += step_time(model, shape, d, S * (double)d / (double)p);
+            break;
+        }
+        return t + (uneven ? step_time(model, shape, 1, S) + step_time(model, shape, 1, S / (double)n)
+                           : 0.0);
+    case DS_COMM_ALLGATHER: {
+        double block = S / (double)n;
+        switch (algo) {
+        case DSI_OMPI_RING: return (double)(n - 1) * ring_step_time(model, shape, block);
+        case DSI_OMPI_NEIGHBOR: return (double)(n / 2) * ring_step_time(model, shape, 2.0 * block);
+        case DSI_OMPI_PAIR: return step_time(model, shape, 1, block);
+        default: /* recursive doubling, Bruck: blocks double with the distance */
+            for (int64_t d = 1; d < n; d *= 2)
+                t += step_time(model, shape, d, block * (double)DSI_MIN(d, n - d));
+            return t;
+        }
+    }
+    case DS_COMM_ALLTOALL: {
+        double block = S / (double)n;
+        switch (algo) {
+        case DSI_OMPI_PAIRWISE:
+            for (int64_t d = 1; d < n; d++)
+                t += step_time(model, shape, d, block);
+            return t;
+        case DSI_OMPI_BRUCK:
+            for (int64_t d = 1; d < n; d *= 2)
+                t += step_time(model, shape, d, block * (double)(n / 2));
+            return t;
+        default: { /* every message at once */
+            dsi_comm_terms_t terms;
+            direct_terms(model, op, bytes, shape, &terms);
+            return dsi_comm_terms_time(model, DS_COMM_SENDRECV, shape, &terms, block);
+        }
+        }
+    }
+    case DS_COMM_BROADCAST:
+        if (algo == DSI_OMPI_SCATTER_ALLGATHER) {
+            for (int64_t d = 1; d < p; d *= 2)
+                t += step_time(model, shape, d, S * (double)d / (double)p);
+            return t + (double)(n - 1) * ring_step_time(model, shape, S / (double)n);
+        }
+        for (int64_t d = 1; d < n; d *= 2)
+            t += step_time(model, shape, d, S);
+        return t;
+    default: return 0.0;
+    }
+}
+
+/* The rules' size: the buffer, except one rank's block for all-gather and all-to-all. */
+static int64_t rule_bytes(ds_comm_op_t op, double bytes, int64_t n)
+{
+    if (op == DS_COMM_ALLGATHER || op == DS_COMM_ALLTOALL)
+        return (int64_t)(bytes / (double)DSI_MAX(n, 1));
+    return (int64_t)bytes;
+}
+
+/* Which public algorithm id an Open MPI algorithm is reported as. */
+static ds_comm_algo_t ompi_public_id(dsi_ompi_algo_t algo)
+{
+    switch (algo) {
+    case DSI_OMPI_RING:
+    case DSI_OMPI_SEGMENTED_RING: return DS_COMM_ALGO_RING;
+    case DSI_OMPI_RECURSIVE_DOUBLING:
+    case DSI_OMPI_PAIR: return DS_COMM_ALGO_RECURSIVE_DOUBLING;
+    case DSI_OMPI_RABENSEIFNER: return DS_COMM_ALGO_RABENSEIFNER;
+    case DSI_OMPI_RECURSIVE_HALVING: return DS_COMM_ALGO_RECURSIVE_HALVING;
+    case DSI_OMPI_BRUCK: return DS_COMM_ALGO_BRUCK;
+    case DSI_OMPI_NEIGHBOR: return DS_COMM_ALGO_NEIGHBOR;
+    case DSI_OMPI_PAIRWISE: return DS_COMM_ALGO_PAIRWISE;
+    case DSI_OMPI_LINEAR: return DS_COMM_ALGO_DIRECT;
+    case DSI_OMPI_PIPELINE:
+    case DSI_OMPI_SCATTER_ALLGATHER: return DS_COMM_ALGO_RING;
+    case DSI_OMPI_REDUCE_BCAST:
+    case DSI_OMPI_NONOVERLAPPING:
+    case DSI_OMPI_BINOMIAL:
+    default: return DS_COMM_ALGO_TREE;
+    }
+}
+
+static bool ompi_collective(ds_comm_op_t op)
+{
+    return op == DS_COMM_ALLREDUCE || op == DS_COMM_REDUCE_SCATTER || op == DS_COMM_ALLGATHER ||
+           op == DS_COMM_ALLTOALL || op == DS_COMM_BROADCAST;
+}
+
+/* One entry per public id: its time is the rules' algorithm of that id
+ * (reported as it); ring and tree may also be forced. */
+#define OMPI_ENTRY(fn, id_value)                                                                   \
+    static bool fn##_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)                       \
+    {                                                                                              \
+        return shape->n >= 2 && ompi_collective(op);                                               \
+    }                                                                                              \
+    static double fn##_compose(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,        \
+                               const dsi_comm_shape_t *shape)                                      \
+    {                                                                                              \
+        dsi_ompi_algo_t algo = dsi_ompi_choose(op, shape->n, rule_bytes(op, bytes, shape->n));     \
+        if (ompi_public_id(algo) != (id_value))                                                    \
+            algo = ompi_fallback(op, (id_value), algo);                                            \
+        return ompi_time(model, op, algo, bytes, shape);                                           \
+    }
+
+/* The Open MPI algorithm run when public id `id` is forced on `op` (or
+ * asked for while the rules pick `chosen`). */
+static dsi_ompi_algo_t ompi_fallback(ds_comm_op_t op, ds_comm_algo_t id, dsi_ompi_algo_t chosen)
+{
+    switch (id) {
+    case DS_COMM_ALGO_RING: return DSI_OMPI_RING;
+    case DS_COMM_ALGO_TREE:
+        return op == DS_COMM_REDUCE_SCATTER ? DSI_OMPI_NONOVERLAPPING
+               : op == DS_COMM_BROADCAST    ? DSI_OMPI_BINOMIAL
+                                            : DSI_OMPI_REDUCE_BCAST;
+    case DS_COMM_ALGO_RECURSIVE_DOUBLING: return DSI_OMPI_RECURSIVE_DOUBLING;
+    case DS_COMM_ALGO_RABENSEIFNER: return DSI_OMPI_RABENSEIFNER;
+    case DS_COMM_ALGO_RECURSIVE_HALVING: return DSI_OMPI_RECURSIVE_HALVING;
+    case DS_COMM_ALGO_BRUCK: return DSI_OMPI_BRUCK;
+    case DS_COMM_ALGO_NEIGHBOR: return DSI_OMPI_NEIGHBOR;
+    case DS_COMM_ALGO_PAIRWISE: return DSI_OMPI_PAIRWISE;
+    default: return chosen;
+    }
+}
+
+OMPI_ENTRY(ompi_ring, DS_COMM_ALGO_RING)
+OMPI_ENTRY(ompi_tree, DS_COMM_ALGO_TREE)
+OMPI_ENTRY(ompi_rd, DS_COMM_ALGO_RECURSIVE_DOUBLING)
+OMPI_ENTRY(ompi_rab, DS_COMM_ALGO_RABENSEIFNER)
+OMPI_ENTRY(ompi_rh, DS_COMM_ALGO_RECURSIVE_HALVING)
+OMPI_ENTRY(ompi_bruck, DS_COMM_ALGO_BRUCK)
+OMPI_ENTRY(ompi_neighbor, DS_COMM_ALGO_NEIGHBOR)
+OMPI_ENTRY(ompi_pairwise, DS_COMM_ALGO_PAIRWISE)
+
+static bool ompi_direct_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
+{
+    return shape->n >= 2 && (op == DS_COMM_SENDRECV || op == DS_COMM_ALLTOALL);
+}
+
+static const dsi_comm_algo_t ompi_algo_list[] = {
+    {DS_COMM_ALGO_RING, "ring", ompi_ring_applies, NULL, ompi_ring_compose},
+    {DS_COMM_ALGO_TREE, "tree", ompi_tree_applies, NULL, ompi_tree_compose},
+    {DS_COMM_ALGO_RECURSIVE_DOUBLING, "recursive-doubling", ompi_rd_applies, NULL, ompi_rd_compose},
+    {DS_COMM_ALGO_RABENSEIFNER, "rabenseifner", ompi_rab_applies, NULL, ompi_rab_compose},
+    {DS_COMM_ALGO_RECURSIVE_HALVING, "recursive-halving", ompi_rh_applies, NULL, ompi_rh_compose},
+    {DS_COMM_ALGO_BRUCK, "bruck", ompi_bruck_applies, NULL, ompi_bruck_compose},
+    {DS_COMM_ALGO_NEIGHBOR, "neighbor", ompi_neighbor_applies, NULL, ompi_neighbor_compose},
+    {DS_COMM_ALGO_PAIRWISE, "pairwise", ompi_pairwise_applies, NULL, ompi_pairwise_compose},
+    {DS_COMM_ALGO_DIRECT, "direct", ompi_direct_applies, direct_terms, NULL},
+};
+
+static const dsi_comm_algo_t *const ompi_algos[] = {
+    &ompi_algo_list[0], &ompi_algo_list[1], &ompi_algo_list[2], &ompi_algo_list[3],
+    &ompi_algo_list[4], &ompi_algo_list[5], &ompi_algo_list[6], &ompi_algo_list[7],
+    &ompi_algo_list[8], &ps_algo,           &hierarchical_algo};
+static const bool ompi_automatic[] = {true, true, true, true, true, true,
+                                      true, true, true, true, false};
+_Static_assert(DSI_ARRAY_SIZE(ompi_algos) <= DSI_COMM_MAX_ALGOS, "too many algorithms");
+_Static_assert(DSI_ARRAY_SIZE(ompi_automatic) == DSI_ARRAY_SIZE(ompi_algos), "one flag each");
+
+/* The rules' pick among the automatic algorithms (all-to-all of the
+ * "linear" kind is the direct algorithm). */
+static int ompi_choose(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *shape,
+                       const double *times)
+{
+    if (!ompi_collective(op))
+        return -1;
+    ds_comm_algo_t id = ompi_public_id(dsi_ompi_choose(op, shape->n, rule_bytes(op, bytes, shape->n)));
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(ompi_algos); i++)
+        if (ompi_algos[i]->id == id && times[i] >= 0.0)
+            return (int)i;
+    return -1;
+}
+
 static const dsi_comm_library_t libraries[DS_COMM_LIBRARY_COUNT_] = {
     {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos), NULL},
+    {"ompi", ompi_algos, ompi_automatic, DSI_ARRAY_SIZE(ompi_algos), ompi_choose},
 };
+
+const char *ds_comm_library_name(ds_comm_library_t library)
+{
+    return (unsigned)library < DS_COMM_LIBRARY_COUNT_ ? libraries[library].name : "?";
+}
+
+ds_status_t ds_comm_library_parse(const char *text, ds_comm_library_t *library_p)
+{
+    static const char *const names[] = {"nccl", "ompi"};
+    int index = 0;
+    DSI_TRY(dsi_parse_choice(text != NULL ? text : "", "communication library", names,
+                             DSI_ARRAY_SIZE(names), &index));
+    *library_p = (ds_comm_library_t)index;
+    return DS_OK;
+}
 
 const dsi_comm_library_t *dsi_comm_library_get(ds_comm_library_t library)
 {
@@ -321,6 +636,12 @@ const char *ds_comm_algo_name(ds_comm_algo_t algo)
     case DS_COMM_ALGO_TREE: return "tree";
     case DS_COMM_ALGO_HIERARCHICAL: return "hierarchical";
     case DS_COMM_ALGO_PS: return "ps";
+    case DS_COMM_ALGO_RECURSIVE_DOUBLING: return "recursive-doubling";
+    case DS_COMM_ALGO_RABENSEIFNER: return "rabenseifner";
+    case DS_COMM_ALGO_RECURSIVE_HALVING: return "recursive-halving";
+    case DS_COMM_ALGO_BRUCK: return "bruck";
+    case DS_COMM_ALGO_NEIGHBOR: return "neighbor";
+    case DS_COMM_ALGO_PAIRWISE: return "pairwise";
     }
     return "?";
 }

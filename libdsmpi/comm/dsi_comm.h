@@ -99,6 +99,10 @@ typedef struct dsi_comm_library dsi_comm_library_t;
 
 struct ds_comm_model {
     ds_cluster_t cluster; /* with at least two levels */
+    /* Point-to-point measured at level 0 (a pair inside a node) and 1 (a
+     * pair across nodes), both directions at once where measured: the steps
+     * of MPI's collectives (NULL: the fitted curves only). */
+    const dsi_comm_series_t *p2p[2];
     ds_comm_model_options_t options;
     const dsi_comm_library_t *library;
     double tree_efficiency;
@@ -148,7 +152,7 @@ typedef struct dsi_comm_algo {
                       const dsi_comm_shape_t *shape);
 } dsi_comm_algo_t;
 
-#define DSI_COMM_MAX_ALGOS 8
+#define DSI_COMM_MAX_ALGOS 16
 
 /* A communication library: its algorithms and its decision logic.  NCCL
  * tunes by predicted time, so its `choose` is NULL (the fastest automatic
@@ -175,6 +179,10 @@ const dsi_comm_algo_t *dsi_comm_library_find(const dsi_comm_library_t *library, 
 double dsi_comm_model_time(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
                            const dsi_comm_shape_t *shape, ds_comm_algo_t forced, bool force,
                            ds_comm_algo_t *algo_p, double *ring_p, double *tree_p);
+
+/* Time of series `s` at `bytes`, interpolated in log-log between its sizes;
+ * -1 outside them. */
+double dsi_comm_series_time(const dsi_comm_series_t *s, double bytes);
 
 /* ---- fitting ------------------------------------------------------------------------------ */
 

@@ -435,9 +435,13 @@ static void set_constant_curve(dsi_comm_level_t *lv, double bw)
     lv->curves[0].curve.log_bw[0] = log(bw);
 }
 
-/* A level no primitive has data for: the cluster's latency; its bandwidth
- * with the efficiency and size dependence of the level below where that was
- * fitted (same library, other links), else the nominal bandwidth. */
+/* A level no primitive has data for: the cluster's latency, or the fitted
+ * latency of the level below scaled as the cluster's latencies scale when
+ * that is larger (a message crossing a spine also crosses the leaf, and the
+ * cluster file rarely knows the software overheads the fit found); its
+ * bandwidth with the efficiency and size dependence of the level below
+ * where that was fitted (same library, other links), else the nominal
+ * bandwidth. */
 static void assume_level(ds_comm_model_t *model, ds_comm_op_t op, int level)
 {
     const ds_cluster_t *c = &model->cluster;
@@ -448,6 +452,10 @@ static void assume_level(ds_comm_model_t *model, ds_comm_op_t op, int level)
     lv->from_op = op;
     lv->hop_s = c->levels[level].latency_us * 1e-6;
     const dsi_comm_level_t *below = level > 0 ? &model->levels[op][level - 1] : NULL;
+    if (below != NULL && below->source != DS_COMM_FIT_ASSUMED && level >= 2 &&
+        c->levels[level - 1].latency_us > 0.0)
+        lv->hop_s = fmax(lv->hop_s, below->hop_s * c->levels[level].latency_us /
+                                        c->levels[level - 1].latency_us);
     if (below == NULL) {
         set_constant_curve(lv, c->levels[0].bandwidth_GBps * 1e9);
         return;

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+static void find_p2p_series(ds_comm_model_t *model);
+
 void ds_comm_model_options_init(ds_comm_model_options_t *options)
 {
     memset(options, 0, sizeof(*options));
@@ -21,7 +23,7 @@ ds_status_t ds_comm_model_create(const ds_cluster_t *cluster, const ds_comm_samp
     const ds_comm_model_options_t *o = options ? options : &defaults;
     if (dsi_comm_library_get(o->library) == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
-                         "communication library %d is not known (accepted: 0 = nccl)",
+                         "communication library %d is not known (accepted: 0 = nccl, 1 = ompi)",
                          (int)o->library);
     if (cluster->gpus_per_node < 1 || cluster->num_levels < 1 ||
         cluster->num_levels > DS_MAX_NET_LEVELS)
@@ -61,6 +63,7 @@ ds_status_t ds_comm_model_create(const ds_cluster_t *cluster, const ds_comm_samp
         ds_comm_model_destroy(model);
         return status;
     }
+    find_p2p_series(model);
     *model_p = model;
     return DS_OK;
 }
@@ -131,6 +134,34 @@ static bool from_series(const dsi_comm_series_t *s, double bytes, ds_cost_t *cos
     cost->repetitions = 0;
     cost->provenance = DS_PROV_INTERPOLATED;
     return true;
+}
+
+double dsi_comm_series_time(const dsi_comm_series_t *s, double bytes)
+{
+    ds_cost_t cost;
+    return from_series(s, bytes, &cost) ? cost.mean_s : -1.0;
+}
+
+/* The point-to-point series MPI's collective steps are made of: a pair
+ * alone (the fewest concurrent pairs), both directions at once preferred
+ * (a collective's step sends and receives; the reverse traffic costs). */
+static void find_p2p_series(ds_comm_model_t *model)
+{
+    for (int level = 0; level < 2; level++) {
+        const dsi_comm_series_t *best = NULL;
+        for (size_t i = 0; i < model->num_series; i++) {
+            const dsi_comm_series_t *s = &model->series[i];
+            if (s->op != DS_COMM_SENDRECV || s->n != 2 || s->count < 2 ||
+                s->nodes != (level == 0 ? 1 : 2))
+                continue;
+            if (best == NULL || s->concurrency < best->concurrency ||
+                (s->concurrency == best->concurrency && s->batched > best->batched) ||
+                (s->concurrency == best->concurrency && s->batched == best->batched &&
+                 s->count > best->count))
+                best = s;
+        }
+        model->p2p[level] = model->options.use_measurements ? best : NULL;
+    }
 }
 
 static ds_status_t check_key(const ds_event_key_t *key)

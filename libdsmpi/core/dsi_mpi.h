@@ -24,4 +24,10 @@ ds_status_t dsi_mpi_error(const char *file, int line, const char *call, int code
  * MPI_Comm_free. */
 ds_status_t dsi_mpi_dup(MPI_Comm comm, MPI_Comm *dup_p);
 
+/* Splits `comm` by node: the ranks that share one node's memory (MPI's
+ * shared-memory split; in a SimGrid SMPI build, the simulated hosts of one
+ * node of the platform).  Ranks are ordered by `key`.  Collective over
+ * comm; free the result with MPI_Comm_free. */
+ds_status_t dsi_mpi_split_node(MPI_Comm comm, int key, MPI_Comm *node_p);
+
 #endif /* DSI_MPI_H */

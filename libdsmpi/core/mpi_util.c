@@ -3,6 +3,10 @@
 
 #include <string.h>
 
+#ifdef DSMPI_SMPI
+#include <simgrid/host.h>
+#endif
+
 ds_status_t dsi_mpi_error(const char *file, int line, const char *call, int code)
 {
     char message[MPI_MAX_ERROR_STRING] = "";
@@ -27,3 +31,37 @@ out:
         MPI_Comm_free(&dup);
     return status;
 }
+
+#ifdef DSMPI_SMPI
+/* Simulated ranks run in one process: a node is the set of simulated hosts
+ * whose "node" property (set in the platform file) is equal; a host without
+ * one is a node of its own. */
+ds_status_t dsi_mpi_split_node(MPI_Comm comm, int key, MPI_Comm *node_p)
+{
+    ds_status_t status = DS_OK;
+    enum { NAME = 64 };
+    char mine[NAME], *all = NULL;
+    int size = 0, color = 0;
+    sg_host_t host = sg_host_self();
+    const char *node = sg_host_get_property_value(host, "node");
+    snprintf(mine, sizeof(mine), "%s", node != NULL ? node : sg_host_get_name(host));
+    DSI_MPI_TRY_GOTO(MPI_Comm_size(comm, &size), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)size, NAME, &all), status, out);
+    DSI_MPI_TRY_GOTO(MPI_Allgather(mine, NAME, MPI_CHAR, all, NAME, MPI_CHAR, comm), status, out);
+    while (strncmp(all + (size_t)color * NAME, mine, NAME) != 0)
+        color++;
+    DSI_MPI_TRY_GOTO(MPI_Comm_split(comm, color, key, node_p), status, out);
+out:
+    dsi_free(all);
+    return status;
+}
+#else
+ds_status_t dsi_mpi_split_node(MPI_Comm comm, int key, MPI_Comm *node_p)
+{
+    ds_status_t status = DS_OK;
+    DSI_MPI_TRY_GOTO(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, node_p),
+                     status, out);
+out:
+    return status;
+}
+#endif

@@ -39,7 +39,11 @@ int ds_status_is_input_error(ds_status_t status)
 
 static void set_message(const char *fmt, va_list ap)
 {
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    /* Formatted aside first: the arguments may be ds_last_error() itself
+     * ("FILE:LINE: <the message below>"). */
+    char text[sizeof(last_error)];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    memcpy(last_error, text, sizeof(text));
     /* Messages are one line: fold any newline a foreign library gave us. */
     for (char *c = last_error; *c != '\0'; c++)
         if (*c == '\n' || *c == '\r')

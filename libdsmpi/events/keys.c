@@ -85,6 +85,8 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
             dsi_strbuf_appendf(&buf, " servers=%lld", (long long)key->dims[1]);
         if (key->flags & DS_COMM_FLAG_BATCHED)
             dsi_strbuf_append(&buf, " batched");
+        if (key->flags & DS_COMM_FLAG_OVERLAPPED)
+            dsi_strbuf_append(&buf, " overlapped");
         if (key->variant > 0 && key->variant < DSI_ARRAY_SIZE(algo_names))
             dsi_strbuf_appendf(&buf, " algo=%s", algo_names[key->variant]);
     } else if (key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM) {
@@ -157,6 +159,10 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
     while ((word = strtok_r(NULL, " \t", &save)) != NULL) {
         if (strcmp(word, "batched") == 0) {
             key.flags |= DS_COMM_FLAG_BATCHED;
+            continue;
+        }
+        if (strcmp(word, "overlapped") == 0) {
+            key.flags |= DS_COMM_FLAG_OVERLAPPED;
             continue;
         }
         if (strcmp(word, "causal") == 0) {

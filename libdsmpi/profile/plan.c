@@ -331,6 +331,10 @@ static int by_task_order(const void *a, const void *b)
     return (x->sample.bytes > y->sample.bytes) - (x->sample.bytes < y->sample.bytes);
 }
 
+/* Point-to-point is swept from messages this small: the small steps of
+ * MPI's collectives (a gradient norm's 4 bytes) run at its latency. */
+#define P2P_SWEEP_MIN 4
+
 static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64_t sweep_max)
 {
     for (size_t i = 0; i < ds_event_set_size(plan->events); i++) {
@@ -345,6 +349,13 @@ static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64
                 DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, bytes, batched, 0));
         }
     }
+    /* Point-to-point on every pair the allocation forms, one direction and
+     * both at once, whatever the targets' keys: MPI's collectives and the
+     * parameter server are composed of it (comm.h). */
+    for (int shape = 0; shape < plan->num_shapes; shape++)
+        for (int batched = 0; batched < 2; batched++)
+            for (int64_t bytes = DSI_MIN(sweep_min, P2P_SWEEP_MIN); bytes <= sweep_max; bytes *= 2)
+                DSI_TRY(add_task(plan, shape, DS_COMM_SENDRECV, DS_DTYPE_FP32, bytes, batched, 0));
     qsort(plan->tasks, plan->num_tasks, sizeof(*plan->tasks), by_task_order);
     return DS_OK;
 }

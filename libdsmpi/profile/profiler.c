@@ -21,6 +21,8 @@
 #include "dsi_profile_run.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -30,7 +32,9 @@ struct ds_profiler {
     ds_profile_options_t options;
     char *db_path;
     ds_backend_t *backend;
-    ds_profile_db_t *db;
+    ds_profile_db_t *db;       /* NULL: no database, the text outputs instead */
+    ds_cost_table_t *measured; /* without a database: this rank's event costs */
+    ds_comm_samples_t *samples; /* ... and communication samples */
     ds_allocation_t allocation;
     int *node_of_rank;
     dsi_profile_plan_t *plan;
@@ -78,6 +82,8 @@ void ds_profiler_destroy(ds_profiler_t *p)
     if (p == NULL)
         return;
     ds_profile_db_close(p->db);
+    ds_cost_table_destroy(p->measured);
+    ds_comm_samples_destroy(p->samples);
     ds_backend_close(p->backend);
     dsi_profile_plan_destroy(p->plan);
     dsi_free(p->node_of_rank);
@@ -95,16 +101,23 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
 {
     ds_status_t status;
     ds_profiler_t *p = NULL;
-    if (options->db_path == NULL || options->db_path[0] == '\0')
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no profile database given (accepted: --profile-db FILE.h5)");
+    bool text_only = options->db_path == NULL || options->db_path[0] == '\0';
+    if (text_only && options->costs_out == NULL && options->comm_samples_out == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "no profile database given (accepted: --profile-db FILE.h5, "
+                                             "or text files: --costs-out FILE, --comm-samples-out FILE)");
+    if (text_only && options->num_fallbacks > 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "site databases are read with a profile database "
+                                             "(accepted: --site-db with --profile-db FILE.h5)");
+    if (options->compute_only && options->comm_only)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "compute only and communication only at once (accepted: one of them)");
     if (options->sweep_min_bytes < 1 || options->sweep_max_bytes < options->sweep_min_bytes)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max)",
                          (long long)options->sweep_min_bytes, (long long)options->sweep_max_bytes);
     DSI_TRY(dsi_calloc(1, sizeof(*p), &p));
     p->comm = MPI_COMM_NULL;
     p->options = *options;
-    DSI_TRY_GOTO(dsi_strdup(options->db_path, &p->db_path), status, err);
-    p->options.db_path = p->db_path;
+    DSI_TRY_GOTO(dsi_strdup(text_only ? "" : options->db_path, &p->db_path), status, err);
+    p->options.db_path = text_only ? NULL : p->db_path;
     DSI_TRY_GOTO(dsi_mpi_dup(comm, &p->comm), status, err);
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(p->comm, &p->rank), status, err);
     DSI_MPI_TRY_GOTO(MPI_Comm_size(p->comm, &p->size), status, err);
@@ -122,12 +135,17 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
         ds_device_spec_lookup("h100-sxm", &p->device_spec);
     }
     ds_fingerprint_source_tag(ds_backend_fingerprint(p->backend), p->source_tag, sizeof(p->source_tag));
-    DSI_TRY_GOTO(ds_profile_db_open(p->comm, p->db_path, 0, &p->db), status, err);
-    for (size_t i = 0; i < options->num_fallbacks; i++)
-        DSI_TRY_GOTO(ds_profile_db_add_fallback(p->db, options->fallback_dbs[i]), status, err);
-    DSI_TRY_GOTO(ds_profile_db_set_run_info(p->db, ds_backend_kind_name(ds_backend_kind(p->backend)),
-                                            ds_backend_device_name(p->backend), options->command_line),
-                 status, err);
+    if (text_only) {
+        DSI_TRY_GOTO(ds_cost_table_create(&p->measured), status, err);
+        DSI_TRY_GOTO(ds_comm_samples_create(&p->samples), status, err);
+    } else {
+        DSI_TRY_GOTO(ds_profile_db_open(p->comm, p->db_path, 0, &p->db), status, err);
+        for (size_t i = 0; i < options->num_fallbacks; i++)
+            DSI_TRY_GOTO(ds_profile_db_add_fallback(p->db, options->fallback_dbs[i]), status, err);
+        DSI_TRY_GOTO(ds_profile_db_set_run_info(p->db, ds_backend_kind_name(ds_backend_kind(p->backend)),
+                                                ds_backend_device_name(p->backend), options->command_line),
+                     status, err);
+    }
     DSI_TRY_GOTO(dsi_profile_plan_create(&p->plan), status, err);
     ds_measure_config_default(&p->config);
     p->options.fallback_dbs = NULL; /* not kept: the database holds them */
@@ -322,7 +340,7 @@ ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
     ds_comm_sample_t *samples = NULL;
     size_t num_samples = 0;
     DSI_TRY(ds_cost_table_create(&measured));
-    if (!p->options.reprofile)
+    if (!p->options.reprofile && p->db != NULL)
         DSI_TRY_GOTO(ds_profile_db_fill_costs(p->db, ds_backend_fingerprint(p->backend), measured, NULL),
                      status, out);
     DSI_TRY_GOTO(dsi_profile_plan_assign(p->plan, p->size, p->node_of_rank,
@@ -332,7 +350,7 @@ ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
     dsi_free(p->task_reused);
     p->task_reused = NULL;
     DSI_TRY_GOTO(dsi_calloc(p->plan->num_tasks ? p->plan->num_tasks : 1, 1, &p->task_reused), status, out);
-    if (!p->options.reprofile) {
+    if (!p->options.reprofile && p->db != NULL) {
         DSI_TRY_GOTO(ds_profile_db_get_comm_samples(p->db, p->source_tag, &samples, &num_samples), status, out);
         for (size_t t = 0; t < p->plan->num_tasks; t++)
             for (size_t i = 0; i < num_samples && !p->task_reused[t]; i++)
@@ -394,7 +412,9 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
             continue;
         ds_cost_histogram_t histogram;
         convert_histogram(&per_op[i], &histogram);
-        status = ds_profile_db_add(p->db, fingerprint, &keys[i], &per_op[i].cost, &histogram);
+        status = p->db != NULL
+                     ? ds_profile_db_add(p->db, fingerprint, &keys[i], &per_op[i].cost, &histogram)
+                     : ds_cost_table_set(p->measured, &keys[i], &per_op[i].cost);
         if (status != DS_OK) {
             ds_log(DS_LOG_WARN, "cannot record %s: %s", unit->label, ds_last_error());
             return 0;
@@ -412,7 +432,8 @@ static ds_status_t agree(ds_profiler_t *p, int *stop_p, long long *done_p)
     DSI_MPI_TRY_GOTO(MPI_Allreduce(local, global, 2, MPI_LONG_LONG, MPI_SUM, p->comm), status, out);
     *stop_p = global[0] > 0;
     *done_p = global[1];
-    DSI_TRY(ds_profile_db_checkpoint(p->db, NULL));
+    if (p->db != NULL)
+        DSI_TRY(ds_profile_db_checkpoint(p->db, NULL));
 out:
     return status;
 }
@@ -537,7 +558,10 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
                 sample.concurrency = task->num_groups;
                 sample.provenance = DS_PROV_MEASURED;
                 snprintf(sample.source, sizeof(sample.source), "%s", p->source_tag);
-                DSI_TRY_GOTO(ds_profile_db_add_comm_samples(p->db, &sample, 1), status, out);
+                if (p->db != NULL)
+                    DSI_TRY_GOTO(ds_profile_db_add_comm_samples(p->db, &sample, 1), status, out);
+                else
+                    DSI_TRY_GOTO(ds_comm_samples_add(p->samples, &sample, 1), status, out);
             }
             status = DS_OK;
         }
@@ -551,6 +575,148 @@ out:
     return status;
 }
 
+/* Writes `text` to `path` through a temporary file renamed over it. */
+static ds_status_t write_file(const char *path, const char *text, size_t size)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "output path '%s' is too long", path);
+    FILE *out = fopen(tmp, "w");
+    if (out == NULL)
+        return DSI_ERROR(DS_ERR_IO, "cannot write %s", tmp);
+    bool ok = fwrite(text, 1, size, out) == size;
+    ok = fclose(out) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return DSI_ERROR(DS_ERR_IO, "cannot write %s", path);
+    }
+    return DS_OK;
+}
+
+/* Text of `write` applied to an in-memory stream, with a comment line first. */
+typedef ds_status_t (*text_writer_t)(const void *what, size_t count, FILE *out);
+
+static ds_status_t write_costs(const void *what, size_t count, FILE *out)
+{
+    (void)count;
+    return ds_cost_table_write_text(what, out);
+}
+
+static ds_status_t write_samples(const void *what, size_t count, FILE *out)
+{
+    return ds_comm_samples_write_text(what, count, out);
+}
+
+static ds_status_t write_text(const ds_profiler_t *p, const char *path, text_writer_t writer,
+                              const void *what, size_t count)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    if (out == NULL)
+        return DSI_ERROR(DS_ERR_NO_MEMORY, "cannot buffer %s", path);
+    fprintf(out, "# measured by dsmpi profile on %d ranks of %s\n", p->size,
+            ds_backend_fingerprint(p->backend));
+    ds_status_t status = writer(what, count, out);
+    if (fclose(out) != 0 && status == DS_OK)
+        status = DSI_ERROR(DS_ERR_NO_MEMORY, "cannot buffer %s", path);
+    if (status == DS_OK)
+        status = write_file(path, text, size);
+    free(text);
+    return status;
+}
+
+/* Gathers `bytes` bytes of every rank on rank 0 (*all_p, NUL-terminated,
+ * *total_p bytes; NULL elsewhere).  Collective. */
+static ds_status_t gather_bytes(const ds_profiler_t *p, const void *data, size_t bytes,
+                                char **all_p, size_t *total_p)
+{
+    ds_status_t status = DS_OK;
+    int *lengths = NULL, *offsets = NULL, failed = 0;
+    char *all = NULL;
+    long long total = 0;
+    int length = bytes < (size_t)INT32_MAX ? (int)bytes : -1;
+    if (p->rank == 0) {
+        DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(int), &lengths), status, agree);
+        DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(int), &offsets), status, agree);
+    }
+agree:
+    failed = status != DS_OK;
+    DSI_MPI_TRY_GOTO(MPI_Bcast(&failed, 1, MPI_INT, 0, p->comm), status, out);
+    if (failed) {
+        status = status != DS_OK ? status : DSI_ERROR(DS_ERR_NO_MEMORY, "rank 0 is out of memory");
+        goto out;
+    }
+    DSI_MPI_TRY_GOTO(MPI_Gather(&length, 1, MPI_INT, lengths, 1, MPI_INT, 0, p->comm), status, out);
+    if (p->rank == 0) {
+        for (int r = 0; r < p->size && !failed; r++) {
+            failed = lengths[r] < 0;
+            offsets[r] = (int)total;
+            total += lengths[r];
+        }
+        failed = failed || total >= INT32_MAX || dsi_malloc((size_t)total + 1, &all) != DS_OK;
+    }
+    DSI_MPI_TRY_GOTO(MPI_Bcast(&failed, 1, MPI_INT, 0, p->comm), status, out);
+    if (failed) {
+        status = DSI_ERROR(DS_ERR_OVERFLOW, "the measurements do not fit in one message to rank 0");
+        goto out;
+    }
+    DSI_MPI_TRY_GOTO(MPI_Gatherv(data, length, MPI_BYTE, all, lengths, offsets, MPI_BYTE, 0, p->comm),
+                     status, out);
+    if (p->rank == 0) {
+        all[total] = '\0';
+        *all_p = all;
+        *total_p = (size_t)total;
+        all = NULL;
+    }
+out:
+    dsi_free(all);
+    dsi_free(lengths);
+    dsi_free(offsets);
+    return status;
+}
+
+/* Without a database: every rank's costs and samples to rank 0, which
+ * writes the text outputs.  Collective; every rank returns rank 0's status. */
+static ds_status_t write_text_outputs(ds_profiler_t *p)
+{
+    ds_status_t status = DS_OK;
+    char *text = NULL, *costs = NULL, *samples = NULL;
+    size_t size = 0, costs_size = 0, samples_size = 0;
+    ds_cost_table_t *merged = NULL;
+    /* Costs travel in the cost table's own text form. */
+    FILE *mem = open_memstream(&text, &size);
+    if (mem == NULL)
+        return DSI_ERROR(DS_ERR_NO_MEMORY, "cannot buffer the measured costs");
+    status = ds_cost_table_write_text(p->measured, mem);
+    fclose(mem);
+    DSI_TRY_GOTO(status, status, out);
+    DSI_TRY_GOTO(gather_bytes(p, text, size, &costs, &costs_size), status, out);
+    DSI_TRY_GOTO(gather_bytes(p, ds_comm_samples_data(p->samples),
+                              ds_comm_samples_size(p->samples) * sizeof(ds_comm_sample_t), &samples,
+                              &samples_size),
+                 status, out);
+    if (p->rank == 0) {
+        DSI_TRY_GOTO(ds_cost_table_create(&merged), status, out);
+        DSI_TRY_GOTO(ds_cost_table_parse(merged, costs, "measured costs"), status, out);
+        if (p->options.costs_out != NULL)
+            DSI_TRY_GOTO(write_text(p, p->options.costs_out, write_costs, merged, 0), status, out);
+        if (p->options.comm_samples_out != NULL)
+            DSI_TRY_GOTO(write_text(p, p->options.comm_samples_out, write_samples, samples,
+                                    samples_size / sizeof(ds_comm_sample_t)),
+                         status, out);
+    }
+out:;
+    int verdict = status;
+    if (MPI_Bcast(&verdict, 1, MPI_INT, 0, p->comm) == MPI_SUCCESS && p->rank != 0 && verdict != DS_OK)
+        status = DSI_ERROR((ds_status_t)verdict, "rank 0 could not write the measurements");
+    ds_cost_table_destroy(merged);
+    free(text);
+    dsi_free(costs);
+    dsi_free(samples);
+    return status;
+}
+
 ds_status_t ds_profiler_run(ds_profiler_t *p, ds_profile_summary_t *summary)
 {
     ds_status_t status;
@@ -558,12 +724,13 @@ ds_status_t ds_profiler_run(ds_profiler_t *p, ds_profile_summary_t *summary)
     int stop = 0;
     if (!p->planned)
         DSI_TRY(ds_profiler_plan(p, NULL));
-    DSI_TRY(run_compute(p, &stop, &busy_s));
+    if (!p->options.comm_only)
+        DSI_TRY(run_compute(p, &stop, &busy_s));
     double compute_end = now_s(), comm_busy_s = 0.0;
     if (!p->options.compute_only)
         DSI_TRY(run_comm(p, &stop, &comm_busy_s));
     double comm_end = now_s();
-    status = ds_profile_db_commit(p->db);
+    status = p->db != NULL ? ds_profile_db_commit(p->db) : write_text_outputs(p);
     double commit_end = now_s();
     int gather = MPI_Gather(&busy_s, 1, MPI_DOUBLE, p->rank_busy_s, 1, MPI_DOUBLE, 0, p->comm);
     if (status == DS_OK && gather != MPI_SUCCESS)

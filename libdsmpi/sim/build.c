@@ -447,7 +447,8 @@ typedef struct pass_ctx {
 } pass_ctx_t;
 
 static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, int64_t comp,
-                              int assumed, int part0, int nparts, int op0, int op1, int32_t *id_p)
+                              int64_t wait, int assumed, int part0, int nparts, int op0, int op1,
+                              int32_t *id_p)
 {
     const dsi_lane_t *l = &sim->lanes[pc->lane];
     int32_t id;
@@ -455,6 +456,7 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
                   scaled(dur, comp, l->factor), &id));
     dsi_graph_t *g = &sim->g;
     g->comp[id] = scaled(comp, comp, l->factor);
+    g->wait[id] = wait;
     g->mb[id] = pc->a->mb;
     g->chunk[id] = pc->a->chunk;
     g->part0[id] = (int16_t)part0;
@@ -466,8 +468,36 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
     return DS_OK;
 }
 
+/* What bucket k of a lane's stage, issued to overlap the backward, costs
+ * the lane's compute stream: its DS_COMM_FLAG_OVERLAPPED key's measured
+ * cost (the worst over the lane's data-parallel groups), 0 when none is
+ * in the table. */
+static int64_t interference_ns(const ds_sim_t *sim, int32_t lane, int64_t k)
+{
+    const ds_strategy_t *s = &sim->s;
+    if (!sim->opt.overlap_interference || sim->costs == NULL)
+        return 0;
+    ds_comm_op_t op = s->dp_algo == DS_DP_PS ? DS_COMM_PS_PUSH
+                      : s->zero == 0         ? DS_COMM_ALLREDUCE
+                                             : DS_COMM_REDUCE_SCATTER;
+    const dsi_lane_t *l = &sim->lanes[lane];
+    int64_t bytes = bucket_size(sim, l->p, k) * (int64_t)ds_dtype_size(s->grad_reduce_dtype);
+    int64_t worst = 0;
+    for (int32_t i = 0; i < l->dp_count; i++) {
+        ds_event_key_t key =
+            dsi_comm_step_key(s, op, DS_GROUP_DP, s->dp, s->grad_reduce_dtype, bytes);
+        dsi_key_set_layout(&key, &sim->dpgroups[sim->lane_dp[l->dp_first + i]].layout);
+        key.flags |= DS_COMM_FLAG_OVERLAPPED;
+        const ds_cost_t *cost = ds_cost_table_find(sim->costs, &key);
+        if (cost != NULL)
+            worst = DSI_MAX(worst, dsi_ns(cost->mean_s));
+    }
+    return worst;
+}
+
 /* A backward part whose gradients complete buckets: split it after each
- * operator that completes one, recording where each bucket is ready. */
+ * operator that completes one, recording where each bucket is ready; the
+ * buckets' interference follows on the compute stream. */
 static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, int index,
                              int stage_buckets)
 {
@@ -475,13 +505,14 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
     int64_t rev = sim->part_rev[part], params = sim->part_params[part];
     int64_t B = sim->bucket, P = sim->stage_params[sim->lanes[pc->lane].p];
     int32_t *ready = sim->ready + ((size_t)pc->lane * sim->rounds + pc->round) * sim->max_buckets;
-    int64_t cum = 0, seg_dur = 0, seg_comp = 0;
+    int64_t cum = 0, seg_dur = 0, seg_comp = 0, seg_wait = 0;
     int seg_assumed = 0, seg_first = 0;
     /* Next bucket to complete inside this part. */
     int64_t k = rev / B;
     for (int32_t i = 0; i < t->op_count; i++) {
         int32_t o = t->op_first + i;
         seg_dur += sim->op_dur[o];
+        seg_wait += sim->op_wait[o];
         if (!sim->op_comm[o])
             seg_comp += sim->op_dur[o];
         seg_assumed |= sim->op_assumed[o];
@@ -498,13 +529,24 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
             continue;
         int32_t id;
         bool whole = seg_first == 0 && i == t->op_count - 1;
-        TRY(layer_node(sim, pc, seg_dur, seg_comp, seg_assumed, index, 1, whole ? 0 : seg_first,
-                       whole ? 0 : i + 1, &id));
+        TRY(layer_node(sim, pc, seg_dur, seg_comp, seg_wait, seg_assumed, index, 1,
+                       whole ? 0 : seg_first, whole ? 0 : i + 1, &id));
+        int64_t interference = 0;
         for (int64_t b = rev / B; b < k; b++)
-            if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos)
+            if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos) {
                 ready[b] = id;
+                interference += interference_ns(sim, pc->lane, b);
+            }
+        if (interference > 0) {
+            int32_t x;
+            TRY(lane_node(sim, pc->lane, DSI_N_BWD, pc->it, interference, &x));
+            sim->g.mb[x] = pc->a->mb;
+            sim->g.chunk[x] = pc->a->chunk;
+            sim->g.part0[x] = (int16_t)index;
+            sim->g.label[x] = DSI_L_GRAD_ALLREDUCE; /* communication on the compute stream */
+        }
         seg_first = i + 1;
-        seg_dur = seg_comp = 0;
+        seg_dur = seg_comp = seg_wait = 0;
         seg_assumed = 0;
     }
     return DS_OK;
@@ -555,6 +597,7 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
     if (!zero3 && !gather_wait && !sync && sim->opt.granularity == DS_SIM_STAGE) {
         int pass = fwd ? 0 : 1;
         int64_t dur = pr->fused_dur[c * 2 + pass], comp = pr->fused_comp[c * 2 + pass];
+        int64_t wait = pr->fused_wait[c * 2 + pass];
         if (l->factor != 1.0) {
             /* Scale part by part, as the layer-level nodes are. */
             int64_t total = 0, total_comp = 0;
@@ -569,14 +612,15 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             TRY(lane_node(sim, lane, fwd ? DSI_N_FWD : DSI_N_BWD, it, dur, &id));
             dsi_graph_t *g = &sim->g;
             g->comp[id] = comp;
+            g->wait[id] = wait;
             g->mb[id] = a->mb;
             g->chunk[id] = (int16_t)c;
             g->part0[id] = 0;
             g->nparts[id] = (int16_t)pcount;
             set_assumed(sim, id, pr->fused_assumed[c * 2 + pass]);
         } else {
-            TRY(layer_node(sim, &pc, dur, comp, pr->fused_assumed[c * 2 + pass], 0, pcount, 0, 0,
-                           &id));
+            TRY(layer_node(sim, &pc, dur, comp, wait, pr->fused_assumed[c * 2 + pass], 0, pcount,
+                           0, 0, &id));
         }
         first_node = id;
     } else {
@@ -590,7 +634,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             if (sync) {
                 TRY(sync_part(sim, &pc, part, index, stage_buckets));
             } else {
-                TRY(layer_node(sim, &pc, t->dur, t->comp, t->assumed, index, 1, 0, 0, &id));
+                TRY(layer_node(sim, &pc, t->dur, t->comp, t->wait, t->assumed, index, 1, 0, 0,
+                               &id));
             }
             id = sim->lanes[lane].last;
             if (first_node < 0)

@@ -9,6 +9,7 @@
  */
 #include "dsi_sim.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- keys looked up ---------------------------------------------------------------------- */
@@ -96,6 +97,33 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
     return DS_OK;
 }
 
+/* ---- arrival skew ------------------------------------------------------------------------ */
+
+/* Expected maximum of n independent standard normal draws (tabulated up to
+ * 8, by the asymptotic expansion above). */
+double dsi_expected_max_normal(int n)
+{
+    static const double table[9] = {0.0, 0.0, 0.5642, 0.8463, 1.0294, 1.1630, 1.2672, 1.3522,
+                                    1.4236};
+    if (n <= 1)
+        return 0.0;
+    if (n <= 8)
+        return table[n];
+    double l = sqrt(2.0 * log((double)n));
+    return l - (log(log((double)n)) + log(4.0 * 3.14159265358979)) / (2.0 * l);
+}
+
+/* Variance (s^2) of one run of `key`, from its p10 and p90 taken as a
+ * normal's (p90 - p10 = 2.5631 sigma); 0 when the table has no spread. */
+double dsi_sim_cost_variance(const ds_cost_table_t *costs, const ds_event_key_t *key)
+{
+    const ds_cost_t *cost = ds_cost_table_find(costs, key);
+    if (cost == NULL || !(cost->p90_s > cost->p10_s))
+        return 0.0;
+    double sigma = (cost->p90_s - cost->p10_s) / 2.5631;
+    return sigma * sigma;
+}
+
 /* ---- layer templates ------------------------------------------------------------------- */
 
 void dsi_sim_templates_reset(ds_sim_t *sim)
@@ -104,6 +132,7 @@ void dsi_sim_templates_reset(ds_sim_t *sim)
         dsi_free(sim->profiles[i].part_first);
         dsi_free(sim->profiles[i].fused_dur);
         dsi_free(sim->profiles[i].fused_comp);
+        dsi_free(sim->profiles[i].fused_wait);
         dsi_free(sim->profiles[i].fused_assumed);
     }
     sim->num_profiles = 0;
@@ -124,6 +153,7 @@ static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
         return DS_OK;
     int32_t cap = DSI_MAX(sim->ops_cap * 2, sim->num_ops + need + 256);
     DSI_TRY(dsi_realloc_array(&sim->op_dur, (size_t)cap, sizeof(*sim->op_dur)));
+    DSI_TRY(dsi_realloc_array(&sim->op_wait, (size_t)cap, sizeof(*sim->op_wait)));
     DSI_TRY(dsi_realloc_array(&sim->op_comm, (size_t)cap, sizeof(*sim->op_comm)));
     DSI_TRY(dsi_realloc_array(&sim->op_assumed, (size_t)cap, sizeof(*sim->op_assumed)));
     DSI_TRY(dsi_realloc_array(&sim->op_grad, (size_t)cap, sizeof(*sim->op_grad)));
@@ -163,6 +193,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     t.op_count = (int32_t)count;
     bool tied_head = layer == DSI_PART_HEAD && pass == DS_PASS_BACKWARD &&
                      dsi_has_tied_copy(&sim->info, &sim->s);
+    double variance = 0.0; /* of the compute since the last collective, s^2 */
     for (size_t i = 0; i < count; i++) {
         ds_event_key_t key = ops[i].key;
         bool comm = key.kind == DS_EVENT_COMM;
@@ -171,8 +202,20 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         int64_t ns = 0;
         int assumed = 0;
         DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
+        int64_t wait = 0;
+        if (sim->opt.collective_skew && sim->costs != NULL) {
+            if (!comm) {
+                variance += dsi_sim_cost_variance(sim->costs, &key);
+            } else {
+                /* The collective starts when its slowest member arrives. */
+                wait = dsi_ns(dsi_expected_max_normal(key.group_size) * sqrt(variance));
+                variance = 0.0;
+            }
+        }
+        ns += wait;
         int32_t o = sim->num_ops++;
         sim->op_dur[o] = ns;
+        sim->op_wait[o] = wait;
         sim->op_comm[o] = comm;
         sim->op_assumed[o] = (uint8_t)assumed;
         sim->op_grad[o] = ops[i].grad_params;
@@ -184,6 +227,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
             tied_head = false;
         }
         t.dur += ns;
+        t.wait += wait;
         if (!comm)
             t.comp += ns;
         t.assumed |= (uint8_t)assumed;
@@ -245,6 +289,7 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     DSI_TRY(dsi_calloc((size_t)v + 1, sizeof(*pr->part_first), &pr->part_first));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_dur), &pr->fused_dur));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_comp), &pr->fused_comp));
+    DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_wait), &pr->fused_wait));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_assumed), &pr->fused_assumed));
     int L = sim->info.num_layers;
     for (int c = 0; c < v; c++) {
@@ -271,9 +316,11 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
             const dsi_template_t *tb = &sim->templates[sim->part_tb[i]];
             pr->fused_dur[c * 2] += tf->dur;
             pr->fused_comp[c * 2] += tf->comp;
+            pr->fused_wait[c * 2] += tf->wait;
             pr->fused_assumed[c * 2] |= tf->assumed;
             pr->fused_dur[c * 2 + 1] += tb->dur;
             pr->fused_comp[c * 2 + 1] += tb->comp;
+            pr->fused_wait[c * 2 + 1] += tb->wait;
             pr->fused_assumed[c * 2 + 1] |= tb->assumed;
             pr->mm_flops += tf->mm_flops + tb->mm_flops;
             pr->mm_model_flops += tf->mm_model_flops + tb->mm_model_flops;

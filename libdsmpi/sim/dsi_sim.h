@@ -34,6 +34,7 @@ typedef struct dsi_graph {
     int64_t *dur;   /* duration, ns */
     int64_t *start; /* ready time while evaluating, then start, ns */
     int64_t *comp;  /* compute part of layer and optimizer nodes, ns */
+    int64_t *wait;  /* part of a layer node spent waiting for the group's slowest member, ns */
     int32_t *bind;  /* the predecessor that decided the start, -1 */
     uint8_t *kind;
     uint8_t *iter; /* 1-based iteration */
@@ -69,6 +70,7 @@ static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int it
     int32_t id = g->n++;
     g->dur[id] = dur;
     g->comp[id] = 0;
+    g->wait[id] = 0;
     g->kind[id] = (uint8_t)kind;
     g->iter[id] = (uint8_t)iter;
     g->flags[id] = 0;
@@ -170,6 +172,7 @@ typedef struct dsi_template {
     dsi_layout_t tp_layout;
     int32_t op_first, op_count;
     int64_t dur, comp;               /* ns, unscaled */
+    int64_t wait;                    /* arrival skew inside dur (see op_wait) */
     double mm_flops, mm_model_flops; /* matmul FLOPs (recompute included / excluded) */
 } dsi_template_t;
 
@@ -181,6 +184,7 @@ typedef struct dsi_profile {
     int32_t *part_first; /* [vpp + 1]: parts of chunk c are [part_first[c], part_first[c+1]) */
     int64_t *fused_dur;  /* [vpp * 2]: chunk pass (c, pass) */
     int64_t *fused_comp;
+    int64_t *fused_wait;
     uint8_t *fused_assumed;
     int64_t sp_dur, opt_dur; /* SP norm all-reduce, optimizer step */
     uint8_t sp_assumed, opt_assumed;
@@ -269,6 +273,7 @@ struct ds_sim {
 
     /* operators of the templates (SoA) */
     int64_t *op_dur;
+    int64_t *op_wait; /* TP collectives: expected wait for the slowest member, inside op_dur */
     uint8_t *op_comm, *op_assumed;
     int64_t *op_grad;
     const char **op_label;
@@ -354,6 +359,8 @@ struct ds_sim {
 
 /* costs.c */
 void dsi_sim_keys_reset(ds_sim_t *sim);
+double dsi_expected_max_normal(int n);
+double dsi_sim_cost_variance(const ds_cost_table_t *costs, const ds_event_key_t *key);
 /* The cost of `key` in ns (0 when missing; recorded).  `flops`/`bytes`
  * feed the roofline estimate. */
 ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,

@@ -36,6 +36,7 @@ ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g)
     DSI_TRY(dsi_realloc_array(&g->dur, n, sizeof(*g->dur)));
     DSI_TRY(dsi_realloc_array(&g->start, n, sizeof(*g->start)));
     DSI_TRY(dsi_realloc_array(&g->comp, n, sizeof(*g->comp)));
+    DSI_TRY(dsi_realloc_array(&g->wait, n, sizeof(*g->wait)));
     DSI_TRY(dsi_realloc_array(&g->bind, n, sizeof(*g->bind)));
     DSI_TRY(dsi_realloc_array(&g->kind, n, sizeof(*g->kind)));
     DSI_TRY(dsi_realloc_array(&g->iter, n, sizeof(*g->iter)));
@@ -75,6 +76,7 @@ void dsi_graph_free(dsi_graph_t *g)
     dsi_free(g->dur);
     dsi_free(g->start);
     dsi_free(g->comp);
+    dsi_free(g->wait);
     dsi_free(g->bind);
     dsi_free(g->kind);
     dsi_free(g->iter);

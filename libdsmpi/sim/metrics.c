@@ -21,7 +21,9 @@ ds_sim_category_t dsi_sim_node_category(const ds_sim_t *sim, int32_t i)
 {
     switch ((dsi_node_kind_t)sim->g.kind[i]) {
     case DSI_N_FWD: return DS_SIM_CAT_FORWARD;
-    case DSI_N_BWD: return DS_SIM_CAT_BACKWARD;
+    case DSI_N_BWD:
+        /* A bucket's interference on the compute stream is data-parallel work. */
+        return sim->g.label[i] != 0 ? DS_SIM_CAT_DP : DS_SIM_CAT_BACKWARD;
     case DSI_N_OPT: return DS_SIM_CAT_OPTIMIZER;
     case DSI_N_XFER: return DS_SIM_CAT_PP;
     case DSI_N_DP: return DS_SIM_CAT_DP;
@@ -220,6 +222,7 @@ static ds_status_t span_push(spanbuf_t *s, int64_t a, int64_t b)
 
 typedef struct lane_numbers {
     int64_t compute, tp, pp, other, assumed, total;
+    int64_t dp_compute_stream; /* buckets' interference on the compute stream */
     spanbuf_t busy;     /* compute stream, merged */
     spanbuf_t blocking; /* transfers and column collectives */
 } lane_numbers_t;
@@ -228,6 +231,7 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
 {
     const dsi_graph_t *g = &sim->g;
     ln->compute = ln->tp = ln->pp = ln->other = ln->assumed = ln->total = 0;
+    ln->dp_compute_stream = 0;
     ln->busy.n = ln->blocking.n = 0;
     for (int32_t k = sim->lane_node_off[lane]; k < sim->lane_node_off[lane + 1]; k++) {
         int32_t i = sim->lane_nodes[k];
@@ -236,9 +240,14 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
         if (g->kind[i] == DSI_N_TP) {
             ln->tp += g->dur[i];
             DSI_TRY(span_push(&ln->blocking, g->start[i], node_end(g, i)));
+        } else if (g->kind[i] == DSI_N_BWD && g->label[i] != 0) {
+            ln->dp_compute_stream += g->dur[i];
+            DSI_TRY(span_push(&ln->busy, g->start[i], node_end(g, i)));
         } else {
+            /* A layer node: compute, TP collectives and waits for the slowest
+             * member before them (idle, not communication). */
             ln->compute += g->comp[i];
-            ln->tp += g->dur[i] - g->comp[i];
+            ln->tp += g->dur[i] - g->comp[i] - g->wait[i];
             DSI_TRY(span_push(&ln->busy, g->start[i], node_end(g, i)));
         }
         ln->total += g->dur[i];
@@ -311,9 +320,10 @@ static ds_status_t device_numbers(ds_sim_t *sim, int32_t lane, int t, const lane
         }
     size_t merged = merge(scratch->v, scratch->n);
     int64_t beyond = outside(scratch->v, merged, ln->busy.v, ln->busy.n);
+    dp_busy += ln->dp_compute_stream; /* exposed: it runs on the compute stream */
     double tp = (double)ln->tp + ((double)ln->compute - own);
     double comm = tp + (double)ln->pp + (double)ln->other + (double)dp_busy;
-    double exposed = tp + (double)beyond;
+    double exposed = tp + (double)beyond + (double)ln->dp_compute_stream;
     dev->compute_s = own * 1e-9;
     dev->tp_s = tp * 1e-9;
     dev->pp_s = (double)ln->pp * 1e-9;
@@ -355,12 +365,14 @@ static void critical_path(ds_sim_t *sim)
         if (cat == DS_SIM_CAT_WAIT)
             continue;
         cr->events++;
-        if (g->kind[v] == DSI_N_FWD || g->kind[v] == DSI_N_BWD) {
+        if ((g->kind[v] == DSI_N_FWD || g->kind[v] == DSI_N_BWD) && cat != DS_SIM_CAT_DP) {
             /* Split the clipped length between compute and TP in proportion. */
-            int64_t comp =
-                g->dur[v] > 0 ? (int64_t)((double)len * (double)g->comp[v] / (double)g->dur[v]) : 0;
+            double share = g->dur[v] > 0 ? (double)len / (double)g->dur[v] : 0.0;
+            int64_t comp = (int64_t)((double)g->comp[v] * share);
+            int64_t wait = (int64_t)((double)g->wait[v] * share);
             cr->seconds[cat] += (double)comp * 1e-9;
-            cr->seconds[DS_SIM_CAT_TP] += (double)(len - comp) * 1e-9;
+            cr->seconds[DS_SIM_CAT_WAIT] += (double)wait * 1e-9;
+            cr->seconds[DS_SIM_CAT_TP] += (double)(len - comp - wait) * 1e-9;
         } else {
             cr->seconds[cat] += (double)len * 1e-9;
         }
@@ -586,7 +598,7 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
         } else {
             e.stream = DS_SIM_STREAM_COMPUTE;
             e.name = g->kind[i] == DSI_N_FWD   ? "fwd"
-                     : g->kind[i] == DSI_N_BWD ? "bwd"
+                     : g->kind[i] == DSI_N_BWD ? (g->label[i] != 0 ? "dp.overlap-interference" : "bwd")
                                                : "optimizer";
             e.compute_ns = g->comp[i];
             if (g->kind[i] != DSI_N_OPT) {

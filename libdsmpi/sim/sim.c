@@ -26,6 +26,8 @@ void ds_sim_options_init(ds_sim_options_t *options)
     options->mode = DS_SIM_SYMMETRIC;
     options->granularity = DS_SIM_LAYER;
     options->keep_timeline = 1;
+    options->overlap_interference = 1;
+    options->collective_skew = 1;
 }
 
 ds_status_t ds_sim_create(ds_sim_t **sim_p)
@@ -46,6 +48,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->key_slots);
     dsi_free(sim->missing);
     dsi_free(sim->op_dur);
+    dsi_free(sim->op_wait);
     dsi_free(sim->op_comm);
     dsi_free(sim->op_assumed);
     dsi_free(sim->op_grad);

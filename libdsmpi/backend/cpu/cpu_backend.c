@@ -452,6 +452,9 @@ static const dsi_backend_ops_t cpu_ops = {
     .comm_run_timed = dsi_cpu_comm_run_timed,
     .comm_check = dsi_cpu_comm_check,
     .comm_release = dsi_cpu_comm_release,
+    .comm_start = dsi_cpu_comm_start,
+    .comm_test = dsi_cpu_comm_test,
+    .comm_wait = dsi_cpu_comm_wait,
     .close = cpu_close,
 };
 

@@ -64,6 +64,8 @@ typedef struct cpu_comm_op {
     size_t element;
     void *send, *recv;
     MPI_Request *requests; /* parameter server: one per server */
+    MPI_Request pending[2]; /* the executor's non-blocking calls */
+    int num_pending;
 } cpu_comm_op_t;
 
 void dsi_cpu_comm_release(void *impl)
@@ -71,6 +73,8 @@ void dsi_cpu_comm_release(void *impl)
     cpu_comm_op_t *c = impl;
     if (c == NULL)
         return;
+    for (int i = 0; i < c->num_pending; i++) /* a call left running: complete it first */
+        (void)MPI_Wait(&c->pending[i], MPI_STATUS_IGNORE);
     dsi_free(c->send);
     dsi_free(c->recv);
     dsi_free(c->requests);
@@ -279,4 +283,99 @@ ds_status_t dsi_cpu_comm_check(void *impl, int64_t *errors_p)
     }
     *errors_p = errors;
     return DS_OK;
+}
+
+/* ---- the executor's non-blocking calls ------------------------------------------------------- */
+
+ds_status_t dsi_cpu_comm_start(void *impl, int role, int tag)
+{
+    ds_status_t status = DS_OK;
+    cpu_comm_op_t *c = impl;
+    const dsi_comm_op_t *op = &c->op;
+    MPI_Comm mc = c->comm->comm;
+    int count = (int)op->count, peer = 1 - c->comm->rank;
+    MPI_Request *r = c->pending;
+    if (c->num_pending != 0)
+        return DSI_ERROR(DS_ERR_INTERNAL, "a communication call was started twice");
+    switch (op->op) {
+    case DS_COMM_ALLREDUCE:
+        DSI_MPI_TRY_GOTO(MPI_Iallreduce(c->send, c->recv, count, c->type, c->sum, mc, &r[0]),
+                         status, out);
+        c->num_pending = 1;
+        break;
+    case DS_COMM_ALLGATHER:
+        DSI_MPI_TRY_GOTO(
+            MPI_Iallgather(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
+            out);
+        c->num_pending = 1;
+        break;
+    case DS_COMM_REDUCE_SCATTER:
+        DSI_MPI_TRY_GOTO(
+            MPI_Ireduce_scatter_block(c->send, c->recv, count, c->type, c->sum, mc, &r[0]), status,
+            out);
+        c->num_pending = 1;
+        break;
+    case DS_COMM_ALLTOALL:
+        DSI_MPI_TRY_GOTO(
+            MPI_Ialltoall(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
+            out);
+        c->num_pending = 1;
+        break;
+    case DS_COMM_BROADCAST:
+        DSI_MPI_TRY_GOTO(
+            MPI_Ibcast(c->comm->rank == 0 ? c->send : c->recv, count, c->type, 0, mc, &r[0]),
+            status, out);
+        c->num_pending = 1;
+        break;
+    case DS_COMM_SENDRECV:
+        if (role != DSI_CALL_SEND) {
+            DSI_MPI_TRY_GOTO(MPI_Irecv(c->recv, count, c->type, peer, tag, mc, &r[c->num_pending]),
+                             status, out);
+            c->num_pending++;
+        }
+        if (role != DSI_CALL_RECV) {
+            DSI_MPI_TRY_GOTO(MPI_Isend(c->send, count, c->type, peer, tag, mc, &r[c->num_pending]),
+                             status, out);
+            c->num_pending++;
+        }
+        break;
+    case DS_COMM_PS_PUSH:
+    case DS_COMM_PS_PULL:
+    case DS_COMM_COUNT_:
+        status = DSI_ERROR(DS_ERR_UNSUPPORTED,
+                           "the executor has no non-blocking form of communication operator %d",
+                           (int)op->op);
+        break;
+    }
+out:
+    return status;
+}
+
+ds_status_t dsi_cpu_comm_test(void *impl, int *done_p)
+{
+    ds_status_t status = DS_OK;
+    cpu_comm_op_t *c = impl;
+    int done = 1;
+    if (c->num_pending > 0) {
+        DSI_MPI_TRY_GOTO(MPI_Testall(c->num_pending, c->pending, &done, MPI_STATUSES_IGNORE),
+                         status, out);
+        if (done)
+            c->num_pending = 0;
+    }
+    *done_p = done;
+out:
+    return status;
+}
+
+ds_status_t dsi_cpu_comm_wait(void *impl)
+{
+    ds_status_t status = DS_OK;
+    cpu_comm_op_t *c = impl;
+    if (c->num_pending > 0) {
+        DSI_MPI_TRY_GOTO(MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE), status,
+                         out);
+        c->num_pending = 0;
+    }
+out:
+    return status;
 }

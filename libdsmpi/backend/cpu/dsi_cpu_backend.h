@@ -34,6 +34,9 @@ ds_status_t dsi_cpu_comm_run_timed(void *impl, void *before, double *lead_s, dou
 ds_status_t dsi_cpu_kernel_run_impl(void *kernel);
 ds_status_t dsi_cpu_comm_check(void *impl, int64_t *errors_p);
 void dsi_cpu_comm_release(void *impl);
+ds_status_t dsi_cpu_comm_start(void *impl, int role, int tag);
+ds_status_t dsi_cpu_comm_test(void *impl, int *done_p);
+ds_status_t dsi_cpu_comm_wait(void *impl);
 
 /* For tests: buffer `index` of a prepared cpu kernel (0 if there is none),
  * and which buffers are its main input and output. */

@@ -1,0 +1,663 @@
+/*
+ * Costs of one strategy's events on the allocation that runs it, for
+ * validation: compute events as layer-pass units (the profiling plan's),
+ * spread over the ranks and gathered; communication events on the
+ * strategy's own process groups, every group with the event's layout at
+ * once.  Kept apart from the executor so that the profiler's database can
+ * take its place.
+ */
+#include "dsi_exec.h"
+
+#include "profile/dsi_profile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ds_exec_cost_options_init(ds_exec_cost_options_t *options)
+{
+    memset(options, 0, sizeof(*options));
+    options->compute = DS_EXEC_COSTS_LAYER;
+    options->comm_in_situ = 1;
+    options->rounds = (int)DSI_MAX(dsi_param_int(DSI_PARAM_EXEC_COST_ROUNDS), 1);
+    options->rotate = 1;
+    options->together = 1;
+    ds_measure_config_default(&options->measure);
+    options->max_foreign = dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN);
+}
+
+/* One key's measurements by round: the sums over its occurrences (a key
+ * may appear several times in a unit, in several units and on several
+ * ranks) and their count.  The cost is the median over rounds of the
+ * rounds' averages: a burst of foreign load inside one round does not move
+ * it. */
+#define MAX_ROUNDS 16
+
+typedef struct key_sum {
+    ds_event_key_t key;
+    double mean[MAX_ROUNDS], median[MAX_ROUNDS], p10[MAX_ROUNDS], p90[MAX_ROUNDS];
+    int64_t count[MAX_ROUNDS];
+    int64_t repetitions;
+} key_sum_t;
+
+typedef struct sums {
+    key_sum_t *v;
+    size_t n, cap;
+} sums_t;
+
+static ds_status_t sums_find(sums_t *s, const ds_event_key_t *key, key_sum_t **e_p)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (ds_event_key_equal(&s->v[i].key, key)) {
+            *e_p = &s->v[i];
+            return DS_OK;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        DSI_TRY(dsi_realloc_array(&s->v, cap, sizeof(*s->v)));
+        s->cap = cap;
+    }
+    key_sum_t *e = &s->v[s->n++];
+    memset(e, 0, sizeof(*e));
+    e->key = *key;
+    *e_p = e;
+    return DS_OK;
+}
+
+static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, int round, const ds_cost_t *c)
+{
+    key_sum_t *e;
+    DSI_TRY(sums_find(s, key, &e));
+    int r = round % MAX_ROUNDS;
+    e->mean[r] += c->mean_s;
+    e->median[r] += c->median_s;
+    e->p10[r] += c->p10_s;
+    e->p90[r] += c->p90_s;
+    e->count[r]++;
+    e->repetitions += c->repetitions;
+    return DS_OK;
+}
+
+static ds_status_t sums_merge(sums_t *s, const key_sum_t *other)
+{
+    key_sum_t *e;
+    DSI_TRY(sums_find(s, &other->key, &e));
+    for (int r = 0; r < MAX_ROUNDS; r++) {
+        e->mean[r] += other->mean[r];
+        e->median[r] += other->median[r];
+        e->p10[r] += other->p10[r];
+        e->p90[r] += other->p90[r];
+        e->count[r] += other->count[r];
+    }
+    e->repetitions += other->repetitions;
+    return DS_OK;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over the rounds that measured the key of sum[r] / count[r]. */
+static double round_median(const double *sum, const int64_t *count)
+{
+    double v[MAX_ROUNDS];
+    int n = 0;
+    for (int r = 0; r < MAX_ROUNDS; r++)
+        if (count[r] > 0)
+            v[n++] = sum[r] / (double)count[r];
+    if (n == 0)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof(*v), compare_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Every rank's sums to every rank, merged in rank order. */
+static ds_status_t share_sums(MPI_Comm comm, int size, sums_t *mine, sums_t *merged)
+{
+    ds_status_t status = DS_OK;
+    int *counts = NULL, *displs = NULL;
+    key_sum_t *all = NULL;
+    int bytes = (int)(mine->n * sizeof(key_sum_t));
+    DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(int), &counts), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(int), &displs), status, out);
+    DSI_MPI_TRY_GOTO(MPI_Allgather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, comm), status, out);
+    int64_t total = 0;
+    for (int r = 0; r < size; r++) {
+        displs[r] = (int)total;
+        total += counts[r];
+    }
+    DSI_TRY_GOTO(dsi_malloc((size_t)DSI_MAX(total, 1), &all), status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Allgatherv(mine->v, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, comm), status, out);
+    for (size_t i = 0; i < (size_t)total / sizeof(key_sum_t); i++)
+        DSI_TRY_GOTO(sums_merge(merged, &all[i]), status, out);
+out:
+    dsi_free(counts);
+    dsi_free(displs);
+    dsi_free(all);
+    return status;
+}
+
+static ds_status_t set_sums(ds_cost_table_t *costs, const sums_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const key_sum_t *e = &s->v[i];
+        if (ds_cost_table_find(costs, &e->key) != NULL)
+            continue;
+        ds_cost_t c;
+        memset(&c, 0, sizeof(c));
+        c.mean_s = round_median(e->mean, e->count);
+        c.median_s = round_median(e->median, e->count);
+        c.p10_s = round_median(e->p10, e->count);
+        c.p90_s = round_median(e->p90, e->count);
+        c.repetitions = e->repetitions;
+        c.provenance = DS_PROV_MEASURED;
+        DSI_TRY(ds_cost_table_set(costs, &e->key, &c));
+    }
+    return DS_OK;
+}
+
+/* ---- compute --------------------------------------------------------------------------------- */
+
+/* Bytes of device buffers the compute keys of one pass of `layer` hold. */
+static ds_status_t pass_bytes(ds_backend_t *b, const ds_model_t *model, const dsi_shape_ctx_t *ctx,
+                              int layer, double *bytes_p)
+{
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    double total = 0.0;
+    for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
+        size_t count = 0;
+        DSI_TRY(dsi_model_layer_ops(model, layer, ctx, (ds_pass_t)pass, ops, DSI_ARRAY_SIZE(ops),
+                                    &count));
+        for (size_t i = 0; i < count; i++) {
+            size_t bytes = 0;
+            if (ops[i].key.kind == DS_EVENT_COMPUTE &&
+                ds_kernel_estimate_bytes(b, &ops[i].key, &bytes) == DS_OK)
+                total += (double)bytes;
+        }
+    }
+    *bytes_p = total;
+    return DS_OK;
+}
+
+/* The bytes training touches between two runs of one layer pass: the
+ * largest stage's buffers (every part, both passes), but not more than a
+ * few times the last-level cache (past that, every byte has left it). */
+static ds_status_t reuse_window(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                double *bytes_p)
+{
+    dsi_shape_ctx_t ctx;
+    dsi_shape_ctx_init(&ctx, model, s);
+    int L = model->info.num_layers;
+    double largest = 0.0;
+    for (int p = 0; p < s->pp; p++) {
+        double stage = 0.0, bytes = 0.0;
+        for (int c = 0; c < s->vpp; c++) {
+            int first, n;
+            ds_strategy_chunk_layers(s, L, p, c, &first, &n);
+            for (int layer = first; layer < first + n; layer++) {
+                DSI_TRY(pass_bytes(b, model, &ctx, layer, &bytes));
+                stage += bytes;
+            }
+        }
+        if (p == 0) {
+            DSI_TRY(pass_bytes(b, model, &ctx, DSI_PART_EMBEDDING, &bytes));
+            stage += bytes;
+        }
+        if (p == s->pp - 1) {
+            DSI_TRY(pass_bytes(b, model, &ctx, DSI_PART_HEAD, &bytes));
+            stage += bytes;
+        }
+        largest = DSI_MAX(largest, stage);
+    }
+    double cache = dsi_param_double(DSI_PARAM_EXEC_CACHE_MIB) * 1048576.0;
+    if (!(cache > 0.0)) {
+        long llc = b->kind == DS_BACKEND_CPU ? sysconf(_SC_LEVEL3_CACHE_SIZE) : 0;
+        if (llc <= 0 && b->kind == DS_BACKEND_CPU)
+            llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        cache = llc > 0 ? (double)llc : 64.0 * 1048576.0;
+    }
+    *bytes_p = DSI_MIN(largest, 4.0 * cache);
+    return DS_OK;
+}
+
+static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                 const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
+                                 const ds_cost_table_t *costs, sums_t *mine, double *unit_time_p)
+{
+    ds_status_t status = DS_OK;
+    dsi_profile_plan_t *plan = NULL;
+    int *node_of_rank = NULL;
+    ds_measurement_t *per_op = NULL;
+    DSI_TRY_GOTO(dsi_profile_plan_create(&plan), status, out);
+    DSI_TRY_GOTO(dsi_profile_plan_add(plan, model, s, cluster), status, out);
+    /* The plan's communication tasks are not used here: one node will do. */
+    DSI_TRY_GOTO(dsi_calloc((size_t)b->size, sizeof(int), &node_of_rank), status, out);
+    DSI_TRY_GOTO(dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1),
+                 status, out);
+    double window = 0.0;
+    if (o->rotate)
+        DSI_TRY_GOTO(reuse_window(b, model, s, &window), status, out);
+    for (int round = 0; round < DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS); round++)
+    for (size_t u = 0; u < plan->num_units; u++) {
+        const dsi_unit_t *unit = &plan->units[u];
+        if (unit->rank < 0 || (!o->together && unit->rank != b->rank))
+            continue;
+        /* Together: every rank measures the unit at the same time, so the
+         * node's memory system is as busy as in training. */
+        if (o->together)
+            DSI_MPI_TRY_GOTO(MPI_Barrier(b->comm), status, out);
+        const ds_event_key_t *keys = &plan->keys[unit->first_key];
+        DSI_TRY_GOTO(dsi_realloc_array(&per_op, unit->num_keys, sizeof(*per_op)), status, out);
+        /* Copies of the unit in turn, so that its buffers are as cold as
+         * training leaves them. */
+        ds_measure_config_t config = o->measure;
+        double unit_bytes = 0.0;
+        for (size_t i = 0; i < unit->num_keys; i++) {
+            size_t bytes = 0;
+            if (keys[i].kind == DS_EVENT_COMPUTE &&
+                ds_kernel_estimate_bytes(b, &keys[i], &bytes) == DS_OK)
+                unit_bytes += (double)bytes;
+        }
+        config.copies =
+            unit_bytes > 0.0 ? (int)DSI_MIN(DSI_MAX(ceil(window / unit_bytes), 1.0), 64.0) : 1;
+        ds_measurement_t total;
+        DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
+                     out);
+        DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
+                  config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
+        *unit_time_p += total.cost.median_s;
+        for (size_t i = 0; i < unit->num_keys; i++)
+            if (keys[i].kind == DS_EVENT_COMPUTE)
+                DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
+    }
+out:
+    dsi_profile_plan_destroy(plan);
+    dsi_free(node_of_rank);
+    dsi_free(per_op);
+    return status;
+}
+
+static ds_status_t measure_operators(ds_backend_t *b, const ds_event_set_t *events,
+                                     const ds_exec_cost_options_t *o, const ds_cost_table_t *costs,
+                                     sums_t *mine)
+{
+    for (int round = 0; round < DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS); round++) {
+        size_t index = 0;
+        for (size_t i = 0; i < ds_event_set_size(events); i++) {
+            const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
+            if (key->kind != DS_EVENT_COMPUTE || ds_cost_table_find(costs, key) != NULL)
+                continue;
+            if (index++ % (size_t)b->size != (size_t)b->rank)
+                continue;
+            ds_measurement_t m;
+            DSI_TRY(ds_measure_compute(b, key, &o->measure, &m));
+            DSI_TRY(sums_add(mine, key, round, &m.cost));
+        }
+    }
+    return DS_OK;
+}
+
+/* ---- communication --------------------------------------------------------------------------- */
+
+/* The compute operator issued right before the collective `key` in a pass
+ * of this rank's stage (its producer), if any. */
+static bool producer_of(const ds_model_t *model, const ds_strategy_t *s, const dsi_shape_ctx_t *ctx,
+                        int stage, const ds_event_key_t *key, ds_event_key_t *producer)
+{
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    int L = model->info.num_layers;
+    for (int c = 0; c < s->vpp; c++) {
+        int first, n;
+        ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
+        for (int layer = first - 1; layer <= first + n; layer++) {
+            int part = layer;
+            if (layer == first - 1)
+                part = stage == 0 && c == 0 ? DSI_PART_EMBEDDING : -99;
+            if (layer == first + n)
+                part = stage == s->pp - 1 && c == s->vpp - 1 ? DSI_PART_HEAD : -99;
+            if (part == -99)
+                continue;
+            for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
+                size_t count = 0;
+                if (dsi_model_layer_ops(model, part, ctx, (ds_pass_t)pass, ops, DSI_ARRAY_SIZE(ops),
+                                        &count) != DS_OK)
+                    continue;
+                const ds_event_key_t *last = NULL;
+                for (size_t i = 0; i < count; i++) {
+                    ds_event_key_t k = ops[i].key;
+                    if (k.kind == DS_EVENT_COMPUTE) {
+                        last = &ops[i].key;
+                        continue;
+                    }
+                    k.ranks_per_node = key->ranks_per_node;
+                    k.nodes = key->nodes;
+                    k.concurrency = key->concurrency;
+                    if (last != NULL && ds_event_key_equal(&k, key)) {
+                        *producer = *last;
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    return false;
+}
+
+static bool layout_matches(const ds_event_key_t *key, const dsi_layout_t *l)
+{
+    return key->ranks_per_node == l->ranks_per_node && key->nodes == l->nodes &&
+           key->concurrency == l->concurrency;
+}
+
+/* The group this rank measures `key` on (NULL: none), and the producer for
+ * an in-situ measurement. */
+static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
+                             const dsi_groups_t *g, dsi_placement_t *pl, ds_coords_t me,
+                             const ds_event_key_t *key, int *boundary_p, ds_comm_t **comm_p)
+{
+    *comm_p = NULL;
+    dsi_layout_t l;
+    int n;
+    switch ((ds_group_t)key->group) {
+    case DS_GROUP_TP:
+        n = dsi_group_members(pl, DSI_KIND_TP, me.pp, me.dp);
+        l = dsi_group_layout(pl, DSI_KIND_TP, n);
+        if (layout_matches(key, &l) && key->group_size == s->tp)
+            *comm_p = g->tp;
+        return DS_OK;
+    case DS_GROUP_DP:
+        n = dsi_group_members(pl, DSI_KIND_DP, me.pp, me.tp);
+        l = dsi_group_layout(pl, DSI_KIND_DP, n);
+        if (layout_matches(key, &l) && key->group_size == s->dp)
+            *comm_p = g->dp;
+        return DS_OK;
+    case DS_GROUP_MP:
+        n = dsi_group_members(pl, DSI_KIND_MP, 0, me.dp);
+        l = dsi_group_layout(pl, DSI_KIND_MP, n);
+        if (layout_matches(key, &l))
+            *comm_p = g->mp;
+        return DS_OK;
+    case DS_GROUP_EMBEDDING:
+        if (g->emb == NULL)
+            return DS_OK;
+        n = dsi_group_members(pl, DSI_KIND_EMBEDDING, 0, me.tp + s->tp * me.dp);
+        l = dsi_group_layout(pl, DSI_KIND_EMBEDDING, n);
+        if (layout_matches(key, &l))
+            *comm_p = g->emb;
+        return DS_OK;
+    case DS_GROUP_PP: {
+        /* The boundary `*boundary_p` whose transfer has these bytes and layout. */
+        int b = *boundary_p, to = dsi_exec_next_stage(s, b);
+        if (to < 0)
+            return DS_OK;
+        int from = key->pass == DS_PASS_FORWARD ? b : to, into = key->pass == DS_PASS_FORWARD ? to : b;
+        if (dsi_p2p_boundary_bytes(model, s, (ds_dtype_t)key->dtype, to) != key->dims[0])
+            return DS_OK;
+        l = dsi_p2p_layout(pl, from, into, me.tp, me.dp);
+        if (key->ranks_per_node != l.ranks_per_node || key->nodes != l.nodes)
+            return DS_OK;
+        if (me.pp == b)
+            *comm_p = g->pair_next;
+        else if (me.pp == to)
+            *comm_p = g->pair_prev;
+        return DS_OK;
+    }
+    case DS_GROUP_NONE:
+    case DS_GROUP_COUNT_: break;
+    }
+    return DS_OK;
+}
+
+/* Overlap interference (DS_COMM_FLAG_OVERLAPPED): on every member of
+ * `comm` at once, a backward layer pass of this stage (repeated to last
+ * about twice the collective) runs alone, then with the collective `key`
+ * started before it and tested after every DS_EXEC_PROGRESS_OPS-th
+ * operator, as the executor issues buckets, and waited for after it.  What
+ * the collective costs the compute is the difference of the two medians
+ * (at least 0); *seconds_p gets it on this member. */
+#define OVERLAP_REPS 5
+
+static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                   const dsi_shape_ctx_t *ctx, int stage, ds_comm_t *comm,
+                                   const ds_event_key_t *key, double comm_s, double *seconds_p)
+{
+    ds_status_t status = DS_OK;
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    ds_kernel_t *kernels[DSI_MAX_LAYER_OPS];
+    size_t count = 0, n = 0;
+    dsi_comm_call_t *call = NULL;
+    int first, layers;
+    ds_strategy_chunk_layers(s, model->info.num_layers, stage, 0, &first, &layers);
+    int layer = layers > 0 ? first : stage == s->pp - 1 ? DSI_PART_HEAD : DSI_PART_EMBEDDING;
+    DSI_TRY(dsi_model_layer_ops(model, layer, ctx, DS_PASS_BACKWARD, ops, DSI_ARRAY_SIZE(ops),
+                                &count));
+    for (size_t i = 0; i < count; i++) {
+        if (ops[i].key.kind != DS_EVENT_COMPUTE)
+            continue;
+        DSI_TRY_GOTO(ds_kernel_prepare(b, &ops[i].key, &kernels[n]), status, out);
+        if (n > 0) {
+            int chained = 0;
+            DSI_TRY_GOTO(dsi_kernel_chain(kernels[n], kernels[n - 1], &chained), status, out);
+        }
+        n++;
+    }
+    DSI_TRY_GOTO(dsi_comm_call_prepare(comm, key, DSI_CALL_ALL, 0, &call), status, out);
+    int progress_ops = (int)DSI_MAX(dsi_param_int(DSI_PARAM_EXEC_PROGRESS_OPS), 1);
+    /* One pass alone, to size the sequence. */
+    double pass_s = 0.0;
+    for (int w = 0; w < 2; w++) {
+        double t0 = dsi_now_s();
+        for (size_t i = 0; i < n; i++)
+            DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
+        pass_s = dsi_now_s() - t0;
+    }
+    int repeat = (int)DSI_MIN(DSI_MAX(ceil(2.0 * comm_s / DSI_MAX(pass_s, 1e-6)), 1.0), 1000.0);
+    double alone[OVERLAP_REPS], with[OVERLAP_REPS];
+    for (int r = 0; r < 2 * OVERLAP_REPS; r++) {
+        bool overlap = r % 2 == 1;
+        DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
+        double t0 = dsi_now_s();
+        if (overlap)
+            DSI_TRY_GOTO(dsi_comm_call_start(call), status, out);
+        int since = 0, done = !overlap;
+        for (int k = 0; k < repeat; k++)
+            for (size_t i = 0; i < n; i++) {
+                DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
+                if (!done && ++since >= progress_ops) {
+                    since = 0;
+                    DSI_TRY_GOTO(dsi_comm_call_test(call, &done), status, out);
+                }
+            }
+        if (overlap)
+            DSI_TRY_GOTO(dsi_comm_call_wait(call), status, out);
+        (overlap ? with : alone)[r / 2] = dsi_now_s() - t0;
+    }
+    qsort(alone, OVERLAP_REPS, sizeof(double), compare_double);
+    qsort(with, OVERLAP_REPS, sizeof(double), compare_double);
+    *seconds_p = DSI_MAX(with[OVERLAP_REPS / 2] - alone[OVERLAP_REPS / 2], 0.0);
+out:
+    dsi_comm_call_release(call);
+    for (size_t i = 0; i < n; i++)
+        ds_kernel_destroy(kernels[i]);
+    return status;
+}
+
+static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                                const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
+                                const ds_event_set_t *events, ds_cost_table_t *costs)
+{
+    ds_status_t status = DS_OK;
+    dsi_groups_t groups;
+    dsi_placement_t pl;
+    memset(&groups, 0, sizeof(groups));
+    memset(&pl, 0, sizeof(pl));
+    ds_coords_t me = ds_strategy_coords_of(s, b->rank);
+    dsi_shape_ctx_t ctx;
+    dsi_shape_ctx_init(&ctx, model, s);
+    DSI_TRY_GOTO(dsi_groups_create(b, model, s, &groups), status, out);
+    DSI_TRY_GOTO(dsi_placement_init(&pl, s, cluster->gpus_per_node), status, out);
+    for (size_t i = 0; i < ds_event_set_size(events); i++) {
+        const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
+        if (key->kind != DS_EVENT_COMM || ds_cost_table_find(costs, key) != NULL)
+            continue;
+        /* Point-to-point: one boundary at a time (a rank is in two); the
+         * first that has the key decides. */
+        int boundaries = key->group == DS_GROUP_PP ? s->pp : 1;
+        double result[5] = {-1.0, 0, 0, 0, 0}; /* mean median p10 p90 reps, max over ranks */
+        for (int bnd = 0; bnd < boundaries && result[0] < 0.0; bnd++) {
+            ds_comm_t *comm = NULL;
+            int boundary = bnd;
+            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
+            double mine[5] = {-1.0, 0, 0, 0, 0};
+            if (comm != NULL) {
+                ds_comm_measurement_t m;
+                ds_event_key_t producer;
+                ds_kernel_t *kernel = NULL;
+                if (o->comm_in_situ && key->group == DS_GROUP_TP &&
+                    producer_of(model, s, &ctx, me.pp, key, &producer))
+                    DSI_TRY_GOTO(ds_kernel_prepare(b, &producer, &kernel), status, out);
+                if (kernel != NULL)
+                    status = ds_comm_measure_after(comm, key, kernel, &o->measure, &m);
+                else
+                    status = ds_comm_measure(comm, key, &o->measure, &m);
+                ds_kernel_destroy(kernel);
+                if (status != DS_OK)
+                    goto out;
+                mine[0] = m.cost.cost.mean_s;
+                mine[1] = m.cost.cost.median_s;
+                mine[2] = m.cost.cost.p10_s;
+                mine[3] = m.cost.cost.p90_s;
+                mine[4] = (double)m.cost.cost.repetitions;
+            }
+            DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, result, 5, MPI_DOUBLE, MPI_MAX, b->comm), status,
+                             out);
+        }
+        if (result[0] < 0.0) {
+            char text[256];
+            ds_event_key_format(key, text, sizeof(text));
+            DSI_WARN("no process group of this allocation has the layout of '%s'", text);
+            continue;
+        }
+        ds_cost_t c;
+        memset(&c, 0, sizeof(c));
+        c.mean_s = result[0];
+        c.median_s = result[1];
+        c.p10_s = result[2];
+        c.p90_s = result[3];
+        c.repetitions = (int64_t)result[4];
+        c.provenance = DS_PROV_MEASURED;
+        DSI_TRY_GOTO(ds_cost_table_set(costs, key, &c), status, out);
+        /* Buckets issued to overlap the backward: what they cost the compute. */
+        ds_event_key_t overlapped = *key;
+        overlapped.flags |= DS_COMM_FLAG_OVERLAPPED;
+        if (key->group == DS_GROUP_DP && s->overlap_grad_reduce && s->zero != 3 &&
+            (key->op == DS_COMM_ALLREDUCE || key->op == DS_COMM_REDUCE_SCATTER) &&
+            ds_cost_table_find(costs, &overlapped) == NULL) {
+            ds_event_key_t unflagged = *key;
+            unflagged.flags &= (uint8_t)~DS_COMM_FLAG_OVERLAPPED;
+            double mine = -1.0, worst = -1.0;
+            ds_comm_t *comm = NULL;
+            int boundary = 0;
+            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
+            if (comm != NULL)
+                DSI_TRY_GOTO(measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s,
+                                             &mine),
+                             status, out);
+            DSI_MPI_TRY_GOTO(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, b->comm), status,
+                             out);
+            if (worst >= 0.0) {
+                ds_cost_t oc;
+                memset(&oc, 0, sizeof(oc));
+                oc.mean_s = oc.median_s = oc.p10_s = oc.p90_s = worst;
+                oc.repetitions = OVERLAP_REPS;
+                oc.provenance = DS_PROV_MEASURED;
+                DSI_TRY_GOTO(ds_cost_table_set(costs, &overlapped, &oc), status, out);
+            }
+        }
+    }
+out:
+    dsi_placement_free(&pl);
+    dsi_groups_destroy(&groups);
+    return status;
+}
+
+ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
+                                  const ds_strategy_t *strategy, const ds_cluster_t *cluster,
+                                  const ds_exec_cost_options_t *options, ds_cost_table_t *costs,
+                                  ds_exec_load_t *load_p, double *speed_factors)
+{
+    ds_status_t status = DS_OK;
+    ds_event_set_t *events = NULL;
+    sums_t mine = {NULL, 0, 0}, merged = {NULL, 0, 0};
+    ds_exec_cost_options_t defaults;
+    if (options == NULL) {
+        ds_exec_cost_options_init(&defaults);
+        options = &defaults;
+    }
+    if (backend == NULL || model == NULL || strategy == NULL || cluster == NULL || costs == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_measure_costs needs every argument");
+    if ((int64_t)strategy->dp * strategy->tp * strategy->pp != backend->size)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy dp=%d tp=%d pp=%d is not for the %d ranks measuring it",
+                         strategy->dp, strategy->tp, strategy->pp, backend->size);
+    DSI_TRY(ds_events_generate(model, strategy, cluster, &events));
+    dsi_load_probe_t before, after;
+    double speed_before = 0.0, speed_after = 0.0;
+    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
+    dsi_load_probe(&before);
+    /* Compute: a failure on one rank must not leave the others waiting. */
+    double unit_time = 0.0;
+    ds_status_t local =
+        options->compute == DS_EXEC_COSTS_OPERATOR
+            ? measure_operators(backend, events, options, costs, &mine)
+            : measure_units(backend, model, strategy, cluster, options, costs, &mine, &unit_time);
+    int failed = local != DS_OK, any = 0;
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
+    if (local != DS_OK) {
+        status = local;
+        goto out;
+    }
+    if (any) {
+        status = DSI_ERROR(DS_ERR_INTERNAL, "another rank failed to measure its compute events");
+        goto out;
+    }
+    DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &merged), status, out);
+    if (speed_factors != NULL) {
+        /* Together, every rank ran the same units: their times compare the devices. */
+        for (int r = 0; r < backend->size; r++)
+            speed_factors[r] = 1.0;
+        bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;
+        if (same_work) {
+            DSI_MPI_TRY_GOTO(MPI_Allgather(&unit_time, 1, MPI_DOUBLE, speed_factors, 1, MPI_DOUBLE,
+                                           backend->comm),
+                             status, out);
+            double mean = 0.0;
+            for (int r = 0; r < backend->size; r++)
+                mean += speed_factors[r] / backend->size;
+            for (int r = 0; r < backend->size; r++)
+                speed_factors[r] = mean > 0.0 ? speed_factors[r] / mean : 1.0;
+        }
+    }
+    DSI_TRY_GOTO(set_sums(costs, &merged), status, out);
+    DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
+                 out);
+    dsi_load_probe(&after);
+    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_after), status, out);
+    if (load_p != NULL)
+        DSI_TRY_GOTO(dsi_load_report(backend->comm, &before, &after,
+                                     DSI_MAX(speed_before, speed_after),
+                                     options->max_foreign > 0.0
+                                         ? options->max_foreign
+                                         : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
+                                     options->reference_probe_s, load_p),
+                     status, out);
+out:
+    dsi_free(mine.v);
+    dsi_free(merged.v);
+    ds_event_set_destroy(events);
+    return status;
+}

@@ -1,0 +1,165 @@
+/* The executor's metrics from synthetic records: iteration time (end minus
+ * end), compute, exposed communication and waiting split at the last
+ * member's arrival (collectives matched by number, transfers by their two
+ * ends), idle and busy time, micro-batch pass times. */
+#include "check.h"
+
+#include "exec/dsi_exec.h"
+
+#include <stdlib.h>
+
+
+typedef struct recs {
+    dsi_xrec_t v[256];
+    size_t n;
+} recs_t;
+
+static dsi_xrec_t *add(recs_t *r, int rank, int it, dsi_xkind_t kind, double a, double b)
+{
+    dsi_xrec_t *e = &r->v[r->n++];
+    memset(e, 0, sizeof(*e));
+    e->rank = rank;
+    e->iteration = it;
+    e->kind = (uint8_t)kind;
+    e->start_s = 10.0 * it + a;
+    e->end_s = 10.0 * it + b;
+    e->mb = -1;
+    e->chunk = 0;
+    return e;
+}
+
+static dsi_xrec_t *pass(recs_t *r, int rank, int it, bool fwd, dsi_xkind_t kind, double a, double b)
+{
+    dsi_xrec_t *e = add(r, rank, it, kind, a, b);
+    e->fwd = fwd;
+    e->mb = 0;
+    return e;
+}
+
+static void strategy(ds_strategy_t *s, const char *text, int64_t gbs)
+{
+    ds_strategy_init(s);
+    CHECK_OK(ds_strategy_parse(text, s));
+    s->gbs = gbs;
+}
+
+/* tp=2: one collective per iteration; rank 1 arrives 0.5 s late. */
+static void test_tensor_parallel(void)
+{
+    ds_strategy_t s;
+    strategy(&s, "dp=1,tp=2,pp=1,mbs=1", 1);
+    recs_t r;
+    r.n = 0;
+    for (int it = 0; it < 3; it++) {
+        pass(&r, 0, it, true, DSI_XK_COMPUTE, 0.0, 2.0);
+        pass(&r, 0, it, true, DSI_XK_TP, 2.0, 3.0);
+        pass(&r, 0, it, false, DSI_XK_COMPUTE, 3.0, 5.0);
+        add(&r, 0, it, DSI_XK_OPT, 5.0, 6.0);
+        pass(&r, 1, it, true, DSI_XK_COMPUTE, 0.0, 2.5);
+        pass(&r, 1, it, true, DSI_XK_TP, 2.5, 3.0);
+        pass(&r, 1, it, false, DSI_XK_COMPUTE, 3.0, 5.2);
+        add(&r, 1, it, DSI_XK_OPT, 5.2, 6.1);
+    }
+    dsi_xrun_t run;
+    memset(&run, 0, sizeof(run));
+    CHECK_OK(dsi_exec_compute_run(&s, 1, 2, 1, 2, r.v, r.n, &run));
+    CHECK_NEAR(run.summary.iteration_s, 10.0, 1e-9);
+    CHECK_NEAR(run.iteration_s[0], 10.0, 1e-9);
+    const ds_exec_device_t *d0 = &run.devices[0], *d1 = &run.devices[1];
+    CHECK_NEAR(d0->compute_s, 5.0, 1e-9);
+    CHECK_NEAR(d0->comm_exposed_s, 0.5, 1e-9);
+    CHECK_NEAR(d0->tp_s, 0.5, 1e-9);
+    CHECK_NEAR(d0->wait_s, 0.5, 1e-9);
+    CHECK_NEAR(d0->idle_s, 4.5, 1e-9);
+    CHECK_NEAR(d0->busy_s, 5.5, 1e-9);
+    CHECK_NEAR(d1->compute_s, 5.6, 1e-9);
+    CHECK_NEAR(d1->comm_exposed_s, 0.5, 1e-9);
+    CHECK_NEAR(d1->wait_s + 1.0, 1.0, 1e-9);
+    CHECK_NEAR(d1->idle_s, 3.9, 1e-9);
+    CHECK_NEAR(run.summary.bubble_fraction, (4.5 + 3.9) / 2.0 / 10.0, 1e-9);
+    /* Replica 0, TP rank 0: the forward pass holds the collective. */
+    CHECK_NEAR(run.mbs[0].fwd_start_s, 0.0, 1e-9);
+    CHECK_NEAR(run.mbs[0].fwd_end_s, 3.0, 1e-9);
+    CHECK_NEAR(run.mbs[0].bwd_start_s, 3.0, 1e-9);
+    CHECK_NEAR(run.mbs[0].bwd_end_s, 5.0, 1e-9);
+    dsi_exec_run_free(&run);
+}
+
+/* pp=2, one micro-batch: transfers matched by their two ends, the gradient
+ * norm all-reduce over both stages. */
+static void test_pipeline(void)
+{
+    ds_strategy_t s;
+    strategy(&s, "dp=1,tp=1,pp=2,mbs=1,schedule=1f1b", 1);
+    recs_t r;
+    r.n = 0;
+    int32_t act = DSI_XID(0, 0, 0), grad = DSI_XID(0, 1, 0);
+    for (int it = 0; it < 3; it++) {
+        pass(&r, 0, it, true, DSI_XK_COMPUTE, 0.0, 1.0);
+        dsi_xrec_t *e = add(&r, 0, it, DSI_XK_P2P, 1.0, 1.5);
+        e->nx = 1;
+        e->xid[0] = act;
+        e = add(&r, 0, it, DSI_XK_P2P, 1.5, 4.0);
+        e->nx = 1;
+        e->xid[0] = grad;
+        pass(&r, 0, it, false, DSI_XK_COMPUTE, 4.0, 5.0);
+        add(&r, 0, it, DSI_XK_MP, 5.0, 5.2);
+        add(&r, 0, it, DSI_XK_OPT, 5.2, 5.5);
+
+        e = add(&r, 1, it, DSI_XK_P2P, 0.2, 1.5);
+        e->nx = 1;
+        e->xid[0] = act;
+        pass(&r, 1, it, true, DSI_XK_COMPUTE, 1.5, 2.5);
+        pass(&r, 1, it, false, DSI_XK_COMPUTE, 2.5, 3.5);
+        e = add(&r, 1, it, DSI_XK_P2P, 3.5, 4.0);
+        e->nx = 1;
+        e->xid[0] = grad;
+        add(&r, 1, it, DSI_XK_MP, 4.0, 5.2);
+        add(&r, 1, it, DSI_XK_OPT, 5.2, 5.6);
+    }
+    dsi_xrun_t run;
+    memset(&run, 0, sizeof(run));
+    CHECK_OK(dsi_exec_compute_run(&s, 1, 2, 1, 2, r.v, r.n, &run));
+    CHECK_NEAR(run.summary.iteration_s, 10.0, 1e-9);
+    const ds_exec_device_t *d0 = &run.devices[0], *d1 = &run.devices[1];
+    /* Rank 0: send 0.5 exposed (the receiver was there), gradient 0.5
+     * exposed after 2.0 of waiting for its sender, all-reduce 0.2. */
+    CHECK_NEAR(d0->pp_s, 1.0, 1e-9);
+    CHECK_NEAR(d0->other_s, 0.2, 1e-9);
+    CHECK_NEAR(d0->wait_s, 2.0, 1e-9);
+    CHECK_NEAR(d0->compute_s, 2.3, 1e-9);
+    CHECK_NEAR(d0->idle_s, 10.0 - 2.3 - 1.2, 1e-9);
+    /* Rank 1: 0.8 waiting for the activation, 1.0 for the all-reduce. */
+    CHECK_NEAR(d1->pp_s, 1.0, 1e-9);
+    CHECK_NEAR(d1->wait_s, 1.8, 1e-9);
+    CHECK_NEAR(d1->other_s, 0.2, 1e-9);
+    CHECK_NEAR(d1->compute_s, 2.4, 1e-9);
+    /* Stage 1's pass times, from the iteration's first event (0.0). */
+    CHECK_NEAR(run.mbs[1].fwd_start_s, 1.5, 1e-9);
+    CHECK_NEAR(run.mbs[1].bwd_end_s, 3.5, 1e-9);
+    CHECK_NEAR(run.mbs[0].bwd_start_s, 4.0, 1e-9);
+    dsi_exec_run_free(&run);
+}
+
+/* Bad input is refused, not read out of bounds. */
+static void test_bad_records(void)
+{
+    ds_strategy_t s;
+    strategy(&s, "dp=2,tp=1,pp=1,mbs=1", 2);
+    recs_t r;
+    r.n = 0;
+    add(&r, 5, 0, DSI_XK_COMPUTE, 0.0, 1.0); /* rank 5 of 2 */
+    dsi_xrun_t run;
+    memset(&run, 0, sizeof(run));
+    CHECK_FAILS(dsi_exec_compute_run(&s, 1, 2, 1, 1, r.v, r.n, &run), DS_ERR_INTERNAL, "rank 5");
+    dsi_exec_run_free(&run);
+    CHECK_FAILS(dsi_exec_compute_run(&s, 1, 2, 0, 1, r.v, 0, &run), DS_ERR_INVALID_ARG, "0 + 1");
+}
+
+int main(void)
+{
+    test_tensor_parallel();
+    test_pipeline();
+    test_bad_records();
+    return check_summary("test_exec_metrics");
+}
