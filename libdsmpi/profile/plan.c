@@ -341,11 +341,16 @@ static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64
         for (int shape = 0; shape < plan->num_shapes; shape++) {
             if (k->dims[0] <= sweep_max)
                 DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, k->dims[0], batched, 1));
-            for (int64_t bytes = sweep_min; bytes <= sweep_max; bytes *= 2)
+            for (int64_t bytes = sweep_min; bytes <= sweep_max;) {
                 DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, bytes, batched, 0));
+                if (bytes > sweep_max / 2)
+                    break;
+                bytes *= 2;
+            }
         }
     }
-    qsort(plan->tasks, plan->num_tasks, sizeof(*plan->tasks), by_task_order);
+    if (plan->num_tasks > 1)
+        qsort(plan->tasks, plan->num_tasks, sizeof(*plan->tasks), by_task_order);
     return DS_OK;
 }
 

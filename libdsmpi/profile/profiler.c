@@ -97,8 +97,9 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
     ds_profiler_t *p = NULL;
     if (options->db_path == NULL || options->db_path[0] == '\0')
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no profile database given (accepted: --profile-db FILE.h5)");
-    if (options->sweep_min_bytes < 1 || options->sweep_max_bytes < options->sweep_min_bytes)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max)",
+    if (options->sweep_min_bytes < 1 || options->sweep_max_bytes < options->sweep_min_bytes ||
+        options->sweep_max_bytes > DS_PROFILE_SWEEP_LIMIT)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max <= 1TiB)",
                          (long long)options->sweep_min_bytes, (long long)options->sweep_max_bytes);
     DSI_TRY(dsi_calloc(1, sizeof(*p), &p));
     p->comm = MPI_COMM_NULL;
