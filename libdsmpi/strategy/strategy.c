@@ -231,8 +231,10 @@ ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, con
 
 void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
 {
-    dsi_strbuf_t buf;
-    dsi_strbuf_init(&buf);
+    if (size == 0)
+        return;
+    dsi_strbuf_t buf; /* formats into `text`: nothing to allocate, nothing to fail */
+    dsi_strbuf_init_fixed(&buf, text, size);
     dsi_strbuf_appendf(&buf, "dp=%d,tp=%d,pp=%d,mbs=%d", s->dp, s->tp, s->pp, s->mbs);
     if (s->gbs > 0)
         dsi_strbuf_appendf(&buf, ",gbs=%lld", (long long)s->gbs);
@@ -264,7 +266,6 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
     if (s->order[0] != DS_DIM_TP || s->order[1] != DS_DIM_DP)
         dsi_strbuf_appendf(&buf, ",order=%s-%s-%s", dim_names[s->order[0]], dim_names[s->order[1]],
                            dim_names[s->order[2]]);
-    snprintf(text, size, "%s", dsi_strbuf_text(&buf));
     dsi_strbuf_free(&buf);
 }
 
