@@ -55,6 +55,8 @@ int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t)
 static ds_status_t node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t owner, int64_t dur,
                         int32_t *id_p)
 {
+    if (sim->g.n == sim->g.cap) /* growing says why it cannot: no memory, or too large */
+        TRY(dsi_graph_grow_nodes(&sim->g));
     int32_t id = dsi_graph_add(&sim->g, kind, it, owner, dur);
     if (id < 0)
         return DS_ERR_NO_MEMORY;
