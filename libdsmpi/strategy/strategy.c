@@ -407,6 +407,10 @@ ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model
         return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
                          (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)per_step);
     int64_t m = s.gbs / per_step;
+    int64_t max_m = dsi_param_int(DSI_PARAM_MAX_MICROBATCHES);
+    if (m > max_m)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is %lld micro-batches of dp*mbs = %d*%d per iteration (accepted: at most %lld, DS_MAX_MICROBATCHES; a larger mbs or dp, or a smaller global batch)",
+                         (long long)s.gbs, (long long)m, s.dp, s.mbs, (long long)max_m);
     if (s.schedule == DS_SCHEDULE_INTERLEAVED && m % s.pp != 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d (Megatron's micro-batch group)",
                          (long long)m, s.pp);
