@@ -200,7 +200,12 @@ ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle
     }
     while (head < tail) {
         int32_t u = queue[head++];
-        int64_t end = start[u] + dur[u];
+        int64_t end;
+        if (__builtin_add_overflow(start[u], dur[u], &end) || end >= DSI_SIM_MAX_NS)
+            return DSI_ERROR(DS_ERR_OVERFLOW,
+                             "the iteration lasts longer than the simulator's clock counts "
+                             "(%.0f years): the model, its batch or the device is out of scale",
+                             (double)DSI_SIM_MAX_NS / 1e9 / 3.156e7);
         for (int32_t e = off[u]; e < off[u + 1]; e++) {
             int32_t v = adj[e];
             if (end > start[v] || bind[v] < 0) {
