@@ -402,6 +402,11 @@ ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model
     DSI_TRY(check_stages(&s, info));
     if (s.gbs == 0)
         s.gbs = info->global_batch;
+    /* Beyond this, activation sizes in bytes approach int64's range. */
+    const int64_t max_tokens = INT64_C(1) << 32;
+    if ((int64_t)s.mbs * info->seq_len > max_tokens)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
+                         s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
     int64_t per_step = (int64_t)s.dp * s.mbs;
     if (s.gbs % per_step != 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
