@@ -18,6 +18,14 @@ check() { checks=$((checks + 1)); "$@" || fail "$case: $*"; }
 export DS_MEASURE_BUDGET_S=0.01 DS_MEASURE_MIN_REPS=1 DS_MEASURE_WARMUP=1 DS_PROGRESS_PERIOD_S=0
 inputs=(--model "$model" --target-gpus 8 --strategy tp=2,pp=2,mbs=1,gbs=8)
 mpirun2() { timeout -k 5 120 "$mpiexec" "$npflag" 2 "${preflags[@]}" "$@"; }
+# HDF5 1.10 itself leaks 456 bytes (H5O__attr_exists) when an object header
+# fails its checksum, and then says "infinite loop closing library" at exit:
+# under the sanitizers, the runs on flipped files also suppress leaks in HDF5.
+plain_lsan=${LSAN_OPTIONS:-} flip_lsan=${LSAN_OPTIONS:-}
+if [[ "${LSAN_OPTIONS:-}" =~ suppressions=([^:]*) ]]; then
+    { cat "${BASH_REMATCH[1]}"; echo "leak:libhdf5"; } >hdf5.supp
+    flip_lsan="suppressions=$work/hdf5.supp:print_suppressions=0"
+fi
 
 mpirun2 "$dsmpi" profile "${inputs[@]}" --sweep-max 4KiB --profile-db good.h5 --quiet \
     >/dev/null 2>good.err || { echo "the profile failed:" >&2; cat good.err >&2; exit 1; }
@@ -54,6 +62,7 @@ refused() {
 
 for damage in half head-2k empty flip-1 flip-50 flip-99 text; do
     file=$(damaged "$damage")
+    case $damage in flip-*) export LSAN_OPTIONS=$flip_lsan ;; *) export LSAN_OPTIONS=$plain_lsan ;; esac
     cksum <"$file" >"$file.sum"
     case="predict $damage"
     "$dsmpi" predict "${inputs[@]}" --profile-db "$file" >/dev/null 2>err
