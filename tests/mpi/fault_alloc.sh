@@ -4,7 +4,8 @@
 #   - dsmpi predict from a complete database, every N up to its allocation
 #     count, with every output (trace, timeline, chart);
 #   - dsmpi run (profile + predict) on 2 ranks into a database holding an
-#     earlier profile: N sampled over its count (every N with FULL=1).
+#     earlier profile: 1, 2, 3 and 10 values of N spread over its count
+#     (every N with FULL=1).
 # Every run must end in bounded time with exit 1 or 2 and one line
 # "dsmpi <command>: ..." on stderr (log lines "host:pid rN warn: ..." aside),
 # no sanitizer report (leaks included, in a sanitizer build), the database
@@ -75,7 +76,7 @@ run_count=$(count_of count.err)
 if [ "${FULL:-0}" = 1 ]; then
     samples=$(seq 1 "$run_count")
 else
-    samples=$(python3 -c "n=$run_count; print(*sorted({1, 2, 3, n} | {1 + k * (n - 1) // 13 for k in range(14)}))")
+    samples=$(python3 -c "n=$run_count; print(*sorted({1, 2, 3, n} | {1 + k * (n - 1) // 9 for k in range(10)}))")
 fi
 for n in $samples; do
     cp ref.h5 db.h5
