@@ -21,8 +21,9 @@ for target in $targets; do
     mkdir -p "$here/findings/$target"
     log=$work/log
     extra=()
-    # The commands print their results and errors: keep libFuzzer's own output only.
-    [ "$target" = fuzz_cli ] && extra=(-close_fd_mask=3 -max_len=8192)
+    # The commands print their results and errors (keep libFuzzer's own output only),
+    # and a whole command may legitimately take seconds.
+    [ "$target" = fuzz_cli ] && extra=(-close_fd_mask=3 -max_len=8192 -timeout=30)
     set +e
     "$build/tests/fuzz/${target}_libfuzzer" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 \
         -timeout=10 -print_final_stats=1 "${extra[@]}" -artifact_prefix="$here/findings/$target/" "$work" >"$log" 2>&1
