@@ -67,13 +67,17 @@ void predict_print_help(FILE *out)
         "Outputs:\n"
         "  --trace FILE.json        Perfetto / Chrome trace of the reported iteration\n"
         "  --trace-ranks LIST       ranks in the trace and chart, e.g. 0-7,64 (default: DP replica "
-        "0)\n"
-        "  --detail-ranks LIST      ranks traced operator by operator\n"
+        "0; at most 4096)\n"
+        "  --detail-ranks LIST      ranks traced operator by operator (at most 4096)\n"
         "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
         "end\n"
         "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
         "  --microbatches           print per stage and micro-batch start/end times\n");
 }
+
+/* Ranks a trace may show: a few hundred MB of trace JSON at most, what a
+ * trace viewer still loads. */
+#define MAX_TRACE_RANKS 4096
 
 /* "0-3,8,12-15" into ranks below `limit`; caller frees *ranks_p. */
 static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_p, size_t *count_p)
@@ -97,6 +101,13 @@ static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_
         }
         if (a < 0 || b < a || b >= limit)
             goto bad;
+        if ((long long)n + (b - a + 1) > limit) { /* more than every rank: repeats */
+            free(ranks);
+            return ds_set_error(DS_ERR_INVALID_ARG,
+                                "rank list '%.40s%s' names more than the %lld ranks there are "
+                                "(accepted: each rank once)",
+                                text, strlen(text) > 40 ? "..." : "", (long long)limit);
+        }
         for (long long r = a; r <= b; r++) {
             if (n == cap) {
                 cap *= 2;
@@ -116,14 +127,20 @@ static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_
     }
     if (n == 0)
         goto bad;
+    if (n > MAX_TRACE_RANKS) {
+        free(ranks);
+        return ds_set_error(DS_ERR_INVALID_ARG,
+                            "rank list '%.40s%s' names %zu ranks (accepted: at most %d in a trace)",
+                            text, strlen(text) > 40 ? "..." : "", n, MAX_TRACE_RANKS);
+    }
     *ranks_p = ranks;
     *count_p = n;
     return DS_OK;
 bad:
     free(ranks);
     return ds_set_error(DS_ERR_INVALID_ARG,
-                        "rank list '%s' (accepted: ranks or ranges below %lld, e.g. 0-7,64)", text,
-                        (long long)limit);
+                        "rank list '%.40s%s' (accepted: ranks or ranges below %lld, e.g. 0-7,64)",
+                        text, strlen(text) > 40 ? "..." : "", (long long)limit);
 }
 
 typedef predict_options_t options_t;

@@ -40,7 +40,7 @@ typedef struct ds_profile_options {
     int compute_only;                 /* skip the communication tasks */
     int comm_only;                    /* skip the layer passes */
     int64_t sweep_min_bytes;          /* communication sweep, powers of two */
-    int64_t sweep_max_bytes;
+    int64_t sweep_max_bytes;          /* at most DS_PROFILE_SWEEP_LIMIT */
     int progress;                     /* rank 0 prints progress on stderr */
     const char *command_line;         /* recorded in the database */
     /* Without a database (builds without parallel HDF5: SimGrid SMPI), rank 0
@@ -52,6 +52,9 @@ typedef struct ds_profile_options {
     const char *costs_out;
     const char *comm_samples_out;
 } ds_profile_options_t;
+
+/* The largest message a communication sweep may reach (1 TiB). */
+#define DS_PROFILE_SWEEP_LIMIT (INT64_C(1) << 40)
 
 /* Defaults: backend from DS_BACKEND, sweep from DS_PROFILE_SWEEP_MIN/MAX,
  * progress on, everything else off/NULL. */

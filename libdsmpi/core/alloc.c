@@ -6,12 +6,22 @@
 
 #ifdef DSMPI_FAULT_INJECTION
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 static atomic_long allocation_count;
+
+static void report_count(void)
+{
+    fprintf(stderr, "dsmpi: %ld allocations\n", (long)atomic_load(&allocation_count));
+}
 
 static bool inject_failure(void)
 {
     int64_t fail_at = dsi_param_int(DSI_PARAM_FAULT_ALLOC_AT);
-    return fail_at > 0 && atomic_fetch_add(&allocation_count, 1) + 1 == fail_at;
+    long count = atomic_fetch_add(&allocation_count, 1) + 1;
+    if (fail_at < 0 && count == 1)
+        atexit(report_count);
+    return fail_at > 0 && count == fail_at;
 }
 #else
 static bool inject_failure(void)

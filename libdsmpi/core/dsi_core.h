@@ -63,15 +63,20 @@ uint64_t dsi_hash_mix64(uint64_t value);
 
 /* ---- string buffer -------------------------------------------------------
  * A growable NUL-terminated buffer.  An allocation failure is sticky: later
- * appends do nothing and dsi_strbuf_status() reports it. */
+ * appends do nothing and dsi_strbuf_status() reports it.  A fixed buffer
+ * writes into the caller's storage instead, never allocates and truncates
+ * what does not fit (for formatting into a caller's char array). */
 typedef struct dsi_strbuf {
     char *data;
     size_t length;
     size_t capacity;
     ds_status_t status;
+    bool fixed;
 } dsi_strbuf_t;
 
 void dsi_strbuf_init(dsi_strbuf_t *buf);
+/* `size` > 0 bytes of `storage`; it holds "" at once. */
+void dsi_strbuf_init_fixed(dsi_strbuf_t *buf, char *storage, size_t size);
 void dsi_strbuf_appendf(dsi_strbuf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dsi_strbuf_append(dsi_strbuf_t *buf, const char *text);
 void dsi_strbuf_clear(dsi_strbuf_t *buf);

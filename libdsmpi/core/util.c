@@ -42,14 +42,28 @@ void dsi_strbuf_init(dsi_strbuf_t *buf)
     buf->length = 0;
     buf->capacity = 0;
     buf->status = DS_OK;
+    buf->fixed = false;
 }
 
+void dsi_strbuf_init_fixed(dsi_strbuf_t *buf, char *storage, size_t size)
+{
+    buf->data = storage;
+    buf->length = 0;
+    buf->capacity = size;
+    buf->status = DS_OK;
+    buf->fixed = true;
+    storage[0] = '\0';
+}
+
+/* Room for `extra` more characters; a fixed buffer has room for what fits. */
 static bool reserve(dsi_strbuf_t *buf, size_t extra)
 {
     if (buf->status != DS_OK)
         return false;
     if (buf->length + extra + 1 <= buf->capacity)
         return true;
+    if (buf->fixed)
+        return buf->length + 1 < buf->capacity;
     size_t capacity = buf->capacity ? buf->capacity : 256;
     while (capacity < buf->length + extra + 1)
         capacity *= 2;
@@ -72,10 +86,12 @@ void dsi_strbuf_appendf(dsi_strbuf_t *buf, const char *fmt, ...)
     va_end(ap);
     if (needed < 0 || !reserve(buf, (size_t)needed))
         return;
+    size_t room = buf->capacity - buf->length - 1; /* a fixed buffer may hold less */
+    size_t n = DSI_MIN((size_t)needed, room);
     va_start(ap, fmt);
-    vsnprintf(buf->data + buf->length, (size_t)needed + 1, fmt, ap);
+    vsnprintf(buf->data + buf->length, n + 1, fmt, ap);
     va_end(ap);
-    buf->length += (size_t)needed;
+    buf->length += n;
 }
 
 void dsi_strbuf_append(dsi_strbuf_t *buf, const char *text)
@@ -83,8 +99,10 @@ void dsi_strbuf_append(dsi_strbuf_t *buf, const char *text)
     size_t n = strlen(text);
     if (!reserve(buf, n))
         return;
-    memcpy(buf->data + buf->length, text, n + 1);
+    n = DSI_MIN(n, buf->capacity - buf->length - 1);
+    memcpy(buf->data + buf->length, text, n);
     buf->length += n;
+    buf->data[buf->length] = '\0';
 }
 
 void dsi_strbuf_clear(dsi_strbuf_t *buf)
@@ -106,7 +124,8 @@ const char *dsi_strbuf_text(const dsi_strbuf_t *buf)
 
 void dsi_strbuf_free(dsi_strbuf_t *buf)
 {
-    dsi_free(buf->data);
+    if (!buf->fixed)
+        dsi_free(buf->data);
     dsi_strbuf_init(buf);
 }
 

@@ -73,8 +73,10 @@ const char *ds_event_class_name(ds_event_class_t event_class)
 
 void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
 {
-    dsi_strbuf_t buf;
-    dsi_strbuf_init(&buf);
+    if (size == 0)
+        return;
+    dsi_strbuf_t buf; /* formats into `text`: nothing to allocate, nothing to fail */
+    dsi_strbuf_init_fixed(&buf, text, size);
     dsi_strbuf_appendf(&buf, "%s %s %s", ds_event_key_op_name(key), ds_pass_name((ds_pass_t)key->pass),
                        ds_dtype_name((ds_dtype_t)key->dtype));
     if (key->kind == DS_EVENT_COMM) {
@@ -107,7 +109,6 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
         if (key->op == DS_OP_SOFTMAX && key->variant)
             dsi_strbuf_append(&buf, " causal");
     }
-    snprintf(text, size, "%s", dsi_strbuf_status(&buf) == DS_OK ? dsi_strbuf_text(&buf) : "?");
     dsi_strbuf_free(&buf);
 }
 

@@ -31,6 +31,19 @@ static const dsi_generic_op_kind_t op_kinds[] = {
     DSI_GENERIC_LINEAR, DSI_GENERIC_CONV2D,  DSI_GENERIC_NORM, DSI_GENERIC_RELU, DSI_GENERIC_GELU,
     DSI_GENERIC_SOFTMAX, DSI_GENERIC_DROPOUT, DSI_GENERIC_ADD,  DSI_GENERIC_POOL};
 
+/* A tensor of a x b elements (each at most 2^31) is refused past
+ * MAX_ELEMENTS, so that parameter and FLOP counts stay far from overflow. */
+static ds_status_t check_tensor(const char *origin, const dsi_generic_op_t *op, const char *what,
+                                int64_t a, int64_t b)
+{
+    if (a * b > MAX_ELEMENTS)
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: %s \"%s\": %s of %lld x %lld elements (accepted: at most %lld)",
+                         origin, op_names[op->kind], op->name, what, (long long)a, (long long)b,
+                         (long long)MAX_ELEMENTS);
+    return DS_OK;
+}
+
 static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generic_op_t *op)
 {
     if (!json_is_object(object))
@@ -69,6 +82,9 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
         else if (strcmp(parallel, "none") != 0)
             return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"parallel\" = \"%s\" (accepted: none, column, row)",
                              origin, parallel);
+        DSI_TRY(check_tensor(origin, op, "weights", op->inner, op->cols));
+        DSI_TRY(check_tensor(origin, op, "input", op->rows, op->inner));
+        DSI_TRY(check_tensor(origin, op, "output", op->rows, op->cols));
         op->params = op->inner * op->cols + (bias ? op->cols : 0);
         break;
     }
@@ -92,6 +108,9 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
         op->rows = out_h * out_w;
         op->cols = out;
         op->inner = in * kernel * kernel;
+        DSI_TRY(check_tensor(origin, op, "weights", op->inner, op->cols));
+        DSI_TRY(check_tensor(origin, op, "unfolded input", op->rows, op->inner));
+        DSI_TRY(check_tensor(origin, op, "output", op->rows, op->cols));
         op->params = op->inner * out + (bias ? out : 0);
         break;
     }
@@ -109,6 +128,7 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
     case DSI_GENERIC_SOFTMAX:
         DSI_TRY(dsi_json_int(object, "rows", origin, 1, MAX_DIM, true, &op->rows));
         DSI_TRY(dsi_json_int(object, "cols", origin, 1, MAX_DIM, true, &op->cols));
+        DSI_TRY(check_tensor(origin, op, "input", op->rows, op->cols));
         break;
     default:
         op->rows = 1;

@@ -10,6 +10,7 @@
 #define MAX_LAYERS 100000
 #define MAX_HIDDEN (1 << 20)
 #define MAX_SEQ_LEN (1 << 24)
+#define MAX_PARAMETERS 1e15 /* a thousand times the largest models trained */
 #define MAX_GLOBAL_BATCH (1LL << 32)
 
 static ds_status_t model_alloc(ds_model_t **model_p)
@@ -144,10 +145,14 @@ ds_status_t dsi_model_finish(ds_model_t *model, const char *origin)
                          info->seq_len, MAX_SEQ_LEN);
     if (info->global_batch < 1)
         info->global_batch = 1;
-    int64_t total = 0;
+    /* In double: the largest dimensions allowed can multiply past int64. */
+    double total = 0.0;
     for (int layer = DSI_PART_HEAD; layer < info->num_layers; layer++)
-        total += dsi_model_layer_params(model, layer);
-    info->num_parameters = total;
+        total += (double)dsi_model_layer_params(model, layer);
+    if (total > MAX_PARAMETERS)
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %.3g parameters (accepted: at most %.0e)", origin,
+                         total, MAX_PARAMETERS);
+    info->num_parameters = (int64_t)total;
     return DS_OK;
 }
 

@@ -345,8 +345,12 @@ static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64
         for (int shape = 0; shape < plan->num_shapes; shape++) {
             if (k->dims[0] <= sweep_max)
                 DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, k->dims[0], batched, 1));
-            for (int64_t bytes = sweep_min; bytes <= sweep_max; bytes *= 2)
+            for (int64_t bytes = sweep_min; bytes <= sweep_max;) {
                 DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, bytes, batched, 0));
+                if (bytes > sweep_max / 2)
+                    break;
+                bytes *= 2;
+            }
         }
     }
     /* Point-to-point on every pair the allocation forms, one direction and
@@ -354,9 +358,14 @@ static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64
      * parameter server are composed of it (comm.h). */
     for (int shape = 0; shape < plan->num_shapes; shape++)
         for (int batched = 0; batched < 2; batched++)
-            for (int64_t bytes = DSI_MIN(sweep_min, P2P_SWEEP_MIN); bytes <= sweep_max; bytes *= 2)
+            for (int64_t bytes = DSI_MIN(sweep_min, P2P_SWEEP_MIN); bytes <= sweep_max;) {
                 DSI_TRY(add_task(plan, shape, DS_COMM_SENDRECV, DS_DTYPE_FP32, bytes, batched, 0));
-    qsort(plan->tasks, plan->num_tasks, sizeof(*plan->tasks), by_task_order);
+                if (bytes > sweep_max / 2)
+                    break;
+                bytes *= 2;
+            }
+    if (plan->num_tasks > 1)
+        qsort(plan->tasks, plan->num_tasks, sizeof(*plan->tasks), by_task_order);
     return DS_OK;
 }
 

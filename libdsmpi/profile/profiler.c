@@ -110,8 +110,9 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
                                              "(accepted: --site-db with --profile-db FILE.h5)");
     if (options->compute_only && options->comm_only)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "compute only and communication only at once (accepted: one of them)");
-    if (options->sweep_min_bytes < 1 || options->sweep_max_bytes < options->sweep_min_bytes)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max)",
+    if (options->sweep_min_bytes < 1 || options->sweep_max_bytes < options->sweep_min_bytes ||
+        options->sweep_max_bytes > DS_PROFILE_SWEEP_LIMIT)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max <= 1TiB)",
                          (long long)options->sweep_min_bytes, (long long)options->sweep_max_bytes);
     DSI_TRY(dsi_calloc(1, sizeof(*p), &p));
     p->comm = MPI_COMM_NULL;

@@ -36,7 +36,7 @@ static int64_t scaled(int64_t dur, int64_t comp, double factor)
 {
     if (factor == 1.0)
         return dur;
-    return (int64_t)((double)comp * factor + 0.5) + (dur - comp);
+    return dsi_ns_add(dsi_ns((double)comp * factor * 1e-9), dur - comp);
 }
 
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t)
@@ -55,6 +55,8 @@ int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t)
 static ds_status_t node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t owner, int64_t dur,
                         int32_t *id_p)
 {
+    if (sim->g.n == sim->g.cap) /* growing says why it cannot: no memory, or too large */
+        TRY(dsi_graph_grow_nodes(&sim->g));
     int32_t id = dsi_graph_add(&sim->g, kind, it, owner, dur);
     if (id < 0)
         return DS_ERR_NO_MEMORY;
@@ -511,10 +513,10 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
     int64_t k = rev / B;
     for (int32_t i = 0; i < t->op_count; i++) {
         int32_t o = t->op_first + i;
-        seg_dur += sim->op_dur[o];
-        seg_wait += sim->op_wait[o];
+        seg_dur = dsi_ns_add(seg_dur, sim->op_dur[o]);
+        seg_wait = dsi_ns_add(seg_wait, sim->op_wait[o]);
         if (!sim->op_comm[o])
-            seg_comp += sim->op_dur[o];
+            seg_comp = dsi_ns_add(seg_comp, sim->op_dur[o]);
         seg_assumed |= sim->op_assumed[o];
         cum = DSI_MIN(cum + sim->op_grad[o], params);
         if (i == t->op_count - 1)
@@ -604,8 +606,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             for (int32_t j = 0; j < pcount; j++) {
                 const dsi_template_t *t =
                     &sim->templates[fwd ? sim->part_tf[pfirst + j] : sim->part_tb[pfirst + j]];
-                total += scaled(t->dur, t->comp, l->factor);
-                total_comp += scaled(t->comp, t->comp, l->factor);
+                total = dsi_ns_add(total, scaled(t->dur, t->comp, l->factor));
+                total_comp = dsi_ns_add(total_comp, scaled(t->comp, t->comp, l->factor));
             }
             dur = total;
             comp = total_comp;

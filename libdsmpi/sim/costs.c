@@ -226,10 +226,10 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
             sim->op_grad[o] += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
             tied_head = false;
         }
-        t.dur += ns;
-        t.wait += wait;
+        t.dur = dsi_ns_add(t.dur, ns);
+        t.wait = dsi_ns_add(t.wait, wait);
         if (!comm)
-            t.comp += ns;
+            t.comp = dsi_ns_add(t.comp, ns);
         t.assumed |= (uint8_t)assumed;
         if (!comm && (key.op == DS_OP_GEMM || key.op == DS_OP_BATCHED_GEMM)) {
             t.mm_flops += ops[i].flops;
@@ -314,13 +314,13 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
         for (int32_t i = pr->part_first[c]; i < pr->part_first[c + 1]; i++) {
             const dsi_template_t *tf = &sim->templates[sim->part_tf[i]];
             const dsi_template_t *tb = &sim->templates[sim->part_tb[i]];
-            pr->fused_dur[c * 2] += tf->dur;
-            pr->fused_comp[c * 2] += tf->comp;
-            pr->fused_wait[c * 2] += tf->wait;
+            pr->fused_dur[c * 2] = dsi_ns_add(pr->fused_dur[c * 2], tf->dur);
+            pr->fused_comp[c * 2] = dsi_ns_add(pr->fused_comp[c * 2], tf->comp);
+            pr->fused_wait[c * 2] = dsi_ns_add(pr->fused_wait[c * 2], tf->wait);
             pr->fused_assumed[c * 2] |= tf->assumed;
-            pr->fused_dur[c * 2 + 1] += tb->dur;
-            pr->fused_comp[c * 2 + 1] += tb->comp;
-            pr->fused_wait[c * 2 + 1] += tb->wait;
+            pr->fused_dur[c * 2 + 1] = dsi_ns_add(pr->fused_dur[c * 2 + 1], tb->dur);
+            pr->fused_comp[c * 2 + 1] = dsi_ns_add(pr->fused_comp[c * 2 + 1], tb->comp);
+            pr->fused_wait[c * 2 + 1] = dsi_ns_add(pr->fused_wait[c * 2 + 1], tb->wait);
             pr->fused_assumed[c * 2 + 1] |= tb->assumed;
             pr->mm_flops += tf->mm_flops + tb->mm_flops;
             pr->mm_model_flops += tf->mm_model_flops + tb->mm_model_flops;

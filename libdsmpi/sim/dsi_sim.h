@@ -393,10 +393,24 @@ void dsi_sim_estimate_free(ds_sim_t *sim);
 void dsi_sim_set_unbatched_p2p(ds_sim_t *sim, int on);
 
 /* Integer ns of a cost in seconds. */
+/* The simulator's clock stops at DSI_SIM_MAX_NS (73 years): durations and
+ * their sums saturate there, and an evaluation that reaches it is refused
+ * (dsi_graph_evaluate), so that absurd costs never overflow. */
+#define DSI_SIM_MAX_NS (INT64_MAX / 4)
+
 static inline int64_t dsi_ns(double seconds)
 {
     double ns = seconds * 1e9;
-    return ns <= 0.0 ? 0 : (int64_t)(ns + 0.5);
+    if (ns <= 0.0)
+        return 0;
+    return ns < (double)DSI_SIM_MAX_NS ? (int64_t)(ns + 0.5) : DSI_SIM_MAX_NS; /* NaN: the limit */
+}
+
+/* a + b for durations in ns, saturating at DSI_SIM_MAX_NS. */
+static inline int64_t dsi_ns_add(int64_t a, int64_t b)
+{
+    int64_t sum;
+    return __builtin_add_overflow(a, b, &sum) || sum > DSI_SIM_MAX_NS ? DSI_SIM_MAX_NS : sum;
 }
 
 #endif /* DSI_SIM_H */

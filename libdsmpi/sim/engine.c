@@ -29,9 +29,16 @@ _Static_assert(sizeof(dsi_node_labels) / sizeof(dsi_node_labels[0]) == DSI_L_COU
 
 ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g)
 {
-    int64_t cap = g->cap ? 2 * (int64_t)g->cap : 4096;
-    if (cap > INT32_MAX - 1)
-        return DSI_ERROR(DS_ERR_OVERFLOW, "the event graph exceeds %d nodes", INT32_MAX - 1);
+    /* Refused before it is allocated: about 90 bytes a node with its edges. */
+    int64_t limit = DSI_MIN(dsi_param_int(DSI_PARAM_SIM_MAX_NODES), (int64_t)INT32_MAX - 1);
+    if (g->cap >= limit)
+        return DSI_ERROR(DS_ERR_OVERFLOW,
+                         "the event graph exceeds %lld nodes (DS_SIM_MAX_NODES, about 90 bytes "
+                         "each): simulate fewer micro-batches (a larger micro-batch or dp, a "
+                         "smaller global batch), at stage level, or one device per role rather "
+                         "than every device",
+                         (long long)limit);
+    int64_t cap = g->cap ? DSI_MIN(2 * (int64_t)g->cap, limit) : DSI_MIN(4096, limit);
     size_t n = (size_t)cap;
     DSI_TRY(dsi_realloc_array(&g->dur, n, sizeof(*g->dur)));
     DSI_TRY(dsi_realloc_array(&g->start, n, sizeof(*g->start)));
@@ -195,7 +202,12 @@ ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle
     }
     while (head < tail) {
         int32_t u = queue[head++];
-        int64_t end = start[u] + dur[u];
+        int64_t end;
+        if (__builtin_add_overflow(start[u], dur[u], &end) || end >= DSI_SIM_MAX_NS)
+            return DSI_ERROR(DS_ERR_OVERFLOW,
+                             "the iteration lasts longer than the simulator's clock counts "
+                             "(%.0f years): the model, its batch or the device is out of scale",
+                             (double)DSI_SIM_MAX_NS / 1e9 / 3.156e7);
         for (int32_t e = off[u]; e < off[u + 1]; e++) {
             int32_t v = adj[e];
             if (end > start[v] || bind[v] < 0) {

@@ -94,8 +94,9 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
     TL_CHECK(attr_string(file, "mode", sim->opt.mode == DS_SIM_FULL ? "full" : "symmetric"),
              "an attribute");
     {
+        char storage[1024]; /* a few short names: no allocation to fail */
         dsi_strbuf_t names;
-        dsi_strbuf_init(&names);
+        dsi_strbuf_init_fixed(&names, storage, sizeof(storage));
         for (int c = 0; c < DS_SIM_CAT_COUNT_; c++)
             dsi_strbuf_appendf(&names, "%s%d=%s", c ? "," : "", c,
                                ds_sim_category_name((ds_sim_category_t)c));

@@ -142,22 +142,25 @@ static bool in_column_node(const ds_sim_t *sim, int32_t lane, int32_t i)
 
 /* ---- interval arithmetic ------------------------------------------------------------------ */
 
-/* Sorts (insertion sort: the spans come nearly in order) and merges spans
- * in place; returns the merged count. */
+static int by_span_start(const void *x, const void *y)
+{
+    int64_t a = ((const span_t *)x)->a, b = ((const span_t *)y)->a;
+    return (a > b) - (a < b);
+}
+
+/* Sorts and merges spans in place; returns the merged count.  The spans come
+ * nearly in order, but not always (a pipeline stage's forward and backward
+ * transfers interleave over thousands of micro-batches): only a disorder is
+ * sorted, in O(n log n). */
 static size_t merge(span_t *s, size_t n)
 {
     if (n == 0)
         return 0;
     for (size_t i = 1; i < n; i++) {
-        if (s[i].a >= s[i - 1].a)
-            continue;
-        span_t x = s[i];
-        size_t j = i;
-        while (j > 0 && s[j - 1].a > x.a) {
-            s[j] = s[j - 1];
-            j--;
+        if (s[i].a < s[i - 1].a) {
+            qsort(s, n, sizeof(*s), by_span_start);
+            break;
         }
-        s[j] = x;
     }
     size_t k = 0;
     for (size_t i = 1; i < n; i++) {

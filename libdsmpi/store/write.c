@@ -25,37 +25,6 @@ static void hook(const ds_profile_db_t *db, const char *stage)
 
 /* ---- gather and merge --------------------------------------------------------------- */
 
-/* Gathers `count` elements of every rank (counts[r] on rank r) into *all_p. */
-static ds_status_t allgather(const ds_profile_db_t *db, const void *mine, const int *counts,
-                             MPI_Datatype type, size_t size, void *all_p)
-{
-    ds_status_t status = DS_OK;
-    int *displs = NULL;
-    void *all = NULL;
-    DSI_TRY_GOTO(dsi_calloc((size_t)db->size, sizeof(*displs), &displs), status, out);
-    int64_t total = 0;
-    for (int r = 0; r < db->size; r++) {
-        displs[r] = (int)total;
-        total += counts[r];
-        if (total > INT32_MAX) {
-            status = DSI_ERROR(DS_ERR_OVERFLOW,
-                               "%lld elements to gather in one commit (accepted: at most %d)",
-                               (long long)total, INT32_MAX);
-            goto out;
-        }
-    }
-    DSI_TRY_GOTO(dsi_calloc(total ? (size_t)total : 1, size, &all), status, out);
-    DSI_MPI_TRY_GOTO(
-        MPI_Allgatherv(mine, counts[db->rank], type, all, counts, displs, type, db->comm), status,
-        out);
-    *(void **)all_p = all;
-    all = NULL;
-out:
-    dsi_free(all);
-    dsi_free(displs);
-    return status;
-}
-
 enum { G_FINGERPRINTS, G_HOSTS, G_ROWS, G_COMM, G_KINDS };
 
 typedef struct gathered {
@@ -77,60 +46,89 @@ static void gathered_free(gathered_t *g)
     }
 }
 
+/* Every rank's additions, to every rank.  Each local step (checks,
+ * allocations) is agreed on before the next collective, so that a rank that
+ * fails alone never leaves the others waiting in a collective it does not
+ * enter. */
 static ds_status_t gather(ds_profile_db_t *db, gathered_t *g)
 {
-    ds_status_t status = DS_OK;
-    int *per_kind = NULL;
+    /* Elements per item (strings travel as fixed-width character slots) and bytes per element. */
+    static const int slot[G_KINDS] = {DS_FINGERPRINT_MAX, DS_NAME_MAX, 1, 1};
+    static const size_t element_size[G_KINDS] = {1, 1, sizeof(dsi_event_row_t),
+                                                 sizeof(dsi_comm_row_t)};
+    ds_status_t status = DS_OK, local = DS_OK;
+    int *counts = NULL, *displs = NULL;
+    void *all[G_KINDS] = {NULL, NULL, NULL, NULL};
     MPI_Datatype event_row = MPI_DATATYPE_NULL, comm_row = MPI_DATATYPE_NULL;
     memset(g, 0, sizeof(*g));
     size_t mine[G_KINDS] = {db->pending_fingerprints.count, db->pending_hosts.count,
                             db->num_pending, db->num_pending_comm};
-    for (int k = 0; k < G_KINDS; k++)
-        if (mine[k] > (size_t)INT32_MAX / DS_FINGERPRINT_MAX)
-            return DSI_ERROR(DS_ERR_OVERFLOW, "%zu additions on one rank in one commit", mine[k]);
-    DSI_TRY(dsi_calloc((size_t)db->size * G_KINDS, sizeof(int), &g->counts));
     int my_counts[G_KINDS];
-    for (int k = 0; k < G_KINDS; k++)
+    for (int k = 0; k < G_KINDS; k++) {
+        if (mine[k] > (size_t)INT32_MAX / DS_FINGERPRINT_MAX && local == DS_OK)
+            local = DSI_ERROR(DS_ERR_OVERFLOW, "%zu additions on one rank in one commit", mine[k]);
         my_counts[k] = (int)mine[k];
+    }
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)db->size * G_KINDS, sizeof(int), &g->counts);
     if (db->comm == MPI_COMM_NULL) {
-        memcpy(g->counts, my_counts, sizeof(my_counts));
-        g->fingerprints = db->pending_fingerprints.data;
-        g->hosts = db->pending_hosts.data;
-        g->rows = db->pending;
-        g->comm = db->pending_comm;
-        return DS_OK;
+        if (local == DS_OK) {
+            memcpy(g->counts, my_counts, sizeof(my_counts));
+            g->fingerprints = db->pending_fingerprints.data;
+            g->hosts = db->pending_hosts.data;
+            g->rows = db->pending;
+            g->comm = db->pending_comm;
+        }
+        return local;
     }
     g->owned = true;
+    /* counts and displs: per kind, one entry per rank, in elements. */
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)db->size * G_KINDS, sizeof(int), &counts);
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)db->size * G_KINDS, sizeof(int), &displs);
+    if (local == DS_OK)
+        local = dsi_store_mpi_types(&event_row, &comm_row);
+    DSI_TRY_GOTO(dsi_store_agree(db, local), status, out);
     DSI_MPI_TRY_GOTO(
         MPI_Allgather(my_counts, G_KINDS, MPI_INT, g->counts, G_KINDS, MPI_INT, db->comm), status,
         out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)db->size, sizeof(int), &per_kind), status, out);
-    DSI_TRY_GOTO(dsi_store_mpi_types(&event_row, &comm_row), status, out);
-    /* Strings travel as fixed-width character slots. */
-    for (int r = 0; r < db->size; r++)
-        per_kind[r] = g->counts[r * G_KINDS + G_FINGERPRINTS] * DS_FINGERPRINT_MAX;
-    DSI_TRY_GOTO(
-        allgather(db, db->pending_fingerprints.data, per_kind, MPI_CHAR, 1, &g->fingerprints),
-        status, out);
-    for (int r = 0; r < db->size; r++)
-        per_kind[r] = g->counts[r * G_KINDS + G_HOSTS] * DS_NAME_MAX;
-    DSI_TRY_GOTO(allgather(db, db->pending_hosts.data, per_kind, MPI_CHAR, 1, &g->hosts), status,
-                 out);
-    for (int r = 0; r < db->size; r++)
-        per_kind[r] = g->counts[r * G_KINDS + G_ROWS];
-    DSI_TRY_GOTO(allgather(db, db->pending, per_kind, event_row, sizeof(dsi_event_row_t), &g->rows),
-                 status, out);
-    for (int r = 0; r < db->size; r++)
-        per_kind[r] = g->counts[r * G_KINDS + G_COMM];
-    DSI_TRY_GOTO(
-        allgather(db, db->pending_comm, per_kind, comm_row, sizeof(dsi_comm_row_t), &g->comm),
-        status, out);
+    for (int k = 0; k < G_KINDS && local == DS_OK; k++) {
+        int64_t total = 0;
+        for (int r = 0; r < db->size; r++) {
+            counts[k * db->size + r] = g->counts[r * G_KINDS + k] * slot[k];
+            displs[k * db->size + r] = (int)total;
+            total += counts[k * db->size + r];
+            if (total > INT32_MAX) {
+                local = DSI_ERROR(DS_ERR_OVERFLOW,
+                                  "%lld elements to gather in one commit (accepted: at most %d)",
+                                  (long long)total, INT32_MAX);
+                break;
+            }
+        }
+        if (local == DS_OK)
+            local = dsi_calloc(total ? (size_t)total : 1, element_size[k], &all[k]);
+    }
+    g->fingerprints = all[G_FINGERPRINTS];
+    g->hosts = all[G_HOSTS];
+    g->rows = all[G_ROWS];
+    g->comm = all[G_COMM];
+    DSI_TRY_GOTO(dsi_store_agree(db, local), status, out);
+    const void *sources[G_KINDS] = {db->pending_fingerprints.data, db->pending_hosts.data,
+                                    db->pending, db->pending_comm};
+    MPI_Datatype types[G_KINDS] = {MPI_CHAR, MPI_CHAR, event_row, comm_row};
+    for (int k = 0; k < G_KINDS; k++)
+        DSI_MPI_TRY_GOTO(MPI_Allgatherv(sources[k], counts[k * db->size + db->rank], types[k],
+                                        all[k], &counts[k * db->size], &displs[k * db->size],
+                                        types[k], db->comm),
+                         status, out);
 out:
     if (comm_row != MPI_DATATYPE_NULL)
         MPI_Type_free(&comm_row);
     if (event_row != MPI_DATATYPE_NULL)
         MPI_Type_free(&event_row);
-    dsi_free(per_kind);
+    dsi_free(displs);
+    dsi_free(counts);
     return status;
 }
 

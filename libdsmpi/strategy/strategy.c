@@ -231,8 +231,10 @@ ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, con
 
 void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
 {
-    dsi_strbuf_t buf;
-    dsi_strbuf_init(&buf);
+    if (size == 0)
+        return;
+    dsi_strbuf_t buf; /* formats into `text`: nothing to allocate, nothing to fail */
+    dsi_strbuf_init_fixed(&buf, text, size);
     dsi_strbuf_appendf(&buf, "dp=%d,tp=%d,pp=%d,mbs=%d", s->dp, s->tp, s->pp, s->mbs);
     if (s->gbs > 0)
         dsi_strbuf_appendf(&buf, ",gbs=%lld", (long long)s->gbs);
@@ -264,7 +266,6 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
     if (s->order[0] != DS_DIM_TP || s->order[1] != DS_DIM_DP)
         dsi_strbuf_appendf(&buf, ",order=%s-%s-%s", dim_names[s->order[0]], dim_names[s->order[1]],
                            dim_names[s->order[2]]);
-    snprintf(text, size, "%s", dsi_strbuf_text(&buf));
     dsi_strbuf_free(&buf);
 }
 
@@ -401,11 +402,20 @@ ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model
     DSI_TRY(check_stages(&s, info));
     if (s.gbs == 0)
         s.gbs = info->global_batch;
+    /* Beyond this, activation sizes in bytes approach int64's range. */
+    const int64_t max_tokens = INT64_C(1) << 32;
+    if ((int64_t)s.mbs * info->seq_len > max_tokens)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
+                         s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
     int64_t per_step = (int64_t)s.dp * s.mbs;
     if (s.gbs % per_step != 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
                          (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)per_step);
     int64_t m = s.gbs / per_step;
+    int64_t max_m = dsi_param_int(DSI_PARAM_MAX_MICROBATCHES);
+    if (m > max_m)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is %lld micro-batches of dp*mbs = %d*%d per iteration (accepted: at most %lld, DS_MAX_MICROBATCHES; a larger mbs or dp, or a smaller global batch)",
+                         (long long)s.gbs, (long long)m, s.dp, s.mbs, (long long)max_m);
     if (s.schedule == DS_SCHEDULE_INTERLEAVED && m % s.pp != 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d (Megatron's micro-batch group)",
                          (long long)m, s.pp);

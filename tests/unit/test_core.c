@@ -65,6 +65,23 @@ static void test_strbuf_and_hash(void)
     CHECK(strncmp(dsi_strbuf_text(&buf), "0,1,2,", 6) == 0);
     CHECK(buf.length == strlen(dsi_strbuf_text(&buf)));
     dsi_strbuf_free(&buf);
+    /* Fixed storage: truncated to what fits, NUL-terminated, never allocated. */
+    char storage[8] = "garbage";
+    dsi_strbuf_init_fixed(&buf, storage, sizeof(storage));
+    CHECK(strcmp(storage, "") == 0);
+    dsi_strbuf_appendf(&buf, "%d-", 12);
+    dsi_strbuf_append(&buf, "abcdef");
+    dsi_strbuf_appendf(&buf, "%s", "more");
+    CHECK(strcmp(storage, "12-abcd") == 0);
+    CHECK(buf.length == 7 && dsi_strbuf_status(&buf) == DS_OK);
+    dsi_strbuf_free(&buf);
+    CHECK(strcmp(storage, "12-abcd") == 0);
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("dp=16,tp=8,pp=8,mbs=1", &s));
+    char text[12];
+    ds_strategy_format(&s, text, sizeof(text));
+    CHECK(strcmp(text, "dp=16,tp=8,") == 0);
     uint64_t a = dsi_hash64("abc", 3, 0), b = dsi_hash64("abd", 3, 0);
     CHECK(a != b);
     CHECK(a == dsi_hash64("abc", 3, 0));
