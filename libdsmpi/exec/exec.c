@@ -364,11 +364,12 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_create needs a backend, model and strategy");
     DSI_TRY(check_supported(strategy, backend->size));
     /* Timing on the host clock around each operator is right where kernels
-     * run synchronously; a GPU queue needs device events and non-blocking
-     * NCCL calls, which the cuda backend does not offer the executor yet. */
-    if (backend->kind != DS_BACKEND_CPU)
+     * run synchronously (cpu, and replay's simulated or busy-waited costs);
+     * a GPU queue needs device events and non-blocking NCCL calls, which the
+     * cuda backend does not offer the executor yet. */
+    if (backend->kind == DS_BACKEND_CUDA)
         return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "the executor runs on the cpu backend only (the %s backend lacks "
+                         "the executor runs on the cpu and replay backends only (the %s backend lacks "
                          "device-event timestamps and non-blocking calls for it)",
                          ds_backend_kind_name(backend->kind));
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
