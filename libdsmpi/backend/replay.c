@@ -26,6 +26,7 @@
  * MPI's.
  */
 #include "dsi_backend.h"
+#include "dsi_mpi_op.h"
 
 #include "backend/dsi_kernel_plan.h"
 #include "comm/dsi_ompi.h"
@@ -252,14 +253,7 @@ typedef struct step {
 } step_t;
 
 typedef struct replay_op {
-    ds_comm_t *comm;
-    dsi_comm_op_t op;
-    MPI_Datatype type;
-    size_t element;
-    void *send, *recv;
-    MPI_Request *requests; /* parameter server: one per server */
-    MPI_Request pending[2];
-    int num_pending;
+    dsi_mpi_op_t mpi; /* its sum only moves the bytes */
     /* Non-blocking all-reduce: its rounds, the one in flight, the tag. */
     step_t *steps;
     int num_steps, step, tag;
@@ -285,11 +279,10 @@ static void replay_comm_release(void *impl)
     replay_op_t *c = impl;
     if (c == NULL)
         return;
-    if (c->num_pending > 0) /* a call left running: complete it first */
-        (void)MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE);
-    buffer_free(c->send);
-    buffer_free(c->recv);
-    dsi_free(c->requests);
+    dsi_mpi_op_drain(&c->mpi); /* a call left running: complete it first */
+    buffer_free(c->mpi.send);
+    buffer_free(c->mpi.recv);
+    dsi_free(c->mpi.requests);
     dsi_free(c->steps);
     dsi_free(c);
 }
@@ -306,9 +299,9 @@ static ds_status_t add_step(replay_op_t *c, int send_to, int64_t send_count, int
  * algorithm Open MPI's rules pick for the blocking call runs them. */
 static ds_status_t build_allreduce(replay_op_t *c)
 {
-    int n = c->comm->size, me = c->comm->rank;
-    int64_t count = c->op.count;
-    dsi_ompi_algo_t algo = dsi_ompi_choose(DS_COMM_ALLREDUCE, n, count * (int64_t)c->element);
+    int n = c->mpi.comm->size, me = c->mpi.comm->rank;
+    int64_t count = c->mpi.op.count;
+    dsi_ompi_algo_t algo = dsi_ompi_choose(DS_COMM_ALLREDUCE, n, count * (int64_t)c->mpi.element);
     c->num_steps = 0;
     if (n < 2)
         return DS_OK;
@@ -384,82 +377,20 @@ static ds_status_t replay_comm_prepare(ds_comm_t *comm, const dsi_comm_op_t *op,
         return DSI_ERROR(DS_ERR_UNSUPPORTED,
                          "the replay backend moves data without computing it: nothing to verify");
     DSI_TRY(dsi_calloc(1, sizeof(*c), &c));
-    c->comm = comm;
-    c->op = *op;
-    c->element = ds_dtype_size(op->dtype);
-    c->type = c->element == 4 ? MPI_FLOAT : c->element == 2 ? MPI_UINT16_T : MPI_UINT8_T;
-    DSI_TRY_GOTO(buffer_alloc(rb, 0, op->send_bytes, &c->send), status, err);
-    DSI_TRY_GOTO(buffer_alloc(rb, 1, op->recv_bytes, &c->recv), status, err);
-    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(op->servers, 1), sizeof(MPI_Request), &c->requests),
-                 status, err);
+    c->mpi.comm = comm;
+    c->mpi.op = *op;
+    c->mpi.element = ds_dtype_size(op->dtype);
+    c->mpi.type = c->mpi.element == 4 ? MPI_FLOAT : c->mpi.element == 2 ? MPI_UINT16_T : MPI_UINT8_T;
+    DSI_TRY_GOTO(buffer_alloc(rb, 0, op->send_bytes, &c->mpi.send), status, err);
+    DSI_TRY_GOTO(buffer_alloc(rb, 1, op->recv_bytes, &c->mpi.recv), status, err);
+    c->mpi.sum = rb->move;
+    DSI_TRY_GOTO(dsi_mpi_op_alloc_requests(&c->mpi), status, err);
     if (op->op == DS_COMM_ALLREDUCE)
         DSI_TRY_GOTO(build_allreduce(c), status, err);
     *impl_p = c;
     return DS_OK;
 err:
     replay_comm_release(c);
-    return status;
-}
-
-static ds_status_t run_once(replay_op_t *c)
-{
-    ds_status_t status = DS_OK;
-    const dsi_comm_op_t *op = &c->op;
-    replay_backend_t *rb = c->comm->backend->impl;
-    MPI_Comm mc = c->comm->comm;
-    int rank = c->comm->rank, count = (int)op->count;
-    char *send = c->send, *recv = c->recv;
-    switch (op->op) {
-    case DS_COMM_ALLREDUCE:
-        DSI_MPI_TRY_GOTO(MPI_Allreduce(send, recv, count, c->type, rb->move, mc), status, out);
-        break;
-    case DS_COMM_ALLGATHER:
-        DSI_MPI_TRY_GOTO(MPI_Allgather(send, count, c->type, recv, count, c->type, mc), status,
-                         out);
-        break;
-    case DS_COMM_REDUCE_SCATTER:
-        DSI_MPI_TRY_GOTO(MPI_Reduce_scatter_block(send, recv, count, c->type, rb->move, mc),
-                         status, out);
-        break;
-    case DS_COMM_ALLTOALL:
-        DSI_MPI_TRY_GOTO(MPI_Alltoall(send, count, c->type, recv, count, c->type, mc), status, out);
-        break;
-    case DS_COMM_BROADCAST:
-        DSI_MPI_TRY_GOTO(MPI_Bcast(rank == 0 ? send : recv, count, c->type, 0, mc), status, out);
-        break;
-    case DS_COMM_SENDRECV:
-        if (op->batched) {
-            int peer = 1 - rank;
-            DSI_MPI_TRY_GOTO(MPI_Sendrecv(send, count, c->type, peer, 7, recv, count, c->type, peer,
-                                          7, mc, MPI_STATUS_IGNORE),
-                             status, out);
-        } else if (rank == 0) {
-            DSI_MPI_TRY_GOTO(MPI_Send(send, count, c->type, 1, 7, mc), status, out);
-        } else {
-            DSI_MPI_TRY_GOTO(MPI_Recv(recv, count, c->type, 0, 7, mc, MPI_STATUS_IGNORE), status,
-                             out);
-        }
-        break;
-    case DS_COMM_PS_PUSH:
-        for (int s = 0; s < op->servers; s++)
-            DSI_MPI_TRY_GOTO(MPI_Ireduce(send + (size_t)(s * op->count) * c->element,
-                                         rank == s ? recv : NULL, count, c->type, rb->move, s, mc,
-                                         &c->requests[s]),
-                             status, out);
-        DSI_MPI_TRY_GOTO(MPI_Waitall(op->servers, c->requests, MPI_STATUSES_IGNORE), status, out);
-        break;
-    case DS_COMM_PS_PULL:
-        for (int s = 0; s < op->servers; s++)
-            DSI_MPI_TRY_GOTO(MPI_Ibcast(recv + (size_t)(s * op->count) * c->element, count, c->type,
-                                        s, mc, &c->requests[s]),
-                             status, out);
-        DSI_MPI_TRY_GOTO(MPI_Waitall(op->servers, c->requests, MPI_STATUSES_IGNORE), status, out);
-        break;
-    case DS_COMM_COUNT_:
-        status = DSI_ERROR(DS_ERR_INTERNAL, "communication operator %d", (int)op->op);
-        break;
-    }
-out:
     return status;
 }
 
@@ -470,7 +401,7 @@ static ds_status_t replay_comm_run_timed(void *impl, void *before, double *lead_
     if (before != NULL)
         DSI_TRY(replay_kernel_run(before));
     double issued = dsi_now_s();
-    DSI_TRY(run_once(impl));
+    DSI_TRY(dsi_mpi_op_run(&((replay_op_t *)impl)->mpi));
     *lead_s = issued - start;
     *seconds_p = dsi_now_s() - issued;
     return DS_OK;
@@ -486,19 +417,19 @@ static ds_status_t post_step(replay_op_t *c)
 {
     ds_status_t status = DS_OK;
     const step_t *s = &c->steps[c->step];
-    MPI_Comm mc = c->comm->comm;
-    c->num_pending = 0;
+    MPI_Comm mc = c->mpi.comm->comm;
+    c->mpi.num_pending = 0;
     if (s->recv_from >= 0) {
-        DSI_MPI_TRY_GOTO(MPI_Irecv(c->recv, (int)s->recv_count, c->type, s->recv_from, c->tag, mc,
-                                   &c->pending[c->num_pending]),
+        DSI_MPI_TRY_GOTO(MPI_Irecv(c->mpi.recv, (int)s->recv_count, c->mpi.type, s->recv_from, c->tag, mc,
+                                   &c->mpi.pending[c->mpi.num_pending]),
                          status, out);
-        c->num_pending++;
+        c->mpi.num_pending++;
     }
     if (s->send_to >= 0) {
-        DSI_MPI_TRY_GOTO(MPI_Isend(c->send, (int)s->send_count, c->type, s->send_to, c->tag, mc,
-                                   &c->pending[c->num_pending]),
+        DSI_MPI_TRY_GOTO(MPI_Isend(c->mpi.send, (int)s->send_count, c->mpi.type, s->send_to, c->tag, mc,
+                                   &c->mpi.pending[c->mpi.num_pending]),
                          status, out);
-        c->num_pending++;
+        c->mpi.num_pending++;
     }
 out:
     return status;
@@ -510,20 +441,20 @@ static ds_status_t advance(replay_op_t *c, bool block, int *done_p)
 {
     ds_status_t status = DS_OK;
     while (c->step < c->num_steps) {
-        if (c->num_pending > 0) {
+        if (c->mpi.num_pending > 0) {
             int flag = 1;
             if (block)
-                DSI_MPI_TRY_GOTO(MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE),
+                DSI_MPI_TRY_GOTO(MPI_Waitall(c->mpi.num_pending, c->mpi.pending, MPI_STATUSES_IGNORE),
                                  status, out);
             else
-                DSI_MPI_TRY_GOTO(MPI_Testall(c->num_pending, c->pending, &flag,
+                DSI_MPI_TRY_GOTO(MPI_Testall(c->mpi.num_pending, c->mpi.pending, &flag,
                                              MPI_STATUSES_IGNORE),
                                  status, out);
             if (!flag) {
                 *done_p = 0;
                 return DS_OK;
             }
-            c->num_pending = 0;
+            c->mpi.num_pending = 0;
         }
         if (++c->step < c->num_steps)
             DSI_TRY_GOTO(post_step(c), status, out);
@@ -536,106 +467,36 @@ out:
 
 static ds_status_t replay_comm_start(void *impl, int role, int tag)
 {
-    ds_status_t status = DS_OK;
     replay_op_t *c = impl;
-    const dsi_comm_op_t *op = &c->op;
-    replay_backend_t *rb = c->comm->backend->impl;
-    MPI_Comm mc = c->comm->comm;
-    int count = (int)op->count, peer = 1 - c->comm->rank;
-    MPI_Request *r = c->pending;
-    if (c->num_pending != 0 || c->scheduled)
+    if (c->mpi.num_pending != 0 || c->scheduled)
         return DSI_ERROR(DS_ERR_INTERNAL, "a communication call was started twice");
-    switch (op->op) {
-    case DS_COMM_ALLREDUCE: {
-        replay_comm_state_t *state = c->comm->impl;
-        c->tag = 1000 + state->started++ % 30000;
-        c->step = 0;
-        c->scheduled = 1;
-        if (c->num_steps > 0)
-            DSI_TRY_GOTO(post_step(c), status, out);
-        break;
-    }
-    case DS_COMM_ALLGATHER:
-        DSI_MPI_TRY_GOTO(
-            MPI_Iallgather(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
-            out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_REDUCE_SCATTER:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ireduce_scatter_block(c->send, c->recv, count, c->type, rb->move, mc, &r[0]),
-            status, out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_ALLTOALL:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ialltoall(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
-            out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_BROADCAST:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ibcast(c->comm->rank == 0 ? c->send : c->recv, count, c->type, 0, mc, &r[0]),
-            status, out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_SENDRECV:
-        if (role != DSI_CALL_SEND) {
-            DSI_MPI_TRY_GOTO(MPI_Irecv(c->recv, count, c->type, peer, tag, mc, &r[c->num_pending]),
-                             status, out);
-            c->num_pending++;
-        }
-        if (role != DSI_CALL_RECV) {
-            DSI_MPI_TRY_GOTO(MPI_Isend(c->send, count, c->type, peer, tag, mc, &r[c->num_pending]),
-                             status, out);
-            c->num_pending++;
-        }
-        break;
-    case DS_COMM_PS_PUSH:
-    case DS_COMM_PS_PULL:
-    case DS_COMM_COUNT_:
-        status = DSI_ERROR(DS_ERR_UNSUPPORTED,
-                           "the executor has no non-blocking form of communication operator %d",
-                           (int)op->op);
-        break;
-    }
-out:
-    return status;
+    if (c->mpi.op.op != DS_COMM_ALLREDUCE)
+        return dsi_mpi_op_start(&c->mpi, role, tag);
+    replay_comm_state_t *state = c->mpi.comm->impl;
+    c->tag = 1000 + state->started++ % 30000;
+    c->step = 0;
+    c->scheduled = 1;
+    if (c->num_steps > 0)
+        DSI_TRY(post_step(c));
+    return DS_OK;
 }
 
 static ds_status_t replay_comm_test(void *impl, int *done_p)
 {
-    ds_status_t status = DS_OK;
     replay_op_t *c = impl;
     if (c->scheduled)
         return advance(c, false, done_p);
-    int done = 1;
-    if (c->num_pending > 0) {
-        DSI_MPI_TRY_GOTO(MPI_Testall(c->num_pending, c->pending, &done, MPI_STATUSES_IGNORE),
-                         status, out);
-        if (done)
-            c->num_pending = 0;
-    }
-    *done_p = done;
-out:
-    return status;
+    return dsi_mpi_op_test(&c->mpi, done_p);
 }
 
 static ds_status_t replay_comm_wait(void *impl)
 {
-    ds_status_t status = DS_OK;
     replay_op_t *c = impl;
     if (c->scheduled) {
         int done = 0;
         return advance(c, true, &done);
     }
-    if (c->num_pending > 0) {
-        DSI_MPI_TRY_GOTO(MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE), status,
-                         out);
-        c->num_pending = 0;
-    }
-out:
-    return status;
+    return dsi_mpi_op_wait(&c->mpi);
 }
 
 /* ---- opening ---------------------------------------------------------------------------------- */

@@ -3,12 +3,11 @@
  *
  * 16-bit floats are reduced with user-defined MPI operations (MPI has no
  * bf16 or fp16 type), converting to fp32, adding and rounding, as a CPU
- * training run would.  The parameter server is every member reducing its
- * gradient shards to the servers (one reduce per server) and the servers
- * broadcasting the parameters back (one broadcast per server), all issued
- * at once with non-blocking collectives.
+ * training run would.  The calls themselves are dsi_mpi_op.h's.
  */
 #include "dsi_cpu_backend.h"
+
+#include "backend/dsi_mpi_op.h"
 
 #include <string.h>
 
@@ -56,25 +55,14 @@ void dsi_cpu_comm_fini(ds_comm_t *comm)
 {
 }
 
-typedef struct cpu_comm_op {
-    ds_comm_t *comm;
-    dsi_comm_op_t op;
-    MPI_Datatype type;
-    MPI_Op sum;
-    size_t element;
-    void *send, *recv;
-    MPI_Request *requests; /* parameter server: one per server */
-    MPI_Request pending[2]; /* the executor's non-blocking calls */
-    int num_pending;
-} cpu_comm_op_t;
+typedef dsi_mpi_op_t cpu_comm_op_t;
 
 void dsi_cpu_comm_release(void *impl)
 {
     cpu_comm_op_t *c = impl;
     if (c == NULL)
         return;
-    for (int i = 0; i < c->num_pending; i++) /* a call left running: complete it first */
-        (void)MPI_Wait(&c->pending[i], MPI_STATUS_IGNORE);
+    dsi_mpi_op_drain(c); /* a call left running: complete it first */
     dsi_free(c->send);
     dsi_free(c->recv);
     dsi_free(c->requests);
@@ -141,8 +129,7 @@ ds_status_t dsi_cpu_comm_prepare(ds_comm_t *comm, const dsi_comm_op_t *op, int v
     }
     DSI_TRY_GOTO(dsi_calloc(1, DSI_MAX(op->send_bytes, 1), &c->send), status, err_free);
     DSI_TRY_GOTO(dsi_calloc(1, DSI_MAX(op->recv_bytes, 1), &c->recv), status, err_free);
-    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(op->servers, 1), sizeof(MPI_Request), &c->requests),
-                 status, err_free);
+    DSI_TRY_GOTO(dsi_mpi_op_alloc_requests(c), status, err_free);
 
     int64_t send_count = (int64_t)(op->send_bytes / c->element);
     int64_t recv_count = (int64_t)(op->recv_bytes / c->element);
@@ -164,75 +151,13 @@ err_free:
     return status;
 }
 
-static ds_status_t run_once(cpu_comm_op_t *c)
-{
-    ds_status_t status = DS_OK;
-    const dsi_comm_op_t *op = &c->op;
-    MPI_Comm mc = c->comm->comm;
-    int rank = c->comm->rank;
-    int count = (int)op->count;
-    char *send = c->send, *recv = c->recv;
-    switch (op->op) {
-    case DS_COMM_ALLREDUCE:
-        DSI_MPI_TRY_GOTO(MPI_Allreduce(send, recv, count, c->type, c->sum, mc), status, out);
-        break;
-    case DS_COMM_ALLGATHER:
-        DSI_MPI_TRY_GOTO(MPI_Allgather(send, count, c->type, recv, count, c->type, mc), status,
-                         out);
-        break;
-    case DS_COMM_REDUCE_SCATTER:
-        DSI_MPI_TRY_GOTO(MPI_Reduce_scatter_block(send, recv, count, c->type, c->sum, mc), status,
-                         out);
-        break;
-    case DS_COMM_ALLTOALL:
-        DSI_MPI_TRY_GOTO(MPI_Alltoall(send, count, c->type, recv, count, c->type, mc), status, out);
-        break;
-    case DS_COMM_BROADCAST:
-        DSI_MPI_TRY_GOTO(MPI_Bcast(rank == 0 ? send : recv, count, c->type, 0, mc), status, out);
-        break;
-    case DS_COMM_SENDRECV:
-        if (op->batched) {
-            int peer = 1 - rank;
-            DSI_MPI_TRY_GOTO(MPI_Sendrecv(send, count, c->type, peer, 7, recv, count, c->type, peer,
-                                          7, mc, MPI_STATUS_IGNORE),
-                             status, out);
-        } else if (rank == 0) {
-            DSI_MPI_TRY_GOTO(MPI_Send(send, count, c->type, 1, 7, mc), status, out);
-        } else {
-            DSI_MPI_TRY_GOTO(MPI_Recv(recv, count, c->type, 0, 7, mc, MPI_STATUS_IGNORE), status,
-                             out);
-        }
-        break;
-    case DS_COMM_PS_PUSH:
-        for (int s = 0; s < op->servers; s++)
-            DSI_MPI_TRY_GOTO(MPI_Ireduce(send + (size_t)(s * op->count) * c->element,
-                                         rank == s ? recv : NULL, count, c->type, c->sum, s, mc,
-                                         &c->requests[s]),
-                             status, out);
-        DSI_MPI_TRY_GOTO(MPI_Waitall(op->servers, c->requests, MPI_STATUSES_IGNORE), status, out);
-        break;
-    case DS_COMM_PS_PULL:
-        for (int s = 0; s < op->servers; s++)
-            DSI_MPI_TRY_GOTO(MPI_Ibcast(recv + (size_t)(s * op->count) * c->element, count, c->type,
-                                        s, mc, &c->requests[s]),
-                             status, out);
-        DSI_MPI_TRY_GOTO(MPI_Waitall(op->servers, c->requests, MPI_STATUSES_IGNORE), status, out);
-        break;
-    case DS_COMM_COUNT_:
-        status = DSI_ERROR(DS_ERR_INTERNAL, "communication operator %d", (int)op->op);
-        break;
-    }
-out:
-    return status;
-}
-
 ds_status_t dsi_cpu_comm_run_timed(void *impl, void *before, double *lead_s, double *seconds_p)
 {
     double start = dsi_now_s();
     if (before != NULL)
         DSI_TRY(dsi_cpu_kernel_run_impl(before));
     double issued = dsi_now_s();
-    DSI_TRY(run_once(impl));
+    DSI_TRY(dsi_mpi_op_run(impl));
     *lead_s = issued - start;
     *seconds_p = dsi_now_s() - issued;
     return DS_OK;
@@ -289,93 +214,15 @@ ds_status_t dsi_cpu_comm_check(void *impl, int64_t *errors_p)
 
 ds_status_t dsi_cpu_comm_start(void *impl, int role, int tag)
 {
-    ds_status_t status = DS_OK;
-    cpu_comm_op_t *c = impl;
-    const dsi_comm_op_t *op = &c->op;
-    MPI_Comm mc = c->comm->comm;
-    int count = (int)op->count, peer = 1 - c->comm->rank;
-    MPI_Request *r = c->pending;
-    if (c->num_pending != 0)
-        return DSI_ERROR(DS_ERR_INTERNAL, "a communication call was started twice");
-    switch (op->op) {
-    case DS_COMM_ALLREDUCE:
-        DSI_MPI_TRY_GOTO(MPI_Iallreduce(c->send, c->recv, count, c->type, c->sum, mc, &r[0]),
-                         status, out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_ALLGATHER:
-        DSI_MPI_TRY_GOTO(
-            MPI_Iallgather(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
-            out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_REDUCE_SCATTER:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ireduce_scatter_block(c->send, c->recv, count, c->type, c->sum, mc, &r[0]), status,
-            out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_ALLTOALL:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ialltoall(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
-            out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_BROADCAST:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ibcast(c->comm->rank == 0 ? c->send : c->recv, count, c->type, 0, mc, &r[0]),
-            status, out);
-        c->num_pending = 1;
-        break;
-    case DS_COMM_SENDRECV:
-        if (role != DSI_CALL_SEND) {
-            DSI_MPI_TRY_GOTO(MPI_Irecv(c->recv, count, c->type, peer, tag, mc, &r[c->num_pending]),
-                             status, out);
-            c->num_pending++;
-        }
-        if (role != DSI_CALL_RECV) {
-            DSI_MPI_TRY_GOTO(MPI_Isend(c->send, count, c->type, peer, tag, mc, &r[c->num_pending]),
-                             status, out);
-            c->num_pending++;
-        }
-        break;
-    case DS_COMM_PS_PUSH:
-    case DS_COMM_PS_PULL:
-    case DS_COMM_COUNT_:
-        status = DSI_ERROR(DS_ERR_UNSUPPORTED,
-                           "the executor has no non-blocking form of communication operator %d",
-                           (int)op->op);
-        break;
-    }
-out:
-    return status;
+    return dsi_mpi_op_start(impl, role, tag);
 }
 
 ds_status_t dsi_cpu_comm_test(void *impl, int *done_p)
 {
-    ds_status_t status = DS_OK;
-    cpu_comm_op_t *c = impl;
-    int done = 1;
-    if (c->num_pending > 0) {
-        DSI_MPI_TRY_GOTO(MPI_Testall(c->num_pending, c->pending, &done, MPI_STATUSES_IGNORE),
-                         status, out);
-        if (done)
-            c->num_pending = 0;
-    }
-    *done_p = done;
-out:
-    return status;
+    return dsi_mpi_op_test(impl, done_p);
 }
 
 ds_status_t dsi_cpu_comm_wait(void *impl)
 {
-    ds_status_t status = DS_OK;
-    cpu_comm_op_t *c = impl;
-    if (c->num_pending > 0) {
-        DSI_MPI_TRY_GOTO(MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE), status,
-                         out);
-        c->num_pending = 0;
-    }
-out:
-    return status;
+    return dsi_mpi_op_wait(impl);
 }
