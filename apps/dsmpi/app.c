@@ -35,6 +35,17 @@ int app_mpi_start(app_t *app, bool required)
     return APP_EXIT_OK;
 }
 
+int app_mpi_command_start(app_t *app, void (*help)(void))
+{
+    for (int i = 1; i < app->argc; i++)
+        if (strcmp(app->argv[i], "--help") == 0) {
+            help();
+            return APP_EXIT_OK;
+        }
+    int code = app_mpi_start(app, true);
+    return code == APP_EXIT_OK ? -1 : code;
+}
+
 void app_mpi_stop(app_t *app)
 {
     if (app->mpi) {
@@ -91,4 +102,18 @@ void output_json_string(FILE *out, const char *text)
             fputc(*c, out);
     }
     fputc('"', out);
+}
+
+void output_json_open(const inputs_t *in, bool with_strategy)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    printf("{\"model\": ");
+    output_json_string(stdout, info.name);
+    if (with_strategy) {
+        char strategy[DS_STRATEGY_TEXT_MAX];
+        ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
+        printf(", \"strategy\": ");
+        output_json_string(stdout, strategy);
+    }
 }

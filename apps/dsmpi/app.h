@@ -26,6 +26,9 @@ typedef struct app {
 /* Starts MPI when `required` or when the process was started by an MPI
  * launcher (mpiexec, srun), so that only rank 0 prints. */
 int app_mpi_start(app_t *app, bool required);
+/* Starts MPI for a command that needs it, unless --help is among its words:
+ * then help() is printed without MPI.  -1: go on; else the exit code. */
+int app_mpi_command_start(app_t *app, void (*help)(void));
 void app_mpi_stop(app_t *app);
 
 /* Prints "dsmpi <command>: <message>" on stderr (rank 0 only, or every rank
@@ -115,5 +118,8 @@ void output_preamble(const app_t *app, FILE *out);
 void app_command_line(const app_t *app, char *text, size_t size);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
+/* Opens a command's JSON object on stdout: {"model": ..., and the strategy
+ * as text when `with_strategy`. */
+void output_json_open(const inputs_t *in, bool with_strategy);
 
 #endif /* DSMPI_APP_H */

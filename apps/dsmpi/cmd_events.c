@@ -89,14 +89,7 @@ static void print_table(const app_t *app, const inputs_t *in, const ds_event_set
 static void print_json(const inputs_t *in, const ds_event_totals_t *t, const ranked_t *top,
                        size_t num_top)
 {
-    ds_model_info_t info;
-    ds_model_get_info(in->model, &info);
-    char strategy[DS_STRATEGY_TEXT_MAX];
-    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
-    printf("{\"model\": ");
-    output_json_string(stdout, info.name);
-    printf(", \"strategy\": ");
-    output_json_string(stdout, strategy);
+    output_json_open(in, true);
     printf(", \"target_gpus\": %lld, \"microbatches\": %lld, \"kinds\": [",
            (long long)ds_cluster_num_gpus(&in->cluster),
            (long long)ds_strategy_num_microbatches(&in->strategy));

@@ -106,14 +106,7 @@ static void json_run(const ds_exec_t *exec, size_t run, int ranks)
 static void print_json(const inputs_t *in, const options_t *o, const ds_backend_t *backend,
                        const ds_exec_t *exec, int ranks, int nodes)
 {
-    ds_model_info_t info;
-    ds_model_get_info(in->model, &info);
-    char strategy[DS_STRATEGY_TEXT_MAX];
-    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
-    printf("{\"model\": ");
-    output_json_string(stdout, info.name);
-    printf(", \"strategy\": ");
-    output_json_string(stdout, strategy);
+    output_json_open(in, true);
     printf(", \"ranks\": %d, \"nodes\": %d, \"backend\": \"%s\", \"fingerprint\": ", ranks, nodes,
            ds_backend_kind_name(ds_backend_kind(backend)));
     output_json_string(stdout, ds_backend_fingerprint(backend));
@@ -166,13 +159,8 @@ int cmd_execute(app_t *app)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    for (int i = 1; i < app->argc; i++)
-        if (strcmp(app->argv[i], "--help") == 0) {
-            help();
-            return APP_EXIT_OK;
-        }
-    int code = app_mpi_start(app, true);
-    if (code != APP_EXIT_OK)
+    int code = app_mpi_command_start(app, help);
+    if (code >= 0)
         return code;
     inputs_t in;
     inputs_init(&in);

@@ -443,10 +443,7 @@ static void print_csv(const options_t *o, const plan_entry_t *e, int n)
 static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inputs_t *p,
                        const plan_entry_t *e, int n)
 {
-    ds_model_info_t info;
-    ds_model_get_info(in->model, &info);
-    printf("{\"model\": ");
-    output_json_string(stdout, info.name);
+    output_json_open(in, false);
     printf(
         ", \"tokens\": %lld, \"samples\": %lld, \"gpus_per_node\": %d, \"price_per_gpu_hour\": %g, "
         "\"charge_factor\": %g, \"checkpoint_interval_s\": %g, \"checkpoint_cost_s\": %g, "

@@ -401,16 +401,9 @@ static void json_device(const ds_sim_device_t *d)
 
 static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
 {
-    ds_model_info_t info;
-    ds_model_get_info(in->model, &info);
-    char strategy[DS_STRATEGY_TEXT_MAX];
-    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
     ds_sim_summary_t s;
     ds_sim_get_summary(sim, &s);
-    printf("{\"model\": ");
-    output_json_string(stdout, info.name);
-    printf(", \"strategy\": ");
-    output_json_string(stdout, strategy);
+    output_json_open(in, true);
     printf(", \"target\": ");
     output_json_string(stdout, in->cluster.name);
     printf(", \"target_gpus\": %lld, \"device\": ", (long long)s.num_devices);

@@ -296,13 +296,8 @@ int cmd_profile(app_t *app)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    for (int i = 1; i < app->argc; i++)
-        if (strcmp(app->argv[i], "--help") == 0) {
-            help();
-            return APP_EXIT_OK;
-        }
-    int code = app_mpi_start(app, true);
-    if (code != APP_EXIT_OK)
+    int code = app_mpi_command_start(app, help);
+    if (code >= 0)
         return code;
     profile_install_signal_handlers();
     inputs_t in;

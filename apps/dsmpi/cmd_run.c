@@ -47,13 +47,8 @@ int cmd_run(app_t *app)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    for (int i = 1; i < app->argc; i++)
-        if (strcmp(app->argv[i], "--help") == 0) {
-            help();
-            return APP_EXIT_OK;
-        }
-    int code = app_mpi_start(app, true);
-    if (code != APP_EXIT_OK)
+    int code = app_mpi_command_start(app, help);
+    if (code >= 0)
         return code;
     if (app->argc < 2) {
         if (app->rank == 0)

@@ -172,12 +172,9 @@ static void print_result_json(const ds_search_result_t *r, int rank)
 
 static void print_json(const inputs_t *in, const options_t *o, ds_search_t *search)
 {
-    ds_model_info_t info;
-    ds_model_get_info(in->model, &info);
     ds_search_stats_t st;
     ds_search_get_stats(search, &st);
-    printf("{\"model\": ");
-    output_json_string(stdout, info.name);
+    output_json_open(in, false);
     printf(", \"target\": ");
     output_json_string(stdout, in->cluster.name);
     printf(", \"target_gpus\": %lld, \"gpus_per_node\": %d, \"device\": ",

@@ -593,10 +593,7 @@ static void json_comparison(const ds_exec_comparison_t *c)
 static void print_json(const context_t *cx, const result_t *res, size_t n, double mean,
                        double max)
 {
-    ds_model_info_t info;
-    ds_model_get_info(cx->in->model, &info);
-    printf("{\"model\": ");
-    output_json_string(stdout, info.name);
+    output_json_open(cx->in, false);
     printf(", \"ranks\": %lld, \"backend\": \"%s\", \"repeats\": %d, \"iterations\": %d, "
            "\"warmup\": %d, \"max_error\": %.6f, \"mean_abs_error\": %.6f, "
            "\"max_abs_error\": %.6f, \"cases\": [",
