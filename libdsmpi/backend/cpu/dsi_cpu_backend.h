@@ -16,6 +16,7 @@ typedef struct cpu_backend {
     cpu_set_t saved_mask;
     int mask_saved;
     int saved_blas_threads;
+    uint64_t saved_fp_mode; /* the floating-point control word before flush-to-zero */
     double *stamps;
     size_t stamp_capacity;
     size_t memory_limit, memory_used;
