@@ -1,7 +1,8 @@
 /* The backend interface on the cpu backend (one rank): opening, the
  * fingerprint, kernel preparation and its errors, prepared kernels that
  * compute the right thing on realistic values, the statistics, and the
- * measurement loop's stop rules, single kernels and layer passes. */
+ * measurement loop's stop rules, single kernels and layer passes, and
+ * subnormals flushed to zero while the backend is open. */
 #include "check.h"
 
 #include "backend/cpu/dsi_cpu_backend.h"
@@ -299,11 +300,33 @@ static void test_layer(ds_backend_t *b)
                 "no operators");
 }
 
+/* A product whose exact value is subnormal (1e-40). */
+static float subnormal_product(void)
+{
+    volatile float tiny = 1e-30f, scale = 1e-10f;
+    return tiny * scale;
+}
+
+/* Subnormals are flushed while the backend is open (kernel times must not
+ * depend on how small the values became), and not after. */
+static void test_subnormals_flushed(void)
+{
+#if defined(__SSE2__) || defined(__aarch64__)
+    CHECK(subnormal_product() != 0.0f);
+    ds_backend_t *b = NULL;
+    CHECK_OK(ds_backend_open(DS_BACKEND_CPU, MPI_COMM_WORLD, &b));
+    CHECK(subnormal_product() == 0.0f);
+    ds_backend_close(b);
+    CHECK(subnormal_product() != 0.0f);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     test_kinds();
     test_statistics();
+    test_subnormals_flushed();
     ds_backend_t *b = NULL;
     CHECK_OK(ds_backend_open(DS_BACKEND_CPU, MPI_COMM_WORLD, &b));
     if (b != NULL) {
