@@ -341,7 +341,8 @@ static ds_status_t setup_lanes(ds_sim_t *sim)
             int q = next_stage(s, p), r = prev_stage(s, p);
             l->next = q >= 0 ? c * s->pp + q : -1;
             l->prev = r >= 0 ? c * s->pp + r : -1;
-            l->fwd_cost[0] = l->fwd_cost[1] = l->bwd_cost[0] = l->bwd_cost[1] = -1;
+            for (int i = 0; i < 4; i++)
+                l->fwd_cost[i] = l->bwd_cost[i] = -1;
             l->factor = 1.0;
             if (sim->device_factor != NULL)
                 for (int t = 0; t < s->tp; t++) {
@@ -366,12 +367,24 @@ static ds_status_t setup_lanes(ds_sim_t *sim)
 /* Cost of the channel `ch` (0 forward, 1 backward) that lane `sender`
  * sends on, with Megatron's batching flag of one side: the slowest pair
  * over the tensor-parallel members. */
-static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int flag, int64_t *ns_p,
+/* How a side sees a transfer: its key's flag (batched), plus 2 when the
+ * side's call moves two transfers the same way at once (interleaved 1F1B's
+ * steady state sends to both neighbours and receives from both): started
+ * together they share the device's link and NIC, so each takes twice as
+ * long as alone (the sizes pipelines send are bandwidth-bound). */
+static uint8_t transfer_view(int flag, int same_way)
+{
+    return (uint8_t)(flag + (same_way >= 2 ? 2 : 0));
+}
+
+/* The time of one transfer on channel `ch` of lane `sender`, seen as `view`. */
+static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view, int64_t *ns_p,
                                 int *assumed_p)
 {
     dsi_lane_t *l = &sim->lanes[sender];
-    int64_t *cache = ch == 0 ? &l->fwd_cost[flag] : &l->bwd_cost[flag];
-    uint8_t *assumed_cache = ch == 0 ? &l->fwd_assumed[flag] : &l->bwd_assumed[flag];
+    int index = view, flag = view & 1;
+    int64_t *cache = ch == 0 ? &l->fwd_cost[index] : &l->bwd_cost[index];
+    uint8_t *assumed_cache = ch == 0 ? &l->fwd_assumed[index] : &l->bwd_assumed[index];
     if (*cache < 0) {
         const ds_strategy_t *s = &sim->s;
         int64_t worst = 0;
@@ -394,7 +407,8 @@ static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int flag,
             worst = DSI_MAX(worst, ns);
             any |= assumed;
         }
-        *cache = worst;
+        /* Two at once: bandwidth-bound, both end when twice the bytes would. */
+        *cache = index >= 2 ? dsi_ns_add(worst, worst) : worst;
         *assumed_cache = (uint8_t)any;
     }
     *ns_p = *cache;
@@ -665,13 +679,17 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
 {
     dsi_lane_t *l = &sim->lanes[lane];
     int32_t pend[4];
-    int npend = 0;
+    int npend = 0, sends = 0;
+    for (int i = 0; i < a->nx; i++)
+        sends += a->x[i] == DSI_SEND_NEXT || a->x[i] == DSI_SEND_PREV;
     for (int i = 0; i < a->nx; i++) {
         dsi_dir_t dir = (dsi_dir_t)a->x[i];
         int32_t chan_lane = dir == DSI_SEND_NEXT || dir == DSI_SEND_PREV ? lane
                             : dir == DSI_RECV_PREV                       ? l->prev
                                                                          : l->next;
         int ch = dir == DSI_SEND_NEXT || dir == DSI_RECV_PREV ? 0 : 1;
+        bool sending = dir == DSI_SEND_NEXT || dir == DSI_SEND_PREV;
+        uint8_t view = transfer_view(a->batched, sending ? sends : a->nx - sends);
         if (chan_lane < 0)
             return DSI_ERROR(DS_ERR_INTERNAL,
                              "stage %d posts a transfer to a stage that does not exist", l->p);
@@ -687,13 +705,13 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             sim->g.chunk[x] = (int16_t)ch;
             sim->xfer[slot] = x;
             sim->xfer_sides[slot] = 1;
-            sim->xfer_flag[slot] = a->batched;
+            sim->xfer_flag[slot] = view;
         } else {
             sim->xfer_sides[slot]++;
             int64_t c1, c2;
             int a1, a2;
             TRY(channel_cost(sim, chan_lane, ch, sim->xfer_flag[slot], &c1, &a1));
-            TRY(channel_cost(sim, chan_lane, ch, a->batched, &c2, &a2));
+            TRY(channel_cost(sim, chan_lane, ch, view, &c2, &a2));
             sim->g.dur[x] = DSI_MAX(c1, c2);
             set_assumed(sim, x, a1 | a2);
         }

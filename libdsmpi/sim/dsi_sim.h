@@ -204,8 +204,9 @@ typedef struct dsi_lane {
     double factor;              /* slowest member's speed factor */
     /* Transfer costs of the channels this lane sends on, per flag
      * (0 single, 1 batched); -1 until looked up. */
-    int64_t fwd_cost[2], bwd_cost[2];
-    uint8_t fwd_assumed[2], bwd_assumed[2];
+    /* Point-to-point costs by [flag + 2 * (transfers sharing the link - 1)]. */
+    int64_t fwd_cost[4], bwd_cost[4];
+    uint8_t fwd_assumed[4], bwd_assumed[4];
     /* build state */
     int32_t last;
     int32_t npend;
@@ -331,7 +332,7 @@ struct ds_sim {
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
     int32_t *xfer;
     uint8_t *xfer_sides;
-    uint8_t *xfer_flag; /* flag of the first side seen */
+    uint8_t *xfer_flag; /* the first side's view of the transfer (transfer_view) */
     int32_t xfer_per_lane;
 
     dsi_graph_t g;
