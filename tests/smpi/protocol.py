@@ -24,6 +24,7 @@ Usage:
               --platforms tests/data/smpi --work DIR --sizes 64[,256,1024]
               [--set ci|bench] [--ranking 256] [--json FILE]
               [--max-error PCT] [--max-mb-error PCT] [--min-tau T] [--max-regret PCT]
+              [--predict-only]
 Exit status: 0, 1 when a case failed to run or a --max-*/--min-* bound is
 exceeded, 77 when smpirun is missing.
 """
@@ -214,6 +215,9 @@ def main():
     ap.add_argument("--max-mb-error", type=float, default=None, help="percent of the iteration")
     ap.add_argument("--min-tau", type=float, default=None)
     ap.add_argument("--max-regret", type=float, default=None, help="percent")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="reuse the work directory's profile and executor runs (the ground "
+                         "truth does not depend on the model): predict and compare again")
     a = ap.parse_args()
     smpirun = shutil.which("smpirun")
     if smpirun is None:
@@ -238,27 +242,36 @@ def main():
             costs = os.path.join(work, "costs-%s.txt" % name)
             samples = os.path.join(work, "comm-%s.txt" % name)
             db = os.path.join(work, "profile-%s.h5" % name)
-            for path in (costs, db):
-                if os.path.exists(path):
-                    os.remove(path)
-            # Synthetic compute costs: every case's keys, one table.
-            for gbs, strategy in entries:
-                run([a.dsmpi, "events"] + model_args(model, gbs) +
-                    ["--strategy", strategy, "--cluster", cluster, "--cost-table-out", costs,
-                     "--top", "0", "--quiet"])
+            if a.predict_only:
+                if not os.path.exists(db):
+                    log("%d: %s: no profile database in %s (run without --predict-only)"
+                        % (size, name, work))
+                    failures += 1
+                    continue
+            else:
+                for path in (costs, db):
+                    if os.path.exists(path):
+                        os.remove(path)
+                # Synthetic compute costs: every case's keys, one table.
+                for gbs, strategy in entries:
+                    run([a.dsmpi, "events"] + model_args(model, gbs) +
+                        ["--strategy", strategy, "--cluster", cluster, "--cost-table-out", costs,
+                         "--top", "0", "--quiet"])
             # Step 1: communication on 4 simulated ranks, 2 nodes x 2.
             hosts = os.path.join(work, "profile.hosts")
             with open(hosts, "w") as f:
                 f.write("n0g0\nn0g1\nn1g0\nn1g1\n")
             gbs, strategy = entries[0]
-            _, took = run([smpirun, "-np", "4", "-platform", platform, "-hostfile", hosts] +
-                          SMPI_CFG + [a.dsmpi_smpi, "profile"] + model_args(model, gbs) +
-                          ["--strategy", strategy, "--cluster", cluster, "--backend", "replay",
-                           "--comm-only", "--comm-samples-out", samples, "--quiet"])
-            log("%d: %s: communication profiled on 4 simulated ranks in %.0f s" % (size, name, took))
-            run([a.dsmpi, "import", "--cost-table", costs, "--comm-samples", samples,
-                 "--profile-db", db, "--fingerprint", "replay: %s, synthetic roofline" % device,
-                 "--quiet"])
+            if not a.predict_only:
+                _, took = run([smpirun, "-np", "4", "-platform", platform, "-hostfile", hosts] +
+                              SMPI_CFG + [a.dsmpi_smpi, "profile"] + model_args(model, gbs) +
+                              ["--strategy", strategy, "--cluster", cluster, "--backend",
+                               "replay", "--comm-only", "--comm-samples-out", samples, "--quiet"])
+                log("%d: %s: communication profiled on 4 simulated ranks in %.0f s"
+                    % (size, name, took))
+                run([a.dsmpi, "import", "--cost-table", costs, "--comm-samples", samples,
+                     "--profile-db", db, "--fingerprint",
+                     "replay: %s, synthetic roofline" % device, "--quiet"])
             for gbs, strategy in entries:
                 tag = "%s-%s" % (name, strategy.replace(",", "_").replace("=", ""))
                 pred_path = os.path.join(work, "predict-%s.json" % tag)
@@ -269,11 +282,15 @@ def main():
                         ["--strategy", strategy, "--cluster", cluster, "--profile-db", db,
                          "--full", "--json"], out=pred_path)
                     # Step 3: the executor on the simulated cluster.
-                    _, took = run([smpirun, "-platform", platform] + SMPI_CFG +
-                                  [a.dsmpi_smpi, "execute"] + model_args(model, gbs) +
-                                  ["--strategy", strategy, "--cluster", cluster, "--backend",
-                                   "replay", "--replay-costs", costs, "--warmup", "1",
-                                   "--iterations", str(a.iterations), "--json"], out=exec_path)
+                    took = 0.0
+                    if a.predict_only and not os.path.exists(exec_path):
+                        raise RuntimeError("no executor run %s to reuse" % exec_path)
+                    if not a.predict_only:
+                        _, took = run([smpirun, "-platform", platform] + SMPI_CFG +
+                                      [a.dsmpi_smpi, "execute"] + model_args(model, gbs) +
+                                      ["--strategy", strategy, "--cluster", cluster, "--backend",
+                                       "replay", "--replay-costs", costs, "--warmup", "1",
+                                       "--iterations", str(a.iterations), "--json"], out=exec_path)
                     with open(pred_path) as f:
                         pred = json.load(f)
                     with open(exec_path) as f:
