@@ -4,8 +4,9 @@
 # the whole simulated cluster with the replay backend, compare; the ranking
 # of 12 strategies at 256 devices.  Prints the error table of
 # tests/smpi/protocol.py and writes it as JSON.  Simulated time does not
-# depend on the machine's load, but the simulation takes CPU: about 2 min
-# at 64 devices, 25 min at 256 (ranking included), 30 min at 1024, one core.
+# depend on the machine's load, but the simulation takes CPU: each executor
+# run took 20-75 s at 64 devices, 2-12 min at 256 and over 50 min at 1024 on
+# a shared 2-core machine.
 # Usage: smpi_validate.sh [BUILD_DIR] [SIZES] [WORK_DIR]
 #   BUILD_DIR   the normal build (default build); the SMPI build goes to
 #               BUILD_DIR/tests/smpi/smpi-build (built when missing)
