@@ -92,6 +92,11 @@ typedef struct app_option_handler {
 int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
                       const app_option_handler_t *handlers, size_t num_handlers, int help_id,
                       void (*help)(void));
+/* The same for commands that take words after the options: they are left,
+ * from *first_positional on. */
+int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *const *tables,
+                                 const app_option_handler_t *handlers, size_t num_handlers,
+                                 int help_id, void (*help)(void), int *first_positional);
 
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);

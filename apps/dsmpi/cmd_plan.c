@@ -117,6 +117,37 @@ static int nonnegative(const app_t *app, const char *name, const char *arg, doub
     return APP_EXIT_OK;
 }
 
+/* plan's own options, then the search space's. */
+static int plan_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    options_t *o = ctx;
+    int rc = APP_EXIT_OK;
+    ds_status_t status = DS_OK;
+    switch (id) {
+    case OPT_TOKENS: status = ds_parse_count(arg, "tokens", 1, INT64_MAX, &o->tokens); break;
+    case OPT_SAMPLES: status = ds_parse_count(arg, "samples", 1, INT64_MAX, &o->samples); break;
+    case OPT_GPUS: rc = parse_gpus(app, o, arg); break;
+    case OPT_PRICE: rc = nonnegative(app, "price-per-gpu-hour", arg, &o->price); break;
+    case OPT_CHARGE:
+        rc = nonnegative(app, "charge-factor", arg, &o->charge);
+        o->charge_given = true;
+        break;
+    case OPT_CKPT_INTERVAL:
+        rc = nonnegative(app, "checkpoint-interval-min", arg, &o->ckpt_interval_min);
+        break;
+    case OPT_CKPT_COST: rc = nonnegative(app, "checkpoint-cost-s", arg, &o->ckpt_cost_s); break;
+    case OPT_RESTART: rc = nonnegative(app, "restart-min", arg, &o->restart_min); break;
+    case OPT_MTBF: rc = nonnegative(app, "mtbf-hours-per-gpu", arg, &o->mtbf_hours); break;
+    case OPT_MARKDOWN: o->markdown = true; break;
+    case OPT_SVG: o->svg = arg; break;
+    default: return search_inputs_handle(app, &o->si, id, arg);
+    }
+    if (status != DS_OK)
+        rc = app_fail(app, status);
+    return rc == APP_EXIT_OK ? 1 : -1;
+}
+
+/* -1: help printed (done); 0: go on; else the exit code. */
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option own[] = {
@@ -132,75 +163,18 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"markdown", no_argument, NULL, OPT_MARKDOWN},
         {"svg", required_argument, NULL, OPT_SVG},
         {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
     };
-    struct option extra[64];
-    size_t ne = 0;
-    for (size_t i = 0; search_long_options[i].name != NULL; i++)
-        extra[ne++] = search_long_options[i];
-    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-        extra[ne++] = own[i];
-    extra[ne] = (struct option){NULL, 0, NULL, 0};
-    struct option *table = inputs_long_options(extra, NULL, NULL);
-    if (table == NULL)
-        return app_usage_error(app, "out of memory");
-    int id, code = -1;
-    opterr = 0;
-    optind = 1;
-    while (code == -1 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        int rc = APP_EXIT_OK;
-        ds_status_t status = DS_OK;
-        switch (id) {
-        case OPT_HELP:
-            if (app->rank == 0)
-                help();
-            code = -2;
-            continue;
-        case OPT_TOKENS: status = ds_parse_count(optarg, "tokens", 1, INT64_MAX, &o->tokens); break;
-        case OPT_SAMPLES:
-            status = ds_parse_count(optarg, "samples", 1, INT64_MAX, &o->samples);
-            break;
-        case OPT_GPUS: rc = parse_gpus(app, o, optarg); break;
-        case OPT_PRICE: rc = nonnegative(app, "price-per-gpu-hour", optarg, &o->price); break;
-        case OPT_CHARGE:
-            rc = nonnegative(app, "charge-factor", optarg, &o->charge);
-            o->charge_given = true;
-            break;
-        case OPT_CKPT_INTERVAL:
-            rc = nonnegative(app, "checkpoint-interval-min", optarg, &o->ckpt_interval_min);
-            break;
-        case OPT_CKPT_COST:
-            rc = nonnegative(app, "checkpoint-cost-s", optarg, &o->ckpt_cost_s);
-            break;
-        case OPT_RESTART: rc = nonnegative(app, "restart-min", optarg, &o->restart_min); break;
-        case OPT_MTBF: rc = nonnegative(app, "mtbf-hours-per-gpu", optarg, &o->mtbf_hours); break;
-        case OPT_MARKDOWN: o->markdown = true; break;
-        case OPT_SVG: o->svg = optarg; break;
-        default: {
-            int handled = 0;
-            if (id != '?' && id != ':') {
-                handled = search_inputs_handle(app, &o->si, id, optarg);
-                if (handled == 0)
-                    handled = inputs_handle(app, in, id, optarg);
-            }
-            if (handled < 0)
-                rc = APP_EXIT_USAGE;
-            else if (handled == 0)
-                rc = app_usage_error(
-                    app, "option '%s' is not known or lacks its value (see 'dsmpi plan --help')",
-                    app->argv[optind - 1]);
-        }
-        }
-        if (status != DS_OK)
-            rc = app_fail(app, status);
-        if (rc != APP_EXIT_OK)
-            code = rc;
-    }
-    free(table);
-    if (code == -2)
+    app_option_handler_t handlers[] = {{plan_option, o}};
+    int first = 0;
+    int code = app_parse_options_positional(
+        app, in, (const struct option *[]){search_long_options, own, NULL}, handlers, 1, OPT_HELP,
+        help, &first);
+    if (code == APP_EXIT_OK)
         return -1;
-    if (code >= 0)
+    if (code > 0)
         return code;
-    if ((code = search_inputs_positional(app, &o->si, optind)) != APP_EXIT_OK)
+    if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
     if (in->strategy_given)
         return app_usage_error(app, "plan searches the strategies: narrow the space with --fix "

@@ -283,6 +283,23 @@ static ds_status_t exports(const inputs_t *in, const options_t *o, ds_search_t *
     return status;
 }
 
+/* search's own options, then the search space's. */
+static int search_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    options_t *o = ctx;
+    switch (id) {
+    case OPT_TOP: {
+        ds_status_t status = ds_parse_count(arg, "top", 1, 100000, &o->top);
+        return status == DS_OK ? 1 : (app_fail(app, status), -1);
+    }
+    case OPT_TRACE: o->trace = arg; return 1;
+    case OPT_TIMELINE: o->timeline = arg; return 1;
+    case OPT_SVG: o->svg = arg; return 1;
+    default: return search_inputs_handle(app, &o->si, id, arg);
+    }
+}
+
+/* -1: help printed (done); 0: go on; else the exit code. */
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option own[] = {
@@ -291,65 +308,18 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"timeline", required_argument, NULL, OPT_TIMELINE},
         {"svg", required_argument, NULL, OPT_SVG},
         {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
     };
-    struct option extra[64];
-    size_t ne = 0;
-    for (size_t i = 0; search_long_options[i].name != NULL; i++)
-        extra[ne++] = search_long_options[i];
-    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-        extra[ne++] = own[i];
-    extra[ne] = (struct option){NULL, 0, NULL, 0};
-    struct option *table = inputs_long_options(extra, NULL, NULL);
-    if (table == NULL)
-        return app_usage_error(app, "out of memory");
-    int id, code = -1;
-    opterr = 0;
-    optind = 1;
-    while (code == -1 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        int handled = 0;
-        switch (id) {
-        case OPT_HELP:
-            if (app->rank == 0)
-                help();
-            code = -2;
-            continue;
-        case OPT_TOP: {
-            ds_status_t status = ds_parse_count(optarg, "top", 1, 100000, &o->top);
-            handled = status == DS_OK ? 1 : (app_fail(app, status), -1);
-            break;
-        }
-        case OPT_TRACE:
-            o->trace = optarg;
-            handled = 1;
-            break;
-        case OPT_TIMELINE:
-            o->timeline = optarg;
-            handled = 1;
-            break;
-        case OPT_SVG:
-            o->svg = optarg;
-            handled = 1;
-            break;
-        default:
-            if (id == '?' || id == ':')
-                break;
-            handled = search_inputs_handle(app, &o->si, id, optarg);
-            if (handled == 0)
-                handled = inputs_handle(app, in, id, optarg);
-        }
-        if (handled < 0)
-            code = APP_EXIT_USAGE;
-        else if (handled == 0)
-            code = app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi search --help')",
-                app->argv[optind - 1]);
-    }
-    free(table);
-    if (code == -2)
+    app_option_handler_t handlers[] = {{search_option, o}};
+    int first = 0;
+    int code = app_parse_options_positional(
+        app, in, (const struct option *[]){search_long_options, own, NULL}, handlers, 1, OPT_HELP,
+        help, &first);
+    if (code == APP_EXIT_OK)
         return -1;
-    if (code >= 0)
+    if (code > 0)
         return code;
-    if ((code = search_inputs_positional(app, &o->si, optind)) != APP_EXIT_OK)
+    if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
     if (in->strategy_given)
         return app_usage_error(app, "search enumerates the strategies: narrow the space with --fix "

@@ -735,6 +735,71 @@ static ds_status_t profile_cases(context_t *cx, const ds_strategy_t *cases, size
 
 /* ---- entry ------------------------------------------------------------------------------------------ */
 
+/* validate's own options. */
+static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    options_t *o = ctx;
+    int rc = APP_EXIT_OK;
+    double value = 0.0;
+    switch (id) {
+    case OPT_ITERATIONS:
+        rc = parse_positive(app, "iterations", arg, 1, 10000, &value);
+        o->exec.iterations = (int)value;
+        break;
+    case OPT_WARMUP:
+        rc = parse_positive(app, "warmup", arg, 1, 10000, &value);
+        o->exec.warmup = (int)value;
+        break;
+    case OPT_REPEATS:
+        rc = parse_positive(app, "repeats", arg, 1, 1000, &value);
+        o->repeats = (int)value;
+        break;
+    case OPT_RETRIES:
+        rc = parse_positive(app, "retries", arg, 0, 1000, &value);
+        o->retries = (int)value;
+        break;
+    case OPT_MAX_ERROR: rc = parse_positive(app, "max-error", arg, 0, 1e6, &o->max_error); break;
+    case OPT_ALL: o->all = true; break;
+    case OPT_MICROBATCHES: rc = parse_counts(app, o, arg); break;
+    case OPT_COSTS:
+        if (strcmp(arg, "layer") == 0)
+            o->costs.compute = DS_EXEC_COSTS_LAYER;
+        else if (strcmp(arg, "operator") == 0)
+            o->costs.compute = DS_EXEC_COSTS_OPERATOR;
+        else
+            rc = app_usage_error(app, "--costs '%s' (accepted: layer, operator)", arg);
+        break;
+    case OPT_COMM_COSTS:
+        if (strcmp(arg, "in-situ") == 0)
+            o->costs.comm_in_situ = 1;
+        else if (strcmp(arg, "isolated") == 0)
+            o->costs.comm_in_situ = 0;
+        else
+            rc = app_usage_error(app, "--comm-costs '%s' (accepted: in-situ, isolated)",
+                                 arg);
+        break;
+    case OPT_ABLATION: o->ablation = true; break;
+    case OPT_MAX_FOREIGN:
+        rc = parse_positive(app, "max-foreign", arg, 0, 1, &o->exec.max_foreign);
+        break;
+    case OPT_BACKEND: {
+        ds_status_t st = ds_backend_kind_parse(arg, &o->backend);
+        if (st != DS_OK)
+            rc = app_fail(app, st);
+        break;
+    }
+    case OPT_PROFILE_BUDGET:
+        rc = parse_positive(app, "profile-budget", arg, 0.001, 3600, &o->budget);
+        break;
+    case OPT_COST_TABLE_OUT: o->cost_table_out = arg; break;
+    case OPT_TRACE: o->trace = arg; break;
+    case OPT_PROFILE_DB: o->profile_db = arg; break;
+    case OPT_WAIT_QUIET: rc = parse_positive(app, "wait-quiet", arg, 0, 86400, &o->wait_quiet); break;
+    default: return 0;
+    }
+    return rc == APP_EXIT_OK ? 1 : -1;
+}
+
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option extra[] = {
@@ -758,93 +823,13 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    struct option *table = inputs_long_options(extra, NULL, NULL);
-    if (table == NULL)
-        return app_usage_error(app, "out of memory");
-    int id, code = -1;
-    opterr = 0;
-    optind = 1;
-    while (code < 0 && (id = getopt_long(app->argc, app->argv, "", table, NULL)) != -1) {
-        int rc = APP_EXIT_OK;
-        double value = 0.0;
-        switch (id) {
-        case OPT_HELP:
-            if (app->rank == 0)
-                help();
-            code = APP_EXIT_OK + 100; /* done, exit 0 */
-            continue;
-        case OPT_ITERATIONS:
-            rc = parse_positive(app, "iterations", optarg, 1, 10000, &value);
-            o->exec.iterations = (int)value;
-            break;
-        case OPT_WARMUP:
-            rc = parse_positive(app, "warmup", optarg, 1, 10000, &value);
-            o->exec.warmup = (int)value;
-            break;
-        case OPT_REPEATS:
-            rc = parse_positive(app, "repeats", optarg, 1, 1000, &value);
-            o->repeats = (int)value;
-            break;
-        case OPT_RETRIES:
-            rc = parse_positive(app, "retries", optarg, 0, 1000, &value);
-            o->retries = (int)value;
-            break;
-        case OPT_MAX_ERROR: rc = parse_positive(app, "max-error", optarg, 0, 1e6, &o->max_error); break;
-        case OPT_ALL: o->all = true; break;
-        case OPT_MICROBATCHES: rc = parse_counts(app, o, optarg); break;
-        case OPT_COSTS:
-            if (strcmp(optarg, "layer") == 0)
-                o->costs.compute = DS_EXEC_COSTS_LAYER;
-            else if (strcmp(optarg, "operator") == 0)
-                o->costs.compute = DS_EXEC_COSTS_OPERATOR;
-            else
-                rc = app_usage_error(app, "--costs '%s' (accepted: layer, operator)", optarg);
-            break;
-        case OPT_COMM_COSTS:
-            if (strcmp(optarg, "in-situ") == 0)
-                o->costs.comm_in_situ = 1;
-            else if (strcmp(optarg, "isolated") == 0)
-                o->costs.comm_in_situ = 0;
-            else
-                rc = app_usage_error(app, "--comm-costs '%s' (accepted: in-situ, isolated)",
-                                     optarg);
-            break;
-        case OPT_ABLATION: o->ablation = true; break;
-        case OPT_MAX_FOREIGN:
-            rc = parse_positive(app, "max-foreign", optarg, 0, 1, &o->exec.max_foreign);
-            break;
-        case OPT_BACKEND: {
-            ds_status_t st = ds_backend_kind_parse(optarg, &o->backend);
-            if (st != DS_OK)
-                rc = app_fail(app, st);
-            break;
-        }
-        case OPT_PROFILE_BUDGET:
-            rc = parse_positive(app, "profile-budget", optarg, 0.001, 3600, &o->budget);
-            break;
-        case OPT_COST_TABLE_OUT: o->cost_table_out = optarg; break;
-        case OPT_TRACE: o->trace = optarg; break;
-        case OPT_PROFILE_DB: o->profile_db = optarg; break;
-        case OPT_WAIT_QUIET: rc = parse_positive(app, "wait-quiet", optarg, 0, 86400, &o->wait_quiet); break;
-        default: {
-            int handled = id == '?' || id == ':' ? 0 : inputs_handle(app, in, id, optarg);
-            if (handled < 0)
-                rc = APP_EXIT_USAGE;
-            else if (handled == 0)
-                rc = app_usage_error(
-                    app, "option '%s' is not known or lacks its value (see 'dsmpi validate --help')",
-                    app->argv[optind - 1]);
-        }
-        }
-        if (rc != APP_EXIT_OK)
-            code = rc;
-    }
-    free(table);
+    app_option_handler_t handlers[] = {{validate_option, o}};
+    int code = app_parse_options(app, in, (const struct option *[]){extra, NULL}, handlers, 1,
+                                 OPT_HELP, help);
+    if (code == APP_EXIT_OK)
+        return APP_EXIT_OK + 100; /* help printed: done, exit 0 */
     if (code >= 0)
         return code;
-    if (optind < app->argc)
-        return app_usage_error(app, "unexpected argument '%s' (see 'dsmpi validate --help')",
-                               app->argv[optind]);
     if (in->target_text != NULL || in->cluster_file != NULL || in->target_gpus != 0)
         return app_usage_error(app, "validate predicts for this allocation itself: --target, "
                                     "--target-gpus and --cluster are not accepted");

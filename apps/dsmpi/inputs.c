@@ -331,6 +331,14 @@ int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tabl
                       const app_option_handler_t *handlers, size_t num_handlers, int help_id,
                       void (*help)(void))
 {
+    return app_parse_options_positional(app, in, tables, handlers, num_handlers, help_id, help,
+                                        NULL);
+}
+
+int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *const *tables,
+                                 const app_option_handler_t *handlers, size_t num_handlers,
+                                 int help_id, void (*help)(void), int *first_positional)
+{
     struct option *table = inputs_long_options_list(tables);
     if (table == NULL)
         return app_usage_error(app, "out of memory");
@@ -358,7 +366,9 @@ int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tabl
                                    app->argv[optind - 1], app->command);
     }
     free(table);
-    if (code < 0 && optind < app->argc)
+    if (first_positional != NULL)
+        *first_positional = optind;
+    else if (code < 0 && optind < app->argc)
         code = app_usage_error(app, "unexpected argument '%s' (see 'dsmpi %s --help')",
                                app->argv[optind], app->command);
     return code;
