@@ -79,21 +79,6 @@ static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, int round, con
     return DS_OK;
 }
 
-static ds_status_t sums_merge(sums_t *s, const key_sum_t *other)
-{
-    key_sum_t *e;
-    DSI_TRY(sums_find(s, &other->key, &e));
-    for (int r = 0; r < MAX_ROUNDS; r++) {
-        e->mean[r] += other->mean[r];
-        e->median[r] += other->median[r];
-        e->p10[r] += other->p10[r];
-        e->p90[r] += other->p90[r];
-        e->count[r] += other->count[r];
-    }
-    e->repetitions += other->repetitions;
-    return DS_OK;
-}
-
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -114,12 +99,13 @@ static double round_median(const double *sum, const int64_t *count)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Every rank's sums to every rank, merged in rank order. */
-static ds_status_t share_sums(MPI_Comm comm, int size, sums_t *mine, sums_t *merged)
+/* Every rank's sums to every rank: all->v holds rank 0's entries, then
+ * rank 1's, ...; first[r] is rank r's first (first[size] = all->n). */
+static ds_status_t share_sums(MPI_Comm comm, int size, const sums_t *mine, sums_t *all,
+                              int *first)
 {
     ds_status_t status = DS_OK;
     int *counts = NULL, *displs = NULL;
-    key_sum_t *all = NULL;
     int bytes = (int)(mine->n * sizeof(key_sum_t));
     DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(int), &counts), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(int), &displs), status, out);
@@ -127,37 +113,177 @@ static ds_status_t share_sums(MPI_Comm comm, int size, sums_t *mine, sums_t *mer
     int64_t total = 0;
     for (int r = 0; r < size; r++) {
         displs[r] = (int)total;
+        first[r] = (int)(total / (int64_t)sizeof(key_sum_t));
         total += counts[r];
     }
-    DSI_TRY_GOTO(dsi_malloc((size_t)DSI_MAX(total, 1), &all), status, out);
+    first[size] = (int)(total / (int64_t)sizeof(key_sum_t));
+    DSI_TRY_GOTO(dsi_malloc((size_t)DSI_MAX(total, 1), &all->v), status, out);
+    all->n = all->cap = (size_t)first[size];
     DSI_MPI_TRY_GOTO(
-        MPI_Allgatherv(mine->v, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, comm), status, out);
-    for (size_t i = 0; i < (size_t)total / sizeof(key_sum_t); i++)
-        DSI_TRY_GOTO(sums_merge(merged, &all[i]), status, out);
+        MPI_Allgatherv(mine->v, bytes, MPI_BYTE, all->v, counts, displs, MPI_BYTE, comm), status,
+        out);
 out:
     dsi_free(counts);
     dsi_free(displs);
-    dsi_free(all);
     return status;
 }
 
-static ds_status_t set_sums(ds_cost_table_t *costs, const sums_t *s)
+static const key_sum_t *rank_entry(const sums_t *all, const int *first, int r,
+                                   const ds_event_key_t *key)
 {
-    for (size_t i = 0; i < s->n; i++) {
-        const key_sum_t *e = &s->v[i];
-        if (ds_cost_table_find(costs, &e->key) != NULL)
+    for (int i = first[r]; i < first[r + 1]; i++)
+        if (ds_event_key_equal(&all->v[i].key, key))
+            return &all->v[i];
+    return NULL;
+}
+
+/* Values above this are left out: DS_EXEC_OUTLIER above the lowest. */
+static double outlier_limit(const double *values, int n)
+{
+    double lowest = INFINITY;
+    for (int i = 0; i < n; i++)
+        lowest = DSI_MIN(lowest, values[i]);
+    return lowest * (1.0 + DSI_MAX(dsi_param_double(DSI_PARAM_EXEC_OUTLIER), 0.0));
+}
+
+double dsi_exec_combine(const double *values, int n, int *kept_p)
+{
+    double limit = outlier_limit(values, n), sum = 0.0;
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+        if (values[i] <= limit) {
+            sum += values[i];
+            kept++;
+        }
+    if (kept_p != NULL)
+        *kept_p = kept;
+    return kept > 0 ? sum / kept : 0.0;
+}
+
+/* Adds the keys `costs` lacks: per key, every rank's cost (median over its
+ * rounds) over the rank's speed factor, combined across the ranks. */
+static ds_status_t set_costs(ds_cost_table_t *costs, const sums_t *all, const int *first,
+                             int size, const double *speed)
+{
+    ds_status_t status = DS_OK;
+    double *v[4] = {NULL, NULL, NULL, NULL};
+    for (int f = 0; f < 4; f++)
+        DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(double), &v[f]), status, out);
+    for (size_t i = 0; i < all->n; i++) {
+        const ds_event_key_t *key = &all->v[i].key;
+        if (ds_cost_table_find(costs, key) != NULL)
             continue;
         ds_cost_t c;
         memset(&c, 0, sizeof(c));
-        c.mean_s = round_median(e->mean, e->count);
-        c.median_s = round_median(e->median, e->count);
-        c.p10_s = round_median(e->p10, e->count);
-        c.p90_s = round_median(e->p90, e->count);
-        c.repetitions = e->repetitions;
+        int n = 0;
+        for (int r = 0; r < size; r++) {
+            const key_sum_t *e = rank_entry(all, first, r, key);
+            if (e == NULL)
+                continue;
+            double scale = speed[r] > 0.0 ? 1.0 / speed[r] : 1.0;
+            v[0][n] = scale * round_median(e->median, e->count);
+            v[1][n] = scale * round_median(e->mean, e->count);
+            v[2][n] = scale * round_median(e->p10, e->count);
+            v[3][n] = scale * round_median(e->p90, e->count);
+            c.repetitions += e->repetitions;
+            n++;
+        }
+        /* The ranks kept for the median decide for the other statistics. */
+        double limit = outlier_limit(v[0], n), sums[4] = {0.0, 0.0, 0.0, 0.0};
+        int kept = 0;
+        for (int j = 0; j < n; j++)
+            if (v[0][j] <= limit) {
+                for (int f = 0; f < 4; f++)
+                    sums[f] += v[f][j];
+                kept++;
+            }
+        c.median_s = kept > 0 ? sums[0] / kept : 0.0;
+        c.mean_s = kept > 0 ? sums[1] / kept : 0.0;
+        c.p10_s = kept > 0 ? sums[2] / kept : 0.0;
+        c.p90_s = kept > 0 ? sums[3] / kept : 0.0;
+        if (kept < n) {
+            char label[256];
+            ds_event_key_format(key, label, sizeof(label));
+            DSI_DEBUG("cost of %s: %d of %d ranks measured it more than %.0f%% above the "
+                      "lowest; left out",
+                      label, n - kept, n, 100.0 * dsi_param_double(DSI_PARAM_EXEC_OUTLIER));
+        }
         c.provenance = DS_PROV_MEASURED;
-        DSI_TRY(ds_cost_table_set(costs, &e->key, &c));
+        DSI_TRY_GOTO(ds_cost_table_set(costs, key, &c), status, out);
     }
-    return DS_OK;
+out:
+    for (int f = 0; f < 4; f++)
+        dsi_free(v[f]);
+    return status;
+}
+
+/* Weighted median of ratio[] (weights w[] > 0). */
+static double weighted_median(double *ratio, double *w, size_t n)
+{
+    /* Insertion sort by ratio: units are few. */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && ratio[j - 1] > ratio[j]; j--) {
+            double t = ratio[j];
+            ratio[j] = ratio[j - 1];
+            ratio[j - 1] = t;
+            t = w[j];
+            w[j] = w[j - 1];
+            w[j - 1] = t;
+        }
+    double total = 0.0, acc = 0.0;
+    for (size_t i = 0; i < n; i++)
+        total += w[i];
+    for (size_t i = 0; i < n; i++) {
+        acc += w[i];
+        if (acc >= 0.5 * total)
+            return ratio[i];
+    }
+    return n > 0 ? ratio[n - 1] : 1.0;
+}
+
+void dsi_exec_speed_factors(const double *times, int ranks, size_t units, double *factors)
+{
+    for (int r = 0; r < ranks; r++)
+        factors[r] = 1.0;
+    double *ratio = NULL, *w = NULL, *fastest = NULL, *found = NULL;
+    if (ranks < 2 || units == 0 || dsi_calloc(units, sizeof(double), &ratio) != DS_OK ||
+        dsi_calloc(units, sizeof(double), &w) != DS_OK ||
+        dsi_calloc(units, sizeof(double), &fastest) != DS_OK ||
+        dsi_calloc((size_t)ranks, sizeof(double), &found) != DS_OK)
+        goto out;
+    /* Units every rank measured, and their fastest time. */
+    for (size_t u = 0; u < units; u++) {
+        double best = INFINITY;
+        for (int r = 0; r < ranks; r++) {
+            double t = times[(size_t)r * units + u];
+            if (!(t > 0.0)) {
+                best = INFINITY;
+                break;
+            }
+            best = DSI_MIN(best, t);
+        }
+        fastest[u] = best;
+    }
+    double mean = 0.0;
+    for (int r = 0; r < ranks; r++) {
+        size_t n = 0;
+        for (size_t u = 0; u < units; u++)
+            if (isfinite(fastest[u])) {
+                ratio[n] = times[(size_t)r * units + u] / fastest[u];
+                w[n++] = fastest[u];
+            }
+        if (n == 0)
+            goto out;
+        found[r] = weighted_median(ratio, w, n);
+        mean += found[r] / ranks;
+    }
+    for (int r = 0; r < ranks; r++)
+        factors[r] = found[r] / mean;
+out:
+    dsi_free(ratio);
+    dsi_free(w);
+    dsi_free(fastest);
+    dsi_free(found);
 }
 
 /* ---- compute --------------------------------------------------------------------------------- */
@@ -226,22 +352,30 @@ static ds_status_t reuse_window(ds_backend_t *b, const ds_model_t *model, const 
 
 static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                  const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
-                                 const ds_cost_table_t *costs, sums_t *mine, double *unit_time_p)
+                                 const ds_cost_table_t *costs, sums_t *mine, double **unit_times_p,
+                                 size_t *num_units_p)
 {
     ds_status_t status = DS_OK;
     dsi_profile_plan_t *plan = NULL;
     int *node_of_rank = NULL;
     ds_measurement_t *per_op = NULL;
+    double *by_round = NULL; /* [unit][round]: a unit's time in each round */
     DSI_TRY_GOTO(dsi_profile_plan_create(&plan), status, out);
     DSI_TRY_GOTO(dsi_profile_plan_add(plan, model, s, cluster), status, out);
     /* The plan's communication tasks are not used here: one node will do. */
     DSI_TRY_GOTO(dsi_calloc((size_t)b->size, sizeof(int), &node_of_rank), status, out);
     DSI_TRY_GOTO(dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1),
                  status, out);
+    int rounds = DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS);
+    DSI_TRY_GOTO(dsi_calloc(DSI_MAX(plan->num_units, 1) * MAX_ROUNDS, sizeof(double), &by_round),
+                 status, out);
+    DSI_TRY_GOTO(dsi_calloc(DSI_MAX(plan->num_units, 1), sizeof(double), unit_times_p), status,
+                 out);
+    *num_units_p = plan->num_units;
     double window = 0.0;
     if (o->rotate)
         DSI_TRY_GOTO(reuse_window(b, model, s, &window), status, out);
-    for (int round = 0; round < DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS); round++)
+    for (int round = 0; round < rounds; round++)
     for (size_t u = 0; u < plan->num_units; u++) {
         const dsi_unit_t *unit = &plan->units[u];
         if (unit->rank < 0 || (!o->together && unit->rank != b->rank))
@@ -269,12 +403,20 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
                      out);
         DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
                   config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
-        *unit_time_p += total.cost.median_s;
+        by_round[u * MAX_ROUNDS + (size_t)round] = total.cost.median_s;
         for (size_t i = 0; i < unit->num_keys; i++)
             if (keys[i].kind == DS_EVENT_COMPUTE)
                 DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
     }
+    /* A unit's time: the median of its rounds (0 where this rank did not measure it). */
+    for (size_t u = 0; u < plan->num_units; u++) {
+        int64_t measured[MAX_ROUNDS];
+        for (int r = 0; r < MAX_ROUNDS; r++)
+            measured[r] = r < rounds && by_round[u * MAX_ROUNDS + (size_t)r] > 0.0;
+        (*unit_times_p)[u] = round_median(&by_round[u * MAX_ROUNDS], measured);
+    }
 out:
+    dsi_free(by_round);
     dsi_profile_plan_destroy(plan);
     dsi_free(node_of_rank);
     dsi_free(per_op);
@@ -592,7 +734,10 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
 {
     ds_status_t status = DS_OK;
     ds_event_set_t *events = NULL;
-    sums_t mine = {NULL, 0, 0}, merged = {NULL, 0, 0};
+    sums_t mine = {NULL, 0, 0}, all = {NULL, 0, 0};
+    int *first = NULL;
+    double *speed = NULL, *unit_times = NULL, *all_unit_times = NULL;
+    size_t num_units = 0;
     ds_exec_cost_options_t defaults;
     if (options == NULL) {
         ds_exec_cost_options_init(&defaults);
@@ -610,11 +755,11 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
     dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
-    double unit_time = 0.0;
     ds_status_t local =
         options->compute == DS_EXEC_COSTS_OPERATOR
             ? measure_operators(backend, events, options, costs, &mine)
-            : measure_units(backend, model, strategy, cluster, options, costs, &mine, &unit_time);
+            : measure_units(backend, model, strategy, cluster, options, costs, &mine, &unit_times,
+                            &num_units);
     int failed = local != DS_OK, any = 0;
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
     if (local != DS_OK) {
@@ -625,24 +770,28 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
         status = DSI_ERROR(DS_ERR_INTERNAL, "another rank failed to measure its compute events");
         goto out;
     }
-    DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &merged), status, out);
-    if (speed_factors != NULL) {
-        /* Together, every rank ran the same units: their times compare the devices. */
+    DSI_TRY_GOTO(dsi_calloc((size_t)backend->size + 1, sizeof(int), &first), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)backend->size, sizeof(double), &speed), status, out);
+    DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &all, first), status, out);
+    /* Together, every rank ran the same units: their times compare the devices. */
+    bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;
+    if (same_work) {
+        DSI_TRY_GOTO(dsi_calloc((size_t)backend->size * DSI_MAX(num_units, 1), sizeof(double),
+                                &all_unit_times),
+                     status, out);
+        DSI_MPI_TRY_GOTO(MPI_Allgather(unit_times, (int)num_units, MPI_DOUBLE, all_unit_times,
+                                       (int)num_units, MPI_DOUBLE, backend->comm),
+                         status, out);
+        dsi_exec_speed_factors(all_unit_times, backend->size, num_units, speed);
+        for (int r = 0; r < backend->size && backend->rank == 0; r++)
+            DSI_DEBUG("rank %d: speed factor %.4f over %zu units", r, speed[r], num_units);
+    } else {
         for (int r = 0; r < backend->size; r++)
-            speed_factors[r] = 1.0;
-        bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;
-        if (same_work) {
-            DSI_MPI_TRY_GOTO(MPI_Allgather(&unit_time, 1, MPI_DOUBLE, speed_factors, 1, MPI_DOUBLE,
-                                           backend->comm),
-                             status, out);
-            double mean = 0.0;
-            for (int r = 0; r < backend->size; r++)
-                mean += speed_factors[r] / backend->size;
-            for (int r = 0; r < backend->size; r++)
-                speed_factors[r] = mean > 0.0 ? speed_factors[r] / mean : 1.0;
-        }
+            speed[r] = 1.0;
     }
-    DSI_TRY_GOTO(set_sums(costs, &merged), status, out);
+    if (speed_factors != NULL)
+        memcpy(speed_factors, speed, (size_t)backend->size * sizeof(double));
+    DSI_TRY_GOTO(set_costs(costs, &all, first, backend->size, speed), status, out);
     DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
                  out);
     dsi_load_probe(&after);
@@ -657,7 +806,11 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                      status, out);
 out:
     dsi_free(mine.v);
-    dsi_free(merged.v);
+    dsi_free(all.v);
+    dsi_free(first);
+    dsi_free(speed);
+    dsi_free(unit_times);
+    dsi_free(all_unit_times);
     ds_event_set_destroy(events);
     return status;
 }

@@ -182,4 +182,19 @@ ds_status_t dsi_load_report(MPI_Comm comm, const dsi_load_probe_t *before,
  * runs on this rank's device. */
 ds_status_t dsi_speed_probe(ds_backend_t *backend, double *seconds_p);
 
+/* ---- costs measured by several ranks ---------------------------------------------------- */
+
+/* Each rank's speed relative to the ranks' mean, from the times every rank
+ * measured for the same units (times[r * units + u]; <= 0: not measured):
+ * the median over units of the rank's time over the fastest rank's,
+ * weighted by the unit's fastest time, so that one unit measured slow on
+ * one rank (a fault, a burst of load) does not make the whole rank slower.
+ * Factors average 1; all 1 without a unit every rank measured. */
+void dsi_exec_speed_factors(const double *times, int ranks, size_t units, double *factors);
+
+/* One key's cost from the ranks that measured it: values[i] are the ranks'
+ * costs divided by their speed factors; those more than DS_EXEC_OUTLIER
+ * above the lowest are left out (*kept_p of n), the rest averaged. */
+double dsi_exec_combine(const double *values, int n, int *kept_p);
+
 #endif /* DSI_EXEC_H */

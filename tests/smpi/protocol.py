@@ -98,10 +98,12 @@ CASES = {
             (GPT, 256, "dp=64,tp=2,pp=2,mbs=1,schedule=1f1b"),
             (GPT, 256, "dp=16,tp=8,pp=2,mbs=1,schedule=1f1b,no-overlap"),
         ],
+        # A simulated second of 1024 ranks costs tens of minutes of one core
+        # here: 1-8 micro-batches per replica, one measured iteration.
         1024: [
-            (GPT, 512, "dp=128,tp=8,pp=1,mbs=1"),
-            (GPT, 512, "dp=32,tp=8,pp=4,mbs=1,schedule=1f1b"),
-            (GPT, 512, "dp=64,tp=4,pp=4,mbs=1,schedule=interleaved,vpp=2"),
+            (GPT, 128, "dp=128,tp=8,pp=1,mbs=1"),
+            (GPT, 128, "dp=32,tp=8,pp=4,mbs=1,schedule=1f1b"),
+            (GPT, 256, "dp=64,tp=4,pp=4,mbs=1,schedule=interleaved,vpp=2"),
             (LLAMA, 128, "dp=16,tp=8,pp=8,mbs=1,schedule=1f1b"),
         ],
     },
@@ -127,6 +129,15 @@ def run(cmd, out=None, check=True):
 def model_args(model, gbs):
     name, options = model
     return ["--model", name] + [str(gbs) if o == "GBS" else o for o in options]
+
+
+def valid_json(path):
+    try:
+        with open(path) as f:
+            json.load(f)
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def kendall_tau(x, y):
@@ -209,7 +220,10 @@ def main():
     ap.add_argument("--set", default="ci", choices=sorted(CASES))
     ap.add_argument("--family", default="g8", help="platform family: g8 (8 per node) or g4")
     ap.add_argument("--ranking", type=int, default=0, help="size whose cases are ranked")
-    ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=0,
+                    help="measured iterations (default 2, 1 at 1024 devices)")
+    ap.add_argument("--keep-runs", action="store_true",
+                    help="reuse executor runs already in the work directory (resume)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--max-error", type=float, default=None, help="percent, every case")
     ap.add_argument("--max-mb-error", type=float, default=None, help="percent of the iteration")
@@ -285,12 +299,15 @@ def main():
                     took = 0.0
                     if a.predict_only and not os.path.exists(exec_path):
                         raise RuntimeError("no executor run %s to reuse" % exec_path)
-                    if not a.predict_only:
+                    if a.keep_runs and valid_json(exec_path):
+                        log("%d: %s %s: reusing %s" % (size, name, strategy, exec_path))
+                    elif not a.predict_only:
+                        iterations = a.iterations or (1 if size >= 1024 else 2)
                         _, took = run([smpirun, "-platform", platform] + SMPI_CFG +
                                       [a.dsmpi_smpi, "execute"] + model_args(model, gbs) +
                                       ["--strategy", strategy, "--cluster", cluster, "--backend",
                                        "replay", "--replay-costs", costs, "--warmup", "1",
-                                       "--iterations", str(a.iterations), "--json"], out=exec_path)
+                                       "--iterations", str(iterations), "--json"], out=exec_path)
                     with open(pred_path) as f:
                         pred = json.load(f)
                     with open(exec_path) as f:

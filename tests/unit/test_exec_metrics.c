@@ -156,8 +156,46 @@ static void test_bad_records(void)
     CHECK_FAILS(dsi_exec_compute_run(&s, 1, 2, 0, 1, r.v, 0, &run), DS_ERR_INVALID_ARG, "0 + 1");
 }
 
+/* Costs measured by two ranks: one unit (or key) measured 5x slower on one
+ * rank does not make that rank, or the key, slower. */
+static void test_robust_costs(void)
+{
+    /* 5 units; rank 1 is 10% slower on all but unit 2 (5x, a third of the time). */
+    const double base[5] = {2.0, 1.0, 3.0, 2.0, 1.0};
+    double times[10], factors[2];
+    for (int u = 0; u < 5; u++) {
+        times[u] = base[u];
+        times[5 + u] = (u == 2 ? 5.0 : 1.1) * base[u];
+    }
+    dsi_exec_speed_factors(times, 2, 5, factors);
+    CHECK_NEAR(factors[0], 1.0 / 1.05, 1e-12);
+    CHECK_NEAR(factors[1], 1.1 / 1.05, 1e-12);
+    /* A unit one rank did not measure is not compared. */
+    times[5 + 2] = 0.0;
+    times[1] = 0.0;
+    dsi_exec_speed_factors(times, 2, 5, factors);
+    CHECK_NEAR(factors[1] / factors[0], 1.1, 1e-12);
+    /* One rank, or no common unit: 1. */
+    dsi_exec_speed_factors(times, 1, 5, factors);
+    CHECK_NEAR(factors[0], 1.0, 0.0);
+    double none[4] = {1.0, 0.0, 0.0, 1.0};
+    dsi_exec_speed_factors(none, 2, 2, factors);
+    CHECK_NEAR(factors[0] + factors[1], 2.0, 0.0);
+
+    int kept = 0;
+    CHECK_NEAR(dsi_exec_combine((const double[]){1.0, 1.2}, 2, &kept), 1.1, 1e-12);
+    CHECK_INT(kept, 2);
+    CHECK_NEAR(dsi_exec_combine((const double[]){5.0, 1.0}, 2, &kept), 1.0, 1e-12);
+    CHECK_INT(kept, 1);
+    CHECK_NEAR(dsi_exec_combine((const double[]){1.0, 1.4, 1.6, 9.0}, 4, &kept), 1.2, 1e-12);
+    CHECK_INT(kept, 2);
+    CHECK_NEAR(dsi_exec_combine((const double[]){0.25}, 1, &kept), 0.25, 0.0);
+    CHECK_INT(kept, 1);
+}
+
 int main(void)
 {
+    test_robust_costs();
     test_tensor_parallel();
     test_pipeline();
     test_bad_records();
