@@ -104,12 +104,16 @@ typedef struct ds_event_key {
     uint8_t variant; /* GEMM: DS_GEMM_TRANS_*; softmax: 1 = causal; comm: forced ds_dp_algo_t */
     uint8_t flags;   /* comm: DS_COMM_FLAG_* */
     uint8_t group;   /* ds_group_t (for display; equal keys in different groups are one event) */
-    uint8_t reserved;
+    uint8_t node_stride; /* comm: nodes from one of the group's nodes to the next when they
+                            are not neighbours (2..255, capped; 0: neighbours): the group
+                            crosses more of the network than its node count says */
     int32_t group_size;     /* comm: ranks in the group */
     int32_t ranks_per_node; /* comm: most members on one node */
     int32_t nodes;          /* comm: nodes the group spans */
     int32_t concurrency;    /* comm: groups of this kind using one node's links at once */
-    int64_t dims[4];        /* compute: see ds_op_t; comm: dims[0] = bytes per rank */
+    int64_t dims[4];        /* compute: see ds_op_t; comm: dims[0] = bytes per rank, dims[1]
+                               parameter servers, dims[2] with node_stride: nodes of the first
+                               member's leaf with a group of this kind (0: unknown) */
 } ds_event_key_t;
 
 /* An event with its number of occurrences in the iteration. */

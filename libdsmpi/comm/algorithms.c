@@ -18,6 +18,7 @@ void dsi_comm_shape_init(const ds_comm_model_t *model, int64_t n, int64_t nodes,
     shape->r = r < 1 ? 1 : (r > shape->n ? shape->n : r);
     shape->concurrency = concurrency > 1 ? concurrency : 1;
     shape->servers = servers;
+    shape->node_stride = 1;
     shape->units[0] = shape->n;
     if (nodes == 1) {
         shape->top = 0;
@@ -30,6 +31,27 @@ void dsi_comm_shape_init(const ds_comm_model_t *model, int64_t n, int64_t nodes,
            nodes > c->levels[level].span) {
         int64_t span = c->levels[level].span;
         shape->units[level + 1] = (nodes + span - 1) / span;
+        level++;
+    }
+    shape->top = level;
+    shape->units[level + 1] = 1;
+}
+
+void dsi_comm_shape_spread(const ds_comm_model_t *model, dsi_comm_shape_t *shape, int stride,
+                           int64_t leaf_nodes)
+{
+    const ds_cluster_t *c = &model->cluster;
+    if (stride < 2 || shape->top == 0)
+        return;
+    shape->node_stride = stride;
+    shape->leaf_nodes = leaf_nodes;
+    int64_t nodes = shape->units[1];
+    int64_t extent = (nodes - 1) * stride + 1; /* from its first node to its last */
+    int level = 1;
+    while (level + 1 < c->num_levels && c->levels[level].span > 0 &&
+           extent > c->levels[level].span) {
+        int64_t span = c->levels[level].span;
+        shape->units[level + 1] = DSI_MIN((extent + span - 1) / span, nodes);
         level++;
     }
     shape->top = level;
@@ -329,13 +351,20 @@ static double nodes_per_leaf(const ds_comm_model_t *model)
     return span > 0 ? (double)span : INFINITY;
 }
 
+/* Nodes of a spread group's leaf whose flows leave it with the group's. */
+static double spread_leaf_nodes(const ds_comm_model_t *model, const dsi_comm_shape_t *shape)
+{
+    return shape->leaf_nodes > 0 ? fmin((double)shape->leaf_nodes, nodes_per_leaf(model))
+                                 : nodes_per_leaf(model);
+}
+
 /* The level a step between members d apart crosses (members fill nodes in
  * order, r per node; nodes fill leaves in order). */
 static int step_level(const ds_comm_model_t *model, const dsi_comm_shape_t *shape, int64_t d)
 {
     if (d < shape->r || shape->top == 0)
         return 0;
-    double node_distance = (double)(d / shape->r);
+    double node_distance = (double)(d / shape->r) * (double)shape->node_stride;
     int level = 1;
     while (level < shape->top && node_distance >= nodes_per_leaf(model))
         level++;
@@ -366,7 +395,10 @@ static double step_time(const ds_comm_model_t *model, const dsi_comm_shape_t *sh
         return p2p_time(model, 0, m, 1.0);
     double c = (double)shape->concurrency;
     double node_flows = (double)shape->r * c;
-    double leaf_flows = node_flows * fmin((double)shape->units[1], nodes_per_leaf(model));
+    double leaf_nodes = fmin((double)shape->units[1], nodes_per_leaf(model));
+    if (shape->node_stride > 1) /* the nodes between are other groups doing the same */
+        leaf_nodes = spread_leaf_nodes(model, shape);
+    double leaf_flows = node_flows * leaf_nodes;
     return p2p_time(model, level, m, flow_share(model, level, node_flows, leaf_flows));
 }
 
@@ -376,8 +408,11 @@ static double ring_step_time(const ds_comm_model_t *model, const dsi_comm_shape_
 {
     double t = shape->r >= 2 ? p2p_time(model, 0, m, 1.0) : 0.0;
     if (shape->top >= 1) {
+        /* One flow per group leaves each node, and each leaf: with the
+         * group's nodes `stride` apart, the groups between them too. */
         double c = (double)shape->concurrency;
-        t = fmax(t, p2p_time(model, shape->top, m, flow_share(model, shape->top, c, c)));
+        double leaf_flows = c * fmin((double)shape->node_stride, spread_leaf_nodes(model, shape));
+        t = fmax(t, p2p_time(model, shape->top, m, flow_share(model, shape->top, c, leaf_flows)));
     }
     return t;
 }

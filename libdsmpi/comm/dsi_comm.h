@@ -20,6 +20,8 @@ typedef struct dsi_comm_shape {
     int64_t units[DS_MAX_NET_LEVELS + 1];
     int32_t concurrency; /* groups sharing one node's network interfaces */
     int64_t servers;     /* parameter servers (0: one per rank) */
+    int32_t node_stride; /* nodes between the group's nodes (1: neighbours) */
+    int64_t leaf_nodes;  /* spread groups: nodes of a leaf sending like it (0: the leaf's) */
 } dsi_comm_shape_t;
 
 /* Cost of one algorithm on one shape, before the level parameters:
@@ -114,6 +116,10 @@ struct ds_comm_model {
 
 /* The shape of a group of `n` ranks on `nodes` nodes with at most `r` per
  * node, on the model's cluster. */
+/* A group whose nodes are `stride` apart (a key's node_stride): the levels
+ * it crosses and the domains it spans at each follow from its extent. */
+void dsi_comm_shape_spread(const ds_comm_model_t *model, dsi_comm_shape_t *shape, int stride,
+                           int64_t leaf_nodes);
 void dsi_comm_shape_init(const ds_comm_model_t *model, int64_t n, int64_t nodes, int64_t r,
                          int32_t concurrency, int64_t servers, dsi_comm_shape_t *shape);
 

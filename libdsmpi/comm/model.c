@@ -89,6 +89,8 @@ static const dsi_comm_series_t *find_series(const ds_comm_model_t *model, const 
 {
     const dsi_comm_series_t *found = NULL;
     int batched = (key->flags & DS_COMM_FLAG_BATCHED) != 0;
+    if (key->node_stride > 0) /* measured on neighbouring nodes only */
+        return NULL;
     for (size_t i = 0; i < model->num_series; i++) {
         const dsi_comm_series_t *s = &model->series[i];
         if (s->op != (ds_comm_op_t)key->op || s->n != key->group_size || s->nodes != key->nodes ||
@@ -205,6 +207,7 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
     dsi_comm_shape_t shape;
     dsi_comm_shape_init(model, key->group_size, key->nodes, key->ranks_per_node, key->concurrency,
                         key->dims[1], &shape);
+    dsi_comm_shape_spread(model, &shape, key->node_stride, key->dims[2]);
     p.level = shape.top;
     if (key->group_size < 2 || bytes == 0) {
         /* A group of one rank, or an empty message, moves nothing. */

@@ -31,12 +31,16 @@ typedef struct dsi_layout {
     int32_t nodes;          /* nodes the group spans */
     int32_t concurrency;    /* groups of this kind with a member on the first member's node */
     int64_t devices;        /* generation: devices whose group has this layout */
+    int32_t node_stride;    /* smallest distance between two of its nodes (0: one node) */
+    int32_t leaf_nodes;     /* spread groups: nodes of the first member's leaf with a group of
+                               this kind (their flows share its uplinks); 0 otherwise */
 } dsi_layout_t;
 
 /* Scratch for layout queries on one strategy and node size. */
 typedef struct dsi_placement {
     const ds_strategy_t *s;
     int gpus_per_node;
+    int nodes_per_leaf; /* the cluster's first switch level (0: one switch) */
     int64_t devices;
     int64_t num_nodes;
     int64_t *members; /* ranks of the group last filled by dsi_group_members */
@@ -46,7 +50,8 @@ typedef struct dsi_placement {
     int pairs_from, pairs_to;
 } dsi_placement_t;
 
-ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy, int gpus_per_node);
+ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy,
+                               const ds_cluster_t *cluster);
 void dsi_placement_free(dsi_placement_t *p);
 int64_t dsi_placement_node_of(const dsi_placement_t *p, int64_t rank);
 /* Fills p->members with group `index` of `kind` (stage used by TP and DP);
@@ -59,6 +64,11 @@ dsi_layout_t dsi_group_layout(dsi_placement_t *p, dsi_group_kind_t kind, int siz
  * boundary leaving the sender's node the same way. */
 dsi_layout_t dsi_p2p_layout(dsi_placement_t *p, int from, int to, int t, int d);
 void dsi_key_set_layout(ds_event_key_t *key, const dsi_layout_t *l);
+/* The node stride as a key holds it (0 for neighbouring nodes). */
+uint8_t dsi_layout_key_stride(const dsi_layout_t *l);
+/* Whether `key` has the layout `l`, and two layouts give equal keys. */
+bool dsi_key_has_layout(const ds_event_key_t *key, const dsi_layout_t *l);
+bool dsi_layout_equal(const dsi_layout_t *a, const dsi_layout_t *b);
 
 /* Keys: once-per-iteration collectives (pass "step"), point-to-point
  * transfers, the optimizer step on `shard` parameters. */

@@ -53,8 +53,7 @@ static ds_status_t layout_add(layout_list_t *list, layout_t item)
 {
     for (int i = 0; i < list->count; i++) {
         layout_t *l = &list->items[i];
-        if (l->ranks_per_node == item.ranks_per_node && l->nodes == item.nodes &&
-            l->concurrency == item.concurrency) {
+        if (dsi_layout_equal(l, &item)) {
             l->devices += item.devices;
             return DS_OK;
         }
@@ -430,7 +429,7 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
                          (long long)ds_cluster_num_gpus(cluster));
     dsi_shape_ctx_init(&g.ctx, model, strategy);
 
-    DSI_TRY_GOTO(dsi_placement_init(&g.place, strategy, cluster->gpus_per_node), status, out);
+    DSI_TRY_GOTO(dsi_placement_init(&g.place, strategy, cluster), status, out);
     DSI_TRY_GOTO(ds_event_set_create(&g.set), status, out);
 
     for (int stage = 0; stage < strategy->pp; stage++) {

@@ -83,6 +83,10 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
         dsi_strbuf_appendf(&buf, " bytes=%lld group=%s:%d nodes=%d per-node=%d conc=%d",
                            (long long)key->dims[0], ds_group_name((ds_group_t)key->group),
                            key->group_size, key->nodes, key->ranks_per_node, key->concurrency);
+        if (key->node_stride > 0)
+            dsi_strbuf_appendf(&buf, " stride=%d", key->node_stride);
+        if (key->dims[2] > 0)
+            dsi_strbuf_appendf(&buf, " leaf-nodes=%lld", (long long)key->dims[2]);
         if (key->dims[1] > 0)
             dsi_strbuf_appendf(&buf, " servers=%lld", (long long)key->dims[1]);
         if (key->flags & DS_COMM_FLAG_BATCHED)
@@ -201,11 +205,12 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
         }
         static const struct {
             const char *name;
-            int slot; /* 0..3 dims; 10 nodes, 11 per-node, 12 conc */
+            int slot; /* 0..3 dims; 10 nodes, 11 per-node, 12 conc, 13 stride */
         } fields[] = {{"m", 0},      {"n", 1},      {"k", 2},        {"batch", 3},
                       {"rows", 0},   {"cols", 1},   {"params", 0},   {"tokens", 0},
                       {"hidden", 1}, {"vocab", 2},  {"bytes", 0},    {"servers", 1},
-                      {"nodes", 10}, {"per-node", 11}, {"conc", 12}};
+                      {"nodes", 10}, {"per-node", 11}, {"conc", 12}, {"stride", 13},
+                      {"leaf-nodes", 2}};
         int slot = -1;
         for (size_t i = 0; i < DSI_ARRAY_SIZE(fields); i++)
             if (strcmp(word, fields[i].name) == 0)
@@ -222,6 +227,10 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
             key.nodes = (int32_t)number;
         else if (slot == 11)
             key.ranks_per_node = (int32_t)number;
+        else if (slot == 13 && (number == 1 || number > 255))
+            return bad_key(text, value, "is not a node stride (accepted: 0, 2 to 255)");
+        else if (slot == 13)
+            key.node_stride = (uint8_t)number;
         else
             key.concurrency = (int32_t)number;
     }

@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy, int gpus_per_node)
+ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy,
+                               const ds_cluster_t *cluster)
 {
     memset(p, 0, sizeof(*p));
     p->s = strategy;
-    p->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : 1;
+    p->gpus_per_node = cluster->gpus_per_node > 0 ? cluster->gpus_per_node : 1;
+    p->nodes_per_leaf = cluster->num_levels > 2 ? DSI_MAX(cluster->levels[1].span, 0) : 0;
     p->devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
     p->num_nodes = (p->devices + p->gpus_per_node - 1) / p->gpus_per_node;
     int64_t scratch =
@@ -110,9 +112,24 @@ static int32_t concurrency_on_node(dsi_placement_t *p, dsi_group_kind_t kind, in
     return distinct;
 }
 
+/* Nodes of `node`'s leaf with a group of `kind`. */
+static int32_t leaf_nodes_of_kind(const dsi_placement_t *p, dsi_group_kind_t kind, int64_t node)
+{
+    int64_t first = node / p->nodes_per_leaf * p->nodes_per_leaf;
+    int32_t count = 0;
+    for (int64_t n = first; n < first + p->nodes_per_leaf && n < p->num_nodes; n++)
+        for (int64_t r = n * p->gpus_per_node; r < (n + 1) * p->gpus_per_node && r < p->devices;
+             r++)
+            if (group_id(p, kind, ds_strategy_coords_of(p->s, r)) >= 0) {
+                count++;
+                break;
+            }
+    return count;
+}
+
 dsi_layout_t dsi_group_layout(dsi_placement_t *p, dsi_group_kind_t kind, int size)
 {
-    dsi_layout_t l = {0, 0, 0, 0};
+    dsi_layout_t l = {0, 0, 0, 0, 0, 0};
     if (size <= 0)
         return l;
     /* Nodes spanned and the most members on one node: sort the members'
@@ -123,6 +140,9 @@ dsi_layout_t dsi_group_layout(dsi_placement_t *p, dsi_group_kind_t kind, int siz
     int run = 0;
     for (int i = 0; i < size; i++) {
         if (i == 0 || p->sorted[i] != p->sorted[i - 1]) {
+            int64_t gap = i == 0 ? 0 : p->sorted[i] - p->sorted[i - 1];
+            if (gap > 0 && (l.node_stride == 0 || gap < l.node_stride))
+                l.node_stride = (int32_t)DSI_MIN(gap, INT32_MAX);
             l.nodes++;
             run = 0;
         }
@@ -131,6 +151,8 @@ dsi_layout_t dsi_group_layout(dsi_placement_t *p, dsi_group_kind_t kind, int siz
             l.ranks_per_node = run;
     }
     l.concurrency = concurrency_on_node(p, kind, dsi_placement_node_of(p, p->members[0]));
+    if (l.node_stride > 1 && p->nodes_per_leaf > 0)
+        l.leaf_nodes = leaf_nodes_of_kind(p, kind, dsi_placement_node_of(p, p->members[0]));
     return l;
 }
 
@@ -160,9 +182,15 @@ dsi_layout_t dsi_p2p_layout(dsi_placement_t *p, int from, int to, int t, int d)
     int64_t a = ds_strategy_rank_of(p->s, (ds_coords_t){t, d, from});
     int64_t b = ds_strategy_rank_of(p->s, (ds_coords_t){t, d, to});
     int64_t node = dsi_placement_node_of(p, a);
-    int intra = node == dsi_placement_node_of(p, b);
-    dsi_layout_t l = {intra ? 2 : 1, intra ? 1 : 2, p->pairs_on_node[node * 2 + intra], 1};
+    int64_t other = dsi_placement_node_of(p, b);
+    int intra = node == other;
+    dsi_layout_t l = {intra ? 2 : 1, intra ? 1 : 2, p->pairs_on_node[node * 2 + intra], 1, 0, 0};
     return l;
+}
+
+uint8_t dsi_layout_key_stride(const dsi_layout_t *l)
+{
+    return (uint8_t)(l->node_stride > 1 ? DSI_MIN(l->node_stride, 255) : 0);
 }
 
 void dsi_key_set_layout(ds_event_key_t *key, const dsi_layout_t *l)
@@ -170,6 +198,22 @@ void dsi_key_set_layout(ds_event_key_t *key, const dsi_layout_t *l)
     key->ranks_per_node = l->ranks_per_node;
     key->nodes = l->nodes;
     key->concurrency = l->concurrency;
+    key->node_stride = dsi_layout_key_stride(l);
+    key->dims[2] = key->node_stride > 0 ? l->leaf_nodes : 0;
+}
+
+bool dsi_key_has_layout(const ds_event_key_t *key, const dsi_layout_t *l)
+{
+    return key->ranks_per_node == l->ranks_per_node && key->nodes == l->nodes &&
+           key->concurrency == l->concurrency && key->node_stride == dsi_layout_key_stride(l) &&
+           key->dims[2] == (key->node_stride > 0 ? l->leaf_nodes : 0);
+}
+
+bool dsi_layout_equal(const dsi_layout_t *a, const dsi_layout_t *b)
+{
+    return a->ranks_per_node == b->ranks_per_node && a->nodes == b->nodes &&
+           a->concurrency == b->concurrency &&
+           dsi_layout_key_stride(a) == dsi_layout_key_stride(b) && a->leaf_nodes == b->leaf_nodes;
 }
 
 /* ---- keys and sizes both event generation and the simulator use ---------------------- */

@@ -478,6 +478,7 @@ static bool producer_of(const ds_model_t *model, const ds_strategy_t *s, const d
                     k.ranks_per_node = key->ranks_per_node;
                     k.nodes = key->nodes;
                     k.concurrency = key->concurrency;
+                    k.node_stride = key->node_stride;
                     if (last != NULL && ds_event_key_equal(&k, key)) {
                         *producer = *last;
                         return true;
@@ -487,12 +488,6 @@ static bool producer_of(const ds_model_t *model, const ds_strategy_t *s, const d
         }
     }
     return false;
-}
-
-static bool layout_matches(const ds_event_key_t *key, const dsi_layout_t *l)
-{
-    return key->ranks_per_node == l->ranks_per_node && key->nodes == l->nodes &&
-           key->concurrency == l->concurrency;
 }
 
 /* The group this rank measures `key` on (NULL: none), and the producer for
@@ -508,19 +503,19 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
     case DS_GROUP_TP:
         n = dsi_group_members(pl, DSI_KIND_TP, me.pp, me.dp);
         l = dsi_group_layout(pl, DSI_KIND_TP, n);
-        if (layout_matches(key, &l) && key->group_size == s->tp)
+        if (dsi_key_has_layout(key, &l) && key->group_size == s->tp)
             *comm_p = g->tp;
         return DS_OK;
     case DS_GROUP_DP:
         n = dsi_group_members(pl, DSI_KIND_DP, me.pp, me.tp);
         l = dsi_group_layout(pl, DSI_KIND_DP, n);
-        if (layout_matches(key, &l) && key->group_size == s->dp)
+        if (dsi_key_has_layout(key, &l) && key->group_size == s->dp)
             *comm_p = g->dp;
         return DS_OK;
     case DS_GROUP_MP:
         n = dsi_group_members(pl, DSI_KIND_MP, 0, me.dp);
         l = dsi_group_layout(pl, DSI_KIND_MP, n);
-        if (layout_matches(key, &l))
+        if (dsi_key_has_layout(key, &l))
             *comm_p = g->mp;
         return DS_OK;
     case DS_GROUP_EMBEDDING:
@@ -528,7 +523,7 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
             return DS_OK;
         n = dsi_group_members(pl, DSI_KIND_EMBEDDING, 0, me.tp + s->tp * me.dp);
         l = dsi_group_layout(pl, DSI_KIND_EMBEDDING, n);
-        if (layout_matches(key, &l))
+        if (dsi_key_has_layout(key, &l))
             *comm_p = g->emb;
         return DS_OK;
     case DS_GROUP_PP: {
@@ -641,7 +636,7 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
     dsi_shape_ctx_t ctx;
     dsi_shape_ctx_init(&ctx, model, s);
     DSI_TRY_GOTO(dsi_groups_create(b, model, s, &groups), status, out);
-    DSI_TRY_GOTO(dsi_placement_init(&pl, s, cluster->gpus_per_node), status, out);
+    DSI_TRY_GOTO(dsi_placement_init(&pl, s, cluster), status, out);
     for (size_t i = 0; i < ds_event_set_size(events); i++) {
         const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
         if (key->kind != DS_EVENT_COMM || ds_cost_table_find(costs, key) != NULL)

@@ -26,12 +26,6 @@ static int prev_stage(const ds_strategy_t *s, int p)
     return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? s->pp - 1 : -1;
 }
 
-static bool same_layout(const dsi_layout_t *a, const dsi_layout_t *b)
-{
-    return a->ranks_per_node == b->ranks_per_node && a->nodes == b->nodes &&
-           a->concurrency == b->concurrency;
-}
-
 static int64_t scaled(int64_t dur, int64_t comp, double factor)
 {
     if (factor == 1.0)
@@ -152,6 +146,7 @@ static ds_status_t sig_layout(sigbuf_t *b, const dsi_layout_t *l)
 {
     TRY(sig_push(b, l->ranks_per_node));
     TRY(sig_push(b, l->nodes));
+    TRY(sig_push(b, dsi_layout_key_stride(l)));
     return sig_push(b, l->concurrency);
 }
 
@@ -293,7 +288,7 @@ static ds_status_t setup_dp_groups(ds_sim_t *sim)
             const dsi_layout_t *l = &sim->dp_lay[(size_t)p * s->tp + t];
             int32_t found = -1;
             for (int32_t g = first; g < sim->num_dpgroups && found < 0 && !full; g++)
-                if (same_layout(&sim->dpgroups[g].layout, l))
+                if (dsi_layout_equal(&sim->dpgroups[g].layout, l))
                     found = g;
             if (found < 0) {
                 found = sim->num_dpgroups++;
@@ -397,7 +392,7 @@ static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view,
         int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
         for (int t = 0; t < s->tp; t++) {
             const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
-            if (t > 0 && same_layout(pair, pair - 1))
+            if (t > 0 && dsi_layout_equal(pair, pair - 1))
                 continue; /* same key as the previous member's */
             ds_event_key_t key = dsi_p2p_key(ch == 0 ? DS_PASS_FORWARD : DS_PASS_BACKWARD,
                                              sim->ctx.dtype, bytes, pair, flag);

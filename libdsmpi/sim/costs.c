@@ -141,12 +141,6 @@ void dsi_sim_templates_reset(ds_sim_t *sim)
     sim->num_parts = 0;
 }
 
-static bool same_layout(const dsi_layout_t *a, const dsi_layout_t *b)
-{
-    return a->ranks_per_node == b->ranks_per_node && a->nodes == b->nodes &&
-           a->concurrency == b->concurrency;
-}
-
 static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
 {
     if (sim->num_ops + need <= sim->ops_cap)
@@ -168,7 +162,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     int type = dsi_layer_type(sim->model, layer);
     for (int32_t i = 0; i < sim->num_templates; i++) {
         const dsi_template_t *t = &sim->templates[i];
-        if (t->type == type && t->pass == pass && same_layout(&t->tp_layout, tp)) {
+        if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp)) {
             *id_p = i;
             return DS_OK;
         }
@@ -269,7 +263,7 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp)
 ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp, int32_t *id_p)
 {
     for (int32_t i = 0; i < sim->num_profiles; i++) {
-        if (sim->profiles[i].stage == stage && same_layout(&sim->profiles[i].tp_layout, tp)) {
+        if (sim->profiles[i].stage == stage && dsi_layout_equal(&sim->profiles[i].tp_layout, tp)) {
             *id_p = i;
             return DS_OK;
         }

@@ -76,7 +76,7 @@ static ds_status_t stage_work_bound(ds_sim_t *sim, int64_t *ns_p)
 {
     const ds_strategy_t *s = &sim->s;
     dsi_placement_free(&sim->place);
-    DSI_TRY(dsi_placement_init(&sim->place, s, sim->cluster.gpus_per_node));
+    DSI_TRY(dsi_placement_init(&sim->place, s, &sim->cluster));
     dsi_sim_keys_reset(sim);
     dsi_sim_templates_reset(sim);
     int64_t best = 0;

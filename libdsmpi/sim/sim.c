@@ -214,7 +214,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     if (status != DS_OK)
         return status;
     dsi_placement_free(&sim->place);
-    DSI_TRY(dsi_placement_init(&sim->place, &sim->s, cluster->gpus_per_node));
+    DSI_TRY(dsi_placement_init(&sim->place, &sim->s, cluster));
     dsi_sim_keys_reset(sim);
     dsi_sim_templates_reset(sim);
 

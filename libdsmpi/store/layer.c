@@ -415,8 +415,10 @@ int64_t dsi_layer_find(const dsi_db_layer_t *layer, uint32_t fingerprint, const 
 {
     if (layer->index_slots == 0)
         return -1;
+    /* Rows are measured on neighbouring nodes: a group spread wider is not in them. */
+    if (key->node_stride > 0)
+        return -1;
     ds_event_key_t normal = *key;
-    normal.reserved = 0;
     uint64_t hash = row_hash(fingerprint, &normal);
     uint32_t slot = layer->index[index_slot(layer, fingerprint, &normal, hash)];
     return slot ? (int64_t)slot - 1 : -1;
