@@ -132,6 +132,27 @@ static void test_composition(void)
     double across = INTER_LAT + S / 16 / (INTER_BW / 2); /* latency scaled as the cluster's: 1x */
     double t16 = predict(model, DS_COMM_ALLREDUCE, 1 << 20, 16, 16, 1, 8, NULL);
     CHECK_NEAR(t16, inside + 2 * across, tol);
+    /* Two members 16 nodes apart (the first and last stage), 8 groups per
+     * node: their flows cross the spine, at half the bandwidth when every
+     * node of the leaf sends alongside, at full when half of them do. */
+    {
+        double big = 1 << 26;
+        ds_event_key_t spread;
+        CHECK_OK(ds_comm_key_init(&spread, DS_COMM_ALLREDUCE, (int64_t)big, 2, 1));
+        spread.nodes = 2;
+        spread.concurrency = 8;
+        ds_comm_prediction_t near, full, half;
+        CHECK_OK(ds_comm_model_predict(model, &spread, &near));
+        spread.node_stride = 16;
+        spread.dims[2] = 8;
+        CHECK_OK(ds_comm_model_predict(model, &spread, &full));
+        spread.dims[2] = 4;
+        CHECK_OK(ds_comm_model_predict(model, &spread, &half));
+        CHECK_INT(near.level, 1);
+        CHECK_INT(full.level, 2);
+        CHECK_NEAR(full.cost.mean_s / near.cost.mean_s, 2.0, 0.02);
+        CHECK_NEAR(half.cost.mean_s / near.cost.mean_s, 1.0, 0.02);
+    }
     /* Small: recursive doubling, whole vector each step. */
     CHECK_NEAR(predict(model, DS_COMM_ALLREDUCE, 4096, 8, 1, 8, 1, &algo), 3 * p2p(0, 4096), tol);
     CHECK_INT(algo, DS_COMM_ALGO_RECURSIVE_DOUBLING);

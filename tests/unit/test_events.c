@@ -258,8 +258,64 @@ static void test_keys_and_sets(void)
     ds_cost_table_destroy(table);
 }
 
+/* Groups whose nodes are not neighbours: the embedding group of the first
+ * and last stage on 32 nodes of 8, 8 nodes per leaf switch. */
+static void test_spread_groups(void)
+{
+    static const struct {
+        const char *strategy;
+        int stride, leaf_nodes;
+    } cases[] = {
+        {"dp=64,tp=2,pp=2,mbs=1,gbs=256", 16, 8}, /* stage 0: nodes 0-15, both leaves full */
+        {"dp=16,tp=2,pp=8,mbs=1,gbs=256", 28, 4}, /* stage 0: nodes 0-3, half of leaf 0 */
+    };
+    for (size_t c = 0; c < DSI_ARRAY_SIZE(cases); c++) {
+        setup_t s;
+        memset(&s, 0, sizeof(s));
+        ds_strategy_init(&s.strategy);
+        CHECK_OK(ds_model_load("gpt2-medium", &s.model));
+        CHECK_OK(ds_strategy_parse(cases[c].strategy, &s.strategy));
+        CHECK_OK(ds_cluster_init(&s.cluster, 32, 8, "a100-80g"));
+        s.cluster.num_levels = 3;
+        s.cluster.levels[1].span = 8;
+        s.cluster.levels[2] = s.cluster.levels[1];
+        s.cluster.levels[2].span = 0;
+        s.cluster.levels[2].oversubscription = 2.0;
+        CHECK_OK(ds_strategy_resolve(&s.strategy, s.model, 256, 8));
+        CHECK_OK(ds_events_generate(s.model, &s.strategy, &s.cluster, &s.set));
+        int found = 0;
+        for (size_t i = 0; s.set != NULL && i < ds_event_set_size(s.set); i++) {
+            const ds_event_key_t *k = &ds_event_set_at(s.set, i)->key;
+            if (k->kind != DS_EVENT_COMM)
+                continue;
+            if (k->group == DS_GROUP_EMBEDDING) {
+                found++;
+                CHECK_INT(k->node_stride, cases[c].stride);
+                CHECK_INT(k->dims[2], cases[c].leaf_nodes);
+                char text[512];
+                ds_event_key_format(k, text, sizeof(text));
+                ds_event_key_t parsed;
+                CHECK_OK(ds_event_key_parse(text, &parsed));
+                parsed.group = k->group;
+                CHECK_MSG(memcmp(&parsed, k, sizeof(parsed)) == 0, "round trip of '%s'", text);
+            } else if (k->group == DS_GROUP_TP || k->group == DS_GROUP_DP) {
+                /* Groups on neighbouring nodes keep the plain layout. */
+                CHECK(k->node_stride == 0 && k->dims[2] == 0);
+            }
+        }
+        CHECK_INT(found, 1);
+        done(&s);
+    }
+    ds_event_key_t key;
+    CHECK_FAILS(ds_event_key_parse("allreduce step fp32 bytes=4 group=dp:2 nodes=2 per-node=1 "
+                                   "conc=1 stride=1",
+                                   &key),
+                DS_ERR_INVALID_ARG, "'1' is not a node stride");
+}
+
 int main(void)
 {
+    test_spread_groups();
     test_flops_formula();
     test_counts();
     test_layouts();
