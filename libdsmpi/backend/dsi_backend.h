@@ -158,4 +158,10 @@ ds_status_t dsi_comm_align_clocks(ds_comm_t *comm);
  * aligned across the group) and the bound on its error. */
 double dsi_comm_clock_offset(const ds_comm_t *comm, double *error_p);
 
+/* Leaves out the runs of copies whose median exceeds 1.5x the fastest
+ * copy's (run r ran copy r mod copies): total[] and each of the n per-operator
+ * columns each[i][] are compacted alike.  Returns the runs kept. */
+size_t dsi_measure_drop_slow_copies(double *total, size_t count, double *const *each, size_t n,
+                                    size_t copies);
+
 #endif /* DSI_BACKEND_H */

@@ -178,6 +178,45 @@ static ds_status_t run_sequence(ds_backend_t *b, void *const *impls, size_t n, i
  * slot, so per-operator indices match the caller's), or `copies` such
  * sequences one after the other in impls[c n .. c n + n - 1], repetition r
  * running copy r mod copies.  per_op may be NULL. */
+/* Copies of a sequence differ only in where their buffers landed.  A copy
+ * whose runs take more than SLOW_COPY times the fastest copy's (median
+ * against median) is the placement, not the work: on a virtual machine some
+ * buffers stream several times slower than others of the same kernel for as
+ * long as they live.  Its runs are left out of `total` and `each` (rep r ran
+ * copy r mod copies). */
+#define SLOW_COPY 1.5
+
+size_t dsi_measure_drop_slow_copies(double *total, size_t count, double *const *each, size_t n,
+                                    size_t copies)
+{
+    double median[64], v[4096];
+    if (copies < 2 || copies > DSI_ARRAY_SIZE(median) || count < 2 * copies ||
+        count > DSI_ARRAY_SIZE(v))
+        return count;
+    double fastest = INFINITY;
+    for (size_t c = 0; c < copies; c++) {
+        size_t m = 0;
+        for (size_t r = c; r < count; r += copies)
+            v[m++] = total[r];
+        qsort(v, m, sizeof(*v), compare_double);
+        median[c] = v[m / 2];
+        fastest = DSI_MIN(fastest, median[c]);
+    }
+    size_t kept = 0;
+    for (size_t r = 0; r < count; r++) {
+        if (median[r % copies] > SLOW_COPY * fastest)
+            continue;
+        total[kept] = total[r];
+        for (size_t i = 0; i < n && each != NULL; i++)
+            each[i][kept] = each[i][r];
+        kept++;
+    }
+    if (kept < count)
+        DSI_DEBUG("%zu of %zu runs left out: their copies ran over %.1fx the fastest copy",
+                  count - kept, count, SLOW_COPY);
+    return kept;
+}
+
 static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t n, size_t copies,
                                     const ds_measure_config_t *config, ds_measurement_t *total_p,
                                     ds_measurement_t *per_op)
@@ -251,6 +290,23 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
                 DSI_TRY_GOTO(ops->elapsed(b, r * n + i, r * n + i + 1, &seconds), status, out);
                 each[i].data[each[i].count++] = seconds;
             }
+        }
+    }
+    if (copies > 1) {
+        double **columns = NULL;
+        if (each != NULL) {
+            DSI_TRY_GOTO(dsi_calloc(n, sizeof(*columns), &columns), status, out);
+            for (size_t i = 0; i < n; i++)
+                columns[i] = each[i].data;
+        }
+        size_t kept = dsi_measure_drop_slow_copies(total.data, total.count, columns, n, copies);
+        dsi_free(columns);
+        for (size_t i = 0; each != NULL && i < n; i++)
+            each[i].count = kept;
+        if (kept < total.count) {
+            total.count = kept;
+            DSI_TRY_GOTO(ds_measurement_from_samples(total.data, total.count, &stats), status,
+                         out);
         }
     }
     stats.stop = stop;

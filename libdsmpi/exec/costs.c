@@ -79,6 +79,17 @@ static ds_status_t sums_add(sums_t *s, const ds_event_key_t *key, int round, con
     return DS_OK;
 }
 
+/* Forgets what round `round` measured. */
+static void sums_drop_round(sums_t *s, int round)
+{
+    int r = round % MAX_ROUNDS;
+    for (size_t i = 0; i < s->n; i++) {
+        key_sum_t *e = &s->v[i];
+        e->mean[r] = e->median[r] = e->p10[r] = e->p90[r] = 0.0;
+        e->count[r] = 0;
+    }
+}
+
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -101,8 +112,7 @@ static double round_median(const double *sum, const int64_t *count)
 
 /* Every rank's sums to every rank: all->v holds rank 0's entries, then
  * rank 1's, ...; first[r] is rank r's first (first[size] = all->n). */
-static ds_status_t share_sums(MPI_Comm comm, int size, const sums_t *mine, sums_t *all,
-                              int *first)
+static ds_status_t share_sums(MPI_Comm comm, int size, const sums_t *mine, sums_t *all, int *first)
 {
     ds_status_t status = DS_OK;
     int *counts = NULL, *displs = NULL;
@@ -162,8 +172,8 @@ double dsi_exec_combine(const double *values, int n, int *kept_p)
 
 /* Adds the keys `costs` lacks: per key, every rank's cost (median over its
  * rounds) over the rank's speed factor, combined across the ranks. */
-static ds_status_t set_costs(ds_cost_table_t *costs, const sums_t *all, const int *first,
-                             int size, const double *speed)
+static ds_status_t set_costs(ds_cost_table_t *costs, const sums_t *all, const int *first, int size,
+                             const double *speed)
 {
     ds_status_t status = DS_OK;
     double *v[4] = {NULL, NULL, NULL, NULL};
@@ -364,8 +374,9 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
     DSI_TRY_GOTO(dsi_profile_plan_add(plan, model, s, cluster), status, out);
     /* The plan's communication tasks are not used here: one node will do. */
     DSI_TRY_GOTO(dsi_calloc((size_t)b->size, sizeof(int), &node_of_rank), status, out);
-    DSI_TRY_GOTO(dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1),
-                 status, out);
+    DSI_TRY_GOTO(
+        dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1), status,
+        out);
     int rounds = DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS);
     DSI_TRY_GOTO(dsi_calloc(DSI_MAX(plan->num_units, 1) * MAX_ROUNDS, sizeof(double), &by_round),
                  status, out);
@@ -375,39 +386,65 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
     double window = 0.0;
     if (o->rotate)
         DSI_TRY_GOTO(reuse_window(b, model, s, &window), status, out);
-    for (int round = 0; round < rounds; round++)
-    for (size_t u = 0; u < plan->num_units; u++) {
-        const dsi_unit_t *unit = &plan->units[u];
-        if (unit->rank < 0 || (!o->together && unit->rank != b->rank))
-            continue;
-        /* Together: every rank measures the unit at the same time, so the
-         * node's memory system is as busy as in training. */
-        if (o->together)
-            DSI_MPI_TRY_GOTO(MPI_Barrier(b->comm), status, out);
-        const ds_event_key_t *keys = &plan->keys[unit->first_key];
-        DSI_TRY_GOTO(dsi_realloc_array(&per_op, unit->num_keys, sizeof(*per_op)), status, out);
-        /* Copies of the unit in turn, so that its buffers are as cold as
-         * training leaves them. */
-        ds_measure_config_t config = o->measure;
-        double unit_bytes = 0.0;
-        for (size_t i = 0; i < unit->num_keys; i++) {
-            size_t bytes = 0;
-            if (keys[i].kind == DS_EVENT_COMPUTE &&
-                ds_kernel_estimate_bytes(b, &keys[i], &bytes) == DS_OK)
-                unit_bytes += (double)bytes;
+    /* The speed probe before and after every round: a round during which
+     * the machine ran slow (a hypervisor taking the core for seconds, which
+     * the rounds' median cannot outvote when it lasts several rounds) is
+     * left out when quieter rounds exist. */
+    double probe_before = 0.0, slowest[MAX_ROUNDS];
+    DSI_TRY_GOTO(dsi_speed_probe(b, &probe_before), status, out);
+    for (int round = 0; round < rounds; round++) {
+        for (size_t u = 0; u < plan->num_units; u++) {
+            const dsi_unit_t *unit = &plan->units[u];
+            if (unit->rank < 0 || (!o->together && unit->rank != b->rank))
+                continue;
+            /* Together: every rank measures the unit at the same time, so the
+             * node's memory system is as busy as in training. */
+            if (o->together)
+                DSI_MPI_TRY_GOTO(MPI_Barrier(b->comm), status, out);
+            const ds_event_key_t *keys = &plan->keys[unit->first_key];
+            DSI_TRY_GOTO(dsi_realloc_array(&per_op, unit->num_keys, sizeof(*per_op)), status, out);
+            /* Copies of the unit in turn, so that its buffers are as cold as
+             * training leaves them. */
+            ds_measure_config_t config = o->measure;
+            double unit_bytes = 0.0;
+            for (size_t i = 0; i < unit->num_keys; i++) {
+                size_t bytes = 0;
+                if (keys[i].kind == DS_EVENT_COMPUTE &&
+                    ds_kernel_estimate_bytes(b, &keys[i], &bytes) == DS_OK)
+                    unit_bytes += (double)bytes;
+            }
+            config.copies =
+                unit_bytes > 0.0 ? (int)DSI_MIN(DSI_MAX(ceil(window / unit_bytes), 1.0), 64.0) : 1;
+            ds_measurement_t total;
+            DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
+                         out);
+            DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label,
+                      round, config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
+            by_round[u * MAX_ROUNDS + (size_t)round] = total.cost.median_s;
+            for (size_t i = 0; i < unit->num_keys; i++)
+                if (keys[i].kind == DS_EVENT_COMPUTE)
+                    DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
         }
-        config.copies =
-            unit_bytes > 0.0 ? (int)DSI_MIN(DSI_MAX(ceil(window / unit_bytes), 1.0), 64.0) : 1;
-        ds_measurement_t total;
-        DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
-                     out);
-        DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
-                  config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
-        by_round[u * MAX_ROUNDS + (size_t)round] = total.cost.median_s;
-        for (size_t i = 0; i < unit->num_keys; i++)
-            if (keys[i].kind == DS_EVENT_COMPUTE)
-                DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
+        double probe_after = 0.0;
+        DSI_TRY_GOTO(dsi_speed_probe(b, &probe_after), status, out);
+        slowest[round] = DSI_MAX(probe_before, probe_after);
+        probe_before = probe_after;
     }
+    double best = o->reference_probe_s > 0.0 ? o->reference_probe_s : INFINITY;
+    for (int round = 0; round < rounds; round++)
+        best = DSI_MIN(best, slowest[round]);
+    double limit = best * (1.0 + dsi_param_double(DSI_PARAM_EXEC_MAX_SLOWDOWN));
+    int quiet = 0;
+    for (int round = 0; round < rounds; round++)
+        quiet += slowest[round] <= limit;
+    for (int round = 0; round < rounds && quiet > 0; round++)
+        if (slowest[round] > limit) {
+            DSI_DEBUG("round %d left out: speed probe %.1f us, best %.1f us", round,
+                      1e6 * slowest[round], 1e6 * best);
+            sums_drop_round(mine, round);
+            for (size_t u = 0; u < plan->num_units; u++)
+                by_round[u * MAX_ROUNDS + (size_t)round] = 0.0;
+        }
     /* A unit's time: the median of its rounds (0 where this rank did not measure it). */
     for (size_t u = 0; u < plan->num_units; u++) {
         int64_t measured[MAX_ROUNDS];
@@ -492,9 +529,9 @@ static bool producer_of(const ds_model_t *model, const ds_strategy_t *s, const d
 
 /* The group this rank measures `key` on (NULL: none), and the producer for
  * an in-situ measurement. */
-static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
-                             const dsi_groups_t *g, dsi_placement_t *pl, ds_coords_t me,
-                             const ds_event_key_t *key, int *boundary_p, ds_comm_t **comm_p)
+static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, const dsi_groups_t *g,
+                             dsi_placement_t *pl, ds_coords_t me, const ds_event_key_t *key,
+                             int *boundary_p, ds_comm_t **comm_p)
 {
     *comm_p = NULL;
     dsi_layout_t l;
@@ -531,7 +568,8 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
         int b = *boundary_p, to = dsi_exec_next_stage(s, b);
         if (to < 0)
             return DS_OK;
-        int from = key->pass == DS_PASS_FORWARD ? b : to, into = key->pass == DS_PASS_FORWARD ? to : b;
+        int from = key->pass == DS_PASS_FORWARD ? b : to,
+            into = key->pass == DS_PASS_FORWARD ? to : b;
         if (dsi_p2p_boundary_bytes(model, s, (ds_dtype_t)key->dtype, to) != key->dims[0])
             return DS_OK;
         l = dsi_p2p_layout(pl, from, into, me.tp, me.dp);
@@ -553,9 +591,13 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
  * `comm` at once, a backward layer pass of this stage (repeated to last
  * about twice the collective) runs alone, then with the collective `key`
  * started before it and tested after every DS_EXEC_PROGRESS_OPS-th
- * operator, as the executor issues buckets, and waited for after it.  What
- * the collective costs the compute is the difference of the two medians
- * (at least 0); *seconds_p gets it on this member. */
+ * operator, as the executor issues buckets, and waited for after it, in
+ * turn.  What the collective costs the compute is the median of the
+ * differences of neighbouring pairs (a burst of load falls on both of a
+ * pair, or on one pair only); *seconds_p gets it on this member, not
+ * clipped at 0: the few microseconds of one bucket are below the noise, and
+ * a clipped estimate, added up over the iteration's buckets, would count the
+ * noise as cost. */
 #define OVERLAP_REPS 5
 
 static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
@@ -570,8 +612,8 @@ static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, con
     int first, layers;
     ds_strategy_chunk_layers(s, model->info.num_layers, stage, 0, &first, &layers);
     int layer = layers > 0 ? first : stage == s->pp - 1 ? DSI_PART_HEAD : DSI_PART_EMBEDDING;
-    DSI_TRY(dsi_model_layer_ops(model, layer, ctx, DS_PASS_BACKWARD, ops, DSI_ARRAY_SIZE(ops),
-                                &count));
+    DSI_TRY(
+        dsi_model_layer_ops(model, layer, ctx, DS_PASS_BACKWARD, ops, DSI_ARRAY_SIZE(ops), &count));
     for (size_t i = 0; i < count; i++) {
         if (ops[i].key.kind != DS_EVENT_COMPUTE)
             continue;
@@ -613,9 +655,15 @@ static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, con
             DSI_TRY_GOTO(dsi_comm_call_wait(call), status, out);
         (overlap ? with : alone)[r / 2] = dsi_now_s() - t0;
     }
-    qsort(alone, OVERLAP_REPS, sizeof(double), compare_double);
-    qsort(with, OVERLAP_REPS, sizeof(double), compare_double);
-    *seconds_p = DSI_MAX(with[OVERLAP_REPS / 2] - alone[OVERLAP_REPS / 2], 0.0);
+    double diff[OVERLAP_REPS];
+    for (int r = 0; r < OVERLAP_REPS; r++)
+        diff[r] = with[r] - alone[r];
+    qsort(diff, OVERLAP_REPS, sizeof(double), compare_double);
+    *seconds_p = diff[OVERLAP_REPS / 2];
+    DSI_DEBUG("overlap of %zu-byte buckets: %d passes of %.3f ms, alone %.3f ms, with %.3f ms, "
+              "cost %.3f ms",
+              (size_t)key->dims[0], repeat, 1e3 * pass_s, 1e3 * alone[0], 1e3 * with[0],
+              1e3 * *seconds_p);
 out:
     dsi_comm_call_release(call);
     for (size_t i = 0; i < n; i++)
@@ -696,20 +744,23 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
             ds_cost_table_find(costs, &overlapped) == NULL) {
             ds_event_key_t unflagged = *key;
             unflagged.flags &= (uint8_t)~DS_COMM_FLAG_OVERLAPPED;
-            double mine = -1.0, worst = -1.0;
+            double mine[2] = {0.0, 0.0}, sum[2] = {0.0, 0.0}; /* seconds, members */
             ds_comm_t *comm = NULL;
             int boundary = 0;
             DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
-            if (comm != NULL)
-                DSI_TRY_GOTO(measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s,
-                                             &mine),
-                             status, out);
-            DSI_MPI_TRY_GOTO(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, b->comm), status,
+            if (comm != NULL) {
+                DSI_TRY_GOTO(
+                    measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s, &mine[0]),
+                    status, out);
+                mine[1] = 1.0;
+            }
+            /* The members' mean (every device pays it), at least 0. */
+            DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, b->comm), status,
                              out);
-            if (worst >= 0.0) {
+            if (sum[1] > 0.0) {
                 ds_cost_t oc;
                 memset(&oc, 0, sizeof(oc));
-                oc.mean_s = oc.median_s = oc.p10_s = oc.p90_s = worst;
+                oc.mean_s = oc.median_s = oc.p10_s = oc.p90_s = DSI_MAX(sum[0] / sum[1], 0.0);
                 oc.repetitions = OVERLAP_REPS;
                 oc.provenance = DS_PROV_MEASURED;
                 DSI_TRY_GOTO(ds_cost_table_set(costs, &overlapped, &oc), status, out);
@@ -750,11 +801,10 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
     dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
-    ds_status_t local =
-        options->compute == DS_EXEC_COSTS_OPERATOR
-            ? measure_operators(backend, events, options, costs, &mine)
-            : measure_units(backend, model, strategy, cluster, options, costs, &mine, &unit_times,
-                            &num_units);
+    ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
+                            ? measure_operators(backend, events, options, costs, &mine)
+                            : measure_units(backend, model, strategy, cluster, options, costs,
+                                            &mine, &unit_times, &num_units);
     int failed = local != DS_OK, any = 0;
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
     if (local != DS_OK) {
@@ -792,12 +842,11 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     dsi_load_probe(&after);
     DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_after), status, out);
     if (load_p != NULL)
-        DSI_TRY_GOTO(dsi_load_report(backend->comm, &before, &after,
-                                     DSI_MAX(speed_before, speed_after),
-                                     options->max_foreign > 0.0
-                                         ? options->max_foreign
-                                         : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
-                                     options->reference_probe_s, load_p),
+        DSI_TRY_GOTO(dsi_load_report(
+                         backend->comm, &before, &after, DSI_MAX(speed_before, speed_after),
+                         options->max_foreign > 0.0 ? options->max_foreign
+                                                    : dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN),
+                         options->reference_probe_s, load_p),
                      status, out);
 out:
     dsi_free(mine.v);

@@ -11,6 +11,9 @@
 #   BUILD_DIR   the normal build (default build); the SMPI build goes to
 #               BUILD_DIR/tests/smpi/smpi-build (built when missing)
 #   SIZES       comma-separated (default 64,256,1024)
+#   WORK_DIR    the runs (default BUILD_DIR/tests/smpi/bench)
+# Environment: KEEP_RUNS=1 reuses the executor runs already in WORK_DIR
+# (resume an interrupted run).
 set -eu
 build=${1:-build}
 sizes=${2:-64,256,1024}
@@ -22,4 +25,5 @@ mkdir -p "$work"
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -n), load $(cut -d' ' -f1-3 /proc/loadavg), $(smpirun -version 2>&1 | head -1)"
 python3 "$here/tests/smpi/protocol.py" --dsmpi "$build/apps/dsmpi/dsmpi" \
     --dsmpi-smpi "$smpi/apps/dsmpi/dsmpi" --platforms "$here/tests/data/smpi" \
-    --work "$work" --sizes "$sizes" --set bench --ranking 256 --json "$work/smpi_validate.json"
+    --work "$work" --sizes "$sizes" --set bench --ranking 256 --json "$work/smpi_validate.json" \
+    ${KEEP_RUNS:+--keep-runs}
