@@ -70,7 +70,6 @@ LLAMA = ("llama2-7b", ("--seq-len", "2048", "--global-batch", "GBS"))
 CASES = {
     "ci": {
         64: [
-            (GPT, 64, "dp=8,tp=8,pp=1,mbs=1"),
             (GPT, 64, "dp=2,tp=8,pp=4,mbs=1,schedule=1f1b"),
             (GPT, 64, "dp=4,tp=4,pp=4,mbs=1,schedule=interleaved,vpp=2"),
             (GPT, 64, "dp=16,tp=4,pp=1,mbs=1,no-overlap"),
