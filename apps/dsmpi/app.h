@@ -18,8 +18,8 @@ typedef struct app {
     int argc;
     char **argv;
     const char *command;
-    bool mpi;      /* MPI_Init was called */
-    int rank;      /* 0 when not under MPI */
+    bool mpi; /* MPI_Init was called */
+    int rank; /* 0 when not under MPI */
     int size;
 } app_t;
 
@@ -86,9 +86,9 @@ typedef struct app_option_handler {
 } app_option_handler_t;
 
 /* Parses the command line: the common options and the option tables listed
- * in `tables` (a NULL-terminated list of NULL-terminated tables); each option goes to the handlers in order,
- * then to the common ones.  `help_id` prints help() on rank 0.  Returns -1
- * when every word was taken, else the exit code (usage errors printed). */
+ * in `tables` (a NULL-terminated list of NULL-terminated tables); each option goes to the handlers
+ * in order, then to the common ones.  `help_id` prints help() on rank 0.  Returns -1 when every
+ * word was taken, else the exit code (usage errors printed). */
 int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
                       const app_option_handler_t *handlers, size_t num_handlers, int help_id,
                       void (*help)(void));
@@ -97,6 +97,19 @@ int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tabl
 int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *const *tables,
                                  const app_option_handler_t *handlers, size_t num_handlers,
                                  int help_id, void (*help)(void), int *first_positional);
+
+/* The options of an executor run, common to execute and validate:
+ * --iterations, --warmup (1 to 100000), --backend, --trace FILE.  Add
+ * app_run_long_options to the tables and {app_run_option, &run} to the
+ * handlers. */
+enum { APP_OPT_ITERATIONS = 400, APP_OPT_WARMUP, APP_OPT_BACKEND, APP_OPT_TRACE };
+typedef struct app_run_options {
+    ds_exec_options_t *exec;
+    ds_backend_kind_t *backend;
+    const char **trace;
+} app_run_options_t;
+extern const struct option app_run_long_options[];
+int app_run_option(const app_t *app, void *ctx, int id, const char *arg);
 
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);

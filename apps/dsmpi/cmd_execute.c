@@ -8,12 +8,8 @@
 #include <string.h>
 
 enum {
-    OPT_ITERATIONS = 512,
-    OPT_WARMUP,
-    OPT_RUNS,
-    OPT_BACKEND,
+    OPT_RUNS = 512,
     OPT_REPLAY_COSTS,
-    OPT_TRACE,
     OPT_HELP,
 };
 
@@ -49,20 +45,9 @@ static int execute_option(const app_t *app, void *ctx, int id, const char *arg)
 {
     options_t *o = ctx;
     ds_status_t status = DS_OK;
-    int64_t value = 0;
     switch (id) {
-    case OPT_ITERATIONS:
-        status = ds_parse_count(arg, "iterations", 1, 100000, &value);
-        o->exec.iterations = (int)value;
-        break;
-    case OPT_WARMUP:
-        status = ds_parse_count(arg, "warmup", 1, 100000, &value);
-        o->exec.warmup = (int)value;
-        break;
     case OPT_RUNS: status = ds_parse_count(arg, "runs", 1, 1000, &o->runs); break;
-    case OPT_BACKEND: status = ds_backend_kind_parse(arg, &o->backend); break;
     case OPT_REPLAY_COSTS: o->replay_costs = arg; return 1;
-    case OPT_TRACE: o->trace = arg; return 1;
     default: return 0;
     }
     return status == DS_OK ? 1 : (app_fail(app, status), -1);
@@ -140,8 +125,8 @@ static void print_table(const app_t *app, const inputs_t *in, const ds_backend_t
             continue;
         printf("  %3zu %12.4f %12.4f %12.4f %12.4f %12.4f %12.4f %8.2f %6s\n", r,
                1e3 * s.iteration_s, 1e3 * s.iteration_min_s, 1e3 * s.iteration_max_s,
-               1e3 * s.compute_s, 1e3 * s.comm_exposed_s, 1e3 * s.idle_s,
-               100.0 * s.bubble_fraction, s.load.noisy ? "yes" : "no");
+               1e3 * s.compute_s, 1e3 * s.comm_exposed_s, 1e3 * s.idle_s, 100.0 * s.bubble_fraction,
+               s.load.noisy ? "yes" : "no");
     }
     printf("# compute, exposed, idle: means over the ranks; --json adds every rank and "
            "micro-batch\n");
@@ -150,12 +135,8 @@ static void print_table(const app_t *app, const inputs_t *in, const ds_backend_t
 int cmd_execute(app_t *app)
 {
     static const struct option extra[] = {
-        {"iterations", required_argument, NULL, OPT_ITERATIONS},
-        {"warmup", required_argument, NULL, OPT_WARMUP},
         {"runs", required_argument, NULL, OPT_RUNS},
-        {"backend", required_argument, NULL, OPT_BACKEND},
         {"replay-costs", required_argument, NULL, OPT_REPLAY_COSTS},
-        {"trace", required_argument, NULL, OPT_TRACE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -171,8 +152,10 @@ int cmd_execute(app_t *app)
     o.exec.iterations = 3;
     o.runs = 1;
     o.backend = ds_backend_kind_default();
-    app_option_handler_t handlers[] = {{execute_option, &o}};
-    code = app_parse_options(app, &in, (const struct option *[]){extra, NULL}, handlers, 1, OPT_HELP, help);
+    app_run_options_t run = {&o.exec, &o.backend, &o.trace};
+    app_option_handler_t handlers[] = {{execute_option, &o}, {app_run_option, &run}};
+    code = app_parse_options(app, &in, (const struct option *[]){app_run_long_options, extra, NULL},
+                             handlers, 2, OPT_HELP, help);
     if (code >= 0)
         goto out_inputs;
     if (!in.strategy_given) {
@@ -209,8 +192,8 @@ int cmd_execute(app_t *app)
                  getenv("DS_REPLAY_COSTS")[0] != '\0')
             status = ds_cost_table_load_text(replay, getenv("DS_REPLAY_COSTS"));
         if (status == DS_OK)
-            status = ds_backend_open_replay(MPI_COMM_WORLD, replay, in.cluster.device.name,
-                                            &backend);
+            status =
+                ds_backend_open_replay(MPI_COMM_WORLD, replay, in.cluster.device.name, &backend);
     } else if (status == DS_OK) {
         status = ds_backend_open(o.backend, MPI_COMM_WORLD, &backend);
     }

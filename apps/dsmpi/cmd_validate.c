@@ -8,9 +8,7 @@
 #include <string.h>
 
 enum {
-    OPT_ITERATIONS = 512,
-    OPT_WARMUP,
-    OPT_REPEATS,
+    OPT_REPEATS = 512,
     OPT_RETRIES,
     OPT_MAX_ERROR,
     OPT_ALL,
@@ -20,10 +18,8 @@ enum {
     OPT_NO_OVERLAP_MODEL,
     OPT_ABLATION,
     OPT_MAX_FOREIGN,
-    OPT_BACKEND,
     OPT_PROFILE_BUDGET,
     OPT_COST_TABLE_OUT,
-    OPT_TRACE,
     OPT_PROFILE_DB,
     OPT_WAIT_QUIET,
     OPT_HELP,
@@ -108,24 +104,23 @@ typedef struct options {
  * from and how they were measured.  Variant 0 is the headline: the
  * validation's own measurement, or the profile database with --profile-db. */
 typedef enum variant {
-    V_IN_SITU = 0,   /* layer passes in rotating copies on every rank at once, in rounds;
-                        TP collectives after their producer */
-    V_OPERATOR = 1,  /* every operator alone */
-    V_ISOLATED = 2,  /* TP collectives alone */
-    V_WARM = 3,      /* one copy of a layer pass: caches as warm as a tight loop leaves them */
-    V_SHARE = 4,     /* each rank measures its share of the passes */
-    V_ONE_ROUND = 5, /* one round */
-    V_DATABASE = 6,  /* the profiler's database (--profile-db) */
-    V_FREE_OVERLAP = 7, /* the headline's costs, bucket overlap with the backward free */
-    V_NO_SKEW = 8,      /* the headline's costs, TP members arriving together */
+    V_IN_SITU = 0,       /* layer passes in rotating copies on every rank at once, in rounds;
+                            TP collectives after their producer */
+    V_OPERATOR = 1,      /* every operator alone */
+    V_ISOLATED = 2,      /* TP collectives alone */
+    V_WARM = 3,          /* one copy of a layer pass: caches as warm as a tight loop leaves them */
+    V_SHARE = 4,         /* each rank measures its share of the passes */
+    V_ONE_ROUND = 5,     /* one round */
+    V_DATABASE = 6,      /* the profiler's database (--profile-db) */
+    V_FREE_OVERLAP = 7,  /* the headline's costs, bucket overlap with the backward free */
+    V_NO_SKEW = 8,       /* the headline's costs, TP members arriving together */
     V_EQUAL_DEVICES = 9, /* the headline's costs, every device as fast as the mean */
     V_COUNT
 } variant_t;
 
 static const char *const variant_names[V_COUNT] = {
-    "in-situ",     "operators-alone", "collectives-alone", "warm-caches",
-    "rank-shares", "one-round",       "profile-db",        "overlap-free",
-    "no-skew",     "equal-devices"};
+    "in-situ",   "operators-alone", "collectives-alone", "warm-caches", "rank-shares",
+    "one-round", "profile-db",      "overlap-free",      "no-skew",     "equal-devices"};
 
 /* Variants predicted from the headline's costs with the simulator changed. */
 static bool model_variant(variant_t v)
@@ -176,7 +171,8 @@ static int parse_positive(const app_t *app, const char *name, const char *arg, d
     return APP_EXIT_OK;
 }
 
-/* ---- one case ---------------------------------------------------------------------------------- */
+/* ---- one case ----------------------------------------------------------------------------------
+ */
 
 typedef struct context {
     const app_t *app;
@@ -307,8 +303,8 @@ static ds_status_t database_costs(context_t *cx, const ds_strategy_t *s, ds_cost
         FILE *mem = open_memstream(&text, &size);
         status = mem != NULL ? DS_OK : ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
         if (status == DS_OK)
-            status = ds_profile_db_open(MPI_COMM_NULL, cx->o->profile_db, DS_PROFILE_DB_READ_ONLY,
-                                        &db);
+            status =
+                ds_profile_db_open(MPI_COMM_NULL, cx->o->profile_db, DS_PROFILE_DB_READ_ONLY, &db);
         if (status == DS_OK)
             status = ds_events_generate(cx->in->model, s, &cx->in->cluster, &events);
         if (status == DS_OK) {
@@ -327,9 +323,9 @@ static ds_status_t database_costs(context_t *cx, const ds_strategy_t *s, ds_cost
     MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     if (length < 0) {
         free(text);
-        return cx->app->rank == 0 ? status
-                                  : ds_set_error(DS_ERR_IO, "rank 0 could not read '%s'",
-                                                 cx->o->profile_db);
+        return cx->app->rank == 0
+                   ? status
+                   : ds_set_error(DS_ERR_IO, "rank 0 could not read '%s'", cx->o->profile_db);
     }
     if (cx->app->rank != 0) {
         text = calloc((size_t)length + 1, 1);
@@ -439,7 +435,8 @@ static void free_result(result_t *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* ---- printing -------------------------------------------------------------------------------------- */
+/* ---- printing
+ * -------------------------------------------------------------------------------------- */
 
 static const char *noise_word(const ds_exec_figure_t *f)
 {
@@ -454,9 +451,9 @@ static void print_preamble(const context_t *cx, const result_t *res, size_t case
     output_preamble(cx->app, stdout);
     printf("# model: %s (%.3g M parameters, %d layers, seq %d, %s)\n", info.name,
            info.num_parameters / 1e6, info.num_layers, info.seq_len, ds_dtype_name(info.dtype));
-    printf("# allocation: %lld ranks on %lld node(s), %s backend: %s, %s\n",
-           (long long)cx->ranks, (long long)in->cluster.nodes,
-           ds_backend_kind_name(ds_backend_kind(cx->backend)), ds_backend_device_name(cx->backend),
+    printf("# allocation: %lld ranks on %lld node(s), %s backend: %s, %s\n", (long long)cx->ranks,
+           (long long)in->cluster.nodes, ds_backend_kind_name(ds_backend_kind(cx->backend)),
+           ds_backend_device_name(cx->backend),
            res->first.load.pinned ? "every rank pinned to a core" : "ranks not pinned");
     if (cx->o->profile_db != NULL)
         printf("# prediction: the allocation as the target, full mode, layer level; costs from the "
@@ -527,9 +524,10 @@ static void print_case(const context_t *cx, const result_t *res)
     }
     printf("# micro-batch start/end times: mean |predicted - measured| = %.2f%% of the iteration\n",
            100.0 * c->microbatch_time_error);
-    printf("# busy time: mean |error| %.2f%%, max %.2f%%; compute: mean |error| %.2f%%, max %.2f%%\n",
-           100.0 * c->busy_mean_abs_error, 100.0 * c->busy_max_abs_error,
-           100.0 * c->compute_mean_abs_error, 100.0 * c->compute_max_abs_error);
+    printf(
+        "# busy time: mean |error| %.2f%%, max %.2f%%; compute: mean |error| %.2f%%, max %.2f%%\n",
+        100.0 * c->busy_mean_abs_error, 100.0 * c->busy_max_abs_error,
+        100.0 * c->compute_mean_abs_error, 100.0 * c->compute_max_abs_error);
     if (cx->o->ablation) {
         printf("#\n# ablation: the same runs against predictions from other costs\n");
         printf("# %-18s %12s %8s %10s %10s\n", "costs", "predicted", "error", "busy_mean",
@@ -590,16 +588,14 @@ static void json_comparison(const ds_exec_comparison_t *c)
     printf("]}");
 }
 
-static void print_json(const context_t *cx, const result_t *res, size_t n, double mean,
-                       double max)
+static void print_json(const context_t *cx, const result_t *res, size_t n, double mean, double max)
 {
     output_json_open(cx->in, false);
     printf(", \"ranks\": %lld, \"backend\": \"%s\", \"repeats\": %d, \"iterations\": %d, "
            "\"warmup\": %d, \"max_error\": %.6f, \"mean_abs_error\": %.6f, "
            "\"max_abs_error\": %.6f, \"cases\": [",
-           (long long)cx->ranks, ds_backend_kind_name(ds_backend_kind(cx->backend)),
-           cx->o->repeats, cx->o->exec.iterations, cx->o->exec.warmup, cx->o->max_error / 100.0,
-           mean, max);
+           (long long)cx->ranks, ds_backend_kind_name(ds_backend_kind(cx->backend)), cx->o->repeats,
+           cx->o->exec.iterations, cx->o->exec.warmup, cx->o->max_error / 100.0, mean, max);
     for (size_t i = 0; i < n; i++) {
         printf("%s\n {\"strategy\": ", i ? "," : "");
         output_json_string(stdout, res[i].strategy);
@@ -627,17 +623,17 @@ static void print_rows(const context_t *cx, const result_t *res, size_t n)
     printf("#\n# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "strategy", "mb",
            "iter_pred", "iter_meas", "spread", "error", "", "busy_avg", "busy_max", "bub_pred",
            "bub_meas", "load");
-    printf("# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "", "", "(ms)", "(ms)",
-           "(%)", "(%)", "", "(%)", "(%)", "(%)", "(%)", "(%)");
+    printf("# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "", "", "(ms)", "(ms)", "(%)",
+           "(%)", "", "(%)", "(%)", "(%)", "(%)", "(%)");
     for (size_t i = 0; i < n; i++) {
         const ds_exec_comparison_t *c = res[i].cmp[0];
         printf("  %-44s %4lld %10.3f %10.3f %7.2f %7.2f %5s %8.2f %8.2f %7.2f %7.2f %6.1f%s\n",
                res[i].strategy, (long long)res[i].microbatches, 1e3 * c->iteration.predicted,
-               1e3 * c->iteration.measured, 100.0 * c->iteration.spread,
-               100.0 * c->iteration.error, noise_word(&c->iteration),
-               100.0 * c->busy_mean_abs_error, 100.0 * c->busy_max_abs_error,
-               100.0 * c->bubble.predicted, 100.0 * c->bubble.measured,
-               100.0 * c->load.foreign_cpu, c->noisy_runs > 0 ? " noisy" : "");
+               1e3 * c->iteration.measured, 100.0 * c->iteration.spread, 100.0 * c->iteration.error,
+               noise_word(&c->iteration), 100.0 * c->busy_mean_abs_error,
+               100.0 * c->busy_max_abs_error, 100.0 * c->bubble.predicted,
+               100.0 * c->bubble.measured, 100.0 * c->load.foreign_cpu,
+               c->noisy_runs > 0 ? " noisy" : "");
     }
 }
 
@@ -660,12 +656,14 @@ static void print_csv(const context_t *cx, const result_t *res, size_t n)
                c->microbatch_time_error, c->load.foreign_cpu, c->noisy_runs,
                res[i].costs_load.foreign_cpu + res[i].costs_load.steal);
         for (int v = 1; v < cx->num_variants; v++)
-            printf(",%.6f,%.6f", res[i].cmp[v]->iteration.error, res[i].cmp[v]->busy_mean_abs_error);
+            printf(",%.6f,%.6f", res[i].cmp[v]->iteration.error,
+                   res[i].cmp[v]->busy_mean_abs_error);
         printf("\n");
     }
 }
 
-/* ---- strategies ------------------------------------------------------------------------------------ */
+/* ---- strategies
+ * ------------------------------------------------------------------------------------ */
 
 /* Every strategy of `ranks` devices from the base (dp, tp, pp, schedule,
  * vpp and gbs replaced), for each micro-batch count. */
@@ -733,7 +731,8 @@ static ds_status_t profile_cases(context_t *cx, const ds_strategy_t *cases, size
     return status;
 }
 
-/* ---- entry ------------------------------------------------------------------------------------------ */
+/* ---- entry
+ * ------------------------------------------------------------------------------------------ */
 
 /* validate's own options. */
 static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
@@ -742,14 +741,6 @@ static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
     int rc = APP_EXIT_OK;
     double value = 0.0;
     switch (id) {
-    case OPT_ITERATIONS:
-        rc = parse_positive(app, "iterations", arg, 1, 10000, &value);
-        o->exec.iterations = (int)value;
-        break;
-    case OPT_WARMUP:
-        rc = parse_positive(app, "warmup", arg, 1, 10000, &value);
-        o->exec.warmup = (int)value;
-        break;
     case OPT_REPEATS:
         rc = parse_positive(app, "repeats", arg, 1, 1000, &value);
         o->repeats = (int)value;
@@ -775,26 +766,20 @@ static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
         else if (strcmp(arg, "isolated") == 0)
             o->costs.comm_in_situ = 0;
         else
-            rc = app_usage_error(app, "--comm-costs '%s' (accepted: in-situ, isolated)",
-                                 arg);
+            rc = app_usage_error(app, "--comm-costs '%s' (accepted: in-situ, isolated)", arg);
         break;
     case OPT_ABLATION: o->ablation = true; break;
     case OPT_MAX_FOREIGN:
         rc = parse_positive(app, "max-foreign", arg, 0, 1, &o->exec.max_foreign);
         break;
-    case OPT_BACKEND: {
-        ds_status_t st = ds_backend_kind_parse(arg, &o->backend);
-        if (st != DS_OK)
-            rc = app_fail(app, st);
-        break;
-    }
     case OPT_PROFILE_BUDGET:
         rc = parse_positive(app, "profile-budget", arg, 0.001, 3600, &o->budget);
         break;
     case OPT_COST_TABLE_OUT: o->cost_table_out = arg; break;
-    case OPT_TRACE: o->trace = arg; break;
     case OPT_PROFILE_DB: o->profile_db = arg; break;
-    case OPT_WAIT_QUIET: rc = parse_positive(app, "wait-quiet", arg, 0, 86400, &o->wait_quiet); break;
+    case OPT_WAIT_QUIET:
+        rc = parse_positive(app, "wait-quiet", arg, 0, 86400, &o->wait_quiet);
+        break;
     default: return 0;
     }
     return rc == APP_EXIT_OK ? 1 : -1;
@@ -803,8 +788,6 @@ static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option extra[] = {
-        {"iterations", required_argument, NULL, OPT_ITERATIONS},
-        {"warmup", required_argument, NULL, OPT_WARMUP},
         {"repeats", required_argument, NULL, OPT_REPEATS},
         {"retries", required_argument, NULL, OPT_RETRIES},
         {"max-error", required_argument, NULL, OPT_MAX_ERROR},
@@ -814,18 +797,18 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"comm-costs", required_argument, NULL, OPT_COMM_COSTS},
         {"ablation", no_argument, NULL, OPT_ABLATION},
         {"max-foreign", required_argument, NULL, OPT_MAX_FOREIGN},
-        {"backend", required_argument, NULL, OPT_BACKEND},
         {"profile-budget", required_argument, NULL, OPT_PROFILE_BUDGET},
         {"cost-table-out", required_argument, NULL, OPT_COST_TABLE_OUT},
-        {"trace", required_argument, NULL, OPT_TRACE},
         {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
         {"wait-quiet", required_argument, NULL, OPT_WAIT_QUIET},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    app_option_handler_t handlers[] = {{validate_option, o}};
-    int code = app_parse_options(app, in, (const struct option *[]){extra, NULL}, handlers, 1,
-                                 OPT_HELP, help);
+    app_run_options_t run = {&o->exec, &o->backend, &o->trace};
+    app_option_handler_t handlers[] = {{validate_option, o}, {app_run_option, &run}};
+    int code =
+        app_parse_options(app, in, (const struct option *[]){app_run_long_options, extra, NULL},
+                          handlers, 2, OPT_HELP, help);
     if (code == APP_EXIT_OK)
         return APP_EXIT_OK + 100; /* help printed: done, exit 0 */
     if (code >= 0)

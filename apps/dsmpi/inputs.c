@@ -197,7 +197,9 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
 ds_status_t inputs_build_model(inputs_t *in)
 {
     if (in->model_spec == NULL)
-        return ds_set_error(DS_ERR_INVALID_ARG, "no model given (accepted: --model NAME|config.json|layers.json, or --demo)");
+        return ds_set_error(
+            DS_ERR_INVALID_ARG,
+            "no model given (accepted: --model NAME|config.json|layers.json, or --demo)");
     ds_model_destroy(in->model); /* built again from the options */
     in->model = NULL;
     ds_status_t status = ds_model_load(in->model_spec, &in->model);
@@ -225,11 +227,15 @@ ds_status_t inputs_build_target(inputs_t *in)
         status = ds_cluster_parse_target(in->target_text, &in->cluster);
     else if (in->target_gpus < 0)
         status = ds_cluster_init(&in->cluster, -in->target_gpus,
-                                 in->target_gpus_per_node > 0 ? in->target_gpus_per_node : 8, in->device);
+                                 in->target_gpus_per_node > 0 ? in->target_gpus_per_node : 8,
+                                 in->device);
     else if (in->target_gpus > 0)
         status = ds_cluster_from_gpus(&in->cluster, in->target_gpus, in->target_gpus_per_node);
     else
-        return ds_set_error(DS_ERR_INVALID_ARG, "no target given (accepted: --target-gpus N, --target-nodes N --target-gpus-per-node G, --target nodes=N,gpus-per-node=G, or --cluster FILE)");
+        return ds_set_error(
+            DS_ERR_INVALID_ARG,
+            "no target given (accepted: --target-gpus N, --target-nodes N --target-gpus-per-node "
+            "G, --target nodes=N,gpus-per-node=G, or --cluster FILE)");
     if (status != DS_OK)
         return status;
     if (in->device != NULL) {
@@ -308,7 +314,8 @@ void inputs_print_help(FILE *out)
           "  --dtype fp32|bf16|fp16   training precision (Megatron: --bf16, --fp16)\n"
           "Strategy:\n"
           "  --strategy S             e.g. dp=16,tp=8,pp=8,mbs=1,schedule=1f1b[,vpp=2,sp,zero=1,\n"
-          "                           recompute=selective,dp-algo=ring,bucket=40M,no-overlap,order=tp-dp-pp]\n"
+          "                           "
+          "recompute=selective,dp-algo=ring,bucket=40M,no-overlap,order=tp-dp-pp]\n"
           "                           dp is derived from the target when left out\n"
           "  Megatron-LM names: --tensor-model-parallel-size, --pipeline-model-parallel-size,\n"
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
@@ -323,7 +330,8 @@ void inputs_print_help(FILE *out)
           "  --out DIR                write the command's files into DIR (created): predict's\n"
           "                           trace, timeline and chart, profile's summary, search's and\n"
           "                           plan's charts\n"
-          "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 h100-sxm\n",
+          "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 "
+          "h100-sxm\n",
           out);
 }
 
@@ -333,6 +341,35 @@ int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tabl
 {
     return app_parse_options_positional(app, in, tables, handlers, num_handlers, help_id, help,
                                         NULL);
+}
+
+const struct option app_run_long_options[] = {
+    {"iterations", required_argument, NULL, APP_OPT_ITERATIONS},
+    {"warmup", required_argument, NULL, APP_OPT_WARMUP},
+    {"backend", required_argument, NULL, APP_OPT_BACKEND},
+    {"trace", required_argument, NULL, APP_OPT_TRACE},
+    {NULL, 0, NULL, 0},
+};
+
+int app_run_option(const app_t *app, void *ctx, int id, const char *arg)
+{
+    app_run_options_t *run = ctx;
+    ds_status_t status = DS_OK;
+    int64_t value = 0;
+    switch (id) {
+    case APP_OPT_ITERATIONS:
+        status = ds_parse_count(arg, "iterations", 1, 100000, &value);
+        run->exec->iterations = (int)value;
+        break;
+    case APP_OPT_WARMUP:
+        status = ds_parse_count(arg, "warmup", 1, 100000, &value);
+        run->exec->warmup = (int)value;
+        break;
+    case APP_OPT_BACKEND: status = ds_backend_kind_parse(arg, run->backend); break;
+    case APP_OPT_TRACE: *run->trace = arg; return 1;
+    default: return 0;
+    }
+    return status == DS_OK ? 1 : (app_fail(app, status), -1);
 }
 
 int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *const *tables,
@@ -362,8 +399,9 @@ int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *
         if (handled < 0)
             code = APP_EXIT_USAGE;
         else if (handled == 0)
-            code = app_usage_error(app, "option '%s' is not known or lacks its value (see 'dsmpi %s --help')",
-                                   app->argv[optind - 1], app->command);
+            code = app_usage_error(
+                app, "option '%s' is not known or lacks its value (see 'dsmpi %s --help')",
+                app->argv[optind - 1], app->command);
     }
     free(table);
     if (first_positional != NULL)
