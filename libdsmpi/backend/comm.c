@@ -209,18 +209,27 @@ out:
     return status;
 }
 
-/* A few operations touching every pair: MPI and NCCL set connections up on
- * first use. */
+/* A few operations that set connections up (MPI and NCCL do on first use):
+ * an all-reduce of 256 KiB and, on groups of up to WARM_PAIRS_MAX members,
+ * an all-to-all of 256 KiB per pair, which touches every pair.  A larger
+ * group skips the all-to-all: it moves n^2 messages (a million at 1024
+ * members, 256 GiB in all), and the pairs its collectives use are few and
+ * set up by their own first runs (the executor's warm-up iterations). */
+enum { WARM_PAIRS_MAX = 64, WARM_ELEMENTS = 65536 };
+
 static ds_status_t warm_up(ds_comm_t *c)
 {
     static const ds_comm_op_t warm[] = {DS_COMM_ALLREDUCE, DS_COMM_ALLTOALL};
     for (size_t i = 0; i < DSI_ARRAY_SIZE(warm); i++) {
+        bool all_pairs = warm[i] == DS_COMM_ALLTOALL;
+        if (all_pairs && c->size > WARM_PAIRS_MAX)
+            continue;
         ds_event_key_t key;
         memset(&key, 0, sizeof(key));
         key.kind = DS_EVENT_COMM;
         key.op = (uint8_t)warm[i];
         key.dtype = DS_DTYPE_FP32;
-        key.dims[0] = (int64_t)c->size * 65536;
+        key.dims[0] = (all_pairs ? (int64_t)c->size : 1) * WARM_ELEMENTS;
         dsi_comm_op_t op;
         void *impl = NULL;
         DSI_TRY(dsi_comm_op_init(&key, c->size, c->rank, &op));
