@@ -13,7 +13,8 @@
 #   SIZES       comma-separated (default 64,256,1024)
 #   WORK_DIR    the runs (default BUILD_DIR/tests/smpi/bench)
 # Environment: KEEP_RUNS=1 reuses the executor runs already in WORK_DIR
-# (resume an interrupted run).
+# (resume an interrupted run); JOBS=N runs N executor cases at once (default
+# the number of cores).
 set -eu
 build=${1:-build}
 sizes=${2:-64,256,1024}
@@ -26,4 +27,4 @@ echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -n), load $(cut -d' ' -f1-3 /proc
 python3 "$here/tests/smpi/protocol.py" --dsmpi "$build/apps/dsmpi/dsmpi" \
     --dsmpi-smpi "$smpi/apps/dsmpi/dsmpi" --platforms "$here/tests/data/smpi" \
     --work "$work" --sizes "$sizes" --set bench --ranking 256 --json "$work/smpi_validate.json" \
-    ${KEEP_RUNS:+--keep-runs}
+    --jobs "${JOBS:-$(nproc)}" ${KEEP_RUNS:+--keep-runs}

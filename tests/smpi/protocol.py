@@ -24,11 +24,17 @@ Usage:
               --platforms tests/data/smpi --work DIR --sizes 64[,256,1024]
               [--set ci|bench] [--ranking 256] [--json FILE]
               [--max-error PCT] [--max-mb-error PCT] [--min-tau T] [--max-regret PCT]
-              [--predict-only]
+              [--predict-only] [--jobs N]
+Ranks sit on the hosts in block order (rank r on node r / G, device r % G,
+as Slurm's and mpirun's default block distribution place them, and as
+`dsmpi predict` assumes): smpirun without a hostfile takes the platform's
+hosts in name order, which puts rank 8 on n100 of a 128-node platform.
+
 Exit status: 0, 1 when a case failed to run or a --max-*/--min-* bound is
 exceeded, 77 when smpirun is missing.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -97,8 +103,7 @@ CASES = {
             (GPT, 256, "dp=64,tp=2,pp=2,mbs=1,schedule=1f1b"),
             (GPT, 256, "dp=16,tp=8,pp=2,mbs=1,schedule=1f1b,no-overlap"),
         ],
-        # A simulated second of 1024 ranks costs tens of minutes of one core
-        # here: 1-8 micro-batches per replica, one measured iteration.
+        # 1-8 micro-batches per replica, one measured iteration.
         1024: [
             (GPT, 128, "dp=128,tp=8,pp=1,mbs=1"),
             (GPT, 128, "dp=32,tp=8,pp=4,mbs=1,schedule=1f1b"),
@@ -123,6 +128,16 @@ def run(cmd, out=None, check=True):
         raise RuntimeError("%s failed (%d):\n%s" % (" ".join(cmd[:4]) + " ...", result.returncode,
                                                     result.stderr[-3000:]))
     return result, time.time() - start
+
+
+def write_block_hostfile(cluster, path):
+    """Hosts n<node>g<device> in block order (make_platform.py's names)."""
+    with open(cluster) as f:
+        c = json.load(f)
+    with open(path, "w") as f:
+        for node in range(c["nodes"]):
+            for gpu in range(c["gpus_per_node"]):
+                f.write("n%dg%d\n" % (node, gpu))
 
 
 def model_args(model, gbs):
@@ -223,6 +238,9 @@ def main():
                     help="measured iterations (default 2, 1 at 1024 devices)")
     ap.add_argument("--keep-runs", action="store_true",
                     help="reuse executor runs already in the work directory (resume)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="executor runs at once (each takes one core; simulated time does "
+                         "not depend on how many run)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--max-error", type=float, default=None, help="percent, every case")
     ap.add_argument("--max-mb-error", type=float, default=None, help="percent of the iteration")
@@ -238,9 +256,9 @@ def main():
         return 77
     os.makedirs(a.work, exist_ok=True)
     sizes = [int(s) for s in a.sizes.split(",")]
-    results, failures = [], 0
+    results, failures, cases = [], 0, []
     for size in sizes:
-        cases = CASES[a.set].get(size, [])
+        size_cases = CASES[a.set].get(size, [])
         platform = os.path.join(a.platforms, "%s-%d.xml" % (a.family, size))
         cluster = os.path.join(a.platforms, "%s-%d.json" % (a.family, size))
         work = os.path.join(a.work, str(size))
@@ -248,7 +266,7 @@ def main():
         with open(cluster) as f:
             device = json.load(f)["device"]
         models = {}
-        for model, gbs, strategy in cases:
+        for model, gbs, strategy in size_cases:
             models.setdefault(model, []).append((gbs, strategy))
         for model, entries in models.items():
             name = model[0]
@@ -285,43 +303,68 @@ def main():
                 run([a.dsmpi, "import", "--cost-table", costs, "--comm-samples", samples,
                      "--profile-db", db, "--fingerprint",
                      "replay: %s, synthetic roofline" % device, "--quiet"])
+            block_hosts = os.path.join(work, "block.hosts")
+            write_block_hostfile(cluster, block_hosts)
             for gbs, strategy in entries:
                 tag = "%s-%s" % (name, strategy.replace(",", "_").replace("=", ""))
-                pred_path = os.path.join(work, "predict-%s.json" % tag)
-                exec_path = os.path.join(work, "execute-%s.json" % tag)
+                case = {"size": size, "name": name, "strategy": strategy,
+                        "pred": os.path.join(work, "predict-%s.json" % tag),
+                        "exec": os.path.join(work, "execute-%s.json" % tag), "cmd": None}
                 try:
                     # Step 2: prediction from the profile database only.
                     run([a.dsmpi, "predict"] + model_args(model, gbs) +
                         ["--strategy", strategy, "--cluster", cluster, "--profile-db", db,
-                         "--full", "--json"], out=pred_path)
-                    # Step 3: the executor on the simulated cluster.
-                    took = 0.0
-                    if a.predict_only and not os.path.exists(exec_path):
-                        raise RuntimeError("no executor run %s to reuse" % exec_path)
-                    if a.keep_runs and valid_json(exec_path):
-                        log("%d: %s %s: reusing %s" % (size, name, strategy, exec_path))
-                    elif not a.predict_only:
-                        iterations = a.iterations or (1 if size >= 1024 else 2)
-                        _, took = run([smpirun, "-platform", platform] + SMPI_CFG +
-                                      [a.dsmpi_smpi, "execute"] + model_args(model, gbs) +
-                                      ["--strategy", strategy, "--cluster", cluster, "--backend",
-                                       "replay", "--replay-costs", costs, "--warmup", "1",
-                                       "--iterations", str(iterations), "--json"], out=exec_path)
-                    with open(pred_path) as f:
-                        pred = json.load(f)
-                    with open(exec_path) as f:
-                        meas = json.load(f)
-                except (RuntimeError, ValueError) as e:
+                         "--full", "--json"], out=case["pred"])
+                except RuntimeError as e:
                     log("%d: %s %s: FAILED: %s" % (size, name, strategy, e))
                     failures += 1
                     continue
-                r = compare(pred, meas)
-                r.update({"size": size, "model": name, "strategy": meas["strategy"],
-                          "execute_wall_s": took})
-                results.append(r)
-                log("%d: %s %s: predicted %.2f ms, measured %.2f ms (%+.2f%%), executor %.0f s"
-                    % (size, name, strategy, 1e3 * r["iter_pred_s"], 1e3 * r["iter_meas_s"],
-                       100 * r["iter_error"], took))
+                # Step 3: the executor on the simulated cluster (below).
+                if a.predict_only and not os.path.exists(case["exec"]):
+                    log("%d: %s %s: FAILED: no executor run %s to reuse"
+                        % (size, name, strategy, case["exec"]))
+                    failures += 1
+                    continue
+                if a.keep_runs and valid_json(case["exec"]):
+                    log("%d: %s %s: reusing %s" % (size, name, strategy, case["exec"]))
+                elif not a.predict_only:
+                    iterations = a.iterations or (1 if size >= 1024 else 2)
+                    case["cmd"] = ([smpirun, "-platform", platform, "-hostfile", block_hosts] +
+                                   SMPI_CFG + [a.dsmpi_smpi, "execute"] +
+                                   model_args(model, gbs) +
+                                   ["--strategy", strategy, "--cluster", cluster, "--backend",
+                                    "replay", "--replay-costs", costs, "--warmup", "1",
+                                    "--iterations", str(iterations), "--json"])
+                cases.append(case)
+
+    # Step 3 and 4: executor runs (a few at once with --jobs), comparison.
+    def execute(case):
+        if case["cmd"] is None:
+            return 0.0
+        _, took = run(case["cmd"], out=case["exec"])
+        return took
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futures = [(case, pool.submit(execute, case)) for case in cases]
+        for case, future in futures:
+            size, name, strategy = case["size"], case["name"], case["strategy"]
+            try:
+                took = future.result()
+                with open(case["pred"]) as f:
+                    pred = json.load(f)
+                with open(case["exec"]) as f:
+                    meas = json.load(f)
+            except (RuntimeError, ValueError, OSError) as e:
+                log("%d: %s %s: FAILED: %s" % (size, name, strategy, e))
+                failures += 1
+                continue
+            r = compare(pred, meas)
+            r.update({"size": size, "model": name, "strategy": meas["strategy"],
+                      "execute_wall_s": took})
+            results.append(r)
+            log("%d: %s %s: predicted %.2f ms, measured %.2f ms (%+.2f%%), executor %.0f s"
+                % (size, name, strategy, 1e3 * r["iter_pred_s"], 1e3 * r["iter_meas_s"],
+                   100 * r["iter_error"], took))
 
     print_table(results)
     summary = summarize(results, a.ranking)
