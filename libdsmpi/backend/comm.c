@@ -210,12 +210,13 @@ out:
 }
 
 /* A few operations that set connections up (MPI and NCCL do on first use):
- * an all-reduce of 256 KiB and, on groups of up to WARM_PAIRS_MAX members,
- * an all-to-all of 256 KiB per pair, which touches every pair.  A larger
- * group skips the all-to-all: it moves n^2 messages (a million at 1024
- * members, 256 GiB in all), and the pairs its collectives use are few and
- * set up by their own first runs (the executor's warm-up iterations). */
-enum { WARM_PAIRS_MAX = 64, WARM_ELEMENTS = 65536 };
+ * an all-reduce of 256 KiB and, on groups of up to WARM_PAIRS_MAX members (a
+ * node's worth), an all-to-all of 256 KiB per pair, which touches every
+ * pair.  A larger group skips the all-to-all: it moves n^2 messages (4032
+ * per 64-member group, a million at 1024 members), and the pairs its
+ * collectives use are few and set up by their own first runs (the
+ * executor's warm-up iterations, the profiler's warm-up per event). */
+enum { WARM_PAIRS_MAX = 8, WARM_ELEMENTS = 65536 };
 
 static ds_status_t warm_up(ds_comm_t *c)
 {
