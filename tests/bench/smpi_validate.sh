@@ -4,9 +4,9 @@
 # the whole simulated cluster with the replay backend, compare; the ranking
 # of 12 strategies at 256 devices.  Prints the error table of
 # tests/smpi/protocol.py and writes it as JSON.  Simulated time does not
-# depend on the machine's load, but the simulation takes CPU: each executor
-# run took 20-75 s at 64 devices, 2-12 min at 256, and more than 42 min of
-# one core at 1024 on a shared 2-core machine.
+# depend on the machine's load, but the simulation takes CPU: an executor
+# run took 17-112 s at 64 devices, 71-282 s at 256 and 189-560 s at 1024 on
+# a shared 2-core machine, two at a time.
 # Usage: smpi_validate.sh [BUILD_DIR] [SIZES] [WORK_DIR]
 #   BUILD_DIR   the normal build (default build); the SMPI build goes to
 #               BUILD_DIR/tests/smpi/smpi-build (built when missing)
