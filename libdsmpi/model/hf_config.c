@@ -20,6 +20,91 @@ static const struct {
     {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_LLAMA},
 };
 
+/* Fields by which the Hugging Face families declare experts, looked up at the
+ * top level and in sub-configs (dbrx's ffn_config, llama4's text_config, ...):
+ * a number above `dense_max` declares a mixture of experts (one expert, or a
+ * size of 0, is a dense MLP; null counts as absent). */
+static const struct {
+    const char *field;
+    double dense_max;
+} moe_fields[] = {
+    {"num_local_experts", 1},               /* mixtral, phimoe, granitemoe, jetmoe, arctic, llama4, gpt_oss */
+    {"num_experts", 1},                     /* qwen2_moe, qwen3_moe, olmoe, jamba, grok-1 */
+    {"n_routed_experts", 1},                /* deepseek_v2, deepseek_v3, glm4_moe */
+    {"moe_num_experts", 1},                 /* dbrx (ffn_config), ernie4_5_moe, aria */
+    {"num_experts_per_tok", 1},             /* most families: experts chosen per token */
+    {"num_experts_per_token", 1},
+    {"experts_per_token", 1},               /* gpt_oss */
+    {"moe_top_k", 1},                       /* dbrx (ffn_config) */
+    {"moe_k", 1},                           /* ernie4_5_moe */
+    {"n_shared_experts", 1},                /* deepseek_v2, deepseek_v3 */
+    {"moe_intermediate_size", 0},           /* qwen2_moe, qwen3_moe, deepseek_v2/v3 */
+    {"shared_expert_intermediate_size", 0}, /* qwen2_moe */
+};
+#define MOE_SUBCONFIG_DEPTH 3 /* sub-configs in sub-configs: thinker_config.text_config.num_experts */
+
+/* model_type values of mixture-of-experts families: refused as such even when
+ * their expert fields are named otherwise.  Any model_type containing "moe"
+ * is one as well. */
+static const char *const moe_model_types[] = {
+    "mixtral", "phimoe", "jetmoe", "arctic", "minimax", "gpt_oss", "grok", "grok-1",
+    "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_omni_moe", "qwen3_vl_moe",
+    "deepseek_v2", "deepseek_v3", "deepseek_vl_v2", "kimi_vl", "glm4_moe", "glm4v_moe",
+    "dbrx", "llama4", "llama4_text", "jamba", "olmoe", "flex_olmo", "granitemoe",
+    "granitemoeshared", "granitemoehybrid", "switch_transformers", "nllb_moe", "gptsan-japanese",
+    "hunyuan_v1_moe", "ernie4_5_moe", "dots1", "bailing_moe", "aria", "aria_text", "longcat_flash",
+};
+
+/* The first expert field of `object` or of its sub-configs that declares a
+ * mixture of experts: its dotted path and value. */
+static bool find_moe_field(const json_t *object, const char *prefix, int depth, char *path,
+                           size_t size, double *value_p)
+{
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(moe_fields); i++) {
+        const json_t *value = json_object_get(object, moe_fields[i].field);
+        if (json_is_number(value) && json_number_value(value) > moe_fields[i].dense_max) {
+            snprintf(path, size, "%s%s", prefix, moe_fields[i].field);
+            *value_p = json_number_value(value);
+            return true;
+        }
+    }
+    if (depth == 0)
+        return false;
+    const char *key;
+    json_t *member;
+    json_object_foreach((json_t *)object, key, member) {
+        if (!json_is_object(member))
+            continue;
+        char inner[128];
+        snprintf(inner, sizeof(inner), "%s%s.", prefix, key);
+        if (find_moe_field(member, inner, depth - 1, path, size, value_p))
+            return true;
+    }
+    return false;
+}
+
+static bool is_moe_model_type(const char *model_type)
+{
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(moe_model_types); i++)
+        if (strcmp(model_type, moe_model_types[i]) == 0)
+            return true;
+    return strstr(model_type, "moe") != NULL;
+}
+
+/* Refuses a mixture of experts, whatever its family calls the experts. */
+static ds_status_t refuse_moe(const json_t *root, const char *origin, const char *model_type)
+{
+    char path[256];
+    double value = 0;
+    if (find_moe_field(root, "", MOE_SUBCONFIG_DEPTH, path, sizeof(path), &value))
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: mixture-of-experts (%s = %.15g) is not modelled yet (accepted: dense models)",
+                         origin, path, value);
+    if (is_moe_model_type(model_type))
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: mixture-of-experts (model_type \"%s\") is not modelled yet (accepted: dense models of model_type gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2)",
+                         origin, model_type);
+    return DS_OK;
+}
+
 static ds_status_t get_int(const json_t *root, const char *key, const char *origin, bool required,
                            int *value_p)
 {
@@ -154,11 +239,6 @@ static ds_status_t parse_llama(const json_t *root, const char *origin, ds_model_
 {
     const char *act = "silu";
     info->arch = DS_ARCH_DECODER;
-    int experts = 0;
-    DSI_TRY(get_int(root, "num_local_experts", origin, false, &experts));
-    if (experts > 1)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: mixture-of-experts (num_local_experts = %d) is not modelled yet (accepted: dense models)",
-                         origin, experts);
     DSI_TRY(get_int(root, "num_hidden_layers", origin, true, &info->num_layers));
     DSI_TRY(get_int(root, "hidden_size", origin, true, &info->hidden_size));
     DSI_TRY(get_int(root, "num_attention_heads", origin, true, &info->num_heads));
@@ -198,6 +278,7 @@ ds_status_t dsi_model_from_hf_config(const void *json_root, const char *origin, 
     if (model_type == NULL)
         return DSI_ERROR(DS_ERR_BAD_FILE, "%s: neither a Hugging Face config (no \"model_type\") nor a dsmpi layer list (no \"format\": \"dsmpi-layers\")",
                          origin);
+    DSI_TRY(refuse_moe(root, origin, model_type));
     size_t index = 0;
     while (index < DSI_ARRAY_SIZE(families) && strcmp(families[index].model_type, model_type) != 0)
         index++;

@@ -301,6 +301,65 @@ static void test_bad_models(void)
     ds_model_destroy(NULL);
 }
 
+/* A mixture of experts is refused whatever its family calls the experts; a
+ * dense config that carries the fields with 0, 1 or null is still read. */
+static void test_moe_configs(void)
+{
+#define DENSE_QWEN2 "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, " \
+                    "\"num_key_value_heads\": 2, \"intermediate_size\": 128, \"vocab_size\": 100"
+    static const struct {
+        const char *json;
+        const char *message; /* NULL: read as a dense model */
+    } cases[] = {
+        /* Qwen2-MoE written with the dense model_type */
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"num_experts\": 60, \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 1408}",
+         "test.json: mixture-of-experts (num_experts = 60) is not modelled yet (accepted: dense models)"},
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"moe_intermediate_size\": 1408}",
+         "mixture-of-experts (moe_intermediate_size = 1408)"},
+        /* DeepSeek-V3 style */
+        {"{\"model_type\": \"llama\", " DENSE_QWEN2 ", \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"num_experts_per_tok\": 8}",
+         "mixture-of-experts (n_routed_experts = 256)"},
+        {"{\"model_type\": \"deepseek_v3\", \"n_routed_experts\": 256}", "mixture-of-experts (n_routed_experts = 256)"},
+        /* an MoE family's model_type, with or without expert fields */
+        {"{\"model_type\": \"mixtral\", " DENSE_QWEN2 "}",
+         "test.json: mixture-of-experts (model_type \"mixtral\") is not modelled yet (accepted: dense models of model_type gpt2"},
+        {"{\"model_type\": \"qwen3_moe\"}", "mixture-of-experts (model_type \"qwen3_moe\")"},
+        {"{\"model_type\": \"some_new_moe\"}", "mixture-of-experts (model_type \"some_new_moe\")"},
+        {"{\"model_type\": \"mixtral\", \"num_local_experts\": 8}", "mixture-of-experts (num_local_experts = 8)"},
+        /* experts in sub-configs: dbrx's ffn_config, llama4's text_config */
+        {"{\"model_type\": \"dbrx\", \"ffn_config\": {\"moe_num_experts\": 16, \"moe_top_k\": 4}}",
+         "mixture-of-experts (ffn_config.moe_num_experts = 16)"},
+        {"{\"model_type\": \"llama4\", \"text_config\": {\"num_local_experts\": 16, \"num_experts_per_tok\": 1}}",
+         "mixture-of-experts (text_config.num_local_experts = 16)"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, \"vocab_size\": 100, \"num_experts_per_tok\": 2}",
+         "mixture-of-experts (num_experts_per_tok = 2)"},
+        /* dense: no experts, or fields that declare none */
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 "}", NULL},
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"num_experts_per_tok\": 0, \"num_experts\": null}", NULL},
+        {"{\"model_type\": \"llama\", " DENSE_QWEN2 ", \"num_local_experts\": 1, \"num_experts_per_tok\": 1, \"moe_intermediate_size\": 0}", NULL},
+    };
+#undef DENSE_QWEN2
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(cases); i++) {
+        ds_model_t *model = NULL;
+        ds_clear_error();
+        ds_status_t status = ds_model_load_json(cases[i].json, strlen(cases[i].json), "test.json", &model);
+        if (cases[i].message == NULL) {
+            CHECK_MSG(status == DS_OK, "case %zu: %s", i, ds_last_error());
+            ds_model_info_t info;
+            if (model != NULL) {
+                ds_model_get_info(model, &info);
+                CHECK_INT(info.num_layers, 2);
+                CHECK_INT(info.ffn_hidden_size, 128);
+            }
+        } else {
+            CHECK_MSG(status == DS_ERR_BAD_FILE && strstr(ds_last_error(), cases[i].message) != NULL,
+                      "case %zu: %s: %s", i, ds_status_string(status), ds_last_error());
+            CHECK(model == NULL);
+        }
+        ds_model_destroy(model);
+    }
+}
+
 int main(void)
 {
     test_parameter_counts();
@@ -309,5 +368,6 @@ int main(void)
     test_llama_gqa_shapes();
     test_layer_list();
     test_bad_models();
+    test_moe_configs();
     return check_summary("test_model");
 }

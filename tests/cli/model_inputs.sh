@@ -1,0 +1,65 @@
+#!/bin/bash
+# How dsmpi reads a model and its sizes: Hugging Face configs of mixture-of-
+# experts models are refused whatever the family calls its experts (one line,
+# exit 2).
+#   model_inputs.sh DSMPI DATA_DIR
+set -u
+dsmpi=$1 data=$2
+failures=0 checks=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# expect_error CODE SUBSTRING ARGS...: exit CODE, one stderr line with SUBSTRING, empty stdout.
+expect_error() {
+    local code=$1 needle=$2
+    shift 2
+    checks=$((checks + 1))
+    "$dsmpi" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne "$code" ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$needle" "$tmp/err" || [ -s "$tmp/out" ]; then
+        fail "dsmpi $* -> rc $rc, $lines stderr lines: $(head -c 300 "$tmp/err"); expected rc $code with '$needle'"
+    fi
+}
+
+expect_ok() {
+    checks=$((checks + 1))
+    if ! "$dsmpi" "$@" >"$tmp/out" 2>"$tmp/err"; then
+        fail "dsmpi $* failed: $(head -c 300 "$tmp/err")"
+    fi
+}
+
+# Mixture of experts: Qwen2-MoE written with the dense model_type "qwen2", a
+# DeepSeek-V3-style config, a mixtral model_type, dbrx's experts in ffn_config.
+cat >"$tmp/qwen2-moe.json" <<'JSON'
+{"model_type": "qwen2", "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
+ "num_key_value_heads": 16, "intermediate_size": 5632, "vocab_size": 151936, "num_experts": 60,
+ "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
+JSON
+cat >"$tmp/deepseek-v3.json" <<'JSON'
+{"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "n_routed_experts": 256,
+ "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 2048}
+JSON
+printf '{"model_type": "mixtral", "num_hidden_layers": 32}\n' >"$tmp/mixtral.json"
+printf '{"model_type": "dbrx", "ffn_config": {"moe_num_experts": 16, "moe_top_k": 4}}\n' >"$tmp/dbrx.json"
+for command in "events --target-gpus 8" "predict --estimate-missing --target-gpus 8" \
+    "search --estimate-missing --target-gpus 8" "plan --estimate-missing --gpus 8,16 --tokens 1B"; do
+    # shellcheck disable=SC2086 # the command's words
+    expect_error 2 "qwen2-moe.json: mixture-of-experts (num_experts = 60) is not modelled yet (accepted: dense models)" \
+        $command --model "$tmp/qwen2-moe.json"
+done
+expect_error 2 "deepseek-v3.json: mixture-of-experts (n_routed_experts = 256) is not modelled yet" events --model "$tmp/deepseek-v3.json" --target-gpus 8
+expect_error 2 "mixtral.json: mixture-of-experts (model_type \"mixtral\") is not modelled yet (accepted: dense models of model_type gpt2" events --model "$tmp/mixtral.json" --target-gpus 8
+expect_error 2 "dbrx.json: mixture-of-experts (ffn_config.moe_num_experts = 16) is not modelled yet" events --model "$tmp/dbrx.json" --target-gpus 8
+# The same fields set to 0, 1 or null in a dense config are no experts.
+sed -e 's/"num_experts": 60/"num_experts": null/' -e 's/"num_experts_per_tok": 4/"num_experts_per_tok": 0/' \
+    -e 's/"moe_intermediate_size": 1408/"moe_intermediate_size": 0/' \
+    -e 's/"shared_expert_intermediate_size": 5632/"num_local_experts": 1/' "$tmp/qwen2-moe.json" >"$tmp/qwen2-dense.json"
+expect_ok events --model "$tmp/qwen2-dense.json" --target-gpus 8
+grep -q "^# model: qwen2-dense" "$tmp/out" || fail "dense config with empty expert fields: $(head -c 300 "$tmp/out")"
+
+echo "model_inputs: $checks checks, $failures failures"
+[ "$failures" -eq 0 ]
