@@ -269,173 +269,270 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
     dsi_strbuf_free(&buf);
 }
 
-/* ---- validation ------------------------------------------------------------ */
+/* ---- validation ------------------------------------------------------------
+ * One set of checks decides both whether a strategy is accepted and which
+ * values an error message suggests: a suggested tp or pp is one with which the
+ * strategy passes every check (dp derived again from the target). */
 
-/* "1, 2, 4, 8, 16": the divisors of n up to `limit`, for error messages. */
-static void divisors_text(int64_t n, int64_t limit, char *text, size_t size)
+typedef enum suggest_field { SUGGEST_TP, SUGGEST_PP } suggest_field_t;
+
+typedef struct resolve_ctx {
+    const ds_strategy_t *given; /* the strategy as the caller gave it */
+    const ds_model_t *model;
+    int64_t target_gpus;
+    int gpus_per_node;
+    bool quiet; /* trying a suggestion: refusals are returned, not recorded */
+} resolve_ctx_t;
+
+/* A refusal: the error message, or only the status while trying suggestions. */
+#define REFUSE(ctx, ...) ((ctx)->quiet ? DS_ERR_INVALID_ARG : DSI_ERROR(DS_ERR_INVALID_ARG, __VA_ARGS__))
+
+#define MAX_SUGGESTION_TEXT 256
+
+static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p);
+
+/* Every check of tp against the model: the features a layer list splits, or
+ * the attention heads, key/value heads and MLP columns, and with sp the tokens
+ * of a sequence. */
+static ds_status_t check_tp(const resolve_ctx_t *ctx, const ds_strategy_t *s);
+/* Every check of pp (and vpp, uneven stages) against the layers. */
+static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s);
+
+static void append_value(char *text, size_t size, int value, bool *full_p)
 {
-    size_t used = 0;
+    size_t used = strlen(text);
+    if (*full_p || used + 24 > size) {
+        if (!*full_p && used + 5 <= size)
+            snprintf(text + used, size - used, ", ...");
+        *full_p = true;
+        return;
+    }
+    snprintf(text + used, size - used, "%s%d", used ? ", " : "", value);
+}
+
+/* The values of `field` with which the strategy as given passes every check,
+ * dp derived from the target ("1, 2, 4").  When none does (another field is
+ * wrong too), the values that pass the field's own checks, said so. */
+static void suggest(const resolve_ctx_t *ctx, suggest_field_t field, char *text, size_t size)
+{
+    resolve_ctx_t trial = *ctx;
+    trial.quiet = true;
+    const ds_strategy_t *given = ctx->given;
+    int64_t other = field == SUGGEST_TP ? given->pp : given->tp;
+    int64_t limit = ctx->target_gpus / (other > 0 ? other : 1);
+    if (field == SUGGEST_PP && limit > ctx->model->info.num_layers)
+        limit = ctx->model->info.num_layers;
+    limit = DSI_MIN(limit, (int64_t)MAX_DEGREE);
+    char own[MAX_SUGGESTION_TEXT] = "";
+    bool full = false, own_full = false;
     text[0] = '\0';
-    for (int64_t d = 1; d <= n && d <= limit && used + 16 < size; d++)
-        if (n % d == 0)
-            used += (size_t)snprintf(text + used, size - used, "%s%lld", used ? ", " : "",
-                                     (long long)d);
+    for (int64_t value = 1; value <= limit; value++) {
+        if (ctx->target_gpus % (value * other) != 0)
+            continue; /* tp*pp must divide the target */
+        ds_strategy_t probe = *given, resolved;
+        probe.dp = 0;
+        if (field == SUGGEST_TP)
+            probe.tp = (int)value;
+        else
+            probe.pp = (int)value;
+        trial.given = &probe;
+        if (resolve(&trial, &resolved) == DS_OK)
+            append_value(text, size, (int)value, &full);
+        else if ((field == SUGGEST_TP ? check_tp(&trial, &probe) : check_stages(&trial, &probe)) == DS_OK)
+            append_value(own, sizeof(own), (int)value, &own_full);
+    }
+    if (text[0] != '\0' && given->dp != 0 && !full)
+        snprintf(text + strlen(text), size - strlen(text), " with dp derived from the target");
+    else if (text[0] == '\0' && own[0] != '\0')
+        snprintf(text, size, "none with the rest of this strategy; %s values its model and target allow: %s",
+                 field == SUGGEST_TP ? "tp" : "pp", own);
+    else if (text[0] == '\0')
+        snprintf(text, size, "none");
 }
 
-static ds_status_t check_divides(int degree, const char *what, int64_t count, const char *counted,
-                                 const char *model)
+static ds_status_t check_divides(const resolve_ctx_t *ctx, const char *counted, int64_t count,
+                                 int tp)
 {
-    if (count % degree == 0)
+    if (count % tp == 0)
         return DS_OK;
-    char accepted[256];
-    divisors_text(count, 4096, accepted, sizeof(accepted));
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "%s=%d does not divide the %lld %s of %s (accepted: %s)",
-                     what, degree, (long long)count, counted, model, accepted);
+    if (ctx->quiet)
+        return DS_ERR_INVALID_ARG;
+    char accepted[MAX_SUGGESTION_TEXT];
+    suggest(ctx, SUGGEST_TP, accepted, sizeof(accepted));
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "tp=%d does not divide the %lld %s of %s (accepted: %s)",
+                     tp, (long long)count, counted, ctx->model->info.name, accepted);
 }
 
-static ds_status_t check_stages(const ds_strategy_t *s, const ds_model_info_t *info)
+static ds_status_t check_layer_list_tp(const resolve_ctx_t *ctx, int tp)
 {
+    const ds_model_t *model = ctx->model;
+    for (int i = 0; i < model->num_generic; i++) {
+        const dsi_generic_layer_t *layer = &model->generic[i];
+        for (int j = 0; j < layer->num_ops; j++) {
+            const dsi_generic_op_t *op = &layer->ops[j];
+            int64_t split = op->split == DSI_TP_COLUMN ? op->cols : op->split == DSI_TP_ROW ? op->inner : 0;
+            if (split == 0 || split % tp == 0)
+                continue;
+            if (ctx->quiet)
+                return DS_ERR_INVALID_ARG;
+            char accepted[MAX_SUGGESTION_TEXT];
+            suggest(ctx, SUGGEST_TP, accepted, sizeof(accepted));
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "tp=%d does not divide the %lld features of %s in layer \"%s\" of %s (accepted: %s)",
+                             tp, (long long)split, op->name, layer->name, model->info.name, accepted);
+        }
+    }
+    return DS_OK;
+}
+
+static ds_status_t check_tp(const resolve_ctx_t *ctx, const ds_strategy_t *s)
+{
+    const ds_model_info_t *info = &ctx->model->info;
+    if (info->arch == DS_ARCH_LAYER_LIST) {
+        DSI_TRY(check_layer_list_tp(ctx, s->tp));
+    } else {
+        DSI_TRY(check_divides(ctx, "attention heads", info->num_heads, s->tp));
+        DSI_TRY(check_divides(ctx, "key/value heads", info->num_kv_heads, s->tp));
+        DSI_TRY(check_divides(ctx, "MLP columns", info->ffn_hidden_size, s->tp));
+    }
+    if (s->sp && s->tp > 1) {
+        DSI_TRY(check_divides(ctx, "tokens of a sequence (sp splits them)", info->seq_len, s->tp));
+        if (info->decoder_seq_len > 0)
+            DSI_TRY(check_divides(ctx, "decoder tokens (sp splits them)", info->decoder_seq_len, s->tp));
+    }
+    return DS_OK;
+}
+
+static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s)
+{
+    const ds_model_info_t *info = &ctx->model->info;
     int L = info->num_layers;
-    if (s->pp > L)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d exceeds the %d layers of %s (accepted: 1 to %d)",
-                         s->pp, L, info->name, L);
+    char accepted[MAX_SUGGESTION_TEXT];
+    if (s->pp > L) {
+        if (ctx->quiet)
+            return DS_ERR_INVALID_ARG;
+        suggest(ctx, SUGGEST_PP, accepted, sizeof(accepted));
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d exceeds the %d layers of %s (accepted: %s)",
+                         s->pp, L, info->name, accepted);
+    }
     if (s->first_stage_layers || s->last_stage_layers) {
         if (s->schedule == DS_SCHEDULE_INTERLEAVED)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "uneven stages (first/last-stage-layers) cannot be combined with schedule=interleaved (accepted: gpipe, 1f1b)");
+            return REFUSE(ctx, "uneven stages (first/last-stage-layers) cannot be combined with schedule=interleaved (accepted: gpipe, 1f1b)");
         int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
         int middle_stages = s->pp - ends;
         int middle_layers = L - s->first_stage_layers - s->last_stage_layers;
         if (s->pp < 2 || middle_stages < 0 || middle_layers < 0 ||
             (middle_stages == 0 && middle_layers != 0) ||
             (middle_stages > 0 && (middle_layers == 0 || middle_layers % middle_stages != 0)))
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "first-stage-layers=%d, last-stage-layers=%d leave %d layers for %d other stages (accepted: pp >= 2 and a remainder divisible by the other stages)",
-                             s->first_stage_layers, s->last_stage_layers, middle_layers,
-                             middle_stages);
+            return REFUSE(ctx, "first-stage-layers=%d, last-stage-layers=%d leave %d layers for %d other stages (accepted: pp >= 2 and a remainder divisible by the other stages)",
+                          s->first_stage_layers, s->last_stage_layers, middle_layers,
+                          middle_stages);
         return DS_OK;
     }
     int chunks = s->pp * s->vpp;
-    if (L % chunks != 0) {
-        char accepted[256];
-        divisors_text(L, 4096, accepted, sizeof(accepted));
-        if (s->vpp > 1)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "pp*vpp = %d*%d does not divide the %d layers of %s (accepted products: %s)",
-                             s->pp, s->vpp, L, info->name, accepted);
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d does not divide the %d layers of %s (accepted: %s; or give first-stage-layers/last-stage-layers)",
-                         s->pp, L, info->name, accepted);
-    }
-    return DS_OK;
+    if (L % chunks == 0)
+        return DS_OK;
+    if (ctx->quiet)
+        return DS_ERR_INVALID_ARG;
+    suggest(ctx, SUGGEST_PP, accepted, sizeof(accepted));
+    if (s->vpp > 1)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp*vpp = %d*%d does not divide the %d layers of %s (accepted: pp*vpp dividing %d; pp with vpp=%d: %s)",
+                         s->pp, s->vpp, L, info->name, L, s->vpp, accepted);
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d does not divide the %d layers of %s (accepted: %s; or give first-stage-layers/last-stage-layers)",
+                     s->pp, L, info->name, accepted);
 }
 
-static ds_status_t check_layer_list_tp(const ds_model_t *model, int tp)
+static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
 {
-    for (int i = 0; i < model->num_generic; i++) {
-        const dsi_generic_layer_t *layer = &model->generic[i];
-        for (int j = 0; j < layer->num_ops; j++) {
-            const dsi_generic_op_t *op = &layer->ops[j];
-            int64_t split = op->split == DSI_TP_COLUMN ? op->cols : op->split == DSI_TP_ROW ? op->inner : 0;
-            if (split != 0 && split % tp != 0)
-                return DSI_ERROR(DS_ERR_INVALID_ARG, "tp=%d does not divide the %lld features of %s in layer \"%s\" of %s",
-                                 tp, (long long)split, op->name, layer->name, model->info.name);
-        }
+    ds_strategy_t s = *ctx->given;
+    const ds_model_info_t *info = &ctx->model->info;
+    int64_t target_gpus = ctx->target_gpus;
+    if (target_gpus < 1)
+        return REFUSE(ctx, "target of %lld devices (accepted: at least 1)", (long long)target_gpus);
+    if (s.cp != 1)
+        return REFUSE(ctx, "cp=%d: context parallelism is not modelled yet (accepted: cp=1)", s.cp);
+    if (s.ep != 1)
+        return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
+    if (s.flash_attention)
+        return REFUSE(ctx, "flash attention is not modelled yet (accepted: flash=off)");
+    int64_t model_parallel = (int64_t)s.tp * s.pp;
+    if (s.dp == 0) {
+        if (target_gpus % model_parallel != 0)
+            return REFUSE(ctx, "tp*pp = %lld does not divide the %lld target devices (accepted: tp*pp dividing %lld)",
+                          (long long)model_parallel, (long long)target_gpus, (long long)target_gpus);
+        s.dp = (int)(target_gpus / model_parallel);
+    } else if ((int64_t)s.dp * model_parallel != target_gpus) {
+        return REFUSE(ctx, "dp*tp*pp = %d*%d*%d = %lld does not equal the %lld target devices (accepted: dp=%lld or leave dp out)",
+                      s.dp, s.tp, s.pp, (long long)s.dp * model_parallel, (long long)target_gpus,
+                      target_gpus % model_parallel == 0 ? (long long)(target_gpus / model_parallel) : 0LL);
     }
+    if (s.sp && s.tp == 1) {
+        if (!ctx->quiet)
+            DSI_WARN("sp needs tp > 1; sequence parallelism is off for tp=1");
+        s.sp = 0;
+    }
+    DSI_TRY(check_tp(ctx, &s));
+    if (s.layers_per_virtual_stage > 0) {
+        int64_t per_rank = info->num_layers / s.pp;
+        if (info->num_layers % s.pp != 0 || per_rank % s.layers_per_virtual_stage != 0)
+            return REFUSE(ctx, "num-layers-per-virtual-pipeline-stage=%d does not divide the %lld layers per pipeline rank",
+                          s.layers_per_virtual_stage, (long long)per_rank);
+        s.vpp = (int)(per_rank / s.layers_per_virtual_stage);
+        s.layers_per_virtual_stage = 0;
+    }
+    if (s.schedule == DS_SCHEDULE_INTERLEAVED) {
+        if (s.pp < 2)
+            return REFUSE(ctx, "schedule=interleaved needs pp >= 2 (got pp=%d)", s.pp);
+        if (s.vpp < 2)
+            return REFUSE(ctx, "schedule=interleaved needs vpp >= 2 (got vpp=%d)", s.vpp);
+    } else if (s.vpp != 1) {
+        return REFUSE(ctx, "vpp=%d needs schedule=interleaved (got schedule=%s)", s.vpp,
+                      schedule_names[s.schedule]);
+    }
+    DSI_TRY(check_stages(ctx, &s));
+    if (s.gbs == 0)
+        s.gbs = info->global_batch;
+    /* Beyond this, activation sizes in bytes approach int64's range. */
+    const int64_t max_tokens = INT64_C(1) << 32;
+    if ((int64_t)s.mbs * info->seq_len > max_tokens)
+        return REFUSE(ctx, "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
+                      s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
+    int64_t per_step = (int64_t)s.dp * s.mbs;
+    if (s.gbs % per_step != 0)
+        return REFUSE(ctx, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
+                      (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)per_step);
+    int64_t m = s.gbs / per_step;
+    int64_t max_m = dsi_param_int(DSI_PARAM_MAX_MICROBATCHES);
+    if (m > max_m)
+        return REFUSE(ctx, "gbs=%lld is %lld micro-batches of dp*mbs = %d*%d per iteration (accepted: at most %lld, DS_MAX_MICROBATCHES; a larger mbs or dp, or a smaller global batch)",
+                      (long long)s.gbs, (long long)m, s.dp, s.mbs, (long long)max_m);
+    if (s.schedule == DS_SCHEDULE_INTERLEAVED && m % s.pp != 0)
+        return REFUSE(ctx, "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d (Megatron's micro-batch group)",
+                      (long long)m, s.pp);
+    if (s.zero >= 2 && s.pp > 1)
+        return REFUSE(ctx, "zero=%d cannot be combined with pp=%d (accepted: zero 0 or 1 with pipelining)",
+                      s.zero, s.pp);
+    if (s.dp_algo == DS_DP_PS) {
+        if (s.ps_servers == 0)
+            s.ps_servers = s.dp;
+        if (s.ps_servers > s.dp)
+            return REFUSE(ctx, "ps-servers=%d exceeds dp=%d (accepted: 1 to %d)", s.ps_servers, s.dp,
+                          s.dp);
+        if (s.zero != 0)
+            return REFUSE(ctx, "dp-algo=ps cannot be combined with zero=%d (accepted: zero=0)", s.zero);
+    }
+    if (!ctx->quiet && ctx->gpus_per_node > 0 && s.tp > ctx->gpus_per_node)
+        DSI_WARN("tp=%d spans more than the %d devices of a node: tensor-parallel collectives will cross the network",
+                 s.tp, ctx->gpus_per_node);
+    *resolved_p = s;
     return DS_OK;
 }
 
 ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model,
                                 int64_t target_gpus, int gpus_per_node)
 {
-    ds_strategy_t s = *strategy;
-    const ds_model_info_t *info = &model->info;
-    if (target_gpus < 1)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "target of %lld devices (accepted: at least 1)",
-                         (long long)target_gpus);
-    if (s.cp != 1)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "cp=%d: context parallelism is not modelled yet (accepted: cp=1)", s.cp);
-    if (s.ep != 1)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
-    if (s.flash_attention)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "flash attention is not modelled yet (accepted: flash=off)");
-    int64_t model_parallel = (int64_t)s.tp * s.pp;
-    if (s.dp == 0) {
-        if (target_gpus % model_parallel != 0)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "tp*pp = %lld does not divide the %lld target devices (accepted: tp*pp dividing %lld)",
-                             (long long)model_parallel, (long long)target_gpus, (long long)target_gpus);
-        s.dp = (int)(target_gpus / model_parallel);
-    } else if ((int64_t)s.dp * model_parallel != target_gpus) {
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "dp*tp*pp = %d*%d*%d = %lld does not equal the %lld target devices (accepted: dp=%lld or leave dp out)",
-                         s.dp, s.tp, s.pp, (long long)s.dp * model_parallel, (long long)target_gpus,
-                         target_gpus % model_parallel == 0 ? (long long)(target_gpus / model_parallel) : 0LL);
-    }
-    if (info->arch == DS_ARCH_LAYER_LIST) {
-        DSI_TRY(check_layer_list_tp(model, s.tp));
-    } else {
-        DSI_TRY(check_divides(s.tp, "tp", info->num_heads, "attention heads", info->name));
-        DSI_TRY(check_divides(s.tp, "tp", info->num_kv_heads, "key/value heads", info->name));
-        DSI_TRY(check_divides(s.tp, "tp", info->ffn_hidden_size, "MLP columns", info->name));
-    }
-    if (s.sp && s.tp == 1) {
-        DSI_WARN("sp needs tp > 1; sequence parallelism is off for tp=1");
-        s.sp = 0;
-    }
-    if (s.sp) {
-        DSI_TRY(check_divides(s.tp, "tp", info->seq_len, "tokens of a sequence (sp splits them)", info->name));
-        if (info->decoder_seq_len > 0)
-            DSI_TRY(check_divides(s.tp, "tp", info->decoder_seq_len, "decoder tokens (sp splits them)", info->name));
-    }
-    if (s.layers_per_virtual_stage > 0) {
-        int64_t per_rank = info->num_layers / s.pp;
-        if (info->num_layers % s.pp != 0 || per_rank % s.layers_per_virtual_stage != 0)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "num-layers-per-virtual-pipeline-stage=%d does not divide the %lld layers per pipeline rank",
-                             s.layers_per_virtual_stage, (long long)per_rank);
-        s.vpp = (int)(per_rank / s.layers_per_virtual_stage);
-        s.layers_per_virtual_stage = 0;
-    }
-    if (s.schedule == DS_SCHEDULE_INTERLEAVED) {
-        if (s.pp < 2)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs pp >= 2 (got pp=%d)", s.pp);
-        if (s.vpp < 2)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs vpp >= 2 (got vpp=%d)", s.vpp);
-    } else if (s.vpp != 1) {
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "vpp=%d needs schedule=interleaved (got schedule=%s)",
-                         s.vpp, schedule_names[s.schedule]);
-    }
-    DSI_TRY(check_stages(&s, info));
-    if (s.gbs == 0)
-        s.gbs = info->global_batch;
-    /* Beyond this, activation sizes in bytes approach int64's range. */
-    const int64_t max_tokens = INT64_C(1) << 32;
-    if ((int64_t)s.mbs * info->seq_len > max_tokens)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
-                         s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
-    int64_t per_step = (int64_t)s.dp * s.mbs;
-    if (s.gbs % per_step != 0)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
-                         (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)per_step);
-    int64_t m = s.gbs / per_step;
-    int64_t max_m = dsi_param_int(DSI_PARAM_MAX_MICROBATCHES);
-    if (m > max_m)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "gbs=%lld is %lld micro-batches of dp*mbs = %d*%d per iteration (accepted: at most %lld, DS_MAX_MICROBATCHES; a larger mbs or dp, or a smaller global batch)",
-                         (long long)s.gbs, (long long)m, s.dp, s.mbs, (long long)max_m);
-    if (s.schedule == DS_SCHEDULE_INTERLEAVED && m % s.pp != 0)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d (Megatron's micro-batch group)",
-                         (long long)m, s.pp);
-    if (s.zero >= 2 && s.pp > 1)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "zero=%d cannot be combined with pp=%d (accepted: zero 0 or 1 with pipelining)",
-                         s.zero, s.pp);
-    if (s.dp_algo == DS_DP_PS) {
-        if (s.ps_servers == 0)
-            s.ps_servers = s.dp;
-        if (s.ps_servers > s.dp)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "ps-servers=%d exceeds dp=%d (accepted: 1 to %d)",
-                             s.ps_servers, s.dp, s.dp);
-        if (s.zero != 0)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "dp-algo=ps cannot be combined with zero=%d (accepted: zero=0)", s.zero);
-    }
-    if (gpus_per_node > 0 && s.tp > gpus_per_node)
-        DSI_WARN("tp=%d spans more than the %d devices of a node: tensor-parallel collectives will cross the network",
-                 s.tp, gpus_per_node);
-    *strategy = s;
-    return DS_OK;
+    const ds_strategy_t given = *strategy;
+    const resolve_ctx_t ctx = {&given, model, target_gpus, gpus_per_node, false};
+    return resolve(&ctx, strategy);
 }
 
 int64_t ds_strategy_num_microbatches(const ds_strategy_t *s)

@@ -52,7 +52,7 @@ expect_error 2 "'frobnicate' is not a command (accepted: " frobnicate
 expect_error 2 "model 'gpt5' is not known (accepted: bert-large" events --model gpt5 --target-gpus 8
 expect_error 2 "no target given" events --model gpt2-medium
 expect_error 2 "no model given" events --target-gpus 8
-expect_error 2 "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8, 16)" events --model gpt2-medium --strategy tp=3 --target-gpus 24
+expect_error 2 "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: none with the rest of this strategy; tp values its model and target allow: 1, 2, 4, 8)" events --model gpt2-medium --strategy tp=3 --target-gpus 24
 expect_error 2 "pp=5 does not divide the 24 layers" events --model gpt2-medium --strategy pp=5 --target-gpus 40
 expect_error 2 "dp*tp*pp = 2*2*2 = 8 does not equal the 16 target devices" events --model gpt2-medium --strategy dp=2,tp=2,pp=2 --target-gpus 16
 expect_error 2 "gbs=100 is not a multiple of dp*mbs" events --model gpt2-medium --strategy gbs=100 --target-gpus 16

@@ -1,7 +1,7 @@
 #!/bin/bash
 # How dsmpi reads a model and its sizes: Hugging Face configs of mixture-of-
 # experts models are refused whatever the family calls its experts (one line,
-# exit 2).
+# exit 2); a refused tp suggests only the values that pass every check.
 #   model_inputs.sh DSMPI DATA_DIR
 set -u
 dsmpi=$1 data=$2
@@ -60,6 +60,15 @@ sed -e 's/"num_experts": 60/"num_experts": null/' -e 's/"num_experts_per_tok": 4
     -e 's/"shared_expert_intermediate_size": 5632/"num_local_experts": 1/' "$tmp/qwen2-moe.json" >"$tmp/qwen2-dense.json"
 expect_ok events --model "$tmp/qwen2-dense.json" --target-gpus 8
 grep -q "^# model: qwen2-dense" "$tmp/out" || fail "dense config with empty expert fields: $(head -c 300 "$tmp/out")"
+
+# A refused tp suggests only values that pass every check: Qwen2.5-7B's 28
+# heads take 7, 14 and 28, its 4 key/value heads do not.
+qwen="$data/hf/qwen2.5-7b.json"
+expect_error 2 "tp=8 does not divide the 28 attention heads of qwen2.5-7b (accepted: 1, 2, 4)" events --model "$qwen" --strategy tp=8 --target-gpus 64
+for tp in 1 2 4; do
+    expect_ok events --model "$qwen" --strategy tp=$tp --target-gpus 64
+done
+expect_error 2 "tp=7 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)" events --model "$qwen" --strategy tp=7 --target-gpus 56 --global-batch 448
 
 echo "model_inputs: $checks checks, $failures failures"
 [ "$failures" -eq 0 ]

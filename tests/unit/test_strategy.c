@@ -1,6 +1,9 @@
 /* Strategies: grammar, Megatron aliases, validation messages, placement. */
 #include "check.h"
 
+#include <stdbool.h>
+#include <stdlib.h>
+
 static ds_model_t *model_named(const char *name)
 {
     ds_model_t *model = NULL;
@@ -85,8 +88,10 @@ static void test_bad_strategies(void)
         int64_t gpus;
         const char *message;
     } bad_resolve[] = {
-        {"gpt2-medium", "tp=3", 24, "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8, 16)"},
-        {"gpt2-medium", "pp=5", 40, "pp=5 does not divide the 24 layers of gpt2-medium (accepted: 1, 2, 3, 4, 6, 8, 12, 24"},
+        /* gbs=512 is no multiple of any dp these targets leave (a factor 3 or 5): no
+         * value passes, and the message says which ones would with the rest changed. */
+        {"gpt2-medium", "tp=3", 24, "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: none with the rest of this strategy; tp values its model and target allow: 1, 2, 4, 8)"},
+        {"gpt2-medium", "pp=5", 40, "pp=5 does not divide the 24 layers of gpt2-medium (accepted: none with the rest of this strategy; pp values its model and target allow: 1, 2, 4, 8; or give first-stage-layers/last-stage-layers)"},
         {"gpt2-medium", "dp=2,tp=2,pp=2", 16, "dp*tp*pp = 2*2*2 = 8 does not equal the 16 target devices (accepted: dp=4"},
         {"gpt2-medium", "tp=4,pp=2", 12, "tp*pp = 8 does not divide the 12 target devices"},
         {"gpt2-medium", "tp=2,gbs=100", 16, "gbs=100 is not a multiple of dp*mbs = 8*1 = 8 (accepted: multiples of 8)"},
@@ -98,11 +103,11 @@ static void test_bad_strategies(void)
         {"gpt2-medium", "flash", 8, "flash attention is not modelled yet"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8, "needs the 6 micro-batches to be a multiple of pp=4"},
-        {"gpt2-medium", "pp=4,vpp=5", 8, "pp*vpp = 4*5 does not divide the 24 layers"},
+        {"gpt2-medium", "pp=4,vpp=5", 8, "pp*vpp = 4*5 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; pp with vpp=5: none)"},
         {"gpt2-medium", "pp=2,vpp=2,first-stage-layers=10", 8, "cannot be combined with schedule=interleaved"},
         {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4, "leave 3 layers for 2 other stages"},
         {"gpt2-medium", "dp-algo=ps,ps-servers=9", 8, "ps-servers=9 exceeds dp=8 (accepted: 1 to 8)"},
-        {"gpt2-medium", "pp=32", 32, "pp=32 exceeds the 24 layers of gpt2-medium"},
+        {"gpt2-medium", "pp=32", 32, "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)"},
         {"t5-large", "tp=3", 3, "tp=3 does not divide the 16 attention heads of t5-large"},
     };
     for (size_t i = 0; i < sizeof(bad_resolve) / sizeof(bad_resolve[0]); i++) {
@@ -116,6 +121,83 @@ static void test_bad_strategies(void)
                   "%s '%s' on %lld: %s", bad_resolve[i].model, bad_resolve[i].text,
                   (long long)bad_resolve[i].gpus, ds_last_error());
         CHECK(memcmp(&before, &s, sizeof(s)) == 0);
+        ds_model_destroy(model);
+    }
+}
+
+/* Resolves `text` with `field` (tp or pp) set to `value` and dp derived. */
+static ds_status_t resolve_with(const ds_model_t *model, const char *text, const char *field,
+                                int value, int64_t gpus)
+{
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse(text, &s));
+    if (strcmp(field, "tp") == 0)
+        s.tp = value;
+    else
+        s.pp = value;
+    s.dp = 0;
+    return ds_strategy_resolve(&s, model, gpus, 8);
+}
+
+/* A refused tp or pp suggests exactly the values with which the strategy
+ * passes every check: each listed value resolves, every other one is refused. */
+static void test_suggestions(void)
+{
+    char qwen[512]; /* Qwen2.5-7B: 28 heads, 4 key/value heads, 18944 MLP columns, 28 layers */
+    snprintf(qwen, sizeof(qwen), "%s/hf/qwen2.5-7b.json", DSMPI_TEST_DATA);
+    static const struct {
+        int qwen; /* 1: the Qwen2.5-7B config, 0: gpt2-medium */
+        const char *text;
+        int64_t gpus;
+        const char *field;
+        const char *message;
+        const char *list_after; /* the suggestions follow this */
+    } cases[] = {
+        /* 7, 14 and 28 divide the heads but not the 4 key/value heads */
+        {1, "tp=8", 64, "tp", "tp=8 does not divide the 28 attention heads of qwen2.5-7b (accepted: 1, 2, 4)", "(accepted: "},
+        {1, "tp=7,gbs=448", 56, "tp", "tp=7 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)", "(accepted: "},
+        {1, "tp=28,gbs=448", 56, "tp", "tp=28 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)", "(accepted: "},
+        /* 8 and 16 divide the heads but not the target's 48 / pp */
+        {0, "tp=3,pp=2,gbs=768", 48, "tp", "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8)", "(accepted: "},
+        /* 3, 6, 12 and 24 divide the layers but not the target */
+        {0, "pp=5,gbs=480", 40, "pp", "pp=5 does not divide the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8; or give", "(accepted: "},
+        {0, "pp=32", 32, "pp", "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)", "(accepted: "},
+        /* interleaving needs pp >= 2 and pp*vpp dividing the layers */
+        {0, "pp=5,vpp=2,gbs=480", 40, "pp", "pp*vpp = 5*2 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; pp with vpp=2: 2, 4)", "pp with vpp=2: "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ds_model_t *model = model_named(cases[i].qwen ? qwen : "gpt2-medium");
+        if (model == NULL)
+            continue;
+        ds_strategy_t s;
+        ds_strategy_init(&s);
+        CHECK_OK(ds_strategy_parse(cases[i].text, &s));
+        ds_clear_error();
+        ds_status_t status = ds_strategy_resolve(&s, model, cases[i].gpus, 8);
+        char message[1024];
+        snprintf(message, sizeof(message), "%s", ds_last_error());
+        CHECK_MSG(status == DS_ERR_INVALID_ARG && strstr(message, cases[i].message) != NULL,
+                  "case %zu: %s", i, message);
+        const char *list = strstr(message, cases[i].list_after);
+        if (list == NULL)
+            continue;
+        list += strlen(cases[i].list_after);
+        bool listed[129] = {false};
+        for (char *end = NULL;; list = end + (*end == ',' ? 2 : 0)) {
+            long value = strtol(list, &end, 10);
+            if (end == list || value < 1 || value > 128)
+                break;
+            listed[value] = true;
+            if (*end != ',')
+                break;
+        }
+        for (int value = 1; value <= 128; value++) {
+            ds_status_t got = resolve_with(model, cases[i].text, cases[i].field, value, cases[i].gpus);
+            CHECK_MSG((got == DS_OK) == listed[value], "case %zu: %s=%d %s but is %s", i,
+                      cases[i].field, value, listed[value] ? "is suggested" : "is not suggested",
+                      got == DS_OK ? "accepted" : ds_last_error());
+        }
         ds_model_destroy(model);
     }
 }
@@ -173,6 +255,7 @@ int main(void)
 {
     test_parse_and_format();
     test_bad_strategies();
+    test_suggestions();
     test_stages_and_placement();
     return check_summary("test_strategy");
 }
