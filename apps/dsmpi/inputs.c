@@ -142,10 +142,10 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     switch (id) {
     case OPT_MODEL: in->model_spec = arg; return 1;
     case OPT_SEQ_LEN:
-        status = ds_parse_count(arg, "seq-len", 1, 1 << 24, &in->seq_len);
+        status = ds_parse_size(arg, "seq-len", 1, 1 << 24, &in->seq_len);
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_GLOBAL_BATCH:
-        status = ds_parse_count(arg, "global-batch", 1, 1LL << 32, &in->global_batch);
+        status = ds_parse_size(arg, "global-batch", 1, 1LL << 32, &in->global_batch);
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_DTYPE: in->dtype = arg; return 1;
     case OPT_STRATEGY:
@@ -311,6 +311,7 @@ void inputs_print_help(FILE *out)
           "  --model NAME|FILE        a preset, a Hugging Face config.json or a dsmpi layer list\n"
           "  --seq-len N              training sequence length (Megatron: --seq-length)\n"
           "  --global-batch N         sequences per iteration (Megatron: --global-batch-size)\n"
+          "                           sizes take K/M/G as powers of 1024: --seq-len 8K = 8192\n"
           "  --dtype fp32|bf16|fp16   training precision (Megatron: --bf16, --fp16)\n"
           "Strategy:\n"
           "  --strategy S             e.g. dp=16,tp=8,pp=8,mbs=1,schedule=1f1b[,vpp=2,sp,zero=1,\n"

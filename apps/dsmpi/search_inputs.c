@@ -84,7 +84,7 @@ int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const ch
         status = ds_parse_count(arg, "max-tp", 1, 1 << 20, &si->max_tp);
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_MAX_MBS:
-        status = ds_parse_count(arg, "max-mbs", 1, 1 << 24, &si->max_mbs);
+        status = ds_parse_size(arg, "max-mbs", 1, 1 << 24, &si->max_mbs);
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_COST_TABLE: si->cost_table = arg; return 1;
     case OPT_PROFILE_DB: si->profile_db = arg; return 1;

@@ -111,11 +111,17 @@ DS_API void ds_params_print(FILE *out);
 
 /* ---- parsing -------------------------------------------------------------- */
 
-/* Parses a whole number with an optional K/M/B/T suffix (powers of 1000:
- * "1536", "1.5B", "1T") between min and max; `what` names the value in the
- * error message. */
+/* Parses a whole-number count (tokens, samples, parameters, devices) with an
+ * optional K/M/B/T suffix (powers of 1000: "1536", "1.5B", "1T") between min
+ * and max; `what` names the value in the error message. */
 DS_API ds_status_t ds_parse_count(const char *text, const char *what, int64_t min, int64_t max,
                            int64_t *value_p);
+/* Parses a whole-number size (a sequence length, hidden size or batch size)
+ * with an optional K/M/G suffix as powers of 1024 ("8192", "8K" = 8192,
+ * "1M" = 1048576, "1.5K" = 1536) between min and max.  Counts of tokens,
+ * samples and parameters take ds_parse_count's powers of 1000 instead. */
+DS_API ds_status_t ds_parse_size(const char *text, const char *what, int64_t min, int64_t max,
+                          int64_t *value_p);
 
 /* ---- data types --------------------------------------------------------- */
 

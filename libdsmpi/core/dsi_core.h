@@ -87,11 +87,14 @@ void dsi_strbuf_free(dsi_strbuf_t *buf);
 
 /* ---- parsing ---------------------------------------------------------------
  * Whole-string integer parsing with an optional count suffix K/M/B/T (powers
- * of 1000) when `allow_suffix`, range-checked.  `what` names the value in the
+ * of 1000) when `allow_suffix`, range-checked (ds_parse_count; sizes take
+ * ds_parse_size's powers of 1024).  `what` names the value in the
  * error ("seq-len"). */
 ds_status_t dsi_parse_i64(const char *text, const char *what, int64_t min, int64_t max,
                           bool allow_suffix, int64_t *value_p);
 ds_status_t dsi_parse_int(const char *text, const char *what, int min, int max, int *value_p);
+/* ds_parse_size (K/M/G = powers of 1024) into an int. */
+ds_status_t dsi_parse_size_int(const char *text, const char *what, int min, int max, int *value_p);
 ds_status_t dsi_parse_double(const char *text, const char *what, double min, double max,
                              double *value_p);
 /* Byte sizes: plain bytes or KiB/MiB/GiB/TiB (powers of 1024), K/M/G/T (1000). */

@@ -136,38 +136,61 @@ static ds_status_t not_a_number(const char *text, const char *what, const char *
     return DSI_ERROR(DS_ERR_INVALID_ARG, "%s '%s' is not %s", what, text, accepted);
 }
 
-ds_status_t dsi_parse_i64(const char *text, const char *what, int64_t min, int64_t max,
-                          bool allow_suffix, int64_t *value_p)
+/* Suffixes of whole numbers: counts (tokens, samples, parameters, devices)
+ * scale by powers of 1000, sizes (sequence lengths, hidden sizes, batches) by
+ * powers of 1024.  Upper or lower case. */
+typedef struct number_suffix {
+    char letter; /* 0 ends a table */
+    double scale;
+} number_suffix_t;
+
+static const number_suffix_t count_suffixes[] = {
+    {'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'T', 1e12}, {0, 0.0}};
+static const number_suffix_t size_suffixes[] = {
+    {'K', 1024.0}, {'M', 1048576.0}, {'G', 1073741824.0}, {0, 0.0}};
+static const number_suffix_t no_suffixes[] = {{0, 0.0}};
+
+static const number_suffix_t *find_suffix(const number_suffix_t *suffixes, char letter)
+{
+    for (; suffixes->letter != 0; suffixes++)
+        if (suffixes->letter == toupper((unsigned char)letter))
+            return suffixes;
+    return NULL;
+}
+
+static ds_status_t parse_scaled(const char *text, const char *what, int64_t min, int64_t max,
+                                const number_suffix_t *suffixes, const char *accepted,
+                                int64_t *value_p)
 {
     if (text == NULL || *text == '\0' || isspace((unsigned char)*text))
-        return not_a_number(text ? text : "", what, allow_suffix ? "a whole number (K/M/B/T allowed)" : "a whole number");
+        return not_a_number(text ? text : "", what, accepted);
     char *end = NULL;
     errno = 0;
     long long value = strtoll(text, &end, 10);
     bool overflow = errno == ERANGE;
-    if (allow_suffix && end != text && (*end == '.' || (*end != '\0' && strchr("KMBTkmbt", *end)))) {
-        /* 1.5B style: a decimal mantissa times a power of 1000. */
+    if (suffixes->letter != 0 && end != text &&
+        (*end == '.' || (*end != '\0' && find_suffix(suffixes, *end) != NULL))) {
+        /* 1.5B style: a decimal mantissa times the suffix's scale. */
         errno = 0;
         double mantissa = strtod(text, &end);
+        const number_suffix_t *suffix = *end != '\0' ? find_suffix(suffixes, *end) : NULL;
         double scale = 1.0;
-        switch (*end) {
-        case 'K': case 'k': scale = 1e3; end++; break;
-        case 'M': case 'm': scale = 1e6; end++; break;
-        case 'B': case 'b': scale = 1e9; end++; break;
-        case 'T': case 't': scale = 1e12; end++; break;
-        default: break;
+        if (suffix != NULL) {
+            scale = suffix->scale;
+            end++;
         }
         double scaled = mantissa * scale;
         if (*end != '\0' || errno != 0 || scaled != floor(scaled))
-            return not_a_number(text, what, "a whole number (K/M/B/T allowed)");
-        if (scaled < (double)min || scaled > (double)max)
+            return not_a_number(text, what, accepted);
+        /* 2^63 itself: (double)INT64_MAX rounds up to it. */
+        if (scaled < (double)min || scaled > (double)max || !(fabs(scaled) < 0x1p63))
             return DSI_ERROR(DS_ERR_INVALID_ARG, "%s %s is out of range (accepted: %lld to %lld)",
                              what, text, (long long)min, (long long)max);
         *value_p = (int64_t)scaled;
         return DS_OK;
     }
     if (end == text || *end != '\0')
-        return not_a_number(text, what, allow_suffix ? "a whole number (K/M/B/T allowed)" : "a whole number");
+        return not_a_number(text, what, accepted);
     if (overflow || value < min || value > max)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "%s %s is out of range (accepted: %lld to %lld)", what,
                          text, (long long)min, (long long)max);
@@ -175,10 +198,33 @@ ds_status_t dsi_parse_i64(const char *text, const char *what, int64_t min, int64
     return DS_OK;
 }
 
+ds_status_t dsi_parse_i64(const char *text, const char *what, int64_t min, int64_t max,
+                          bool allow_suffix, int64_t *value_p)
+{
+    return parse_scaled(text, what, min, max, allow_suffix ? count_suffixes : no_suffixes,
+                        allow_suffix ? "a whole number (K/M/B/T allowed)" : "a whole number",
+                        value_p);
+}
+
 ds_status_t ds_parse_count(const char *text, const char *what, int64_t min, int64_t max,
                            int64_t *value_p)
 {
     return dsi_parse_i64(text, what, min, max, true, value_p);
+}
+
+ds_status_t ds_parse_size(const char *text, const char *what, int64_t min, int64_t max,
+                          int64_t *value_p)
+{
+    return parse_scaled(text, what, min, max, size_suffixes,
+                        "a whole number (K/M/G allowed, powers of 1024: 8K = 8192)", value_p);
+}
+
+ds_status_t dsi_parse_size_int(const char *text, const char *what, int min, int max, int *value_p)
+{
+    int64_t value;
+    DSI_TRY(ds_parse_size(text, what, min, max, &value));
+    *value_p = (int)value;
+    return DS_OK;
 }
 
 ds_status_t dsi_parse_int(const char *text, const char *what, int min, int max, int *value_p)

@@ -103,9 +103,9 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
     if (strcmp(key, "ep") == 0)
         return dsi_parse_int(value, "ep", 1, MAX_DEGREE, &s->ep);
     if (strcmp(key, "mbs") == 0)
-        return dsi_parse_int(value, "mbs", 1, 1 << 24, &s->mbs);
+        return dsi_parse_size_int(value, "mbs", 1, 1 << 24, &s->mbs);
     if (strcmp(key, "gbs") == 0)
-        return dsi_parse_i64(value, "gbs", 1, 1LL << 32, true, &s->gbs);
+        return ds_parse_size(value, "gbs", 1, 1LL << 32, &s->gbs);
     if (strcmp(key, "vpp") == 0) {
         DSI_TRY(dsi_parse_int(value, "vpp", 1, 1 << 16, &s->vpp));
         if (s->vpp > 1)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # How dsmpi reads a model and its sizes: Hugging Face configs of mixture-of-
 # experts models are refused whatever the family calls its experts (one line,
-# exit 2); a refused tp suggests only the values that pass every check.
+# exit 2); a refused tp suggests only the values that pass every check; sizes
+# take K/M/G as powers of 1024, token counts powers of 1000.
 #   model_inputs.sh DSMPI DATA_DIR
 set -u
 dsmpi=$1 data=$2
@@ -69,6 +70,23 @@ for tp in 1 2 4; do
     expect_ok events --model "$qwen" --strategy tp=$tp --target-gpus 64
 done
 expect_error 2 "tp=7 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)" events --model "$qwen" --strategy tp=7 --target-gpus 56 --global-batch 448
+
+# Sizes take K/M/G as powers of 1024 (--seq-len 8k = 8192, --global-batch 1k =
+# 1024), counts of tokens powers of 1000 (--tokens 1T = 10^12); the headers
+# print the value used.
+for command in "predict --strategy tp=8 --target-gpus 64" "search --target-gpus 64 --top 1" "plan --gpus 64 --tokens 1T"; do
+    # shellcheck disable=SC2086 # the command's words
+    expect_ok $command --model llama3-8b --seq-len 8k --global-batch 1k --estimate-missing
+    grep -q "^# model: llama3-8b (8.03 B parameters, seq 8192, bf16)" "$tmp/out" ||
+        fail "$command --seq-len 8k: $(grep '^# model' "$tmp/out")"
+done
+grep -q "global batch 1024 = 8.389M tokens per iteration" "$tmp/out" || fail "plan --global-batch 1k: $(grep '^# model' "$tmp/out")"
+expect_ok plan --gpus 64 --tokens 1T --model llama3-8b --seq-len 8k --global-batch 1k --estimate-missing --json
+grep -q '"tokens": 1000000000000,' "$tmp/out" || fail "plan --tokens 1T is not 10^12: $(head -c 200 "$tmp/out")"
+grep -q '"steps": 119210,' "$tmp/out" || fail "plan --tokens 1T, 1024 x 8192 tokens a step: not 119210 steps"
+expect_ok predict --model llama3-8b --strategy tp=8,mbs=2,gbs=2k --target-gpus 64 --estimate-missing
+grep -q "^# strategy: dp=8,tp=8,pp=1,mbs=2,gbs=2048," "$tmp/out" || fail "gbs=2k: $(grep '^# strategy' "$tmp/out")"
+expect_error 2 "seq-len '8KiB' is not a whole number (K/M/G allowed, powers of 1024: 8K = 8192)" events --model llama3-8b --seq-len 8KiB --target-gpus 8
 
 echo "model_inputs: $checks checks, $failures failures"
 [ "$failures" -eq 0 ]

@@ -51,6 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 4: {
         int64_t value;
         (void)ds_parse_count(text, "value", INT64_MIN, INT64_MAX, &value);
+        (void)ds_parse_size(text, "value", INT64_MIN, INT64_MAX, &value);
         break;
     }
     case 5: {

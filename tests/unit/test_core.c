@@ -39,6 +39,35 @@ static void test_parse(void)
     CHECK_FAILS(ds_parse_count("12x", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs '12x'");
     CHECK_FAILS(ds_parse_count("99999999999999999999", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "out of range");
     CHECK_INT(v, 40000000); /* untouched on failure */
+    /* Sizes (sequence lengths, hidden sizes, batches) take powers of 1024. */
+    CHECK_OK(ds_parse_size("8k", "seq-len", 1, 1 << 24, &v));
+    CHECK_INT(v, 8192);
+    CHECK_OK(ds_parse_size("8K", "seq-len", 1, 1 << 24, &v));
+    CHECK_INT(v, 8192);
+    CHECK_OK(ds_parse_size("1M", "seq-len", 1, 1 << 24, &v));
+    CHECK_INT(v, 1048576);
+    CHECK_OK(ds_parse_size("1.5K", "global-batch", 1, 1LL << 32, &v));
+    CHECK_INT(v, 1536);
+    CHECK_OK(ds_parse_size("2G", "global-batch", 1, 1LL << 32, &v));
+    CHECK_INT(v, 2147483648LL);
+    CHECK_OK(ds_parse_size("8000", "seq-len", 1, 1 << 24, &v));
+    CHECK_INT(v, 8000);
+    CHECK_FAILS(ds_parse_size("32M", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len 32M is out of range (accepted: 1 to 16777216)");
+    CHECK_FAILS(ds_parse_size("1B", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len '1B' is not a whole number (K/M/G allowed, powers of 1024: 8K = 8192)");
+    CHECK_FAILS(ds_parse_size("1.1K", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len '1.1K' is not a whole number");
+    CHECK_FAILS(ds_parse_size("8KiB", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len '8KiB'");
+    CHECK_FAILS(ds_parse_size("9223372036854775807K", "seq-len", 1, INT64_MAX, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_INT(v, 8000);
+    int size = 0;
+    CHECK_OK(dsi_parse_size_int("2k", "mbs", 1, 1 << 24, &size));
+    CHECK_INT(size, 2048);
+    /* Counts (tokens, samples, parameters) keep powers of 1000. */
+    CHECK_OK(ds_parse_count("8k", "tokens", 1, 1LL << 60, &v));
+    CHECK_INT(v, 8000);
+    CHECK_OK(ds_parse_count("1M", "samples", 1, 1LL << 60, &v));
+    CHECK_INT(v, 1000000);
+    CHECK_OK(ds_parse_count("2T", "tokens", 1, 1LL << 60, &v));
+    CHECK_INT(v, 2000000000000LL);
     CHECK_OK(dsi_parse_bytes("4MiB", "size", &v));
     CHECK_INT(v, 4 << 20);
     CHECK_OK(dsi_parse_bytes("1G", "size", &v));

@@ -24,6 +24,13 @@ static void test_parse_and_format(void)
           s.recompute == DS_RECOMPUTE_SELECTIVE && s.dp_algo == DS_DP_RING &&
           s.bucket_params == 25000000 && !s.overlap_grad_reduce && s.order[0] == DS_DIM_DP &&
           s.order[1] == DS_DIM_TP && s.order[2] == DS_DIM_PP);
+    /* mbs and gbs are sizes (K = 1024), bucket a count of parameters (M = 10^6). */
+    ds_strategy_t sizes;
+    ds_strategy_init(&sizes);
+    CHECK_OK(ds_strategy_parse("mbs=2k,gbs=1M,bucket=40M", &sizes));
+    CHECK(sizes.mbs == 2048 && sizes.gbs == 1048576 && sizes.bucket_params == 40000000);
+    CHECK_OK(ds_strategy_apply_megatron(&sizes, "global-batch-size", "4k"));
+    CHECK(sizes.gbs == 4096);
     char text[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&s, text, sizeof(text));
     CHECK(strcmp(text, "dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=interleaved,vpp=2,sp,zero=1,"
