@@ -497,9 +497,11 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
         return REFUSE(ctx, "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
                       s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
     int64_t per_step = (int64_t)s.dp * s.mbs;
+    /* interleaving also needs the micro-batches in groups of pp (below) */
+    int64_t gbs_step = per_step * (s.schedule == DS_SCHEDULE_INTERLEAVED ? s.pp : 1);
     if (s.gbs % per_step != 0)
         return REFUSE(ctx, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
-                      (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)per_step);
+                      (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)gbs_step);
     int64_t m = s.gbs / per_step;
     int64_t max_m = dsi_param_int(DSI_PARAM_MAX_MICROBATCHES);
     if (m > max_m)

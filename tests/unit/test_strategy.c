@@ -110,6 +110,7 @@ static void test_bad_strategies(void)
         {"gpt2-medium", "flash", 8, "flash attention is not modelled yet"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8, "needs the 6 micro-batches to be a multiple of pp=4"},
+        {"gpt2-medium", "pp=4,vpp=2,gbs=9,mbs=1", 8, "gbs=9 is not a multiple of dp*mbs = 2*1 = 2 (accepted: multiples of 8)"},
         {"gpt2-medium", "pp=4,vpp=5", 8, "pp*vpp = 4*5 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; pp with vpp=5: none)"},
         {"gpt2-medium", "pp=2,vpp=2,first-stage-layers=10", 8, "cannot be combined with schedule=interleaved"},
         {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4, "leave 3 layers for 2 other stages"},
