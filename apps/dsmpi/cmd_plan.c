@@ -63,7 +63,7 @@ static void help(void)
     printf("Output:\n"
            "  --markdown               a Markdown table to paste into a proposal\n"
            "  --csv, --json, --quiet\n"
-           "  --svg FILE.svg           days to train and scaling efficiency against GPUs\n");
+           "  --svg FILE.svg           days to train, GPU-hours and cost against GPUs\n");
 }
 
 typedef struct options {
@@ -560,10 +560,12 @@ int cmd_plan(app_t *app)
     }
     /* Efficiency against the smallest size with a strategy. */
     ds_plan_row_t rows[MAX_SIZES];
+    double assumed[MAX_SIZES];
     int map[MAX_SIZES], nrows = 0;
     for (int i = 0; i < o->num_gpus; i++)
         if (e[i].found) {
             map[nrows] = i;
+            assumed[nrows] = e[i].best.assumed_share;
             rows[nrows++] = e[i].row;
         }
     ds_plan_set_efficiency(rows, (size_t)nrows);
@@ -584,9 +586,13 @@ int cmd_plan(app_t *app)
         if (o->svg != NULL && nrows > 0) {
             ds_model_info_t info;
             ds_model_get_info(in.model, &info);
-            char title[160];
-            snprintf(title, sizeof(title), "%s: days to train and scaling efficiency", info.name);
-            status = ds_plan_write_svg(rows, (size_t)nrows, title, o->svg);
+            char title[160], budget[32];
+            count_text(o->tokens > 0 ? (double)o->tokens : (double)o->samples, budget,
+                       sizeof(budget));
+            snprintf(title, sizeof(title), "%s: %s %s on %s", info.name, budget,
+                     o->tokens > 0 ? "tokens" : "samples", first.device.name);
+            ds_plan_chart_t chart = {title, assumed};
+            status = ds_plan_write_svg(rows, (size_t)nrows, &chart, o->svg);
             if (status != DS_OK)
                 code = app_fail(app, status);
         }

@@ -71,7 +71,7 @@ void predict_print_help(FILE *out)
         "  --detail-ranks LIST      ranks traced operator by operator (at most 4096)\n"
         "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
         "end\n"
-        "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
+        "  --svg FILE.svg           Gantt chart (one row per distinct device timeline)\n"
         "  --microbatches           print per stage and micro-batch start/end times\n");
 }
 

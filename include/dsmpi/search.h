@@ -220,9 +220,21 @@ DS_API ds_status_t ds_plan_row_compute(const ds_plan_inputs_t *inputs, int64_t g
 /* Scaling efficiency of every row against the one with the fewest GPUs. */
 DS_API void ds_plan_set_efficiency(ds_plan_row_t *rows, size_t count);
 
-/* SVG chart: days to train and scaling efficiency against GPUs (log2 axis). */
-DS_API ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const char *title,
-                                     const char *path);
+/* What the plan chart says besides the rows. */
+typedef struct ds_plan_chart {
+    const char *title; /* NULL: a generic one */
+    /* Per row (count of them): the share of its predicted time resting on
+     * assumed costs (ds_search_result_t.assumed_share); NULL: all measured. */
+    const double *assumed_share;
+} ds_plan_chart_t;
+
+/* SVG chart against GPUs (log2 axis): days to train, GPU-hours and, when
+ * the rows have a cost, cost, each in its own panel from 0; the legend in a
+ * band above the panels; under each size its scaling efficiency and, when
+ * some cost is assumed, its assumed share (and "ASSUMED" under the title).
+ * `chart` may be NULL.  Nothing is left at `path` on failure. */
+DS_API ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count,
+                                     const ds_plan_chart_t *chart, const char *path);
 
 #ifdef __cplusplus
 }

@@ -359,9 +359,13 @@ DS_API ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int
  * the category names, the strategy and the assumed share. */
 DS_API ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path);
 
-/* SVG Gantt chart of the reported iteration: one row per device of replica
- * 0 (`ranks` overrides), or one row per stage when there are more than
- * `max_rows` such devices; colours per category, idle left blank. */
+/* SVG Gantt chart of the reported iteration: one row per distinct timeline
+ * of the devices of replica 0 (`ranks` overrides): devices whose events have
+ * the same kind, stream, start and end share a row labelled with their ranks
+ * ("ranks 0-7  pp0").  When replica 0 has more distinct timelines than
+ * `max_rows` and than stages, one row per stage (tp rank 0).  Colours per
+ * category, idle pale grey; the legend names only the kinds drawn; the title
+ * gives the share of the event time resting on assumed costs, if any. */
 DS_API ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ranks,
                                     size_t num_ranks, int max_rows);
 

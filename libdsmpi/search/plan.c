@@ -1,7 +1,7 @@
 /*
  * Planning arithmetic (formulas in search.h): steps, goodput, time to train,
  * GPU-hours, node-hours, service units, cost and scaling efficiency, and the
- * SVG chart of time to train and efficiency against the number of GPUs.
+ * SVG chart of days to train, GPU-hours and cost against the number of GPUs.
  */
 #include "dsi_search.h"
 
@@ -120,131 +120,260 @@ static void svg_escape(FILE *out, const char *text)
     }
 }
 
-/* A "nice" upper end for an axis: 1, 2 or 5 times a power of ten. */
-static double nice_ceiling(double value)
+/* A tick step: 1, 2, 2.5 or 5 times a power of ten, at or above `raw`. */
+static double nice_step(double raw)
 {
-    if (!(value > 0.0))
+    if (!(raw > 0.0))
         return 1.0;
-    double p = pow(10.0, floor(log10(value)));
-    double steps[] = {1.0, 2.0, 5.0, 10.0};
-    for (int i = 0; i < 4; i++)
-        if (value <= steps[i] * p * (1.0 + 1e-12))
+    double p = pow(10.0, floor(log10(raw)));
+    double steps[] = {1.0, 2.0, 2.5, 5.0, 10.0};
+    for (int i = 0; i < 5; i++)
+        if (raw <= steps[i] * p * (1.0 + 1e-12))
             return steps[i] * p;
     return 10.0 * p;
 }
 
-ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const char *title,
+/* 950, 1.2k, 300k, 1.5M: axis and table numbers a reader takes in at a glance. */
+static void short_number(double value, char *text, size_t size)
+{
+    double a = fabs(value);
+    if (a >= 1e9)
+        snprintf(text, size, "%.3gG", value / 1e9);
+    else if (a >= 1e6)
+        snprintf(text, size, "%.3gM", value / 1e6);
+    else if (a >= 1e4)
+        snprintf(text, size, "%.3gk", value / 1e3);
+    else
+        snprintf(text, size, "%.3g", value);
+}
+
+/* The share as the tables print it: 100% only when everything is assumed. */
+static void share_text(double share, char *text, size_t size)
+{
+    double percent = 100.0 * share;
+    if (!(share > 0.0))
+        snprintf(text, size, "0%%");
+    else if (share >= 1.0 - 1e-9)
+        snprintf(text, size, "100%%");
+    else if (percent >= 99.5)
+        snprintf(text, size, "%.1f%%", fmin(percent, 99.9));
+    else if (percent < 0.5)
+        snprintf(text, size, "<0.5%%");
+    else
+        snprintf(text, size, "%.0f%%", percent);
+}
+
+/* One panel of the chart: a quantity of every row against GPUs. */
+typedef struct plan_series {
+    const char *name; /* legend */
+    const char *axis; /* the panel's axis */
+    const char *colour;
+    const char *unit;   /* in the tooltips */
+    double values[256]; /* in increasing GPU order */
+} plan_series_t;
+
+typedef struct plan_frame {
+    double left, width; /* plot area, shared by the panels */
+    double inset;       /* between its sides and the first and last size */
+    double lmin, lmax;  /* log2 of the GPU range */
+} plan_frame_t;
+
+static double plan_x(const plan_frame_t *f, double gpus)
+{
+    return f->left + f->inset +
+           (log2(gpus) - f->lmin) / (f->lmax - f->lmin) * (f->width - 2.0 * f->inset);
+}
+
+static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *series,
+                       const ds_plan_row_t *const *sorted, size_t n, double top, double height)
+{
+    double vmax = 0.0;
+    for (size_t i = 0; i < n; i++)
+        vmax = fmax(vmax, series->values[i]);
+    /* About five ticks of 1, 2, 2.5 or 5 times a power of ten, the top one at or above
+     * the largest value. */
+    double step = nice_step(vmax / 5.0);
+    int ticks = (int)ceil(vmax / step * (1.0 - 1e-12));
+    if (ticks < 1)
+        ticks = 1;
+    vmax = step * ticks;
+    double bottom = top + height;
+    fprintf(out, "<g class=\"panel\">\n");
+    for (int i = 0; i <= ticks; i++) {
+        double y = bottom - (double)i / ticks * height;
+        char label[32];
+        short_number(step * i, label, sizeof(label));
+        fprintf(out,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"%s\">%s</text>\n",
+                f->left, y, f->left + f->width, y, i == 0 ? "#888" : "#eee", f->left - 6, y + 4,
+                series->colour, label);
+    }
+    fprintf(out,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n"
+            "<text transform=\"translate(20,%.1f) rotate(-90)\" text-anchor=\"middle\" "
+            "fill=\"%s\">",
+            f->left, top, f->left, bottom, top + height / 2, series->colour);
+    svg_escape(out, series->axis);
+    fprintf(out, "</text>\n");
+    for (size_t i = 0; i < n; i++) {
+        double x = plan_x(f, (double)sorted[i]->gpus);
+        fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", x,
+                top, x, bottom);
+    }
+    fprintf(out,
+            "<polyline class=\"series\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" "
+            "stroke-width=\"2\" points=\"",
+            series->name, series->colour);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus),
+                bottom - series->values[i] / vmax * height);
+    fprintf(out, "\"/>\n");
+    for (size_t i = 0; i < n; i++) {
+        char value[32];
+        short_number(series->values[i], value, sizeof(value));
+        fprintf(out,
+                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%lld GPUs: %s %s"
+                "</title></circle>\n",
+                plan_x(f, (double)sorted[i]->gpus), bottom - series->values[i] / vmax * height,
+                series->colour, (long long)sorted[i]->gpus, value, series->unit);
+    }
+    fprintf(out, "</g>\n");
+}
+
+ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const ds_plan_chart_t *chart,
                               const char *path)
 {
     if (count == 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no rows to chart");
+    static const ds_plan_chart_t plain = {NULL, NULL};
+    if (chart == NULL)
+        chart = &plain;
+    /* Rows in increasing GPU order, with their assumed shares. */
+    const ds_plan_row_t *sorted[256];
+    double shares[256];
+    size_t n = DSI_MIN(count, DSI_ARRAY_SIZE(sorted));
+    for (size_t i = 0; i < n; i++) {
+        sorted[i] = &rows[i];
+        shares[i] = chart->assumed_share != NULL ? chart->assumed_share[i] : 0.0;
+    }
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && sorted[j]->gpus < sorted[j - 1]->gpus; j--) {
+            const ds_plan_row_t *t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+            double share = shares[j];
+            shares[j] = shares[j - 1];
+            shares[j - 1] = share;
+        }
+    double smin = 1.0, smax = 0.0, rate = 0.0;
+    bool priced = false;
+    for (size_t i = 0; i < n; i++) {
+        smin = fmin(smin, shares[i]);
+        smax = fmax(smax, shares[i]);
+        priced = priced || sorted[i]->cost > 0.0;
+        if (rate == 0.0 && sorted[i]->gpu_hours > 0.0)
+            rate = sorted[i]->cost / sorted[i]->gpu_hours;
+    }
+    /* Panels: days to train, GPU-hours, cost when there is a price. */
+    plan_series_t series[3];
+    char cost_name[64];
+    snprintf(cost_name, sizeof(cost_name), "cost at %.4g per GPU-hour", rate);
+    series[0] = (plan_series_t){"days to train", "days to train", "#1f5fbf", "days", {0}};
+    series[1] = (plan_series_t){"GPU-hours", "GPU-hours", "#c0392b", "GPU-hours", {0}};
+    series[2] = (plan_series_t){cost_name, "cost", "#2e8b57", "(currency)", {0}};
+    for (size_t i = 0; i < n; i++) {
+        series[0].values[i] = sorted[i]->days;
+        series[1].values[i] = sorted[i]->gpu_hours;
+        series[2].values[i] = sorted[i]->cost;
+    }
+    size_t panels = priced ? 3 : 2;
+    bool assumed = smax > 0.0;
+    /* Layout, top to bottom: title, assumed note, legend band, panels, the GPU axis with
+     * efficiency (and assumed share) under each size. */
+    const double W = 760, left = 86, right = 30, panel_h = 140, gap = 26;
+    const double legend_top = assumed ? 54 : 40, panels_top = legend_top + 34;
+    double axis_y = panels_top + (double)panels * panel_h + (double)(panels - 1) * gap;
+    double H = axis_y + (assumed ? 92 : 74);
+    plan_frame_t frame = {left, W - left - right, 40.0, log2((double)sorted[0]->gpus),
+                          log2((double)sorted[n - 1]->gpus)};
+    if (frame.lmax - frame.lmin < 1e-9) {
+        frame.lmin -= 0.5;
+        frame.lmax += 0.5;
+    }
     FILE *out = fopen(path, "w");
     if (out == NULL)
         return DSI_ERROR(DS_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    const double W = 760, H = 420, left = 70, right = 70, top = 50, bottom = 60;
-    const double pw = W - left - right, ph = H - top - bottom;
-    double gmin = (double)rows[0].gpus, gmax = gmin, dmax = 0.0;
-    for (size_t i = 0; i < count; i++) {
-        gmin = fmin(gmin, (double)rows[i].gpus);
-        gmax = fmax(gmax, (double)rows[i].gpus);
-        dmax = fmax(dmax, rows[i].days);
-    }
-    dmax = nice_ceiling(dmax);
-    double lmin = log2(gmin), lmax = log2(gmax);
-    if (lmax - lmin < 1e-9) {
-        lmin -= 0.5;
-        lmax += 0.5;
-    }
-#define X(g) (left + (log2(g) - lmin) / (lmax - lmin) * pw)
-#define YD(d) (top + ph - (d) / dmax * ph)
-#define YE(e) (top + ph - (e)*ph) /* efficiency 0..1 (1.0 at the top) */
     fprintf(out,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-            "font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H);
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
     fprintf(out, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(out, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", W / 2);
-    svg_escape(out, title != NULL ? title : "time to train and scaling efficiency");
+    svg_escape(out, chart->title != NULL ? chart->title : "time to train and GPU-hours");
     fprintf(out, "</text>\n");
-    /* Axes and grid. */
-    fprintf(out,
-            "<g stroke=\"#888\" fill=\"none\">\n"
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n"
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n"
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n</g>\n",
-            left, top + ph, left + pw, top + ph, left, top, left, top + ph, left + pw, top,
-            left + pw, top + ph);
-    for (int i = 0; i <= 5; i++) {
-        double f = i / 5.0;
-        double y = top + ph - f * ph;
-        fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
-                left, y, left + pw, y);
+    if (assumed) {
+        char lo[16], hi[16];
+        share_text(smin, lo, sizeof(lo));
+        share_text(smax, hi, sizeof(hi));
         fprintf(out,
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f5fbf\">%.3g</text>\n",
-                left - 6, y + 4, f * dmax);
-        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c0392b\">%.0f%%</text>\n", left + pw + 6,
-                y + 4, f * 100.0);
+                "<text class=\"assumed\" x=\"%.0f\" y=\"42\" text-anchor=\"middle\" "
+                "fill=\"#b03a2e\">ASSUMED: %s%s%s of the predicted time rests on roofline "
+                "estimates, not measurements</text>\n",
+                W / 2, strcmp(lo, hi) == 0 ? "" : lo, strcmp(lo, hi) == 0 ? "" : " to ", hi);
     }
-    for (size_t i = 0; i < count; i++) {
-        double x = X((double)rows[i].gpus);
-        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x,
-                top + ph + 18, (long long)rows[i].gpus);
+    /* Legend in its own band above the panels. */
+    double lx = left;
+    fprintf(out,
+            "<g class=\"legend\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"22\" "
+            "fill=\"none\" stroke=\"#ddd\"/>\n",
+            left, legend_top, frame.width);
+    for (size_t k = 0; k < panels; k++) {
+        fprintf(out,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/><circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\">",
+                lx + 10, legend_top + 11, lx + 34, legend_top + 11, series[k].colour, lx + 22,
+                legend_top + 11, series[k].colour, lx + 40, legend_top + 15);
+        svg_escape(out, series[k].name);
+        fprintf(out, "</text>\n");
+        lx += 60 + 7.0 * (double)strlen(series[k].name);
     }
-    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs</text>\n", left + pw / 2,
-            H - 16);
+    fprintf(out, "</g>\n");
+    for (size_t k = 0; k < panels; k++)
+        plan_panel(out, &frame, &series[k], sorted, n, panels_top + (double)k * (panel_h + gap),
+                   panel_h);
+    /* The GPU axis: each size, its days, scaling efficiency and assumed share. */
     fprintf(out,
-            "<text transform=\"translate(18,%.1f) rotate(-90)\" text-anchor=\"middle\" "
-            "fill=\"#1f5fbf\">days to train</text>\n",
-            top + ph / 2);
-    fprintf(out,
-            "<text transform=\"translate(%.1f,%.1f) rotate(90)\" text-anchor=\"middle\" "
-            "fill=\"#c0392b\">scaling efficiency</text>\n",
-            W - 16, top + ph / 2);
-    /* Series, in increasing GPU order. */
-    size_t order[256];
-    size_t n = DSI_MIN(count, DSI_ARRAY_SIZE(order));
-    for (size_t i = 0; i < n; i++)
-        order[i] = i;
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && rows[order[j]].gpus < rows[order[j - 1]].gpus; j--) {
-            size_t t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    fprintf(out, "<polyline fill=\"none\" stroke=\"#1f5fbf\" stroke-width=\"2\" points=\"");
-    for (size_t i = 0; i < n; i++)
-        fprintf(out, "%.1f,%.1f ", X((double)rows[order[i]].gpus), YD(rows[order[i]].days));
-    fprintf(out, "\"/>\n<polyline fill=\"none\" stroke=\"#c0392b\" stroke-width=\"2\" "
-                 "stroke-dasharray=\"6,4\" points=\"");
-    for (size_t i = 0; i < n; i++)
-        fprintf(out, "%.1f,%.1f ", X((double)rows[order[i]].gpus),
-                YE(fmin(rows[order[i]].efficiency, 1.0)));
-    fprintf(out, "\"/>\n");
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">GPUs</text>\n"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">days</text>\n"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">efficiency</text>\n",
+            left - 6, axis_y + 18, left - 6, axis_y + 36, left - 6, axis_y + 54);
+    if (assumed)
+        fprintf(out,
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#b03a2e\">assumed</text>\n",
+                left - 6, axis_y + 72);
     for (size_t i = 0; i < n; i++) {
-        const ds_plan_row_t *r = &rows[order[i]];
+        double x = plan_x(&frame, (double)sorted[i]->gpus);
+        char share[16];
+        share_text(shares[i], share, sizeof(share));
         fprintf(out,
-                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#1f5fbf\"><title>%lld GPUs: %.2f "
-                "days</title></circle>\n",
-                X((double)r->gpus), YD(r->days), (long long)r->gpus, r->days);
-        fprintf(out,
-                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#c0392b\"><title>%lld GPUs: %.1f%% "
-                "efficiency</title></circle>\n",
-                X((double)r->gpus), YE(fmin(r->efficiency, 1.0)), (long long)r->gpus,
-                100.0 * r->efficiency);
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.3g</text>\n"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.1f%%</text>\n",
+                x, axis_y + 18, (long long)sorted[i]->gpus, x, axis_y + 36, sorted[i]->days, x,
+                axis_y + 54, 100.0 * sorted[i]->efficiency);
+        if (assumed)
+            fprintf(
+                out,
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#b03a2e\">%s</text>\n",
+                x, axis_y + 72, share);
     }
-    fprintf(out,
-            "<g font-size=\"12\"><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"3\" "
-            "fill=\"#1f5fbf\"/>"
-            "<text x=\"%.1f\" y=\"%.1f\">days to train</text>"
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"3\" fill=\"#c0392b\"/>"
-            "<text x=\"%.1f\" y=\"%.1f\">scaling efficiency</text></g>\n",
-            left + 10, top + 8, left + 26, top + 12, left + 130, top + 8, left + 146, top + 12);
     fprintf(out, "</svg>\n");
-#undef X
-#undef YD
-#undef YE
     int failed = ferror(out);
-    if (fclose(out) != 0 || failed)
+    if (fclose(out) != 0 || failed) {
+        remove(path);
         return DSI_ERROR(DS_ERR_IO, "writing %s failed", path);
+    }
     return DS_OK;
 }

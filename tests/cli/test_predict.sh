@@ -105,12 +105,60 @@ assert "attn.qkv" in rank0 and "attn.tp.reduce" in rank0 and "fwd layer 0 mb 0" 
 assert "fwd layer 0 mb 0" in rank1 and "attn.qkv" not in rank1
 print(sum(len(v) for v in per.values()), "events on", len(tracks), "tracks")
 PY
-check "svg: valid XML with a row per device" python3 - <<'PY'
+check "svg: valid XML with a row per distinct timeline" python3 - <<'PY'
 import xml.dom.minidom
 d = xml.dom.minidom.parse("chart.svg")
-texts = [t.firstChild.data for t in d.getElementsByTagName("text") if t.firstChild]
-assert sum(1 for t in texts if t.startswith("rank ")) == 16, texts
-assert len(d.getElementsByTagName("rect")) > 100
+labels = [t.firstChild.data for t in d.getElementsByTagName("text")
+          if t.getAttribute("text-anchor") == "end" and t.firstChild]
+# tp=4 x pp=4: the 4 TP ranks of a stage run the same timeline.
+assert labels == ["ranks 0-3  pp0", "ranks 256-259  pp1", "ranks 512-515  pp2",
+                  "ranks 768-771  pp3"], labels
+assert len(d.getElementsByTagName("rect")) > 40
+PY
+# The Gantt chart of tp=8 x pp=2: one row per stage (its 8 TP ranks are one
+# timeline), a legend of the kinds drawn only, the assumed share in the title.
+check "gantt tp=8 pp=2" expect_rc 0 "$DSMPI" predict --model llama3-8b --strategy tp=8,pp=2,mbs=1,gbs=64 \
+    --target-gpus 64 --estimate-missing --svg tp8.svg --quiet
+check "gantt measured" expect_rc 0 "$DSMPI" predict --demo --cost-table costs.txt --svg measured.svg --quiet
+head -n 20 costs.txt > part.txt
+check "gantt partly assumed" expect_rc 0 "$DSMPI" predict --demo --cost-table part.txt --estimate-missing \
+    --svg part.svg --quiet
+check "gantt of chosen ranks" expect_rc 0 "$DSMPI" predict --demo --cost-table costs.txt --svg ranks.svg \
+    --trace-ranks 0-7,256,300 --quiet
+check "gantt: rows, legend, assumed share" python3 - <<'PY'
+import re, xml.dom.minidom
+def chart(path):
+    d = xml.dom.minidom.parse(path)
+    texts = [t for t in d.getElementsByTagName("text") if t.firstChild]
+    labels = [t.firstChild.data for t in texts if t.getAttribute("text-anchor") == "end"]
+    rects = d.getElementsByTagName("rect")
+    rows = [r for r in rects if r.getAttribute("fill") == "#eeeeee" and r.getAttribute("width") != "14"]
+    # Legend: a 14x14 swatch followed by its name; bars: the other coloured rectangles.
+    legend = {}
+    for r in rects:
+        if r.getAttribute("width") == "14" and r.getAttribute("height") == "14":
+            legend[r.nextSibling.firstChild.data] = r.getAttribute("fill")
+    drawn = {r.getAttribute("fill") for r in rects if r not in rows and r.getAttribute("width") != "14"
+             and r.getAttribute("fill") != "white"}
+    subtitle = [t.firstChild.data for t in texts if t.getAttribute("y") == "40"][0]
+    return labels, rows, legend, drawn, subtitle
+labels, rows, legend, drawn, subtitle = chart("tp8.svg")
+assert labels == ["ranks 0-7  pp0", "ranks 32-39  pp1"], labels
+assert len(rows) == 2, len(rows)
+assert "tp-comm" not in legend and "idle" in legend, legend
+assert {c for k, c in legend.items() if k != "idle"} == drawn, (legend, drawn)
+assert set(legend) == {"forward", "backward", "optimizer", "pp-p2p", "dp-comm", "other-comm",
+                       "idle"}, legend
+assert "ASSUMED: 100% of the event time rests on roofline costs" in subtitle, subtitle
+assert "partly" not in subtitle, subtitle
+labels, rows, legend, drawn, subtitle = chart("measured.svg")
+assert len(rows) == 4 and "assumed" not in subtitle.lower(), subtitle
+labels, rows, legend, drawn, subtitle = chart("part.svg")
+m = re.search(r"ASSUMED: (\d+)% of the event time", subtitle)
+assert m and 0 < int(m.group(1)) < 100, subtitle
+# Chosen ranks: replica 1's (4-7) run replica 0's timelines.
+labels, rows, legend, drawn, subtitle = chart("ranks.svg")
+assert labels == ["ranks 0-7  pp0", "ranks 256,300  pp1"], labels
 PY
 check "timeline: per-device datasets" sh -c 'h5ls -r timeline.h5 | grep -q "/devices/rank_000000/start_ns"'
 check "timeline: 16 devices (symmetric)" sh -c '[ "$(h5ls timeline.h5/devices | wc -l)" = 16 ]'

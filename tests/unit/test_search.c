@@ -4,10 +4,11 @@
  * exceeds the simulated time, so branch and bound finds the exhaustive top
  * K; the union of the candidates' events holds every event of each; the
  * communication model fills missing communication costs exactly as
- * ds_comm_model_fill does; the plan's arithmetic. */
+ * ds_comm_model_fill does; the plan's arithmetic and chart. */
 #include "check.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static ds_model_t *load(const char *name, int64_t seq_len)
 {
@@ -502,6 +503,65 @@ static void test_plan_arithmetic(void)
     CHECK_FAILS(ds_plan_row_compute(&in, 8, 1.0, 8, 8, &r), DS_ERR_INVALID_ARG, "negative");
 }
 
+/* The whole of a small file, NUL-terminated, in a static buffer. */
+static const char *slurp(const char *path)
+{
+    static char text[1 << 16];
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+/* The plan chart: days and GPU-hours always, cost only with a price, the
+ * assumed share only when some is assumed (100% only when all is). */
+static void test_plan_chart(void)
+{
+    const char *path = "test_search_chart.svg";
+    ds_plan_inputs_t in;
+    ds_plan_inputs_init(&in);
+    in.tokens = 1e12;
+    ds_plan_row_t rows[2];
+    CHECK_OK(ds_plan_row_compute(&in, 512, 2.0, 512, 8192, &rows[0]));
+    CHECK_OK(ds_plan_row_compute(&in, 256, 3.9, 512, 8192, &rows[1]));
+    ds_plan_set_efficiency(rows, 2);
+    CHECK_OK(ds_plan_write_svg(rows, 2, NULL, path));
+    const char *svg = slurp(path);
+    CHECK(strstr(svg, "data-series=\"days to train\"") != NULL);
+    CHECK(strstr(svg, "data-series=\"GPU-hours\"") != NULL);
+    CHECK(strstr(svg, "cost") == NULL);
+    CHECK(strstr(svg, "ASSUMED") == NULL);
+    double none[2] = {0.0, 0.0}, all[2] = {1.0, 1.0}, some[2] = {0.5, 0.25},
+           almost[2] = {0.9996, 0.9996};
+    ds_plan_chart_t chart = {"a title", none};
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    svg = slurp(path);
+    CHECK(strstr(svg, ">a title</text>") != NULL);
+    CHECK(strstr(svg, "ASSUMED") == NULL && strstr(svg, ">assumed<") == NULL);
+    chart.assumed_share = all;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    CHECK(strstr(slurp(path), "ASSUMED: 100% of the predicted time") != NULL);
+    chart.assumed_share = some;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    CHECK(strstr(slurp(path), "ASSUMED: 25% to 50% of the predicted time") != NULL);
+    chart.assumed_share = almost;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    CHECK(strstr(slurp(path), "ASSUMED: 99.9% of the predicted time") != NULL);
+    /* A price: the cost panel, at the price times the charge factor. */
+    in.price_per_gpu_hour = 2.0;
+    in.charge_factor = 1.5;
+    CHECK_OK(ds_plan_row_compute(&in, 512, 2.0, 512, 8192, &rows[0]));
+    CHECK_OK(ds_plan_row_compute(&in, 256, 3.9, 512, 8192, &rows[1]));
+    CHECK_OK(ds_plan_write_svg(rows, 2, NULL, path));
+    CHECK(strstr(slurp(path), "data-series=\"cost at 3 per GPU-hour\"") != NULL);
+    CHECK_FAILS(ds_plan_write_svg(rows, 0, NULL, path), DS_ERR_INVALID_ARG, "no rows");
+    CHECK_FAILS(ds_plan_write_svg(rows, 2, NULL, "no/such/dir/chart.svg"), DS_ERR_IO,
+                "no/such/dir/chart.svg");
+    remove(path);
+}
+
 int main(void)
 {
     test_enumerate_by_hand();
@@ -513,5 +573,6 @@ int main(void)
     test_comm_model_costs();
     test_missing_costs();
     test_plan_arithmetic();
+    test_plan_chart();
     return check_summary("test_search");
 }
