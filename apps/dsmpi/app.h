@@ -136,6 +136,8 @@ void output_preamble(const app_t *app, FILE *out);
 void app_command_line(const app_t *app, char *text, size_t size);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
+/* The same, or null when `text` is NULL. */
+void output_json_string_or_null(FILE *out, const char *text);
 /* Opens a command's JSON object on stdout: {"model": ..., and the strategy
  * as text when `with_strategy`. */
 void output_json_open(const inputs_t *in, bool with_strategy);

@@ -258,12 +258,42 @@ static const char *count_text(double value, char *text, size_t size)
     return text;
 }
 
+/* The global batch every size ran: the best strategies' (a --fix gbs= sets it), else the
+ * option's or the model's. */
+static int64_t plan_global_batch(const inputs_t *in, const plan_entry_t *e, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (e[i].found && e[i].best.strategy.gbs > 0)
+            return e[i].best.strategy.gbs;
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    return in->global_batch > 0 ? in->global_batch : info.global_batch;
+}
+
+/* Lowest and highest assumed share of the sizes with a strategy; false when none has one. */
+static bool assumed_range(const plan_entry_t *e, int n, double *min_p, double *max_p)
+{
+    bool any = false;
+    double lo = 1.0, hi = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!e[i].found)
+            continue;
+        any = true;
+        lo = e[i].best.assumed_share < lo ? e[i].best.assumed_share : lo;
+        hi = e[i].best.assumed_share > hi ? e[i].best.assumed_share : hi;
+    }
+    *min_p = any ? lo : 0.0;
+    *max_p = hi;
+    return any;
+}
+
 static void print_header(const app_t *app, const inputs_t *in, const options_t *o,
-                         const ds_plan_inputs_t *p, const ds_cluster_t *first, const char *prefix)
+                         const ds_plan_inputs_t *p, const ds_cluster_t *first,
+                         const plan_entry_t *e, int n, const char *prefix)
 {
     ds_model_info_t info;
     ds_model_get_info(in->model, &info);
-    int64_t gbs = in->global_batch > 0 ? in->global_batch : info.global_batch;
+    int64_t gbs = plan_global_batch(in, e, n);
     char a[32], b[32];
     if (app != NULL)
         output_preamble(app, stdout);
@@ -278,14 +308,21 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
     printf("%sdevice: %s, %d per node; the best strategy of each size is searched as 'dsmpi "
            "search' does\n",
            prefix, first->device.name, first->gpus_per_node);
-    if (o->si.estimate)
-        printf("%sASSUMED: costs the table lacks come from the device roofline (%s)\n", prefix,
-               o->si.cost_table ? o->si.cost_table : "no cost table");
-    else
-        printf("%scosts: %s\n", prefix, o->si.cost_table);
-    if (o->si.num_logs > 0)
-        printf("%scommunication: model fitted on %d nccl-tests log%s\n", prefix, o->si.num_logs,
-               o->si.num_logs == 1 ? "" : "s");
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    char costs[1024];
+    cost_origin_describe(&origin, costs, sizeof(costs));
+    printf("%scosts: %s\n", prefix, costs);
+    double lo, hi;
+    if (assumed_range(e, n, &lo, &hi) && hi > 0.0) {
+        char share[64];
+        if (hi - lo < 0.0005)
+            snprintf(share, sizeof(share), "%.1f%%", 100.0 * hi);
+        else
+            snprintf(share, sizeof(share), "%.1f%% to %.1f%%", 100.0 * lo, 100.0 * hi);
+        printf("%sASSUMED: %s of the simulated event time of a size rests on assumed costs "
+               "(column 'assumed')\n",
+               prefix, share);
+    }
     if (p->checkpoint_interval_s > 0 || p->mtbf_gpu_s > 0)
         printf("%sgoodput: checkpoint every %.4g min (%.4g s each), restart %.4g min, MTBF %.6g h "
                "per GPU\n",
@@ -308,21 +345,21 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
                        const ds_plan_inputs_t *p, const ds_cluster_t *first, const plan_entry_t *e,
                        int n)
 {
-    print_header(app, in, o, p, first, "# ");
+    print_header(app, in, o, p, first, e, n, "# ");
     printf("#\n# %7s %6s %10s %12s %6s %7s %9s %12s %12s", "gpus", "nodes", "iter_time", "tokens/s",
            "MFU", "goodput", "days", "GPU-hours", "node-hours");
     if (o->charge_given)
         printf(" %12s", "SU");
     if (o->price > 0)
         printf(" %14s", "cost");
-    printf(" %6s  %s\n", "eff", "strategy");
+    printf(" %6s %7s  %s\n", "eff", "assumed", "strategy");
     printf("# %7s %6s %10s %12s %6s %7s %9s %12s %12s", "(count)", "(count)", "(s)", "(token/s)",
            "(%)", "(%)", "(day)", "(GPU-h)", "(node-h)");
     if (o->charge_given)
         printf(" %12s", "(SU)");
     if (o->price > 0)
         printf(" %14s", "(currency)");
-    printf(" %6s\n", "(%)");
+    printf(" %6s %7s\n", "(%)", "(%)");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
@@ -338,7 +375,8 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
             printf(" %12.4g", r->service_units);
         if (o->price > 0)
             printf(" %14.2f", r->cost);
-        printf(" %6.1f  %s\n", 100.0 * r->efficiency, text);
+        printf(" %6.1f %7.1f  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share,
+               text);
     }
     for (int i = 0; i < n; i++)
         if (e[i].found)
@@ -381,43 +419,69 @@ static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan
             printf(" %.0f |", r->cost);
         printf(" %.1f%% |\n", 100.0 * r->efficiency);
     }
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    double lo, hi;
+    assumed_range(e, n, &lo, &hi);
+    char basis[1200];
+    cost_origin_basis(&origin, lo, hi, basis, sizeof(basis));
     printf("\n*%s, %s %s on %s (%d per node), global batch %lld x %d tokens; predicted with dsmpi "
-           "%s%s. "
+           "%s from %s. "
            "Days = steps x iteration time / goodput; GPU-hours = GPUs x days x 24; efficiency = "
            "GPU-hours "
            "of the smallest size / GPU-hours.*\n",
            info.name, budget, o->tokens > 0 ? "tokens" : "samples", first->device.name,
-           first->gpus_per_node,
-           (long long)(in->global_batch > 0 ? in->global_batch : info.global_batch), info.seq_len,
-           DS_VERSION_STRING,
-           o->si.estimate ? " from roofline estimates of the device (assumed, not measured)" : "");
+           first->gpus_per_node, (long long)plan_global_batch(in, e, n), info.seq_len,
+           DS_VERSION_STRING, basis);
     (void)p;
 }
 
-static void print_csv(const options_t *o, const plan_entry_t *e, int n)
+/* The columns after the strategy: the same on every row but the assumed share. */
+static void print_csv(const inputs_t *in, const options_t *o, const ds_cluster_t *first,
+                      const plan_entry_t *e, int n)
 {
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    long long gbs = (long long)plan_global_batch(in, e, n);
     printf(
         "gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goodput,train_s,days,gpu_hours,node_hours,"
-        "service_units,cost,efficiency,strategy\n");
+        "service_units,cost,efficiency,strategy,assumed_share,seq_len,global_batch,device\n");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
-            printf("%lld,%lld,,,,,,,,,,,,,\n", (long long)o->gpus[i], (long long)r->nodes);
+            printf("%lld,%lld,,,,,,,,,,,,,,,%d,%lld,%s\n", (long long)o->gpus[i],
+                   (long long)r->nodes, info.seq_len, gbs, first->device.name);
             continue;
         }
         char text[DS_STRATEGY_TEXT_MAX];
         ds_strategy_format(&e[i].best.strategy, text, sizeof(text));
-        printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\"\n",
+        printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\","
+               "%.6f,%d,%lld,%s\n",
                (long long)r->gpus, (long long)r->nodes, r->iteration_s, r->tokens_per_s,
                e[i].best.mfu, r->steps, r->goodput, r->train_s, r->days, r->gpu_hours,
-               r->node_hours, r->service_units, r->cost, r->efficiency, text);
+               r->node_hours, r->service_units, r->cost, r->efficiency, text,
+               e[i].best.assumed_share, info.seq_len, gbs, first->device.name);
     }
 }
 
 static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inputs_t *p,
-                       const plan_entry_t *e, int n)
+                       const ds_cluster_t *first, const plan_entry_t *e, int n)
 {
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
     output_json_open(in, false);
+    printf(", \"seq_len\": %d, \"global_batch\": %lld, \"device\": ", info.seq_len,
+           (long long)plan_global_batch(in, e, n));
+    output_json_string(stdout, first->device.name);
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    char costs[1200];
+    cost_origin_describe(&origin, costs, sizeof(costs));
+    printf(", \"costs\": ");
+    output_json_string(stdout, costs);
+    printf(", \"cost_table\": ");
+    output_json_string_or_null(stdout, o->si.cost_table);
+    printf(", \"profile_db\": ");
+    output_json_string_or_null(stdout, o->si.profile_db);
+    printf(", \"nccl_tests_logs\": %d", o->si.num_logs);
     printf(
         ", \"tokens\": %lld, \"samples\": %lld, \"gpus_per_node\": %d, \"price_per_gpu_hour\": %g, "
         "\"charge_factor\": %g, \"checkpoint_interval_s\": %g, \"checkpoint_cost_s\": %g, "
@@ -445,10 +509,11 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
             "\"goodput\": %.6f, \"train_s\": %.6g, \"days\": %.6g, \"gpu_hours\": %.6g, "
             "\"node_hours\": %.6g, "
             "\"service_units\": %.6g, \"cost\": %.6g, \"efficiency\": %.6f, \"candidates\": %lld, "
-            "\"simulated\": %lld}",
+            "\"simulated\": %lld, \"assumed_share\": %.6f}",
             r->iteration_s, r->tokens_per_s, e[i].best.mfu, r->steps, r->goodput, r->train_s,
             r->days, r->gpu_hours, r->node_hours, r->service_units, r->cost, r->efficiency,
-            (long long)e[i].stats.candidates, (long long)e[i].stats.simulated);
+            (long long)e[i].stats.candidates, (long long)e[i].stats.simulated,
+            e[i].best.assumed_share);
     }
     printf("]}\n");
 }
@@ -574,9 +639,9 @@ int cmd_plan(app_t *app)
         app_t shown = *app;
         shown.argv = original;
         if (in.format == OUTPUT_JSON)
-            print_json(&in, o, &p, e, o->num_gpus);
+            print_json(&in, o, &p, &first, e, o->num_gpus);
         else if (in.format == OUTPUT_CSV)
-            print_csv(o, e, o->num_gpus);
+            print_csv(&in, o, &first, e, o->num_gpus);
         else if (o->markdown)
             print_markdown(&in, o, &p, &first, e, o->num_gpus);
         else if (!in.quiet)

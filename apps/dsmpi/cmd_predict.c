@@ -261,12 +261,10 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     if (note != NULL)
         printf("# note: %s\n", note);
     size_t keys = ds_sim_key_count(sim);
-    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.3g TFLOP/s, %.0f "
-           "GB/s)\n",
-           o->cost_note[0] ? o->cost_note : "none given",
-           o->estimate ? ", missing ones estimated" : "", (long long)sum.assumed_keys, keys,
-           in->cluster.device.name, in->cluster.device.peak_tflops_bf16,
-           in->cluster.device.mem_bw_GBps);
+    printf("# costs: %s\n", o->cost_note);
+    printf("# %lld of %zu event costs assumed (roofline of %s: %.3g TFLOP/s, %.0f GB/s)\n",
+           (long long)sum.assumed_keys, keys, in->cluster.device.name,
+           in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps);
     if (sum.assumed_keys > 0)
         printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
                "on\n"
@@ -408,11 +406,13 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     output_json_string(stdout, in->cluster.name);
     printf(", \"target_gpus\": %lld, \"device\": ", (long long)s.num_devices);
     output_json_string(stdout, in->cluster.device.name);
+    printf(", \"costs\": ");
+    output_json_string(stdout, o->cost_note);
     printf(", \"cost_table\": ");
-    if (o->cost_note[0])
-        output_json_string(stdout, o->cost_note);
-    else
-        printf("null");
+    output_json_string_or_null(stdout, o->cost_table);
+    printf(", \"profile_db\": ");
+    output_json_string_or_null(stdout, o->db_path);
+    printf(", \"nccl_tests_logs\": %zu", o->num_nccl_tests);
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
            "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
            "\"dependencies\": %lld, "
@@ -496,6 +496,17 @@ static void print_csv(ds_sim_t *sim)
     }
 }
 
+/* Where the costs of `o` came from (after assemble_costs). */
+static cost_origin_t cost_origin_of(const predict_options_t *o)
+{
+    cost_origin_t c = {o->cost_table, o->db_path, o->site_dbs, o->num_site_dbs,
+                       o->num_nccl_tests, o->estimate,
+                       o->have_cost_report ? &o->cost_report : NULL, true};
+    if (o->db_path == NULL)
+        c.num_site_dbs = 0;
+    return c;
+}
+
 /* The command that measures what is missing. */
 static void report_missing(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
 {
@@ -504,8 +515,10 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
     size_t n = ds_sim_missing_count(sim);
     char strategy[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
-    fprintf(stderr, "dsmpi predict: %zu events have no cost%s%s:\n", n, o->cost_note[0] ? " in " : "",
-            o->cost_note[0] ? o->cost_note : " (no --profile-db or --cost-table given)");
+    cost_origin_t origin = cost_origin_of(o);
+    char where[1200];
+    cost_origin_missing_where(&origin, where, sizeof(where));
+    fprintf(stderr, "dsmpi predict: %zu events have no cost%s:\n", n, where);
     for (size_t i = 0; i < n && i < MAX_MISSING_SHOWN; i++) {
         char key[256];
         ds_event_key_format(ds_sim_missing_at(sim, i), key, sizeof(key));
@@ -678,14 +691,10 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
     ds_event_set_t *events = NULL;
     ds_comm_samples_t *logs = NULL;
     ds_profile_db_t *opened = NULL;
-    char *note = o->cost_note;
-    size_t used = 0;
-    note[0] = '\0';
-    if (o->cost_table != NULL) {
-        if ((status = ds_cost_table_load_text(costs, o->cost_table)) != DS_OK)
-            return status;
-        used += (size_t)snprintf(note + used, sizeof(o->cost_note) - used, "%s", o->cost_table);
-    }
+    o->db_path = NULL;
+    o->have_cost_report = false;
+    if (o->cost_table != NULL && (status = ds_cost_table_load_text(costs, o->cost_table)) != DS_OK)
+        goto out;
     if (db == NULL && o->profile_db != NULL) {
         status = ds_profile_db_open(MPI_COMM_NULL, o->profile_db, DS_PROFILE_DB_READ_ONLY, &opened);
         for (size_t i = 0; status == DS_OK && i < o->num_site_dbs; i++)
@@ -694,6 +703,8 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
             goto out;
         db = opened;
     }
+    /* The path as given (an opened database is closed below). */
+    o->db_path = opened != NULL ? o->profile_db : db != NULL ? ds_profile_db_path(db) : NULL;
     if (db == NULL && o->num_nccl_tests == 0)
         goto out;
     {
@@ -707,22 +718,14 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
         (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, logs)) != DS_OK)
         goto out;
     ds_cost_sources_t sources = {db, o->fingerprint, ds_comm_samples_data(logs), ds_comm_samples_size(logs)};
-    ds_cost_report_t report;
-    if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &report)) != DS_OK)
+    if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &o->cost_report)) != DS_OK)
         goto out;
-    if (db != NULL)
-        used += (size_t)snprintf(note + used, sizeof(o->cost_note) - used,
-                                 "%s%s: %zu compute events measured on %s%s", used ? ", " : "",
-                                 ds_profile_db_path(db), report.compute_measured,
-                                 report.measured_device[0] ? report.measured_device : "an unknown device",
-                                 report.compute_scaled ? " (scaled to the target device: assumed)" : "");
-    if (used < sizeof(o->cost_note))
-        snprintf(note + used, sizeof(o->cost_note) - used,
-                 "%s%zu communication events from the model fitted on %zu samples%s%s%s",
-                 used ? ", " : "", report.comm_filled, report.comm_samples,
-                 report.comm_library[0] ? " (" : "", report.comm_library,
-                 report.comm_library[0] ? "'s algorithms)" : "");
+    o->have_cost_report = true;
 out:
+    if (status == DS_OK) {
+        cost_origin_t origin = cost_origin_of(o);
+        cost_origin_describe(&origin, o->cost_note, sizeof(o->cost_note));
+    }
     ds_comm_samples_destroy(logs);
     ds_event_set_destroy(events);
     ds_profile_db_close(opened);

@@ -4,6 +4,7 @@
 #define DSMPI_PREDICT_H
 
 #include "app.h"
+#include "cost_origin.h"
 
 #define PREDICT_MAX_SLOW 4096
 #define PREDICT_MAX_FILES 64
@@ -23,7 +24,11 @@ typedef struct predict_options {
     ds_sim_slow_device_t slow[PREDICT_MAX_SLOW];
     size_t num_slow;
     const char *trace, *trace_ranks, *detail_ranks, *timeline, *svg;
-    char cost_note[512]; /* where the costs came from, for the reports */
+    /* Set by predict_execute: where the costs came from, for the reports. */
+    const char *db_path;        /* the profile database read, or NULL */
+    ds_cost_report_t cost_report;
+    bool have_cost_report;      /* the database or logs were assembled */
+    char cost_note[1024];
 } predict_options_t;
 
 /* The options predict adds to the common ones (NULL-terminated table) and

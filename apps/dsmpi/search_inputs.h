@@ -5,6 +5,7 @@
 #define DSMPI_SEARCH_INPUTS_H
 
 #include "app.h"
+#include "cost_origin.h"
 
 #define SEARCH_MAX_LOGS 256
 #define SEARCH_MAX_FIXES 128
@@ -65,7 +66,10 @@ int search_inputs_no_candidate(const app_t *app, const ds_search_stats_t *st,
 /* --max-mbs, else the DS_SEARCH_MAX_MBS tunable. */
 int64_t search_inputs_max_mbs(const search_inputs_t *si);
 void search_inputs_print_help(FILE *out);
-/* "# costs: ..." lines of a preamble. */
+/* Where the costs come from; `counts`: the database report's counts hold
+ * for the whole output (one target). */
+cost_origin_t search_inputs_cost_origin(const search_inputs_t *si, bool counts);
+/* "# costs: ..." and "# device ..." lines of a preamble. */
 void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cluster, FILE *out);
 /* After DS_ERR_NOT_FOUND: the keys of the space the costs lack, and how to
  * get them (rank 0 prints). */
