@@ -9,10 +9,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Exit codes: 0 success, 1 runtime failure, 2 bad input. */
+/* Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 the predicted
+ * strategy does not fit in device memory (predict and run print the
+ * prediction and exit 3 unless --allow-oom). */
 #define APP_EXIT_OK 0
 #define APP_EXIT_FAILURE 1
 #define APP_EXIT_USAGE 2
+#define APP_EXIT_OOM 3
 
 typedef struct app {
     int argc;

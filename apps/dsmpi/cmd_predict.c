@@ -26,6 +26,7 @@ enum {
     OPT_TIMELINE,
     OPT_SVG,
     OPT_MICROBATCHES,
+    OPT_ALLOW_OOM,
     OPT_HELP,
 };
 
@@ -72,7 +73,11 @@ void predict_print_help(FILE *out)
         "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
         "end\n"
         "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
-        "  --microbatches           print per stage and micro-batch start/end times\n");
+        "  --microbatches           print per stage and micro-batch start/end times\n"
+        "  --allow-oom              exit 0 when the strategy does not fit in device memory\n"
+        "Exit codes: 0 done, 1 runtime failure, 2 bad input, 3 the strategy does not fit in\n"
+        "device memory (OUT OF MEMORY in the first row, \"oom\": true in --json, one line on\n"
+        "stderr even with --quiet; the prediction is still printed; --allow-oom exits 0).\n");
 }
 
 /* Ranks a trace may show: a few hundred MB of trace JSON at most, what a
@@ -277,14 +282,14 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            (long long)sum.simulated_devices, (long long)sum.num_devices, (long long)sum.graph_nodes,
            (long long)sum.graph_edges, sum.build_s * 1e3, sum.evaluate_s * 1e3);
     char b[32];
-    printf("#\n# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s\n", "iter_time", "samples/s",
-           "tokens/s", "model_TF", "MFU", "HFU", "bubble", "mem_peak", "basis");
+    printf("#\n# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s %s\n", "iter_time", "samples/s",
+           "tokens/s", "model_TF", "MFU", "HFU", "bubble", "mem_peak", "basis", "memory");
     printf("# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s\n", "(s)", "(sample/s)", "(token/s)",
            "(TFLOP/s)", "(%)", "(%)", "(%)", "(GiB)", "");
-    printf("  %-10.6f %12.2f %14.4g %10.2f %7.2f %7.2f %7.2f %9.2f %-11s\n", sum.iteration_s,
+    printf("  %-10.6f %12.2f %14.4g %10.2f %7.2f %7.2f %7.2f %9.2f %-11s %s\n", sum.iteration_s,
            sum.samples_per_s, sum.tokens_per_s, sum.model_tflops_per_gpu, 100.0 * sum.mfu,
            100.0 * sum.hfu, 100.0 * sum.bubble_fraction, sum.peak_memory_GiB,
-           basis(sum.assumed_share, b, sizeof(b)));
+           basis(sum.assumed_share, b, sizeof(b)), sum.oom ? "OUT OF MEMORY" : "fits");
     printf("# MFU = model TFLOP/s per GPU / %.3g TFLOP/s peak (recompute excluded); HFU includes "
            "recompute\n",
            sum.peak_tflops);
@@ -404,7 +409,8 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     output_json_open(in, true);
     printf(", \"target\": ");
     output_json_string(stdout, in->cluster.name);
-    printf(", \"target_gpus\": %lld, \"device\": ", (long long)s.num_devices);
+    printf(", \"oom\": %s, \"target_gpus\": %lld, \"device\": ", s.oom ? "true" : "false",
+           (long long)s.num_devices);
     output_json_string(stdout, in->cluster.device.name);
     printf(", \"costs\": ");
     output_json_string(stdout, o->cost_note);
@@ -494,6 +500,26 @@ static void print_csv(ds_sim_t *sim)
                d.comm_hidden_s, d.idle_s, d.tp_s, d.pp_s, d.dp_s, d.other_s, d.memory.total_B / GIB,
                d.memory.oom, d.assumed_share);
     }
+}
+
+/* A strategy out of memory: one line on stderr whatever the output format
+ * (--quiet too), and APP_EXIT_OOM unless --allow-oom. */
+static int oom_verdict(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
+{
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
+    if (!sum.oom)
+        return APP_EXIT_OK;
+    char strategy[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
+    fprintf(stderr,
+            "dsmpi %s: OUT OF MEMORY: %s needs %.2f GiB on its busiest GPU, the %s has %.0f GiB%s\n",
+            app->command, strategy, sum.peak_memory_GiB, in->cluster.device.name,
+            in->cluster.device.memory_GiB,
+            o->allow_oom ? " (--allow-oom: exit 0)"
+                         : " (exit 3; accepted: --allow-oom, or more GPUs, tp, pp, zero or "
+                           "recompute)");
+    return o->allow_oom ? APP_EXIT_OK : APP_EXIT_OOM;
 }
 
 /* Where the costs of `o` came from (after assemble_costs). */
@@ -606,6 +632,7 @@ static const struct option predict_options[] = {
     {"timeline", required_argument, NULL, OPT_TIMELINE},
     {"svg", required_argument, NULL, OPT_SVG},
     {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
+    {"allow-oom", no_argument, NULL, OPT_ALLOW_OOM},
     {NULL, 0, NULL, 0},
 };
 
@@ -654,6 +681,7 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_TIMELINE: o->timeline = arg; return 1;
     case OPT_SVG: o->svg = arg; return 1;
     case OPT_MICROBATCHES: o->microbatches = true; return 1;
+    case OPT_ALLOW_OOM: o->allow_oom = true; return 1;
     default: return 0;
     }
 }
@@ -784,6 +812,8 @@ int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_pro
     else if (!in->quiet)
         print_table(app, in, o, sim);
     code = exports(app, in, o, sim);
+    if (code == APP_EXIT_OK)
+        code = oom_verdict(app, in, o, sim);
 done:
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);
