@@ -484,21 +484,25 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     printf("]}\n");
 }
 
+/* A row per simulated device; the iteration time (the same on every row)
+ * last. */
 static void print_csv(ds_sim_t *sim)
 {
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
     printf(
         "rank,node,tp,dp,pp,represents,speed_factor,compute_s,comm_s,comm_exposed_s,comm_hidden_s,"
-        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share\n");
+        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share,iter_time_s\n");
     for (size_t i = 0; i < ds_sim_device_count(sim); i++) {
         ds_sim_device_t d;
         if (ds_sim_device_at(sim, i, &d) != DS_OK)
             continue;
         printf("%lld,%lld,%d,%d,%d,%lld,%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%d,%."
-               "6f\n",
+               "6f,%.9g\n",
                (long long)d.rank, (long long)d.node, d.coords.tp, d.coords.dp, d.coords.pp,
                (long long)d.represents, d.speed_factor, d.compute_s, d.comm_s, d.comm_exposed_s,
                d.comm_hidden_s, d.idle_s, d.tp_s, d.pp_s, d.dp_s, d.other_s, d.memory.total_B / GIB,
-               d.memory.oom, d.assumed_share);
+               d.memory.oom, d.assumed_share, sum.iteration_s);
     }
 }
 
