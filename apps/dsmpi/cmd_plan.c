@@ -82,6 +82,7 @@ typedef struct plan_entry {
     ds_plan_row_t row;
     ds_search_stats_t stats;
     char note[160];
+    int faster; /* scaling stops here: the entry with fewer GPUs that trains faster; -1: none */
 } plan_entry_t;
 
 static int parse_gpus(const app_t *app, options_t *o, const char *text)
@@ -287,6 +288,14 @@ static bool assumed_range(const plan_entry_t *e, int n, double *min_p, double *m
     return any;
 }
 
+/* "scaling stops here: 2.1 days, longer than the 1.9 days of 1024 GPUs". */
+static void scaling_note(const plan_entry_t *e, int i, char *text, size_t size)
+{
+    const plan_entry_t *f = &e[e[i].faster];
+    snprintf(text, size, "scaling stops here: %.4g days, longer than the %.4g days of %lld GPUs",
+             e[i].row.days, f->row.days, (long long)f->row.gpus);
+}
+
 static void print_header(const app_t *app, const inputs_t *in, const options_t *o,
                          const ds_plan_inputs_t *p, const ds_cluster_t *first,
                          const plan_entry_t *e, int n, const char *prefix)
@@ -301,6 +310,9 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
            "iteration\n",
            prefix, info.name, info.num_parameters / 1e9, info.seq_len, ds_dtype_name(info.dtype),
            (long long)gbs, count_text((double)gbs * info.seq_len, a, sizeof(a)));
+    const char *note = ds_model_seq_len_note(in->model);
+    if (note != NULL)
+        printf("%snote: %s\n", prefix, note);
     if (o->tokens > 0)
         printf("%sbudget: %s tokens\n", prefix, count_text((double)o->tokens, b, sizeof(b)));
     else
@@ -323,11 +335,15 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
                "(column 'assumed')\n",
                prefix, share);
     }
-    if (p->checkpoint_interval_s > 0 || p->mtbf_gpu_s > 0)
+    if (p->checkpoint_interval_s > 0 && p->mtbf_gpu_s > 0)
         printf("%sgoodput: checkpoint every %.4g min (%.4g s each), restart %.4g min, MTBF %.6g h "
                "per GPU\n",
                prefix, p->checkpoint_interval_s / 60.0, p->checkpoint_cost_s, p->restart_s / 60.0,
                p->mtbf_gpu_s / 3600.0);
+    else if (p->checkpoint_interval_s > 0)
+        printf("%sgoodput: checkpoint every %.4g min (%.4g s each); no failures modelled "
+               "(--mtbf-hours-per-gpu)\n",
+               prefix, p->checkpoint_interval_s / 60.0, p->checkpoint_cost_s);
     else
         printf("%sgoodput: 100%% (no checkpoints or failures given: --checkpoint-interval-min, "
                "--mtbf-hours-per-gpu)\n",
@@ -377,6 +393,11 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
             printf(" %14.2f", r->cost);
         printf(" %6.1f %7.1f  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share,
                text);
+        if (e[i].faster >= 0) {
+            char note[160];
+            scaling_note(e, i, note, sizeof(note));
+            printf("# %7lld GPUs: %s\n", (long long)r->gpus, note);
+        }
     }
     for (int i = 0; i < n; i++)
         if (e[i].found)
@@ -419,6 +440,12 @@ static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan
             printf(" %.0f |", r->cost);
         printf(" %.1f%% |\n", 100.0 * r->efficiency);
     }
+    for (int i = 0; i < n; i++)
+        if (e[i].found && e[i].faster >= 0) {
+            char note[160];
+            scaling_note(e, i, note, sizeof(note));
+            printf("\n**%lld GPUs**: %s.\n", (long long)e[i].row.gpus, note);
+        }
     cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
     double lo, hi;
     assumed_range(e, n, &lo, &hi);
@@ -444,22 +471,23 @@ static void print_csv(const inputs_t *in, const options_t *o, const ds_cluster_t
     long long gbs = (long long)plan_global_batch(in, e, n);
     printf(
         "gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goodput,train_s,days,gpu_hours,node_hours,"
-        "service_units,cost,efficiency,strategy,assumed_share,seq_len,global_batch,device\n");
+        "service_units,cost,efficiency,strategy,assumed_share,seq_len,global_batch,device,"
+        "scaling_stops\n");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
-            printf("%lld,%lld,,,,,,,,,,,,,,,%d,%lld,%s\n", (long long)o->gpus[i],
+            printf("%lld,%lld,,,,,,,,,,,,,,,%d,%lld,%s,\n", (long long)o->gpus[i],
                    (long long)r->nodes, info.seq_len, gbs, first->device.name);
             continue;
         }
         char text[DS_STRATEGY_TEXT_MAX];
         ds_strategy_format(&e[i].best.strategy, text, sizeof(text));
         printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\","
-               "%.6f,%d,%lld,%s\n",
+               "%.6f,%d,%lld,%s,%d\n",
                (long long)r->gpus, (long long)r->nodes, r->iteration_s, r->tokens_per_s,
                e[i].best.mfu, r->steps, r->goodput, r->train_s, r->days, r->gpu_hours,
                r->node_hours, r->service_units, r->cost, r->efficiency, text,
-               e[i].best.assumed_share, info.seq_len, gbs, first->device.name);
+               e[i].best.assumed_share, info.seq_len, gbs, first->device.name, e[i].faster >= 0);
     }
 }
 
@@ -509,11 +537,14 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
             "\"goodput\": %.6f, \"train_s\": %.6g, \"days\": %.6g, \"gpu_hours\": %.6g, "
             "\"node_hours\": %.6g, "
             "\"service_units\": %.6g, \"cost\": %.6g, \"efficiency\": %.6f, \"candidates\": %lld, "
-            "\"simulated\": %lld, \"assumed_share\": %.6f}",
+            "\"simulated\": %lld, \"assumed_share\": %.6f, \"scaling_stops\": %s",
             r->iteration_s, r->tokens_per_s, e[i].best.mfu, r->steps, r->goodput, r->train_s,
             r->days, r->gpu_hours, r->node_hours, r->service_units, r->cost, r->efficiency,
             (long long)e[i].stats.candidates, (long long)e[i].stats.simulated,
-            e[i].best.assumed_share);
+            e[i].best.assumed_share, e[i].faster >= 0 ? "true" : "false");
+        if (e[i].faster >= 0)
+            printf(", \"faster_with_fewer_gpus\": %lld", (long long)e[e[i].faster].row.gpus);
+        printf("}");
     }
     printf("]}\n");
 }
@@ -578,6 +609,8 @@ int cmd_plan(app_t *app)
         return app_usage_error(app, "out of memory");
     }
     memcpy(original, app->argv, (size_t)app->argc * sizeof(*original));
+    for (int i = 0; i < MAX_SIZES; i++)
+        e[i].faster = -1;
     search_inputs_init(&o->si);
     code = parse(app, &in, o);
     if (code != 0) {
@@ -632,8 +665,13 @@ int cmd_plan(app_t *app)
             rows[nrows++] = e[i].row;
         }
     ds_plan_set_efficiency(rows, (size_t)nrows);
-    for (int k = 0; k < nrows; k++)
+    for (int k = 0; k < nrows; k++) {
+        size_t faster;
         e[map[k]].row.efficiency = rows[k].efficiency;
+        e[map[k]].faster = ds_plan_scaling_stops(rows, (size_t)nrows, (size_t)k, &faster)
+                               ? map[faster]
+                               : -1;
+    }
     code = APP_EXIT_OK;
     if (app->rank == 0) {
         app_t shown = *app;
