@@ -43,6 +43,8 @@ int app_usage_error(const app_t *app, const char *fmt, ...) __attribute__((forma
 
 typedef enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV } output_format_t;
 
+#define INPUTS_MAX_STRATEGY_ITEMS 32
+
 typedef struct inputs {
     const char *model_spec;
     int64_t seq_len;      /* 0 = the model's */
@@ -50,6 +52,13 @@ typedef struct inputs {
     const char *dtype;
     ds_strategy_t strategy;
     bool strategy_given;
+    /* The --strategy texts and Megatron options in the strategy grammar, in
+     * the order given (what plan fixes its search with); the first Megatron
+     * option without an item (or past the last slot), else NULL. */
+    const char *strategy_items[INPUTS_MAX_STRATEGY_ITEMS];
+    size_t num_strategy_items;
+    char megatron_items[INPUTS_MAX_STRATEGY_ITEMS][64];
+    const char *strategy_unfixable;
     int64_t target_gpus;
     int target_gpus_per_node;
     const char *target_text;

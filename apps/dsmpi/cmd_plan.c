@@ -58,7 +58,14 @@ static void help(void)
            "  --mtbf-hours-per-gpu H   mean time between failures of one GPU (a 16384-GPU job\n"
            "                           interrupted every 3 h: 49152)\n"
            "Model:\n"
-           "  --model NAME|FILE, --seq-len N, --global-batch N, --dtype fp32|bf16|fp16\n");
+           "  --model NAME|FILE, --seq-len N, --global-batch N, --dtype fp32|bf16|fp16\n"
+           "Strategy:\n"
+           "  --strategy S             fixes the fields S names in every size's search, as\n"
+           "                           --fix does (e.g. --strategy tp=8,pp=2 or --strategy sp)\n"
+           "  Megatron-LM names the same: --tensor-model-parallel-size 8 is --fix tp=8;\n"
+           "  --pipeline-model-parallel-size, --micro-batch-size, --sequence-parallel,\n"
+           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
+           "  --global-batch-size\n");
     search_inputs_print_help(stdout);
     printf("Output:\n"
            "  --markdown               a Markdown table to paste into a proposal\n"
@@ -177,12 +184,12 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         return code;
     if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
-    if (in->strategy_given)
-        return app_usage_error(app, "plan searches the strategies: narrow the space with --fix "
-                                    "KEY=VALUE instead of --strategy or Megatron options");
     if (in->target_gpus != 0 || in->target_text != NULL || in->demo)
         return app_usage_error(app, "plan takes the cluster sizes from --gpus N[,N...] (not "
                                     "--target-gpus, --target-nodes, --target or --demo)");
+    /* --strategy and the Megatron options fix what they name, as --fix does. */
+    if ((code = search_inputs_fix_strategy(app, &o->si, in)) != APP_EXIT_OK)
+        return code;
     if (o->num_gpus == 0)
         return app_usage_error(app, "no cluster sizes given (accepted: --gpus 256,512,1024,2048)");
     if ((o->tokens > 0) == (o->samples > 0))
@@ -320,6 +327,12 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
     printf("%sdevice: %s, %d per node; the best strategy of each size is searched as 'dsmpi "
            "search' does\n",
            prefix, first->device.name, first->gpus_per_node);
+    if (o->si.num_fixes > 0) {
+        printf("%sfixed:", prefix);
+        for (int i = 0; i < o->si.num_fixes; i++)
+            printf(" %s", o->si.fixes[i]);
+        printf(" (--fix, --strategy, Megatron options)\n");
+    }
     cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
     char costs[1024];
     cost_origin_describe(&origin, costs, sizeof(costs));

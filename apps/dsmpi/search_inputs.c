@@ -122,6 +122,22 @@ int search_inputs_positional(const app_t *app, search_inputs_t *si, int first)
     return APP_EXIT_OK;
 }
 
+int search_inputs_fix_strategy(const app_t *app, search_inputs_t *si, const inputs_t *in)
+{
+    if (in->strategy_unfixable != NULL)
+        return app_usage_error(app,
+                               "--%s cannot narrow the search (accepted: --strategy KEY=VALUE,... "
+                               "or --fix KEY=VALUE with the strategy grammar's keys, e.g. vpp=2)",
+                               in->strategy_unfixable);
+    for (size_t i = 0; i < in->num_strategy_items; i++) {
+        if (si->num_fixes == SEARCH_MAX_FIXES)
+            return app_usage_error(app, "more than %d --fix options and strategy items",
+                                   SEARCH_MAX_FIXES);
+        si->fixes[si->num_fixes++] = in->strategy_items[i];
+    }
+    return APP_EXIT_OK;
+}
+
 int search_inputs_check(const app_t *app, const search_inputs_t *si)
 {
     if (si->cost_table == NULL && si->profile_db == NULL && !si->estimate)

@@ -40,6 +40,9 @@ void search_inputs_init(search_inputs_t *si);
 int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const char *arg);
 /* Words left after the options: nccl-tests logs when --nccl-tests was given. */
 int search_inputs_positional(const app_t *app, search_inputs_t *si, int first);
+/* The --strategy texts and Megatron options of `in` as fixes of the space
+ * (as many --fix); exit code 2 for an option that has no strategy item. */
+int search_inputs_fix_strategy(const app_t *app, search_inputs_t *si, const inputs_t *in);
 /* Checks the combination (exit code, or APP_EXIT_OK). */
 int search_inputs_check(const app_t *app, const search_inputs_t *si);
 /* Reads the cost table, the logs and the profile database (opened over
