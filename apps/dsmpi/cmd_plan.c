@@ -340,10 +340,7 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
     double lo, hi;
     if (assumed_range(e, n, &lo, &hi) && hi > 0.0) {
         char share[64];
-        if (hi - lo < 0.0005)
-            snprintf(share, sizeof(share), "%.1f%%", 100.0 * hi);
-        else
-            snprintf(share, sizeof(share), "%.1f%% to %.1f%%", 100.0 * lo, 100.0 * hi);
+        cost_origin_share_text(lo, hi, share, sizeof(share));
         printf("%sASSUMED: %s of the simulated event time of a size rests on assumed costs "
                "(column 'assumed')\n",
                prefix, share);
@@ -404,7 +401,7 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
             printf(" %12.4g", r->service_units);
         if (o->price > 0)
             printf(" %14.2f", r->cost);
-        printf(" %6.1f %7.1f  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share,
+        printf(" %6.1f %7.3g  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share,
                text);
         if (e[i].faster >= 0) {
             char note[160];

@@ -111,6 +111,24 @@ void cost_origin_missing_where(const cost_origin_t *c, char *text, size_t size)
         snprintf(text, size, " (no --profile-db, --cost-table or --nccl-tests given)");
 }
 
+/* A share in percent with the digits that keep a small one from reading 0%. */
+static void percent(double share, char *text, size_t size)
+{
+    double p = 100.0 * share;
+    snprintf(text, size, p >= 10.0 || p == 0.0 ? "%.0f%%" : p >= 1.0 ? "%.1f%%" : "%.2g%%", p);
+}
+
+void cost_origin_share_text(double min_share, double max_share, char *text, size_t size)
+{
+    char lo[16], hi[16];
+    percent(min_share, lo, sizeof(lo));
+    percent(max_share, hi, sizeof(hi));
+    if (strcmp(lo, hi) == 0)
+        snprintf(text, size, "%s", hi);
+    else
+        snprintf(text, size, "%s to %s", lo, hi);
+}
+
 void cost_origin_basis(const cost_origin_t *c, double min_assumed, double max_assumed, char *text,
                        size_t size)
 {
@@ -124,11 +142,7 @@ void cost_origin_basis(const cost_origin_t *c, double min_assumed, double max_as
                              : "costs scaled from another device by the roofline");
     } else {
         char share[64];
-        if (100.0 * (max_assumed - min_assumed) < 0.5)
-            snprintf(share, sizeof(share), "%.0f%%", 100.0 * max_assumed);
-        else
-            snprintf(share, sizeof(share), "%.0f%% to %.0f%%", 100.0 * min_assumed,
-                     100.0 * max_assumed);
+        cost_origin_share_text(min_assumed, max_assumed, share, sizeof(share));
         snprintf(text, size, "%s%s (%s of the event time assumed)",
                  given[0] ? given : "measured costs",
                  c->estimate ? " and roofline estimates of the device" : "", share);

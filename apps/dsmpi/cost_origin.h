@@ -32,6 +32,10 @@ void cost_origin_describe(const cost_origin_t *c, char *text, size_t size);
  * --profile-db, --cost-table or --nccl-tests given)". */
 void cost_origin_missing_where(const cost_origin_t *c, char *text, size_t size);
 
+/* "3.1% to 38%" (or "38%" when both read the same), with the digits that
+ * keep a small share from reading 0%. */
+void cost_origin_share_text(double min_share, double max_share, char *text, size_t size);
+
 /* Where a plan's or search's numbers rest, from the assumed shares of its
  * results (fractions of the simulated event time on assumed costs, lowest
  * and highest): "measured costs (profile database db.h5)", "roofline
