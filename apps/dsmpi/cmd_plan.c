@@ -401,8 +401,7 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
             printf(" %12.4g", r->service_units);
         if (o->price > 0)
             printf(" %14.2f", r->cost);
-        printf(" %6.1f %7.3g  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share,
-               text);
+        printf(" %6.1f %7.3g  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share, text);
         if (e[i].faster >= 0) {
             char note[160];
             scaling_note(e, i, note, sizeof(note));
@@ -678,9 +677,8 @@ int cmd_plan(app_t *app)
     for (int k = 0; k < nrows; k++) {
         size_t faster;
         e[map[k]].row.efficiency = rows[k].efficiency;
-        e[map[k]].faster = ds_plan_scaling_stops(rows, (size_t)nrows, (size_t)k, &faster)
-                               ? map[faster]
-                               : -1;
+        e[map[k]].faster =
+            ds_plan_scaling_stops(rows, (size_t)nrows, (size_t)k, &faster) ? map[faster] : -1;
     }
     code = APP_EXIT_OK;
     if (app->rank == 0) {

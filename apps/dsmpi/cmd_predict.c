@@ -529,11 +529,14 @@ static int oom_verdict(const app_t *app, const inputs_t *in, const options_t *o,
 /* Where the costs of `o` came from (after assemble_costs). */
 static cost_origin_t cost_origin_of(const predict_options_t *o)
 {
-    cost_origin_t c = {o->cost_table, o->db_path, o->site_dbs, o->num_site_dbs,
-                       o->num_nccl_tests, o->estimate,
-                       o->have_cost_report ? &o->cost_report : NULL, true};
-    if (o->db_path == NULL)
-        c.num_site_dbs = 0;
+    cost_origin_t c = {.cost_table = o->cost_table,
+                       .profile_db = o->db_path,
+                       .site_dbs = o->site_dbs,
+                       .num_site_dbs = o->db_path != NULL ? o->num_site_dbs : 0,
+                       .num_logs = o->num_nccl_tests,
+                       .estimate = o->estimate,
+                       .report = o->have_cost_report ? &o->cost_report : NULL,
+                       .counts = true};
     return c;
 }
 

@@ -61,8 +61,8 @@ void cost_origin_describe(const cost_origin_t *c, char *text, size_t size)
         if (r != NULL) {
             const char *device = r->measured_device[0] ? r->measured_device : "an unknown device";
             if (c->counts)
-                append(text, size, &used, ": %zu compute events measured on %s", r->compute_measured,
-                       device);
+                append(text, size, &used, ": %zu compute events measured on %s",
+                       r->compute_measured, device);
             else
                 append(text, size, &used, ": compute events measured on %s", device);
             if (r->compute_scaled > 0 && c->counts)
@@ -93,10 +93,11 @@ void cost_origin_describe(const cost_origin_t *c, char *text, size_t size)
                used ? "; " : "", c->num_logs, plural(c->num_logs));
     }
     if (c->estimate)
-        append(text, size, &used, "%s", used ? "; the rest estimated from the device roofline and "
-                                               "the cluster's links (ASSUMED)"
-                                             : "no measurements: every cost estimated from the "
-                                               "device roofline and the cluster's links (ASSUMED)");
+        append(text, size, &used, "%s",
+               used ? "; the rest estimated from the device roofline and "
+                      "the cluster's links (ASSUMED)"
+                    : "no measurements: every cost estimated from the "
+                      "device roofline and the cluster's links (ASSUMED)");
     else if (used == 0)
         append(text, size, &used, "none given");
 }

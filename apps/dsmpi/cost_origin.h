@@ -9,14 +9,14 @@
 #include "app.h"
 
 typedef struct cost_origin {
-    const char *cost_table;          /* --cost-table FILE, or NULL */
-    const char *profile_db;          /* the profile database, or NULL */
-    const char *const *site_dbs;     /* read-only databases searched after it */
+    const char *cost_table;      /* --cost-table FILE, or NULL */
+    const char *profile_db;      /* the profile database, or NULL */
+    const char *const *site_dbs; /* read-only databases searched after it */
     size_t num_site_dbs;
-    size_t num_logs;                 /* nccl-tests logs */
-    bool estimate;                   /* --estimate-missing */
-    const ds_cost_report_t *report;  /* what the database and logs gave; NULL: not known */
-    bool counts;                     /* the report's counts hold for the whole output */
+    size_t num_logs;                /* nccl-tests logs */
+    bool estimate;                  /* --estimate-missing */
+    const ds_cost_report_t *report; /* what the database and logs gave; NULL: not known */
+    bool counts;                    /* the report's counts hold for the whole output */
 } cost_origin_t;
 
 /* What was given, e.g. "cost table c.txt, profile database db.h5 (then

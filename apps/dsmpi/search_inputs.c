@@ -306,8 +306,12 @@ void search_inputs_print_help(FILE *out)
 
 cost_origin_t search_inputs_cost_origin(const search_inputs_t *si, bool counts)
 {
-    cost_origin_t c = {si->cost_table, si->profile_db, NULL, 0, (size_t)si->num_logs,
-                       si->estimate, si->db != NULL ? &si->db_report : NULL, counts};
+    cost_origin_t c = {.cost_table = si->cost_table,
+                       .profile_db = si->profile_db,
+                       .num_logs = (size_t)si->num_logs,
+                       .estimate = si->estimate,
+                       .report = si->db != NULL ? &si->db_report : NULL,
+                       .counts = counts};
     return c;
 }
 
@@ -340,8 +344,7 @@ void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, d
             cost_origin_t origin = search_inputs_cost_origin(si, false);
             char where[1200];
             cost_origin_missing_where(&origin, where, sizeof(where));
-            fprintf(stderr, "dsmpi %s: events of the space have no cost%s:\n", app->command,
-                    where);
+            fprintf(stderr, "dsmpi %s: events of the space have no cost%s:\n", app->command, where);
         }
         if (shown < 40) {
             char key[256];
