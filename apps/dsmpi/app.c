@@ -104,6 +104,14 @@ void output_json_string(FILE *out, const char *text)
     fputc('"', out);
 }
 
+void output_json_string_or_null(FILE *out, const char *text)
+{
+    if (text != NULL)
+        output_json_string(out, text);
+    else
+        fputs("null", out);
+}
+
 void output_json_open(const inputs_t *in, bool with_strategy)
 {
     ds_model_info_t info;

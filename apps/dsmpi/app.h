@@ -9,10 +9,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Exit codes: 0 success, 1 runtime failure, 2 bad input. */
+/* Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 the predicted
+ * strategy does not fit in device memory (predict and run print the
+ * prediction and exit 3 unless --allow-oom). */
 #define APP_EXIT_OK 0
 #define APP_EXIT_FAILURE 1
 #define APP_EXIT_USAGE 2
+#define APP_EXIT_OOM 3
 
 typedef struct app {
     int argc;
@@ -40,6 +43,8 @@ int app_usage_error(const app_t *app, const char *fmt, ...) __attribute__((forma
 
 typedef enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV } output_format_t;
 
+#define INPUTS_MAX_STRATEGY_ITEMS 32
+
 typedef struct inputs {
     const char *model_spec;
     int64_t seq_len;      /* 0 = the model's */
@@ -47,6 +52,13 @@ typedef struct inputs {
     const char *dtype;
     ds_strategy_t strategy;
     bool strategy_given;
+    /* The --strategy texts and Megatron options in the strategy grammar, in
+     * the order given (what plan fixes its search with); the first Megatron
+     * option without an item (or past the last slot), else NULL. */
+    const char *strategy_items[INPUTS_MAX_STRATEGY_ITEMS];
+    size_t num_strategy_items;
+    char megatron_items[INPUTS_MAX_STRATEGY_ITEMS][64];
+    const char *strategy_unfixable;
     int64_t target_gpus;
     int target_gpus_per_node;
     const char *target_text;
@@ -136,6 +148,8 @@ void output_preamble(const app_t *app, FILE *out);
 void app_command_line(const app_t *app, char *text, size_t size);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
+/* The same, or null when `text` is NULL. */
+void output_json_string_or_null(FILE *out, const char *text);
 /* Opens a command's JSON object on stdout: {"model": ..., and the strategy
  * as text when `with_strategy`. */
 void output_json_open(const inputs_t *in, bool with_strategy);

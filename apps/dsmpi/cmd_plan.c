@@ -58,7 +58,14 @@ static void help(void)
            "  --mtbf-hours-per-gpu H   mean time between failures of one GPU (a 16384-GPU job\n"
            "                           interrupted every 3 h: 49152)\n"
            "Model:\n"
-           "  --model NAME|FILE, --seq-len N, --global-batch N, --dtype fp32|bf16|fp16\n");
+           "  --model NAME|FILE, --seq-len N, --global-batch N, --dtype fp32|bf16|fp16\n"
+           "Strategy:\n"
+           "  --strategy S             fixes the fields S names in every size's search, as\n"
+           "                           --fix does (e.g. --strategy tp=8,pp=2 or --strategy sp)\n"
+           "  Megatron-LM names the same: --tensor-model-parallel-size 8 is --fix tp=8;\n"
+           "  --pipeline-model-parallel-size, --micro-batch-size, --sequence-parallel,\n"
+           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
+           "  --global-batch-size\n");
     search_inputs_print_help(stdout);
     printf("Output:\n"
            "  --markdown               a Markdown table to paste into a proposal\n"
@@ -82,6 +89,7 @@ typedef struct plan_entry {
     ds_plan_row_t row;
     ds_search_stats_t stats;
     char note[160];
+    int faster; /* scaling stops here: the entry with fewer GPUs that trains faster; -1: none */
 } plan_entry_t;
 
 static int parse_gpus(const app_t *app, options_t *o, const char *text)
@@ -176,12 +184,12 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         return code;
     if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
-    if (in->strategy_given)
-        return app_usage_error(app, "plan searches the strategies: narrow the space with --fix "
-                                    "KEY=VALUE instead of --strategy or Megatron options");
     if (in->target_gpus != 0 || in->target_text != NULL || in->demo)
         return app_usage_error(app, "plan takes the cluster sizes from --gpus N[,N...] (not "
                                     "--target-gpus, --target-nodes, --target or --demo)");
+    /* --strategy and the Megatron options fix what they name, as --fix does. */
+    if ((code = search_inputs_fix_strategy(app, &o->si, in)) != APP_EXIT_OK)
+        return code;
     if (o->num_gpus == 0)
         return app_usage_error(app, "no cluster sizes given (accepted: --gpus 256,512,1024,2048)");
     if ((o->tokens > 0) == (o->samples > 0))
@@ -258,12 +266,50 @@ static const char *count_text(double value, char *text, size_t size)
     return text;
 }
 
+/* The global batch every size ran: the best strategies' (a --fix gbs= sets it), else the
+ * option's or the model's. */
+static int64_t plan_global_batch(const inputs_t *in, const plan_entry_t *e, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (e[i].found && e[i].best.strategy.gbs > 0)
+            return e[i].best.strategy.gbs;
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    return in->global_batch > 0 ? in->global_batch : info.global_batch;
+}
+
+/* Lowest and highest assumed share of the sizes with a strategy; false when none has one. */
+static bool assumed_range(const plan_entry_t *e, int n, double *min_p, double *max_p)
+{
+    bool any = false;
+    double lo = 1.0, hi = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!e[i].found)
+            continue;
+        any = true;
+        lo = e[i].best.assumed_share < lo ? e[i].best.assumed_share : lo;
+        hi = e[i].best.assumed_share > hi ? e[i].best.assumed_share : hi;
+    }
+    *min_p = any ? lo : 0.0;
+    *max_p = hi;
+    return any;
+}
+
+/* "scaling stops here: 2.1 days, longer than the 1.9 days of 1024 GPUs". */
+static void scaling_note(const plan_entry_t *e, int i, char *text, size_t size)
+{
+    const plan_entry_t *f = &e[e[i].faster];
+    snprintf(text, size, "scaling stops here: %.4g days, longer than the %.4g days of %lld GPUs",
+             e[i].row.days, f->row.days, (long long)f->row.gpus);
+}
+
 static void print_header(const app_t *app, const inputs_t *in, const options_t *o,
-                         const ds_plan_inputs_t *p, const ds_cluster_t *first, const char *prefix)
+                         const ds_plan_inputs_t *p, const ds_cluster_t *first,
+                         const plan_entry_t *e, int n, const char *prefix)
 {
     ds_model_info_t info;
     ds_model_get_info(in->model, &info);
-    int64_t gbs = in->global_batch > 0 ? in->global_batch : info.global_batch;
+    int64_t gbs = plan_global_batch(in, e, n);
     char a[32], b[32];
     if (app != NULL)
         output_preamble(app, stdout);
@@ -271,6 +317,9 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
            "iteration\n",
            prefix, info.name, info.num_parameters / 1e9, info.seq_len, ds_dtype_name(info.dtype),
            (long long)gbs, count_text((double)gbs * info.seq_len, a, sizeof(a)));
+    const char *note = ds_model_seq_len_note(in->model);
+    if (note != NULL)
+        printf("%snote: %s\n", prefix, note);
     if (o->tokens > 0)
         printf("%sbudget: %s tokens\n", prefix, count_text((double)o->tokens, b, sizeof(b)));
     else
@@ -278,19 +327,33 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
     printf("%sdevice: %s, %d per node; the best strategy of each size is searched as 'dsmpi "
            "search' does\n",
            prefix, first->device.name, first->gpus_per_node);
-    if (o->si.estimate)
-        printf("%sASSUMED: costs the table lacks come from the device roofline (%s)\n", prefix,
-               o->si.cost_table ? o->si.cost_table : "no cost table");
-    else
-        printf("%scosts: %s\n", prefix, o->si.cost_table);
-    if (o->si.num_logs > 0)
-        printf("%scommunication: model fitted on %d nccl-tests log%s\n", prefix, o->si.num_logs,
-               o->si.num_logs == 1 ? "" : "s");
-    if (p->checkpoint_interval_s > 0 || p->mtbf_gpu_s > 0)
+    if (o->si.num_fixes > 0) {
+        printf("%sfixed:", prefix);
+        for (int i = 0; i < o->si.num_fixes; i++)
+            printf(" %s", o->si.fixes[i]);
+        printf(" (--fix, --strategy, Megatron options)\n");
+    }
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    char costs[1024];
+    cost_origin_describe(&origin, costs, sizeof(costs));
+    printf("%scosts: %s\n", prefix, costs);
+    double lo, hi;
+    if (assumed_range(e, n, &lo, &hi) && hi > 0.0) {
+        char share[64];
+        cost_origin_share_text(lo, hi, share, sizeof(share));
+        printf("%sASSUMED: %s of the simulated event time of a size rests on assumed costs "
+               "(column 'assumed')\n",
+               prefix, share);
+    }
+    if (p->checkpoint_interval_s > 0 && p->mtbf_gpu_s > 0)
         printf("%sgoodput: checkpoint every %.4g min (%.4g s each), restart %.4g min, MTBF %.6g h "
                "per GPU\n",
                prefix, p->checkpoint_interval_s / 60.0, p->checkpoint_cost_s, p->restart_s / 60.0,
                p->mtbf_gpu_s / 3600.0);
+    else if (p->checkpoint_interval_s > 0)
+        printf("%sgoodput: checkpoint every %.4g min (%.4g s each); no failures modelled "
+               "(--mtbf-hours-per-gpu)\n",
+               prefix, p->checkpoint_interval_s / 60.0, p->checkpoint_cost_s);
     else
         printf("%sgoodput: 100%% (no checkpoints or failures given: --checkpoint-interval-min, "
                "--mtbf-hours-per-gpu)\n",
@@ -308,21 +371,21 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
                        const ds_plan_inputs_t *p, const ds_cluster_t *first, const plan_entry_t *e,
                        int n)
 {
-    print_header(app, in, o, p, first, "# ");
+    print_header(app, in, o, p, first, e, n, "# ");
     printf("#\n# %7s %6s %10s %12s %6s %7s %9s %12s %12s", "gpus", "nodes", "iter_time", "tokens/s",
            "MFU", "goodput", "days", "GPU-hours", "node-hours");
     if (o->charge_given)
         printf(" %12s", "SU");
     if (o->price > 0)
         printf(" %14s", "cost");
-    printf(" %6s  %s\n", "eff", "strategy");
+    printf(" %6s %7s  %s\n", "eff", "assumed", "strategy");
     printf("# %7s %6s %10s %12s %6s %7s %9s %12s %12s", "(count)", "(count)", "(s)", "(token/s)",
            "(%)", "(%)", "(day)", "(GPU-h)", "(node-h)");
     if (o->charge_given)
         printf(" %12s", "(SU)");
     if (o->price > 0)
         printf(" %14s", "(currency)");
-    printf(" %6s\n", "(%)");
+    printf(" %6s %7s\n", "(%)", "(%)");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
@@ -338,7 +401,12 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
             printf(" %12.4g", r->service_units);
         if (o->price > 0)
             printf(" %14.2f", r->cost);
-        printf(" %6.1f  %s\n", 100.0 * r->efficiency, text);
+        printf(" %6.1f %7.3g  %s\n", 100.0 * r->efficiency, 100.0 * e[i].best.assumed_share, text);
+        if (e[i].faster >= 0) {
+            char note[160];
+            scaling_note(e, i, note, sizeof(note));
+            printf("# %7lld GPUs: %s\n", (long long)r->gpus, note);
+        }
     }
     for (int i = 0; i < n; i++)
         if (e[i].found)
@@ -381,43 +449,76 @@ static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan
             printf(" %.0f |", r->cost);
         printf(" %.1f%% |\n", 100.0 * r->efficiency);
     }
+    for (int i = 0; i < n; i++)
+        if (e[i].found && e[i].faster >= 0) {
+            char note[160];
+            scaling_note(e, i, note, sizeof(note));
+            printf("\n**%lld GPUs**: %s.\n", (long long)e[i].row.gpus, note);
+        }
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    double lo, hi;
+    assumed_range(e, n, &lo, &hi);
+    char basis[1200];
+    cost_origin_basis(&origin, lo, hi, basis, sizeof(basis));
     printf("\n*%s, %s %s on %s (%d per node), global batch %lld x %d tokens; predicted with dsmpi "
-           "%s%s. "
+           "%s from %s. "
            "Days = steps x iteration time / goodput; GPU-hours = GPUs x days x 24; efficiency = "
            "GPU-hours "
            "of the smallest size / GPU-hours.*\n",
            info.name, budget, o->tokens > 0 ? "tokens" : "samples", first->device.name,
-           first->gpus_per_node,
-           (long long)(in->global_batch > 0 ? in->global_batch : info.global_batch), info.seq_len,
-           DS_VERSION_STRING,
-           o->si.estimate ? " from roofline estimates of the device (assumed, not measured)" : "");
+           first->gpus_per_node, (long long)plan_global_batch(in, e, n), info.seq_len,
+           DS_VERSION_STRING, basis);
     (void)p;
 }
 
-static void print_csv(const options_t *o, const plan_entry_t *e, int n)
+/* The columns after the strategy: the same on every row but the assumed share. */
+static void print_csv(const inputs_t *in, const options_t *o, const ds_cluster_t *first,
+                      const plan_entry_t *e, int n)
 {
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    long long gbs = (long long)plan_global_batch(in, e, n);
     printf(
         "gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goodput,train_s,days,gpu_hours,node_hours,"
-        "service_units,cost,efficiency,strategy\n");
+        "service_units,cost,efficiency,strategy,assumed_share,seq_len,global_batch,device,"
+        "scaling_stops\n");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
-            printf("%lld,%lld,,,,,,,,,,,,,\n", (long long)o->gpus[i], (long long)r->nodes);
+            printf("%lld,%lld,,,,,,,,,,,,,,,%d,%lld,%s,\n", (long long)o->gpus[i],
+                   (long long)r->nodes, info.seq_len, gbs, first->device.name);
             continue;
         }
         char text[DS_STRATEGY_TEXT_MAX];
         ds_strategy_format(&e[i].best.strategy, text, sizeof(text));
-        printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\"\n",
+        printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\","
+               "%.6f,%d,%lld,%s,%d\n",
                (long long)r->gpus, (long long)r->nodes, r->iteration_s, r->tokens_per_s,
                e[i].best.mfu, r->steps, r->goodput, r->train_s, r->days, r->gpu_hours,
-               r->node_hours, r->service_units, r->cost, r->efficiency, text);
+               r->node_hours, r->service_units, r->cost, r->efficiency, text,
+               e[i].best.assumed_share, info.seq_len, gbs, first->device.name, e[i].faster >= 0);
     }
 }
 
 static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inputs_t *p,
-                       const plan_entry_t *e, int n)
+                       const ds_cluster_t *first, const plan_entry_t *e, int n)
 {
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
     output_json_open(in, false);
+    printf(", \"seq_len\": %d, \"global_batch\": %lld, \"device\": ", info.seq_len,
+           (long long)plan_global_batch(in, e, n));
+    output_json_string(stdout, first->device.name);
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    char costs[1200];
+    cost_origin_describe(&origin, costs, sizeof(costs));
+    printf(", \"costs\": ");
+    output_json_string(stdout, costs);
+    printf(", \"cost_table\": ");
+    output_json_string_or_null(stdout, o->si.cost_table);
+    printf(", \"profile_db\": ");
+    output_json_string_or_null(stdout, o->si.profile_db);
+    printf(", \"nccl_tests_logs\": %d", o->si.num_logs);
     printf(
         ", \"tokens\": %lld, \"samples\": %lld, \"gpus_per_node\": %d, \"price_per_gpu_hour\": %g, "
         "\"charge_factor\": %g, \"checkpoint_interval_s\": %g, \"checkpoint_cost_s\": %g, "
@@ -445,10 +546,14 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
             "\"goodput\": %.6f, \"train_s\": %.6g, \"days\": %.6g, \"gpu_hours\": %.6g, "
             "\"node_hours\": %.6g, "
             "\"service_units\": %.6g, \"cost\": %.6g, \"efficiency\": %.6f, \"candidates\": %lld, "
-            "\"simulated\": %lld}",
+            "\"simulated\": %lld, \"assumed_share\": %.6f, \"scaling_stops\": %s",
             r->iteration_s, r->tokens_per_s, e[i].best.mfu, r->steps, r->goodput, r->train_s,
             r->days, r->gpu_hours, r->node_hours, r->service_units, r->cost, r->efficiency,
-            (long long)e[i].stats.candidates, (long long)e[i].stats.simulated);
+            (long long)e[i].stats.candidates, (long long)e[i].stats.simulated,
+            e[i].best.assumed_share, e[i].faster >= 0 ? "true" : "false");
+        if (e[i].faster >= 0)
+            printf(", \"faster_with_fewer_gpus\": %lld", (long long)e[e[i].faster].row.gpus);
+        printf("}");
     }
     printf("]}\n");
 }
@@ -513,6 +618,8 @@ int cmd_plan(app_t *app)
         return app_usage_error(app, "out of memory");
     }
     memcpy(original, app->argv, (size_t)app->argc * sizeof(*original));
+    for (int i = 0; i < MAX_SIZES; i++)
+        e[i].faster = -1;
     search_inputs_init(&o->si);
     code = parse(app, &in, o);
     if (code != 0) {
@@ -569,16 +676,20 @@ int cmd_plan(app_t *app)
             rows[nrows++] = e[i].row;
         }
     ds_plan_set_efficiency(rows, (size_t)nrows);
-    for (int k = 0; k < nrows; k++)
+    for (int k = 0; k < nrows; k++) {
+        size_t faster;
         e[map[k]].row.efficiency = rows[k].efficiency;
+        e[map[k]].faster =
+            ds_plan_scaling_stops(rows, (size_t)nrows, (size_t)k, &faster) ? map[faster] : -1;
+    }
     code = APP_EXIT_OK;
     if (app->rank == 0) {
         app_t shown = *app;
         shown.argv = original;
         if (in.format == OUTPUT_JSON)
-            print_json(&in, o, &p, e, o->num_gpus);
+            print_json(&in, o, &p, &first, e, o->num_gpus);
         else if (in.format == OUTPUT_CSV)
-            print_csv(o, e, o->num_gpus);
+            print_csv(&in, o, &first, e, o->num_gpus);
         else if (o->markdown)
             print_markdown(&in, o, &p, &first, e, o->num_gpus);
         else if (!in.quiet)

@@ -26,6 +26,7 @@ enum {
     OPT_TIMELINE,
     OPT_SVG,
     OPT_MICROBATCHES,
+    OPT_ALLOW_OOM,
     OPT_HELP,
 };
 
@@ -72,7 +73,11 @@ void predict_print_help(FILE *out)
         "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
         "end\n"
         "  --svg FILE.svg           Gantt chart (one row per distinct device timeline)\n"
-        "  --microbatches           print per stage and micro-batch start/end times\n");
+        "  --microbatches           print per stage and micro-batch start/end times\n"
+        "  --allow-oom              exit 0 when the strategy does not fit in device memory\n"
+        "Exit codes: 0 done, 1 runtime failure, 2 bad input, 3 the strategy does not fit in\n"
+        "device memory (OUT OF MEMORY in the first row, \"oom\": true in --json, one line on\n"
+        "stderr even with --quiet; the prediction is still printed; --allow-oom exits 0).\n");
 }
 
 /* Ranks a trace may show: a few hundred MB of trace JSON at most, what a
@@ -261,12 +266,10 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     if (note != NULL)
         printf("# note: %s\n", note);
     size_t keys = ds_sim_key_count(sim);
-    printf("# costs: %s%s; %lld of %zu event costs assumed (roofline of %s: %.3g TFLOP/s, %.0f "
-           "GB/s)\n",
-           o->cost_note[0] ? o->cost_note : "none given",
-           o->estimate ? ", missing ones estimated" : "", (long long)sum.assumed_keys, keys,
-           in->cluster.device.name, in->cluster.device.peak_tflops_bf16,
-           in->cluster.device.mem_bw_GBps);
+    printf("# costs: %s\n", o->cost_note);
+    printf("# %lld of %zu event costs assumed (roofline of %s: %.3g TFLOP/s, %.0f GB/s)\n",
+           (long long)sum.assumed_keys, keys, in->cluster.device.name,
+           in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps);
     if (sum.assumed_keys > 0)
         printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
                "on\n"
@@ -279,14 +282,14 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            (long long)sum.simulated_devices, (long long)sum.num_devices, (long long)sum.graph_nodes,
            (long long)sum.graph_edges, sum.build_s * 1e3, sum.evaluate_s * 1e3);
     char b[32];
-    printf("#\n# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s\n", "iter_time", "samples/s",
-           "tokens/s", "model_TF", "MFU", "HFU", "bubble", "mem_peak", "basis");
+    printf("#\n# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s %s\n", "iter_time", "samples/s",
+           "tokens/s", "model_TF", "MFU", "HFU", "bubble", "mem_peak", "basis", "memory");
     printf("# %-10s %12s %14s %10s %7s %7s %7s %9s %-11s\n", "(s)", "(sample/s)", "(token/s)",
            "(TFLOP/s)", "(%)", "(%)", "(%)", "(GiB)", "");
-    printf("  %-10.6f %12.2f %14.4g %10.2f %7.2f %7.2f %7.2f %9.2f %-11s\n", sum.iteration_s,
+    printf("  %-10.6f %12.2f %14.4g %10.2f %7.2f %7.2f %7.2f %9.2f %-11s %s\n", sum.iteration_s,
            sum.samples_per_s, sum.tokens_per_s, sum.model_tflops_per_gpu, 100.0 * sum.mfu,
            100.0 * sum.hfu, 100.0 * sum.bubble_fraction, sum.peak_memory_GiB,
-           basis(sum.assumed_share, b, sizeof(b)));
+           basis(sum.assumed_share, b, sizeof(b)), sum.oom ? "OUT OF MEMORY" : "fits");
     printf("# MFU = model TFLOP/s per GPU / %.3g TFLOP/s peak (recompute excluded); HFU includes "
            "recompute\n",
            sum.peak_tflops);
@@ -406,13 +409,16 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     output_json_open(in, true);
     printf(", \"target\": ");
     output_json_string(stdout, in->cluster.name);
-    printf(", \"target_gpus\": %lld, \"device\": ", (long long)s.num_devices);
+    printf(", \"oom\": %s, \"target_gpus\": %lld, \"device\": ", s.oom ? "true" : "false",
+           (long long)s.num_devices);
     output_json_string(stdout, in->cluster.device.name);
+    printf(", \"costs\": ");
+    output_json_string(stdout, o->cost_note);
     printf(", \"cost_table\": ");
-    if (o->cost_note[0])
-        output_json_string(stdout, o->cost_note);
-    else
-        printf("null");
+    output_json_string_or_null(stdout, o->cost_table);
+    printf(", \"profile_db\": ");
+    output_json_string_or_null(stdout, o->db_path);
+    printf(", \"nccl_tests_logs\": %zu", o->num_nccl_tests);
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
            "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
            "\"dependencies\": %lld, "
@@ -478,22 +484,60 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     printf("]}\n");
 }
 
+/* A row per simulated device; the iteration time (the same on every row)
+ * last. */
 static void print_csv(ds_sim_t *sim)
 {
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
     printf(
         "rank,node,tp,dp,pp,represents,speed_factor,compute_s,comm_s,comm_exposed_s,comm_hidden_s,"
-        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share\n");
+        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share,iter_time_s\n");
     for (size_t i = 0; i < ds_sim_device_count(sim); i++) {
         ds_sim_device_t d;
         if (ds_sim_device_at(sim, i, &d) != DS_OK)
             continue;
         printf("%lld,%lld,%d,%d,%d,%lld,%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%d,%."
-               "6f\n",
+               "6f,%.9g\n",
                (long long)d.rank, (long long)d.node, d.coords.tp, d.coords.dp, d.coords.pp,
                (long long)d.represents, d.speed_factor, d.compute_s, d.comm_s, d.comm_exposed_s,
                d.comm_hidden_s, d.idle_s, d.tp_s, d.pp_s, d.dp_s, d.other_s, d.memory.total_B / GIB,
-               d.memory.oom, d.assumed_share);
+               d.memory.oom, d.assumed_share, sum.iteration_s);
     }
+}
+
+/* A strategy out of memory: one line on stderr whatever the output format
+ * (--quiet too), and APP_EXIT_OOM unless --allow-oom. */
+static int oom_verdict(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
+{
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
+    if (!sum.oom)
+        return APP_EXIT_OK;
+    char strategy[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
+    fprintf(stderr,
+            "dsmpi %s: OUT OF MEMORY: %s needs %.2f GiB on its busiest GPU, the %s has %.0f GiB%s\n",
+            app->command, strategy, sum.peak_memory_GiB, in->cluster.device.name,
+            in->cluster.device.memory_GiB,
+            o->allow_oom ? " (--allow-oom: exit 0)"
+                         : " (exit 3; accepted: --allow-oom, or more GPUs, tp, pp, zero or "
+                           "recompute)");
+    return o->allow_oom ? APP_EXIT_OK : APP_EXIT_OOM;
+}
+
+/* Where the costs of `o` came from (after assemble_costs). */
+static cost_origin_t cost_origin_of(const predict_options_t *o)
+{
+    cost_origin_t c = {.cost_table = o->cost_table,
+                       .profile_db = o->db_path,
+                       .site_dbs = o->site_dbs,
+                       .num_site_dbs = o->db_path != NULL ? o->num_site_dbs : 0,
+                       .num_logs = o->num_nccl_tests,
+                       .estimate = o->estimate,
+                       .report = o->have_cost_report ? &o->cost_report : NULL,
+                       .counts = true};
+    return c;
 }
 
 /* The command that measures what is missing. */
@@ -504,8 +548,10 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
     size_t n = ds_sim_missing_count(sim);
     char strategy[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
-    fprintf(stderr, "dsmpi predict: %zu events have no cost%s%s:\n", n, o->cost_note[0] ? " in " : "",
-            o->cost_note[0] ? o->cost_note : " (no --profile-db or --cost-table given)");
+    cost_origin_t origin = cost_origin_of(o);
+    char where[1200];
+    cost_origin_missing_where(&origin, where, sizeof(where));
+    fprintf(stderr, "dsmpi predict: %zu events have no cost%s:\n", n, where);
     for (size_t i = 0; i < n && i < MAX_MISSING_SHOWN; i++) {
         char key[256];
         ds_event_key_format(ds_sim_missing_at(sim, i), key, sizeof(key));
@@ -593,6 +639,7 @@ static const struct option predict_options[] = {
     {"timeline", required_argument, NULL, OPT_TIMELINE},
     {"svg", required_argument, NULL, OPT_SVG},
     {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
+    {"allow-oom", no_argument, NULL, OPT_ALLOW_OOM},
     {NULL, 0, NULL, 0},
 };
 
@@ -641,6 +688,7 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_TIMELINE: o->timeline = arg; return 1;
     case OPT_SVG: o->svg = arg; return 1;
     case OPT_MICROBATCHES: o->microbatches = true; return 1;
+    case OPT_ALLOW_OOM: o->allow_oom = true; return 1;
     default: return 0;
     }
 }
@@ -678,14 +726,10 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
     ds_event_set_t *events = NULL;
     ds_comm_samples_t *logs = NULL;
     ds_profile_db_t *opened = NULL;
-    char *note = o->cost_note;
-    size_t used = 0;
-    note[0] = '\0';
-    if (o->cost_table != NULL) {
-        if ((status = ds_cost_table_load_text(costs, o->cost_table)) != DS_OK)
-            return status;
-        used += (size_t)snprintf(note + used, sizeof(o->cost_note) - used, "%s", o->cost_table);
-    }
+    o->db_path = NULL;
+    o->have_cost_report = false;
+    if (o->cost_table != NULL && (status = ds_cost_table_load_text(costs, o->cost_table)) != DS_OK)
+        goto out;
     if (db == NULL && o->profile_db != NULL) {
         status = ds_profile_db_open(MPI_COMM_NULL, o->profile_db, DS_PROFILE_DB_READ_ONLY, &opened);
         for (size_t i = 0; status == DS_OK && i < o->num_site_dbs; i++)
@@ -694,6 +738,8 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
             goto out;
         db = opened;
     }
+    /* The path as given (an opened database is closed below). */
+    o->db_path = opened != NULL ? o->profile_db : db != NULL ? ds_profile_db_path(db) : NULL;
     if (db == NULL && o->num_nccl_tests == 0)
         goto out;
     {
@@ -707,22 +753,14 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
         (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, logs)) != DS_OK)
         goto out;
     ds_cost_sources_t sources = {db, o->fingerprint, ds_comm_samples_data(logs), ds_comm_samples_size(logs)};
-    ds_cost_report_t report;
-    if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &report)) != DS_OK)
+    if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &o->cost_report)) != DS_OK)
         goto out;
-    if (db != NULL)
-        used += (size_t)snprintf(note + used, sizeof(o->cost_note) - used,
-                                 "%s%s: %zu compute events measured on %s%s", used ? ", " : "",
-                                 ds_profile_db_path(db), report.compute_measured,
-                                 report.measured_device[0] ? report.measured_device : "an unknown device",
-                                 report.compute_scaled ? " (scaled to the target device: assumed)" : "");
-    if (used < sizeof(o->cost_note))
-        snprintf(note + used, sizeof(o->cost_note) - used,
-                 "%s%zu communication events from the model fitted on %zu samples%s%s%s",
-                 used ? ", " : "", report.comm_filled, report.comm_samples,
-                 report.comm_library[0] ? " (" : "", report.comm_library,
-                 report.comm_library[0] ? "'s algorithms)" : "");
+    o->have_cost_report = true;
 out:
+    if (status == DS_OK) {
+        cost_origin_t origin = cost_origin_of(o);
+        cost_origin_describe(&origin, o->cost_note, sizeof(o->cost_note));
+    }
     ds_comm_samples_destroy(logs);
     ds_event_set_destroy(events);
     ds_profile_db_close(opened);
@@ -781,6 +819,8 @@ int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_pro
     else if (!in->quiet)
         print_table(app, in, o, sim);
     code = exports(app, in, o, sim);
+    if (code == APP_EXIT_OK)
+        code = oom_verdict(app, in, o, sim);
 done:
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);

@@ -136,6 +136,29 @@ static int bad(const app_t *app, ds_status_t status)
     return -1;
 }
 
+/* Keeps a strategy option as strategy-grammar text: `text` itself, or the
+ * item of the Megatron option `megatron` with `value`. */
+static void keep_strategy_item(inputs_t *in, const char *text, const char *megatron,
+                               const char *value)
+{
+    size_t n = in->num_strategy_items;
+    if (n == INPUTS_MAX_STRATEGY_ITEMS) {
+        if (in->strategy_unfixable == NULL)
+            in->strategy_unfixable = megatron != NULL ? megatron : "strategy";
+        return;
+    }
+    if (megatron != NULL) {
+        if (ds_strategy_megatron_item(megatron, value, in->megatron_items[n],
+                                      sizeof(in->megatron_items[n])) != DS_OK) {
+            if (in->strategy_unfixable == NULL)
+                in->strategy_unfixable = megatron;
+            return;
+        }
+        text = in->megatron_items[n];
+    }
+    in->strategy_items[in->num_strategy_items++] = text;
+}
+
 int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
 {
     ds_status_t status = DS_OK;
@@ -151,6 +174,8 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     case OPT_STRATEGY:
         status = ds_strategy_parse(arg, &in->strategy);
         in->strategy_given = true;
+        if (status == DS_OK)
+            keep_strategy_item(in, arg, NULL, NULL);
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_TARGET_GPUS:
         status = ds_parse_count(arg, "target-gpus", 1, 1LL << 40, &in->target_gpus);
@@ -189,6 +214,8 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
         }
         status = ds_strategy_apply_megatron(&in->strategy, name, arg);
         in->strategy_given = true;
+        if (status == DS_OK)
+            keep_strategy_item(in, NULL, name, arg);
         return status == DS_OK ? 1 : bad(app, status);
     }
     return 0;

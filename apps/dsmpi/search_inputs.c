@@ -122,6 +122,22 @@ int search_inputs_positional(const app_t *app, search_inputs_t *si, int first)
     return APP_EXIT_OK;
 }
 
+int search_inputs_fix_strategy(const app_t *app, search_inputs_t *si, const inputs_t *in)
+{
+    if (in->strategy_unfixable != NULL)
+        return app_usage_error(app,
+                               "--%s cannot narrow the search (accepted: --strategy KEY=VALUE,... "
+                               "or --fix KEY=VALUE with the strategy grammar's keys, e.g. vpp=2)",
+                               in->strategy_unfixable);
+    for (size_t i = 0; i < in->num_strategy_items; i++) {
+        if (si->num_fixes == SEARCH_MAX_FIXES)
+            return app_usage_error(app, "more than %d --fix options and strategy items",
+                                   SEARCH_MAX_FIXES);
+        si->fixes[si->num_fixes++] = in->strategy_items[i];
+    }
+    return APP_EXIT_OK;
+}
+
 int search_inputs_check(const app_t *app, const search_inputs_t *si)
 {
     if (si->cost_table == NULL && si->profile_db == NULL && !si->estimate)
@@ -288,28 +304,25 @@ void search_inputs_print_help(FILE *out)
         out);
 }
 
+cost_origin_t search_inputs_cost_origin(const search_inputs_t *si, bool counts)
+{
+    cost_origin_t c = {.cost_table = si->cost_table,
+                       .profile_db = si->profile_db,
+                       .num_logs = (size_t)si->num_logs,
+                       .estimate = si->estimate,
+                       .report = si->db != NULL ? &si->db_report : NULL,
+                       .counts = counts};
+    return c;
+}
+
 void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cluster, FILE *out)
 {
-    fprintf(out, "# costs: %s%s; device %s: %.3g TFLOP/s, %.0f GB/s, %.0f GiB\n",
-            si->cost_table ? si->cost_table : si->db ? "profile database" : "no cost table",
-            si->estimate ? ", missing ones estimated from the device roofline (ASSUMED)" : "",
+    cost_origin_t origin = search_inputs_cost_origin(si, true);
+    char text[1024];
+    cost_origin_describe(&origin, text, sizeof(text));
+    fprintf(out, "# costs: %s\n# device %s: %.3g TFLOP/s, %.0f GB/s, %.0f GiB\n", text,
             cluster->device.name, cluster->device.peak_tflops_bf16, cluster->device.mem_bw_GBps,
             cluster->device.memory_GiB);
-    if (si->db != NULL)
-        fprintf(out, "# profile database %s: %zu compute events measured on %s%s; %zu communication events "
-                     "from the model fitted on %zu samples\n",
-                si->profile_db, si->db_report.compute_measured,
-                si->db_report.measured_device[0] ? si->db_report.measured_device : "an unknown device",
-                si->db_report.compute_scaled ? " (scaled to the target device: ASSUMED)" : "",
-                si->db_report.comm_filled, si->db_report.comm_samples);
-    else if (si->samples != NULL)
-        fprintf(out, "# communication: model fitted on %zu samples of %d nccl-tests log%s\n",
-                ds_comm_samples_size(si->samples), si->num_logs, si->num_logs == 1 ? "" : "s");
-    else
-        fprintf(out, "# communication: %s\n",
-                si->estimate ? "the cost table, else the cluster's nominal links (ASSUMED; "
-                               "--nccl-tests fits a model)"
-                             : "the cost table");
 }
 
 void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, ds_search_t *search)
@@ -327,10 +340,12 @@ void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, d
         if (ds_cost_table_find(si->costs, &e->key) != NULL ||
             (e->key.kind == DS_EVENT_COMM && si->samples != NULL))
             continue;
-        if (missing++ == 0)
-            fprintf(stderr, "dsmpi %s: events of the space have no cost%s%s:\n", app->command,
-                    si->cost_table ? " in " : "",
-                    si->cost_table ? si->cost_table : " (no --cost-table given)");
+        if (missing++ == 0) {
+            cost_origin_t origin = search_inputs_cost_origin(si, false);
+            char where[1200];
+            cost_origin_missing_where(&origin, where, sizeof(where));
+            fprintf(stderr, "dsmpi %s: events of the space have no cost%s:\n", app->command, where);
+        }
         if (shown < 40) {
             char key[256];
             ds_event_key_format(&e->key, key, sizeof(key));

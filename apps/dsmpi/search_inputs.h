@@ -5,6 +5,7 @@
 #define DSMPI_SEARCH_INPUTS_H
 
 #include "app.h"
+#include "cost_origin.h"
 
 #define SEARCH_MAX_LOGS 256
 #define SEARCH_MAX_FIXES 128
@@ -39,6 +40,9 @@ void search_inputs_init(search_inputs_t *si);
 int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const char *arg);
 /* Words left after the options: nccl-tests logs when --nccl-tests was given. */
 int search_inputs_positional(const app_t *app, search_inputs_t *si, int first);
+/* The --strategy texts and Megatron options of `in` as fixes of the space
+ * (as many --fix); exit code 2 for an option that has no strategy item. */
+int search_inputs_fix_strategy(const app_t *app, search_inputs_t *si, const inputs_t *in);
 /* Checks the combination (exit code, or APP_EXIT_OK). */
 int search_inputs_check(const app_t *app, const search_inputs_t *si);
 /* Reads the cost table, the logs and the profile database (opened over
@@ -65,7 +69,10 @@ int search_inputs_no_candidate(const app_t *app, const ds_search_stats_t *st,
 /* --max-mbs, else the DS_SEARCH_MAX_MBS tunable. */
 int64_t search_inputs_max_mbs(const search_inputs_t *si);
 void search_inputs_print_help(FILE *out);
-/* "# costs: ..." lines of a preamble. */
+/* Where the costs come from; `counts`: the database report's counts hold
+ * for the whole output (one target). */
+cost_origin_t search_inputs_cost_origin(const search_inputs_t *si, bool counts);
+/* "# costs: ..." and "# device ..." lines of a preamble. */
 void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cluster, FILE *out);
 /* After DS_ERR_NOT_FOUND: the keys of the space the costs lack, and how to
  * get them (rank 0 prints). */

@@ -57,6 +57,8 @@
  *   service units         node-hours x charge factor
  *   cost                  GPU-hours x price per GPU-hour x charge factor
  *   scaling efficiency    GPU-hours(smallest N) / GPU-hours(N)
+ *   scaling stops         at a size whose time to train is longer than that of
+ *                         a size with fewer GPUs
  * Goodput (first-order checkpoint/restart model, Young/Daly): checkpoints
  * are written every tau seconds of training and take delta seconds;
  * interruptions arrive at rate lambda = N / MTBF_gpu (MTBF_gpu: mean time
@@ -219,6 +221,12 @@ DS_API ds_status_t ds_plan_row_compute(const ds_plan_inputs_t *inputs, int64_t g
 
 /* Scaling efficiency of every row against the one with the fewest GPUs. */
 DS_API void ds_plan_set_efficiency(ds_plan_row_t *rows, size_t count);
+
+/* Scaling stops at rows[index] when a row with fewer GPUs trains in less
+ * time (train_s): returns 1 and the index of the fastest such row in
+ * *faster_p (written only then); 0 when every smaller row is slower. */
+DS_API int ds_plan_scaling_stops(const ds_plan_row_t *rows, size_t count, size_t index,
+                                 size_t *faster_p);
 
 /* What the plan chart says besides the rows. */
 typedef struct ds_plan_chart {

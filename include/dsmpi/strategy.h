@@ -87,6 +87,14 @@ DS_API ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy);
 DS_API ds_status_t ds_strategy_apply_megatron(ds_strategy_t *strategy, const char *option,
                                        const char *value);
 
+/* The strategy-grammar item a Megatron-LM option stands for, into text[size]:
+ * ("tensor-model-parallel-size", "8") is "tp=8", ("sequence-parallel",
+ * NULL) is "sp", ("use-distributed-optimizer", NULL) is "zero=1".  Fails on
+ * an unknown option, a bad value, and on options without an item
+ * (num-layers-per-virtual-pipeline-stage: vpp depends on pp). */
+DS_API ds_status_t ds_strategy_megatron_item(const char *option, const char *value, char *text,
+                                             size_t size);
+
 /* Canonical text of a strategy (parses back to the same strategy). */
 DS_API void ds_strategy_format(const ds_strategy_t *strategy, char *text, size_t size);
 

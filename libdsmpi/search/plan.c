@@ -104,6 +104,21 @@ void ds_plan_set_efficiency(ds_plan_row_t *rows, size_t count)
             rows[i].gpu_hours > 0.0 ? rows[smallest].gpu_hours / rows[i].gpu_hours : 0.0;
 }
 
+int ds_plan_scaling_stops(const ds_plan_row_t *rows, size_t count, size_t index, size_t *faster_p)
+{
+    if (index >= count)
+        return 0;
+    size_t fastest = count;
+    for (size_t i = 0; i < count; i++)
+        if (rows[i].gpus < rows[index].gpus && rows[i].train_s < rows[index].train_s &&
+            (fastest == count || rows[i].train_s < rows[fastest].train_s))
+            fastest = i;
+    if (fastest == count)
+        return 0;
+    *faster_p = fastest;
+    return 1;
+}
+
 /* ---- SVG ----------------------------------------------------------------------------------- */
 
 static void svg_escape(FILE *out, const char *text)

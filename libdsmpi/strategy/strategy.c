@@ -181,52 +181,80 @@ ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy)
     return DS_OK;
 }
 
+/* Megatron-LM options and what they are in the strategy grammar: the key
+ * their value sets, or the item a flag stands for. */
+static const struct {
+    const char *megatron;
+    const char *key;  /* --option VALUE is key=VALUE */
+    const char *item; /* --flag is this item */
+} megatron_names[] = {
+    {"tensor-model-parallel-size", "tp", NULL},
+    {"pipeline-model-parallel-size", "pp", NULL},
+    {"data-parallel-size", "dp", NULL},
+    {"context-parallel-size", "cp", NULL},
+    {"expert-model-parallel-size", "ep", NULL},
+    {"micro-batch-size", "mbs", NULL},
+    {"global-batch-size", "gbs", NULL},
+    {"virtual-pipeline-model-parallel-size", "vpp", NULL},
+    {"recompute-granularity", "recompute", NULL},
+    {"decoder-first-pipeline-num-layers", "first-stage-layers", NULL},
+    {"decoder-last-pipeline-num-layers", "last-stage-layers", NULL},
+    {"sequence-parallel", NULL, "sp"},
+    {"recompute-activations", NULL, "recompute=selective"},
+    {"use-distributed-optimizer", NULL, "zero=1"},
+    {"overlap-grad-reduce", NULL, "overlap"},
+};
+
+static ds_status_t megatron_lookup(const char *option, const char *value, size_t *index_p)
+{
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(megatron_names); i++)
+        if (strcmp(option, megatron_names[i].megatron) == 0) {
+            if (megatron_names[i].key != NULL && value == NULL)
+                return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s needs a value", option);
+            *index_p = i;
+            return DS_OK;
+        }
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "Megatron option --%s is not known here", option);
+}
+
 ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, const char *value)
 {
-    static const struct {
-        const char *megatron;
-        const char *key;
-    } aliases[] = {
-        {"tensor-model-parallel-size", "tp"},
-        {"pipeline-model-parallel-size", "pp"},
-        {"data-parallel-size", "dp"},
-        {"context-parallel-size", "cp"},
-        {"expert-model-parallel-size", "ep"},
-        {"micro-batch-size", "mbs"},
-        {"global-batch-size", "gbs"},
-        {"virtual-pipeline-model-parallel-size", "vpp"},
-        {"recompute-granularity", "recompute"},
-        {"decoder-first-pipeline-num-layers", "first-stage-layers"},
-        {"decoder-last-pipeline-num-layers", "last-stage-layers"},
-    };
-    for (size_t i = 0; i < DSI_ARRAY_SIZE(aliases); i++)
-        if (strcmp(option, aliases[i].megatron) == 0) {
-            if (value == NULL)
-                return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s needs a value", option);
-            return apply_pair(s, aliases[i].key, value);
-        }
     if (strcmp(option, "num-layers-per-virtual-pipeline-stage") == 0) {
         DSI_TRY(dsi_parse_int(value, option, 1, 1 << 20, &s->layers_per_virtual_stage));
         s->schedule = DS_SCHEDULE_INTERLEAVED;
         return DS_OK;
     }
-    if (strcmp(option, "sequence-parallel") == 0) {
-        s->sp = 1;
-        return DS_OK;
-    }
-    if (strcmp(option, "recompute-activations") == 0) {
-        s->recompute = DS_RECOMPUTE_SELECTIVE;
-        return DS_OK;
-    }
-    if (strcmp(option, "use-distributed-optimizer") == 0) {
+    if (strcmp(option, "use-distributed-optimizer") == 0) { /* keeps a higher ZeRO stage */
         s->zero = s->zero > 1 ? s->zero : 1;
         return DS_OK;
     }
-    if (strcmp(option, "overlap-grad-reduce") == 0) {
-        s->overlap_grad_reduce = 1;
-        return DS_OK;
-    }
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "Megatron option --%s is not known here", option);
+    size_t i;
+    DSI_TRY(megatron_lookup(option, value, &i));
+    if (megatron_names[i].key != NULL)
+        return apply_pair(s, megatron_names[i].key, value);
+    return ds_strategy_parse(megatron_names[i].item, s);
+}
+
+ds_status_t ds_strategy_megatron_item(const char *option, const char *value, char *text,
+                                      size_t size)
+{
+    if (strcmp(option, "num-layers-per-virtual-pipeline-stage") == 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "--%s has no strategy item (accepted: vpp=N, the virtual stages per "
+                         "pipeline rank)",
+                         option);
+    size_t i;
+    DSI_TRY(megatron_lookup(option, value, &i));
+    ds_strategy_t check;
+    ds_strategy_init(&check);
+    DSI_TRY(ds_strategy_apply_megatron(&check, option, value)); /* a bad value fails here */
+    int n = megatron_names[i].key != NULL
+                ? snprintf(text, size, "%s=%s", megatron_names[i].key, value)
+                : snprintf(text, size, "%s", megatron_names[i].item);
+    if (n < 0 || (size_t)n >= size)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s %.40s: the item does not fit in %zu characters",
+                         option, value != NULL ? value : "", size);
+    return DS_OK;
 }
 
 void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)

@@ -51,7 +51,7 @@ check test "$(json run3.json 'd["units_measured"]')" -eq 0
 check test "$(json run3.json 'd["comm_tasks_reused"]')" -eq "$(json run3.json 'd["comm_tasks"]')"
 "$dsmpi" predict "${inputs[@]:0:8}" --device cpu --profile-db db.h5 --json >predict.json 2>predict.err
 check test $? -eq 0
-check python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["summary"]["iter_time_s"] > 0 and "compute events measured on cpu" in d["cost_table"], d["cost_table"]' predict.json
+check python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["summary"]["iter_time_s"] > 0 and "compute events measured on cpu" in d["costs"] and d["profile_db"] == "db.h5", d["costs"]' predict.json
 
 # 4. run = profile + predict; with everything in the database it only predicts.
 "$mpiexec" "$npflag" 2 "$dsmpi" run "${inputs[@]}" --profile-db db.h5 >run.txt 2>run.err
@@ -67,7 +67,7 @@ check grep -q "target: 1x8-cpu" run.txt
     --profile-db db.h5 --top 3 >search.txt 2>search.err
 check test $? -eq 0
 check grep -q "profiled 0 of .* layer passes" search.txt
-check grep -q "^# profile database db.h5: .* compute events measured on cpu" search.txt
+check grep -q "^# costs: profile database db.h5: .* compute events measured on cpu" search.txt
 check test "$(grep -c '^ *[1-3] .*dp=2,tp=2,pp=2' search.txt)" -eq 3
 
 # 5. A foreign file as database: refused in one line, exit 2, left byte for byte.

@@ -43,11 +43,11 @@ test "$(json out 'd["sources"][1]["comm_samples"]')" -eq "$(grep -vc '^#' comm.t
     fail "import --comm-samples: $(cat out)"
 expect 0 "predict" "$dsmpi" predict $model --strategy "$strategy" $target --profile-db db.h5 --json
 cp out predict.json
-json predict.json 'd["cost_table"]' | grep -q "ompi's algorithms" ||
-    fail "predict: $(json predict.json 'd["cost_table"]')"
+json predict.json 'd["costs"]' | grep -q "ompi's algorithms" ||
+    fail "predict: $(json predict.json 'd["costs"]')"
 DS_COMM_LIBRARY=nccl "$dsmpi" predict $model --strategy "$strategy" $target --profile-db db.h5 \
     --json >out 2>err
-json out 'd["cost_table"]' | grep -q "nccl's algorithms" || fail "DS_COMM_LIBRARY=nccl: $(cat err)"
+json out 'd["costs"]' | grep -q "nccl's algorithms" || fail "DS_COMM_LIBRARY=nccl: $(cat err)"
 printf 'allreduce fp32 bytes=8 group=2 nodes=1 per-node=2 = 1e-6\nallreduce fp32 bytes=8 group=2 = x\n' \
     >bad.txt
 expect 2 "import of a malformed file" "$dsmpi" import --comm-samples bad.txt --profile-db db.h5

@@ -461,6 +461,17 @@ static void test_plan_arithmetic(void)
     ds_plan_set_efficiency(rows, 2);
     CHECK_NEAR(rows[0].efficiency, 2048.0 / (2048.0 * 1.1), 1e-12);
     CHECK(rows[1].efficiency == 1.0);
+    /* Scaling: 2048 GPUs at 1.1 s train faster than 1024 at 2 s; 4096 GPUs at
+     * 2.5 s train slower than both, the fastest smaller one being 2048 (row 0). */
+    size_t faster = 99;
+    CHECK_INT(ds_plan_scaling_stops(rows, 2, 0, &faster), 0);
+    CHECK_INT(ds_plan_scaling_stops(rows, 2, 1, &faster), 0);
+    CHECK(faster == 99);
+    ds_plan_row_t three[3] = {rows[0], rows[1], r};
+    CHECK_OK(ds_plan_row_compute(&in, 4096, 2.5, 1024, 2048, &three[2]));
+    CHECK_INT(ds_plan_scaling_stops(three, 3, 2, &faster), 1);
+    CHECK(faster == 0);
+    CHECK_INT(ds_plan_scaling_stops(three, 3, 3, &faster), 0); /* out of range */
     /* Samples instead of tokens: ceil(1e6 / 1024) = 977 steps. */
     in.tokens = 0;
     in.samples = 1e6;

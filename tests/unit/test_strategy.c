@@ -58,6 +58,40 @@ static void test_parse_and_format(void)
     CHECK_INT(m.gbs, 512);
     CHECK_INT(ds_strategy_num_microbatches(&m), 32);
     ds_model_destroy(gpt2);
+
+    /* The strategy items the Megatron options stand for (what plan fixes its search with). */
+    static const struct {
+        const char *option, *value, *item;
+    } items[] = {
+        {"tensor-model-parallel-size", "8", "tp=8"},
+        {"pipeline-model-parallel-size", "4", "pp=4"},
+        {"micro-batch-size", "2", "mbs=2"},
+        {"global-batch-size", "512", "gbs=512"},
+        {"virtual-pipeline-model-parallel-size", "2", "vpp=2"},
+        {"recompute-granularity", "full", "recompute=full"},
+        {"sequence-parallel", NULL, "sp"},
+        {"recompute-activations", NULL, "recompute=selective"},
+        {"use-distributed-optimizer", NULL, "zero=1"},
+        {"overlap-grad-reduce", NULL, "overlap"},
+    };
+    for (size_t i = 0; i < sizeof(items) / sizeof(items[0]); i++) {
+        char item[64] = "";
+        CHECK_OK(ds_strategy_megatron_item(items[i].option, items[i].value, item, sizeof(item)));
+        CHECK(strcmp(item, items[i].item) == 0);
+    }
+    char item[64];
+    CHECK(ds_strategy_megatron_item("tensor-model-parallel-size", "x", item, sizeof(item)) ==
+          DS_ERR_INVALID_ARG);
+    CHECK(strstr(ds_last_error(), "tp 'x' is not a whole number") != NULL);
+    CHECK(ds_strategy_megatron_item("tensor-model-parallel-size", NULL, item, sizeof(item)) ==
+          DS_ERR_INVALID_ARG);
+    CHECK(ds_strategy_megatron_item("num-layers-per-virtual-pipeline-stage", "3", item,
+                                    sizeof(item)) == DS_ERR_INVALID_ARG);
+    CHECK(strstr(ds_last_error(), "accepted: vpp=N") != NULL);
+    CHECK(ds_strategy_megatron_item("no-such-option", NULL, item, sizeof(item)) ==
+          DS_ERR_INVALID_ARG);
+    CHECK(ds_strategy_megatron_item("tensor-model-parallel-size", "8", item, 3) ==
+          DS_ERR_INVALID_ARG); /* "tp=8" does not fit in 3 */
 }
 
 static void test_bad_strategies(void)
