@@ -84,7 +84,7 @@ grep -q "global batch 1024 = 8.389M tokens per iteration" "$tmp/out" || fail "pl
 expect_ok plan --gpus 64 --tokens 1T --model llama3-8b --seq-len 8k --global-batch 1k --estimate-missing --json
 grep -q '"tokens": 1000000000000,' "$tmp/out" || fail "plan --tokens 1T is not 10^12: $(head -c 200 "$tmp/out")"
 grep -q '"steps": 119210,' "$tmp/out" || fail "plan --tokens 1T, 1024 x 8192 tokens a step: not 119210 steps"
-expect_ok predict --model llama3-8b --strategy tp=8,mbs=2,gbs=2k --target-gpus 64 --estimate-missing
+expect_ok predict --model llama3-8b --strategy tp=8,mbs=2,gbs=2k --target-gpus 64 --estimate-missing --allow-oom
 grep -q "^# strategy: dp=8,tp=8,pp=1,mbs=2,gbs=2048," "$tmp/out" || fail "gbs=2k: $(grep '^# strategy' "$tmp/out")"
 expect_error 2 "seq-len '8KiB' is not a whole number (K/M/G allowed, powers of 1024: 8K = 8192)" events --model llama3-8b --seq-len 8KiB --target-gpus 8
 
