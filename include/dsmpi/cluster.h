@@ -45,10 +45,13 @@ DS_API const char *ds_device_spec_name(size_t index);
 typedef struct ds_net_level {
     char name[16];
     double latency_us;     /* one hop, one message */
-    double bandwidth_GBps; /* per device, one direction, GB/s (10^9) */
+    double bandwidth_GBps; /* one direction, GB/s (10^9): level 0 per device, level >= 1 per
+                              network interface (one per device unless nics_per_node says) */
     int span;              /* level 0: devices per node; level >= 1: nodes per domain (0 = all) */
-    double oversubscription; /* >= 1: bandwidth of the level above a domain divided by this */
-    int nics_per_node;       /* level >= 1: network interfaces per node */
+    double oversubscription; /* >= 1: a group whose highest level is L >= 2 gets its network
+                                bandwidth divided by the larger of levels L-1 and L's (the
+                                uplinks of a level L-1 domain, said on either level) */
+    int nics_per_node;       /* level 1: network interfaces per node (the model reads level 1's) */
 } ds_net_level_t;
 
 /* The target cluster. */
