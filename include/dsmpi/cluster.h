@@ -78,14 +78,20 @@ DS_API ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int
 /* "--target nodes=128,gpus-per-node=8[,device=h100-sxm]". */
 DS_API ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster);
 
-/* A cluster JSON file:
+/* A cluster JSON file (every key, unit and default: README.md, "Cluster
+ * files"):
  *   {"name": "...", "nodes": 128, "gpus_per_node": 8, "device": "h100-sxm",
  *    "device_memory_GiB": 80, "peak_tflops": 989, "mem_bw_GBps": 3350,
  *    "levels": [{"name": "nvlink", "latency_us": 2, "bandwidth_GBps": 450},
  *               {"name": "ib", "latency_us": 5, "bandwidth_GBps": 50,
  *                "span": 32, "oversubscription": 1, "nics_per_node": 8},
  *               {"name": "spine", "latency_us": 7, "bandwidth_GBps": 50,
- *                "oversubscription": 2}]} */
+ *                "oversubscription": 2}]}
+ * A key the format does not have, at any level, fails the file (naming the
+ * key and those accepted there), and so do keys that would change nothing:
+ * a level 0 span other than gpus_per_node, a level without span below
+ * another, spans not growing with the level, a last level's span below the
+ * nodes, an oversubscription on levels[1] when it is the last level. */
 DS_API ds_status_t ds_cluster_load(const char *path, ds_cluster_t *cluster);
 DS_API ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *origin,
                                  ds_cluster_t *cluster);
