@@ -98,6 +98,17 @@ DS_API ds_status_t ds_cluster_load_json(const char *text, size_t size, const cha
 
 DS_API int64_t ds_cluster_num_gpus(const ds_cluster_t *cluster);
 
+/* The cluster (of file `origin`) set to `gpus` devices on its own network,
+ * device and devices per node: gpus / gpus_per_node nodes, or a part of one
+ * node when fewer.  More nodes than the file's are accepted (its top level
+ * joins them); callers say so. */
+DS_API ds_status_t ds_cluster_set_gpus(ds_cluster_t *cluster, int64_t gpus, const char *origin);
+/* Fails when `gpus_per_node` (> 0: given by the user; 0: not given)
+ * contradicts the devices per node of the cluster of file `origin`: the
+ * file's spans, NICs and bandwidths are per node of its own size. */
+DS_API ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus_per_node,
+                                                  const char *origin);
+
 /* ---- the running allocation ------------------------------------------------ */
 
 typedef struct ds_allocation {

@@ -96,6 +96,31 @@ ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster)
     return ds_cluster_init(cluster, nodes, per_node, device);
 }
 
+ds_status_t ds_cluster_set_gpus(ds_cluster_t *cluster, int64_t gpus, const char *origin)
+{
+    int per_node = cluster->gpus_per_node;
+    if (gpus > per_node && gpus % per_node != 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "%lld GPUs are not whole nodes of %d (cluster %s; accepted: multiples of %d, or fewer than %d)",
+                         (long long)gpus, per_node, origin, per_node, per_node);
+    int64_t nodes = gpus > per_node ? gpus / per_node : 1;
+    if (gpus < per_node)
+        per_node = (int)gpus; /* a part of one node */
+    DSI_TRY(check_size(nodes, per_node));
+    cluster->nodes = nodes;
+    cluster->gpus_per_node = per_node;
+    cluster->levels[0].span = per_node;
+    return DS_OK;
+}
+
+ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus_per_node,
+                                           const char *origin)
+{
+    if (gpus_per_node > 0 && gpus_per_node != cluster->gpus_per_node)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "gpus-per-node %d contradicts the %d devices per node of cluster file %s (accepted: %d, or leave it out)",
+                         gpus_per_node, cluster->gpus_per_node, origin, cluster->gpus_per_node);
+    return DS_OK;
+}
+
 /* ---- cluster files ------------------------------------------------------------ */
 
 static const char *const file_keys[] = {"name",        "nodes",      "gpus_per_node",
