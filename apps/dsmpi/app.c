@@ -74,6 +74,18 @@ int app_usage_error(const app_t *app, const char *fmt, ...)
     return APP_EXIT_USAGE;
 }
 
+void app_warning(const app_t *app, const char *fmt, ...)
+{
+    if (app != NULL && app->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "dsmpi %s: warning: ", app != NULL ? app->command : "");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
 void output_preamble(const app_t *app, FILE *out)
 {
     fprintf(out, "# dsmpi %s %s\n", DS_VERSION_STRING, app->command);

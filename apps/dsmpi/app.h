@@ -38,6 +38,9 @@ void app_mpi_stop(app_t *app);
  * when `all_ranks`) and returns the exit code for `status`. */
 int app_fail(const app_t *app, ds_status_t status);
 int app_usage_error(const app_t *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "dsmpi <command>: warning: <message>" on stderr (rank 0 only); the
+ * exit status is not changed. */
+void app_warning(const app_t *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- common options --------------------------------------------------------- */
 
@@ -68,6 +71,7 @@ typedef struct inputs {
     bool quiet;
     bool demo;
     const char *out_dir; /* --out DIR: where a command writes its files (created) */
+    const app_t *app;    /* set by app_parse_options: for warnings while building */
     /* Built by inputs_build. */
     ds_model_t *model;
     ds_cluster_t cluster;

@@ -14,7 +14,8 @@ static void help(void)
            "Breaks one training iteration into events on every device of the target,\n"
            "deduplicates them, and prints per kind the events in the iteration and the\n"
            "unique ones that need measuring, then the unique events by expected cost\n"
-           "(occurrences x a roofline / latency-bandwidth estimate on the target device).\n\n");
+           "(occurrences x an estimate on the target: the device roofline for compute, the\n"
+           "communication model over every network level for communication).\n\n");
     inputs_print_help(stdout);
     printf("Events:\n  --top N                  unique events to list by expected cost (default 10)\n"
            "  --cost-table-out FILE    add the roofline estimates of the compute events on the\n"

@@ -213,19 +213,30 @@ static ds_status_t cluster_of(const inputs_t *in, const ds_cluster_t *template_c
     ds_status_t status;
     if (in->cluster_file != NULL) {
         *cluster = *template_cluster;
-        int g = cluster->gpus_per_node;
-        if (gpus > g && gpus % g != 0)
-            return ds_set_error(DS_ERR_INVALID_ARG,
-                                "%lld GPUs are not whole nodes of %d (cluster %s)", (long long)gpus,
-                                g, in->cluster_file);
-        cluster->nodes = (gpus + g - 1) / g;
-        if (gpus < g)
-            cluster->gpus_per_node = (int)gpus;
-        return DS_OK;
+        return ds_cluster_set_gpus(cluster, gpus, in->cluster_file);
     }
     status = ds_cluster_from_gpus(cluster, gpus, in->target_gpus_per_node);
     if (status == DS_OK && in->device != NULL)
         status = ds_device_spec_lookup(in->device, &cluster->device);
+    return status;
+}
+
+/* --gpus-per-node other than the cluster file's is an error; sizes beyond
+ * the file's nodes a warning (its network is taken to extend to them). */
+static ds_status_t check_cluster_file(const app_t *app, const inputs_t *in, const options_t *o,
+                                      const ds_cluster_t *file)
+{
+    ds_status_t status =
+        ds_cluster_check_gpus_per_node(file, in->target_gpus_per_node, in->cluster_file);
+    int64_t largest = 0;
+    for (int i = 0; i < o->num_gpus; i++)
+        largest = o->gpus[i] > largest ? o->gpus[i] : largest;
+    if (status == DS_OK && largest > ds_cluster_num_gpus(file))
+        app_warning(app,
+                    "sizes up to %lld GPUs (%lld nodes) are larger than the %lld nodes of cluster "
+                    "file %s: its network is taken to extend to them",
+                    (long long)largest, (long long)(largest / file->gpus_per_node),
+                    (long long)file->nodes, in->cluster_file);
     return status;
 }
 
@@ -632,6 +643,8 @@ int cmd_plan(app_t *app)
         status = ds_cluster_load(in.cluster_file, &template_cluster);
     if (status == DS_OK && in.cluster_file != NULL && in.device != NULL)
         status = ds_device_spec_lookup(in.device, &template_cluster.device);
+    if (status == DS_OK && in.cluster_file != NULL)
+        status = check_cluster_file(app, &in, o, &template_cluster);
     static char svg_path[4096];
     if (o->svg == NULL)
         o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));

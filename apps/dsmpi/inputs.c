@@ -243,13 +243,40 @@ ds_status_t inputs_build_model(inputs_t *in)
     return DS_OK;
 }
 
+/* --cluster FILE with --gpus-per-node, --target-gpus or --target-nodes: a
+ * devices-per-node count other than the file's is an error (the file's
+ * spans, NICs and bandwidths are per node of its size: the input would be
+ * ambiguous); the target size sets the nodes on the file's network, with a
+ * warning when that is more nodes than the file has (a machine larger than
+ * the one described, a question worth asking). */
+static ds_status_t cluster_from_file(inputs_t *in)
+{
+    ds_status_t status = ds_cluster_load(in->cluster_file, &in->cluster);
+    if (status == DS_OK)
+        status = ds_cluster_check_gpus_per_node(&in->cluster, in->target_gpus_per_node,
+                                                in->cluster_file);
+    if (status != DS_OK || in->target_gpus == 0)
+        return status;
+    int64_t file_nodes = in->cluster.nodes;
+    int64_t gpus = in->target_gpus > 0 ? in->target_gpus
+                                       : -in->target_gpus * in->cluster.gpus_per_node;
+    status = ds_cluster_set_gpus(&in->cluster, gpus, in->cluster_file);
+    if (status == DS_OK && in->cluster.nodes > file_nodes)
+        app_warning(in->app,
+                    "a target of %lld GPUs (%lld nodes) is larger than the %lld nodes of cluster "
+                    "file %s: its network is taken to extend to them",
+                    (long long)gpus, (long long)in->cluster.nodes, (long long)file_nodes,
+                    in->cluster_file);
+    return status;
+}
+
 ds_status_t inputs_build_target(inputs_t *in)
 {
     ds_status_t status = inputs_build_model(in);
     if (status != DS_OK)
         return status;
     if (in->cluster_file != NULL)
-        status = ds_cluster_load(in->cluster_file, &in->cluster);
+        status = cluster_from_file(in);
     else if (in->target_text != NULL)
         status = ds_cluster_parse_target(in->target_text, &in->cluster);
     else if (in->target_gpus < 0)
@@ -404,6 +431,7 @@ int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *
                                  const app_option_handler_t *handlers, size_t num_handlers,
                                  int help_id, void (*help)(void), int *first_positional)
 {
+    in->app = app;
     struct option *table = inputs_long_options_list(tables);
     if (table == NULL)
         return app_usage_error(app, "out of memory");

@@ -45,10 +45,13 @@ DS_API const char *ds_device_spec_name(size_t index);
 typedef struct ds_net_level {
     char name[16];
     double latency_us;     /* one hop, one message */
-    double bandwidth_GBps; /* per device, one direction, GB/s (10^9) */
+    double bandwidth_GBps; /* one direction, GB/s (10^9): level 0 per device, level >= 1 per
+                              network interface (one per device unless nics_per_node says) */
     int span;              /* level 0: devices per node; level >= 1: nodes per domain (0 = all) */
-    double oversubscription; /* >= 1: bandwidth of the level above a domain divided by this */
-    int nics_per_node;       /* level >= 1: network interfaces per node */
+    double oversubscription; /* >= 1: a group whose highest level is L >= 2 gets its network
+                                bandwidth divided by the larger of levels L-1 and L's (the
+                                uplinks of a level L-1 domain, said on either level) */
+    int nics_per_node;       /* level 1: network interfaces per node (the model reads level 1's) */
 } ds_net_level_t;
 
 /* The target cluster. */
@@ -75,19 +78,36 @@ DS_API ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int
 /* "--target nodes=128,gpus-per-node=8[,device=h100-sxm]". */
 DS_API ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster);
 
-/* A cluster JSON file:
+/* A cluster JSON file (every key, unit and default: README.md, "Cluster
+ * files"):
  *   {"name": "...", "nodes": 128, "gpus_per_node": 8, "device": "h100-sxm",
  *    "device_memory_GiB": 80, "peak_tflops": 989, "mem_bw_GBps": 3350,
  *    "levels": [{"name": "nvlink", "latency_us": 2, "bandwidth_GBps": 450},
  *               {"name": "ib", "latency_us": 5, "bandwidth_GBps": 50,
  *                "span": 32, "oversubscription": 1, "nics_per_node": 8},
  *               {"name": "spine", "latency_us": 7, "bandwidth_GBps": 50,
- *                "oversubscription": 2}]} */
+ *                "oversubscription": 2}]}
+ * A key the format does not have, at any level, fails the file (naming the
+ * key and those accepted there), and so do keys that would change nothing:
+ * a level 0 span other than gpus_per_node, a level without span below
+ * another, spans not growing with the level, a last level's span below the
+ * nodes, an oversubscription on levels[1] when it is the last level. */
 DS_API ds_status_t ds_cluster_load(const char *path, ds_cluster_t *cluster);
 DS_API ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *origin,
                                  ds_cluster_t *cluster);
 
 DS_API int64_t ds_cluster_num_gpus(const ds_cluster_t *cluster);
+
+/* The cluster (of file `origin`) set to `gpus` devices on its own network,
+ * device and devices per node: gpus / gpus_per_node nodes, or a part of one
+ * node when fewer.  More nodes than the file's are accepted (its top level
+ * joins them); callers say so. */
+DS_API ds_status_t ds_cluster_set_gpus(ds_cluster_t *cluster, int64_t gpus, const char *origin);
+/* Fails when `gpus_per_node` (> 0: given by the user; 0: not given)
+ * contradicts the devices per node of the cluster of file `origin`: the
+ * file's spans, NICs and bandwidths are per node of its own size. */
+DS_API ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus_per_node,
+                                                  const char *origin);
 
 /* ---- the running allocation ------------------------------------------------ */
 

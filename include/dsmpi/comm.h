@@ -64,8 +64,10 @@
  * smallest); the fitted model fills everything else.  A primitive without
  * data at a level borrows the all-reduce (or another primitive's) fit of
  * that level; a level without any data falls back to the cluster's latency
- * and its nominal bandwidth with the efficiency and size dependence the
- * level below showed, and what rests on it is marked assumed.  Inside a
+ * and its nominal bandwidth (per network interface above the node) with the
+ * efficiency and size dependence the level below showed, and what rests on
+ * it is marked assumed.  A model without samples is what estimates without
+ * measurements use (dsmpi events, --estimate-missing).  Inside a
  * node, groups do not share links (non-blocking NVSwitch-class fabric);
  * across nodes, `concurrency` groups share the node's `nics_per_node`
  * interfaces, and groups that leave a leaf see the oversubscription the

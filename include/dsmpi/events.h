@@ -123,7 +123,8 @@ typedef struct ds_event {
     int64_t count;   /* occurrences in one iteration, summed over every target device */
     double flops;    /* per occurrence (0 for communication) */
     double bytes;    /* per occurrence: device memory traffic (compute) or message bytes (comm) */
-    double estimated_s; /* per occurrence, from the target's roofline / link model */
+    double estimated_s; /* per occurrence: the target device's roofline (compute), the
+                           communication model without samples on its network (communication) */
     const char *label;  /* where it first appears ("layer.attn.qkv"); static string */
 } ds_event_t;
 

@@ -96,21 +96,123 @@ ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster)
     return ds_cluster_init(cluster, nodes, per_node, device);
 }
 
-static ds_status_t parse_level(const json_t *object, const char *origin, int index,
+ds_status_t ds_cluster_set_gpus(ds_cluster_t *cluster, int64_t gpus, const char *origin)
+{
+    int per_node = cluster->gpus_per_node;
+    if (gpus > per_node && gpus % per_node != 0)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "%lld GPUs are not whole nodes of %d (cluster %s; accepted: multiples of %d, or fewer than %d)",
+                         (long long)gpus, per_node, origin, per_node, per_node);
+    int64_t nodes = gpus > per_node ? gpus / per_node : 1;
+    if (gpus < per_node)
+        per_node = (int)gpus; /* a part of one node */
+    DSI_TRY(check_size(nodes, per_node));
+    cluster->nodes = nodes;
+    cluster->gpus_per_node = per_node;
+    cluster->levels[0].span = per_node;
+    return DS_OK;
+}
+
+ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus_per_node,
+                                           const char *origin)
+{
+    if (gpus_per_node > 0 && gpus_per_node != cluster->gpus_per_node)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "gpus-per-node %d contradicts the %d devices per node of cluster file %s (accepted: %d, or leave it out)",
+                         gpus_per_node, cluster->gpus_per_node, origin, cluster->gpus_per_node);
+    return DS_OK;
+}
+
+/* ---- cluster files ------------------------------------------------------------ */
+
+static const char *const file_keys[] = {"name",        "nodes",      "gpus_per_node",
+                                        "device",      "device_memory_GiB", "peak_tflops",
+                                        "mem_bw_GBps", "levels",     NULL};
+/* Level 0 joins the devices of a node; NICs and oversubscription are the network's. */
+static const char *const node_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span", NULL};
+/* Level 1: the nodes' own interfaces. */
+static const char *const first_network_keys[] = {"name", "latency_us", "bandwidth_GBps", "span",
+                                                 "oversubscription", "nics_per_node", NULL};
+static const char *const upper_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span",
+                                               "oversubscription", NULL};
+
+/* Refuses the first member of `object` that `accepted` (NULL-terminated)
+ * does not list; `where` names the object in the message, `hint` (may be
+ * "") follows the list. */
+static ds_status_t check_keys(const json_t *object, const char *where, const char *const *accepted,
+                              const char *hint)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)object, key, value) {
+        bool known = false;
+        for (size_t i = 0; accepted[i] != NULL && !known; i++)
+            known = strcmp(key, accepted[i]) == 0;
+        if (known)
+            continue;
+        char shown[64], list[256];
+        size_t n = 0;
+        for (const char *c = key; *c != '\0' && n + 1 < sizeof(shown); c++)
+            shown[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c; /* one line */
+        shown[n] = '\0';
+        list[0] = '\0';
+        for (size_t i = 0, used = 0; accepted[i] != NULL && used < sizeof(list); i++)
+            used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                                     accepted[i]);
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: key \"%s\"%s is not known (accepted: %s%s)", where,
+                         shown, strlen(key) >= sizeof(shown) ? "..." : "", list, hint);
+    }
+    return DS_OK;
+}
+
+static ds_status_t parse_level(const json_t *object, const char *origin, int index, int count,
                                ds_net_level_t *level)
 {
+    char where[4200];
+    snprintf(where, sizeof(where), "%s: levels[%d]", origin, index);
     if (!json_is_object(object))
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d] is not an object", origin, index);
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s is not an object (accepted: {\"latency_us\": ..., \"bandwidth_GBps\": ...})",
+                         where);
+    if (index == 0)
+        DSI_TRY(check_keys(object, where, node_level_keys,
+                           "; level 0 joins the devices of a node: NICs and oversubscription belong to levels[1] and above"));
+    else if (index == 1)
+        DSI_TRY(check_keys(object, where, first_network_keys, ""));
+    else
+        DSI_TRY(check_keys(object, where, upper_level_keys,
+                           "; a node's NICs are given on levels[1]"));
     const char *name = NULL;
-    DSI_TRY(dsi_json_string(object, "name", origin, false, &name));
+    DSI_TRY(dsi_json_string(object, "name", where, false, &name));
     if (name != NULL)
         snprintf(level->name, sizeof(level->name), "%s", name);
-    DSI_TRY(dsi_json_double(object, "latency_us", origin, 0.0, 1e6, true, &level->latency_us));
-    DSI_TRY(dsi_json_double(object, "bandwidth_GBps", origin, 1e-6, 1e6, true, &level->bandwidth_GBps));
-    DSI_TRY(dsi_json_int32(object, "span", origin, 0, 1 << 24, false, &level->span));
-    DSI_TRY(dsi_json_double(object, "oversubscription", origin, 1.0, 1024.0, false,
+    DSI_TRY(dsi_json_double(object, "latency_us", where, 0.0, 1e6, true, &level->latency_us));
+    DSI_TRY(dsi_json_double(object, "bandwidth_GBps", where, 1e-6, 1e6, true, &level->bandwidth_GBps));
+    DSI_TRY(dsi_json_int32(object, "span", where, 0, 1 << 24, false, &level->span));
+    DSI_TRY(dsi_json_double(object, "oversubscription", where, 1.0, 1024.0, false,
                             &level->oversubscription));
-    DSI_TRY(dsi_json_int32(object, "nics_per_node", origin, 1, 1024, false, &level->nics_per_node));
+    DSI_TRY(dsi_json_int32(object, "nics_per_node", where, 1, 1024, false, &level->nics_per_node));
+    if (index == 1 && count == 2 && level->oversubscription != 1.0)
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"oversubscription\" = %g has no level above levels[1] to apply to (accepted: 1 on a last levels[1]; or add the level its domains' uplinks reach)",
+                         where, level->oversubscription);
+    return DS_OK;
+}
+
+/* The spans must make every level reachable: a level that joins all nodes
+ * (no span) is the last, each span is larger than the one below, and the
+ * last level joins every node of the file. */
+static ds_status_t check_spans(const ds_cluster_t *c, const char *origin)
+{
+    for (int l = 1; l < c->num_levels; l++) {
+        int span = c->levels[l].span;
+        bool last = l == c->num_levels - 1;
+        if (!last && span == 0)
+            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d] has no \"span\" (it joins all nodes) but levels[%d] is above it (accepted: a span, in nodes, on every level but the last)",
+                             origin, l, l + 1);
+        if (l >= 2 && span > 0 && span <= c->levels[l - 1].span)
+            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d].span %d is not larger than levels[%d].span %d (accepted: spans in nodes, growing with the level)",
+                             origin, l, span, l - 1, c->levels[l - 1].span);
+        if (last && span > 0 && span < c->nodes)
+            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d].span %d splits the %lld nodes into domains no level joins (accepted: no span, or at least %lld, on the last level; or a level above it)",
+                             origin, l, span, (long long)c->nodes, (long long)c->nodes);
+    }
     return DS_OK;
 }
 
@@ -124,6 +226,12 @@ ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *orig
     int per_node = 0;
     const char *device = NULL, *name = NULL;
     ds_cluster_t c;
+    if (!json_is_object(root)) {
+        status = DSI_ERROR(DS_ERR_BAD_FILE, "%s is not a JSON object (accepted: {\"nodes\": N, \"gpus_per_node\": G, ...})",
+                           origin);
+        goto out;
+    }
+    DSI_TRY_GOTO(check_keys(root, origin, file_keys, ""), status, out);
     DSI_TRY_GOTO(dsi_json_int(root, "nodes", origin, 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS), true, &nodes), status, out);
     DSI_TRY_GOTO(dsi_json_int32(root, "gpus_per_node", origin, 1, 1024, true, &per_node), status, out);
     DSI_TRY_GOTO(dsi_json_string(root, "device", origin, false, &device), status, out);
@@ -148,10 +256,19 @@ ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *orig
                 *level = c.levels[i - 1];
                 level->span = 0;
             }
-            DSI_TRY_GOTO(parse_level(json_array_get(levels, i), origin, (int)i, level), status, out);
+            if (i == 0)
+                level->span = 0; /* given or not: checked below */
+            DSI_TRY_GOTO(parse_level(json_array_get(levels, i), origin, (int)i, (int)count, level),
+                         status, out);
+        }
+        if (c.levels[0].span != 0 && c.levels[0].span != per_node) {
+            status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[0].span %d disagrees with \"gpus_per_node\" %d (accepted: %d, or no span: level 0 joins the devices of a node)",
+                               origin, c.levels[0].span, per_node, per_node);
+            goto out;
         }
         c.num_levels = (int)count;
         c.levels[0].span = per_node;
+        DSI_TRY_GOTO(check_spans(&c, origin), status, out);
     }
     *cluster = c;
     status = DS_OK;

@@ -417,12 +417,12 @@ static ds_status_t fit_from_data(ds_comm_model_t *model, ds_comm_op_t op, int le
 }
 
 /* Nominal bandwidth of one network interface at `level` (>= 1): the
- * cluster's per-device share times devices per interface. */
+ * level's bandwidth, which the cluster gives per interface (a node has
+ * nics_per_node of them, one per device unless told), so that fewer
+ * interfaces mean less bandwidth for the node. */
 static double nominal_nic_bw(const ds_comm_model_t *model, int level)
 {
-    const ds_cluster_t *c = &model->cluster;
-    int nics = c->levels[1].nics_per_node > 0 ? c->levels[1].nics_per_node : c->gpus_per_node;
-    return c->levels[level].bandwidth_GBps * 1e9 * (double)c->gpus_per_node / (double)nics;
+    return model->cluster.levels[level].bandwidth_GBps * 1e9;
 }
 
 static void set_constant_curve(dsi_comm_level_t *lv, double bw)

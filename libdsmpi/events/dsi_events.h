@@ -8,9 +8,11 @@
 #include "model/dsi_model.h"
 
 /* First-order cost of one occurrence on `cluster`: the roofline of its
- * device for compute, a ring/latency-bandwidth model on the level the group
- * spans for communication.  Used to order and balance work before anything
- * is measured; predictions use measured or fitted costs instead. */
+ * device for compute, the communication model without samples for
+ * communication (every level, span, NIC count and oversubscription of the
+ * cluster; comm/dsi_comm_assumed.h).  Used to order and balance work before
+ * anything is measured, and by --estimate-missing for what nothing measured
+ * covers (marked assumed). */
 double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
                             const ds_cluster_t *cluster);
 

@@ -1,20 +1,17 @@
-/* Roofline and latency-bandwidth estimates of event costs. */
+/* Roofline estimates of compute, and communication estimated by the
+ * communication model from the cluster's network alone. */
 #include "dsi_events.h"
+
+#include "comm/dsi_comm_assumed.h"
 
 /* Kernel launch and synchronisation floor of any device operation. */
 #define LAUNCH_OVERHEAD_S 4e-6
 
-double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
-                            const ds_cluster_t *cluster)
+/* A cluster whose network the communication model cannot take (a level
+ * without bandwidth, as in a device-only cluster): latency and bandwidth
+ * of the first level the group crosses. */
+static double flat_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *cluster)
 {
-    const ds_device_spec_t *dev = &cluster->device;
-    if (key->kind == DS_EVENT_COMPUTE) {
-        bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
-        double peak = (key->dtype == DS_DTYPE_FP32 ? dev->peak_tflops_fp32 : dev->peak_tflops_bf16) * 1e12;
-        double compute = matmul ? flops / peak : 0.0;
-        double memory = bytes / (dev->mem_bw_GBps * 1e9);
-        return LAUNCH_OVERHEAD_S + (compute > memory ? compute : memory);
-    }
     const ds_net_level_t *level = &cluster->levels[key->nodes > 1 && cluster->num_levels > 1 ? 1 : 0];
     double bw = level->bandwidth_GBps * 1e9;
     if (key->nodes > 1 && key->concurrency > 1 && level->nics_per_node > 0) {
@@ -42,4 +39,23 @@ double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double byte
     case DS_COMM_COUNT_: break;
     }
     return lat + size / bw;
+}
+
+double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
+                            const ds_cluster_t *cluster)
+{
+    const ds_device_spec_t *dev = &cluster->device;
+    if (key->kind == DS_EVENT_COMPUTE) {
+        bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
+        double peak = (key->dtype == DS_DTYPE_FP32 ? dev->peak_tflops_fp32 : dev->peak_tflops_bf16) * 1e12;
+        double compute = matmul ? flops / peak : 0.0;
+        double memory = bytes / (dev->mem_bw_GBps * 1e9);
+        return LAUNCH_OVERHEAD_S + (compute > memory ? compute : memory);
+    }
+    /* Every level, span, NIC count and oversubscription of the cluster, as
+     * the communication model reads them when it has no samples. */
+    double seconds = 0.0;
+    if (dsi_comm_assumed_seconds(cluster, key, &seconds) == DS_OK)
+        return seconds;
+    return flat_comm_seconds(key, cluster);
 }

@@ -1,6 +1,8 @@
 /* Target clusters, device specs and Slurm's task lists. */
 #include "check.h"
 
+#include <glob.h>
+
 static void test_targets(void)
 {
     ds_cluster_t c;
@@ -42,10 +44,87 @@ static void test_cluster_file(void)
     CHECK(c.levels[2].oversubscription == 2.0 && strcmp(c.levels[2].name, "spine") == 0);
     const char *bad = "{\"nodes\": 4, \"gpus_per_node\": 8, \"levels\": [{\"latency_us\": -1, \"bandwidth_GBps\": 5}]}";
     CHECK_FAILS(ds_cluster_load_json(bad, strlen(bad), "bad.json", &c), DS_ERR_BAD_FILE,
-                "bad.json: \"latency_us\" = -1 is out of range");
+                "bad.json: levels[0]: \"latency_us\" = -1 is out of range");
     const char *missing = "{\"gpus_per_node\": 8}";
     CHECK_FAILS(ds_cluster_load_json(missing, strlen(missing), "m.json", &c), DS_ERR_BAD_FILE,
                 "m.json: required field \"nodes\" is missing");
+}
+
+/* One level list in a file of 64 nodes of 8 devices. */
+static ds_status_t load_levels(const char *levels, ds_cluster_t *c)
+{
+    char json[2048];
+    snprintf(json, sizeof(json), "{\"nodes\": 64, \"gpus_per_node\": 8, \"levels\": [%s]}", levels);
+    return ds_cluster_load_json(json, strlen(json), "c.json", c);
+}
+
+#define NVLINK "{\"latency_us\": 2, \"bandwidth_GBps\": 450}"
+#define LEAF(extra) "{\"latency_us\": 4, \"bandwidth_GBps\": 50" extra "}"
+
+/* Keys the format does not have, and keys that would change nothing, fail
+ * the file: one line naming the key, the file and what is accepted. */
+static void test_cluster_file_refusals(void)
+{
+    ds_cluster_t c;
+    const char *top = "{\"nodes\": 4, \"gpus_per_node\": 8, \"topology\": \"dragonfly\"}";
+    CHECK_FAILS(ds_cluster_load_json(top, strlen(top), "df.json", &c), DS_ERR_BAD_FILE,
+                "df.json: key \"topology\" is not known (accepted: name, nodes, gpus_per_node, "
+                "device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels)");
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"spann\": 16"), &c), DS_ERR_BAD_FILE,
+                "c.json: levels[1]: key \"spann\" is not known (accepted: name, latency_us, "
+                "bandwidth_GBps, span, oversubscription, nics_per_node)");
+    CHECK_FAILS(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"nics_per_node\": 8}", &c),
+                DS_ERR_BAD_FILE,
+                "c.json: levels[0]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
+                "bandwidth_GBps, span; level 0 joins the devices of a node");
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"nics_per_node\": 4"), &c),
+                DS_ERR_BAD_FILE,
+                "c.json: levels[2]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
+                "bandwidth_GBps, span, oversubscription; a node's NICs are given on levels[1])");
+    /* A key with a newline is shown on one line. */
+    const char *odd = "{\"nodes\": 4, \"gpus_per_node\": 8, \"a\\nb\": 1}";
+    CHECK_FAILS(ds_cluster_load_json(odd, strlen(odd), "odd.json", &c), DS_ERR_BAD_FILE,
+                "odd.json: key \"a?b\" is not known");
+    CHECK(strchr(ds_last_error(), '\n') == NULL);
+    /* Placements the model would ignore. */
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF("") ", " LEAF(""), &c), DS_ERR_BAD_FILE,
+                "c.json: levels[1] has no \"span\" (it joins all nodes) but levels[2] is above it");
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"span\": 8") ", " LEAF(""), &c),
+                DS_ERR_BAD_FILE, "c.json: levels[2].span 8 is not larger than levels[1].span 16");
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"span\": 16"), &c), DS_ERR_BAD_FILE,
+                "c.json: levels[1].span 16 splits the 64 nodes into domains no level joins");
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"oversubscription\": 2"), &c), DS_ERR_BAD_FILE,
+                "c.json: levels[1]: \"oversubscription\" = 2 has no level above levels[1] to apply to");
+    CHECK_FAILS(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"span\": 4}", &c),
+                DS_ERR_BAD_FILE, "c.json: levels[0].span 4 disagrees with \"gpus_per_node\" 8");
+    /* What is accepted: a level 0 span equal to the node, a last span
+     * covering the nodes, oversubscription where a level is above. */
+    CHECK_OK(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"span\": 8}, "
+                         LEAF(", \"span\": 64, \"oversubscription\": 1"), &c));
+    CHECK(c.num_levels == 2 && c.levels[0].span == 8 && c.levels[1].span == 64);
+    CHECK_OK(load_levels(NVLINK ", " LEAF(", \"span\": 16, \"oversubscription\": 2") ", " LEAF(""), &c));
+    CHECK(c.num_levels == 3 && c.levels[1].oversubscription == 2.0);
+}
+
+/* Every cluster file the project ships still loads. */
+static void test_shipped_cluster_files(void)
+{
+    static const char *const patterns[] = {"smpi/*.json", "../fuzz/corpus/fuzz_cluster_json/*.json"};
+    size_t loaded = 0;
+    for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
+        char pattern[4096];
+        snprintf(pattern, sizeof(pattern), "%s/%s", DSMPI_TEST_DATA, patterns[p]);
+        glob_t found;
+        CHECK(glob(pattern, 0, NULL, &found) == 0);
+        for (size_t i = 0; i < found.gl_pathc; i++) {
+            ds_cluster_t c;
+            CHECK_OK(ds_cluster_load(found.gl_pathv[i], &c));
+            CHECK(c.num_levels >= 2 && c.levels[1].nics_per_node == c.gpus_per_node);
+            loaded++;
+        }
+        globfree(&found);
+    }
+    CHECK(loaded >= 8);
 }
 
 static void test_slurm_tasks(void)
@@ -64,6 +143,8 @@ int main(void)
 {
     test_targets();
     test_cluster_file();
+    test_cluster_file_refusals();
+    test_shipped_cluster_files();
     test_slurm_tasks();
     return check_summary("test_cluster");
 }

@@ -1,0 +1,96 @@
+#!/bin/sh
+# Cluster files from the command line: every level shapes the estimated
+# communication (oversubscription, NICs, span), unknown keys are refused
+# (one line, exit 2, the key, the file, the accepted keys), and options that
+# contradict the file are an error, targets larger than it a warning.
+# Usage: cluster_cli.sh DSMPI WORKDIR
+set -u
+DSMPI=$1
+WORK=$2
+mkdir -p "$WORK" && cd "$WORK" || exit 1
+fail=0
+check() { # description, command...
+    what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+expect_rc() { # rc, command...
+    want=$1; shift
+    "$@" > out.txt 2> err.txt
+    got=$?
+    [ "$got" = "$want" ] || { echo "exit $got, expected $want: $*"; cat err.txt; return 1; }
+}
+one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt; return 1; }; }
+
+# A dragonfly-like machine: 256 nodes of 4 GPUs, groups of SPAN nodes, NICS
+# per node, global links OVERSUBSCRIPTION:1 above the groups.
+dragonfly() { # file, oversubscription, nics, span
+    cat > "$1" <<EOF
+{"name": "df", "nodes": 256, "gpus_per_node": 4, "device": "h100-sxm",
+ "levels": [{"name": "nvlink", "latency_us": 2, "bandwidth_GBps": 450},
+            {"name": "group", "latency_us": 3, "bandwidth_GBps": 25, "span": $4, "nics_per_node": $3},
+            {"name": "global", "latency_us": 5, "bandwidth_GBps": 25, "oversubscription": $2}]}
+EOF
+}
+dragonfly os2.json 2 4 32
+dragonfly os16.json 16 4 32
+dragonfly nic1.json 2 1 32
+dragonfly wide16.json 16 4 256
+
+iter_s() { # cluster file: the predicted iteration time of dp=1024, no costs given
+    "$DSMPI" predict --model gpt2-medium --strategy dp=1024,mbs=1,gbs=1024 --cluster "$1" \
+        --estimate-missing --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["summary"]["iter_time_s"])'
+}
+t2=$(iter_s os2.json) t16=$(iter_s os16.json) nic=$(iter_s nic1.json) wide=$(iter_s wide16.json)
+echo "iteration: 2:1 $t2 s, 16:1 $t16 s, one NIC $nic s, 16:1 with groups of 256 nodes $wide s"
+slower() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if a > r * b else 1)" "$@"; }
+check "16:1 global links are slower than 2:1" slower "$t16" "$t2" 1.5
+check "one NIC per node is slower than four" slower "$nic" "$t2" 1.2
+check "a span holding every node keeps the group off the global links" slower "$t16" "$wide" 1.5
+
+# Unknown keys: one line, exit 2, the key, the file and the accepted keys.
+sed 's/"name": "df",/"name": "df", "topology": "dragonfly",/' os2.json > topology.json
+check "a top-level typo is bad input" expect_rc 2 "$DSMPI" predict --model gpt2-medium \
+    --cluster topology.json --estimate-missing
+check "one line" one_line
+check "it names the key, the file and the accepted keys" grep -q \
+    '^dsmpi predict: topology.json: key "topology" is not known (accepted: name, nodes, gpus_per_node, device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels)$' err.txt
+sed 's/"span": 32/"spann": 32/' os2.json > spann.json
+check "a typo inside a level is bad input" expect_rc 2 "$DSMPI" search --model gpt2-medium \
+    --cluster spann.json --estimate-missing
+check "one line" one_line
+check "it names the level, the key and the keys accepted there" grep -q \
+    '^dsmpi search: spann.json: levels\[1\]: key "spann" is not known (accepted: name, latency_us, bandwidth_GBps, span, oversubscription, nics_per_node)$' err.txt
+check "plan refuses it too" expect_rc 2 "$DSMPI" plan --model gpt2-medium --cluster spann.json \
+    --gpus 256 --estimate-missing --tokens 1T
+
+# Options against the file: devices per node that contradict it are an error.
+check "--gpus-per-node against the file is bad input" expect_rc 2 "$DSMPI" predict \
+    --model gpt2-medium --cluster os2.json --gpus-per-node 8 --estimate-missing
+check "one line naming both counts and the file" grep -q \
+    '^dsmpi predict: gpus-per-node 8 contradicts the 4 devices per node of cluster file os2.json (accepted: 4, or leave it out)$' err.txt
+check "plan: --target-gpus-per-node against the file is bad input" expect_rc 2 "$DSMPI" plan \
+    --model gpt2-medium --cluster os2.json --target-gpus-per-node 8 --gpus 256 --estimate-missing --tokens 1T
+check "one line" one_line
+check "the file's own count is accepted" expect_rc 0 "$DSMPI" predict --model gpt2-medium \
+    --cluster os2.json --gpus-per-node 4 --strategy dp=1024,mbs=1,gbs=1024 --estimate-missing
+check "and warns nothing" test ! -s err.txt
+
+# A target larger than the file: a warning, the exit status unchanged.
+check "a target within the file is its size" expect_rc 0 "$DSMPI" predict --model gpt2-medium \
+    --cluster os2.json --target-gpus 256 --strategy mbs=1,gbs=256 --estimate-missing
+check "64 nodes of the file" grep -q '^# target: df, 64 nodes x 4 devices = 256' out.txt
+check "without a warning" test ! -s err.txt
+check "a target beyond the file runs" expect_rc 0 "$DSMPI" predict --model gpt2-medium \
+    --cluster os2.json --target-nodes 512 --strategy mbs=1,gbs=2048 --estimate-missing
+check "on 512 nodes" grep -q '^# target: df, 512 nodes x 4 devices = 2048' out.txt
+check "with one warning line" one_line
+check "that says so" grep -q \
+    '^dsmpi predict: warning: a target of 2048 GPUs (512 nodes) is larger than the 256 nodes of cluster file os2.json' err.txt
+check "plan sizes beyond the file run" expect_rc 0 "$DSMPI" plan --model gpt2-medium \
+    --cluster os2.json --gpus 512,2048 --estimate-missing --tokens 1T
+check "with one warning line" one_line
+check "that names the largest" grep -q \
+    '^dsmpi plan: warning: sizes up to 2048 GPUs (512 nodes) are larger than the 256 nodes of cluster file os2.json' err.txt
+
+exit $fail
