@@ -45,8 +45,9 @@ static void help(void)
         "Inputs:\n"
         "  --nccl-tests LOG...      nccl-tests output (all_reduce_perf, all_gather_perf,\n"
         "                           reduce_scatter_perf, alltoall_perf, sendrecv_perf,\n"
-        "                           broadcast_perf; plain or mpirun-prefixed); the primitive\n"
-        "                           comes from the file name (all_reduce_16.log) or the log\n"
+        "                           broadcast_perf; plain or mpirun/srun-prefixed, several\n"
+        "                           tests one after another); the primitive comes from each\n"
+        "                           test's banner, else the file name (all_reduce_16.log)\n"
         "  --cluster-tag T          tag the imported samples with the cluster they come from\n"
         "  --gpus-per-node G        devices per node, for the logs and the predicted groups\n"
         "                           (default: the cluster's, else DS_GPUS_PER_NODE)\n"
@@ -353,12 +354,21 @@ static int run(app_t *app, const options_t *o)
     const char *op_name = ds_comm_op_name(o->op);
     if (o->format == OUTPUT_TABLE) {
         output_preamble(app, stdout);
-        for (int i = 0; i < o->num_logs; i++)
-            printf("# imported %s: %s, %d ranks on %d node%s (%d per node)%s%s, %zu rows, %s\n",
-                   o->logs[i], ds_comm_op_name(info[i].op), info[i].group_size, info[i].nodes,
-                   info[i].nodes == 1 ? "" : "s", info[i].ranks_per_node,
-                   info[i].device[0] ? ", " : "", info[i].device, info[i].rows,
-                   info[i].prefixed ? "launcher-prefixed lines" : "plain lines");
+        for (int i = 0; i < o->num_logs; i++) {
+            /* One line per test; a file of several tests names where each starts. */
+            for (int t = 0; t < info[i].num_tests; t++) {
+                const ds_comm_import_test_t *test = &info[i].tests[t];
+                char where[32] = "";
+                if (info[i].num_tests > 1)
+                    snprintf(where, sizeof(where), " (line %d)", test->line);
+                printf("# imported %s%s: %s, %d ranks on %d node%s (%d per node)%s%s, %zu rows, "
+                       "%s\n",
+                       o->logs[i], where, ds_comm_op_name(test->op), test->group_size, test->nodes,
+                       test->nodes == 1 ? "" : "s", test->ranks_per_node,
+                       info[i].device[0] ? ", " : "", info[i].device, test->rows,
+                       info[i].prefixed ? "launcher-prefixed lines" : "plain lines");
+            }
+        }
         if (o->profile_db != NULL)
             printf("# profile database %s: %zu communication samples\n", o->profile_db,
                    ds_comm_samples_size(samples) - from_logs);

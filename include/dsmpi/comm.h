@@ -146,25 +146,39 @@ DS_API ds_status_t ds_comm_samples_write_text(const ds_comm_sample_t *items, siz
  * Reads the output of nccl-tests' all_reduce_perf, all_gather_perf,
  * reduce_scatter_perf, alltoall_perf, sendrecv_perf and broadcast_perf, in
  * the single-process dialect and with launcher prefixes ("[1,0]<stdout>:"
- * from mpirun, "0: " from srun --label); the columns are read from the
- * header row, so older and newer layouts (with or without redop/root,
- * "error" or "#wrong") are accepted.  Every row gives one sample per
- * out-of-place and in-place time, with provenance DS_PROV_IMPORTED and
- * mean = median = p10 = p90 = the reported average time.
+ * from mpirun --tag-output, "0: " from srun --label, "[0] " from MPICH's and
+ * Intel MPI's -prepend-rank); the columns are read from the header row, so
+ * older and newer layouts (with or without redop/root, "error" or "#wrong")
+ * are accepted.  Every row gives one sample per out-of-place and in-place
+ * time, with provenance DS_PROV_IMPORTED and mean = median = p10 = p90 = the
+ * reported average time.  Rows of element types dsmpi has no key for
+ * (double, the integer types) are kept as fp32 rows of the same bytes:
+ * communication is priced by bytes.
  *
- * The primitive comes from options.op, else from a "# Collective test
- * starting: X_perf" line, else from the file name (all_reduce_16.log).
- * The group size is the number of "# Using devices" rank lines (or
- * options.group_size); nodes and ranks per node come from their distinct
- * host names, or from options.gpus_per_node when given.  A send/recv log of
- * n ranks (each sends to the next and receives from the previous, both at
- * once) is stored as pairs: group 2, batched, concurrency n on one node or
- * one pair per node leaving it across nodes, like pipeline transfers.
+ * A file may hold several tests one after another, as a job script running
+ * every collective prints them: each test's banner ("# nccl-tests version",
+ * "# Collective test starting: X_perf", "# nThread ...") starts the next
+ * one, and each test has its own primitive, rank lines and table.
  *
- * A line inside the results table that is not a row (wrong column count, a
+ * The primitive of a test comes from options.op, else from its "#
+ * Collective test starting: X_perf" line, else from the file name
+ * (all_reduce_16.log); a banner naming a collective dsmpi does not model
+ * (reduce_perf, hypercube_perf, ...) fails the file.  The group size is the
+ * number of the test's "# Using devices" rank lines (or options.group_size);
+ * nodes and ranks per node come from their distinct host names, or from
+ * options.gpus_per_node when given.  A send/recv log of n ranks (each sends
+ * to the next and receives from the previous, both at once) is stored as
+ * pairs: group 2, batched, concurrency n on one node or one pair per node
+ * leaving it across nodes, like pipeline transfers.
+ *
+ * A line inside a results table that is not a row (wrong column count, a
  * value that is not a number) fails the whole file with "FILE:LINE: ..."
- * and nothing of it is appended.  NCCL debug lines ("NCCL INFO") and
- * launcher lines outside the table are ignored. */
+ * and nothing of it is appended.  The lines real jobs print besides the
+ * results are ignored anywhere, tables included: NCCL's debug lines ("NCCL
+ * INFO", "NCCL WARN"), UCX's log lines ("UCX  WARN ..."), Slurm's and
+ * Open MPI's messages ("srun: ...", "[host:pid] ...", "----" banners) and
+ * lines the launcher tagged as stderr; any other text outside a table is
+ * ignored too. */
 
 typedef struct ds_comm_import_options {
     int op;             /* a ds_comm_op_t, or -1 (default): from the file */
@@ -175,7 +189,23 @@ typedef struct ds_comm_import_options {
 
 DS_API void ds_comm_import_options_init(ds_comm_import_options_t *options);
 
-/* What one import found. */
+/* One test of a file (one collective's banner, rank lines and table). */
+typedef struct ds_comm_import_test {
+    ds_comm_op_t op;
+    int32_t group_size; /* ranks of the test */
+    int32_t nodes;
+    int32_t ranks_per_node;
+    int line;       /* the file's line where the test starts */
+    size_t rows;    /* result rows read */
+    size_t samples; /* samples appended */
+    int64_t min_bytes, max_bytes;
+} ds_comm_import_test_t;
+
+#define DS_COMM_IMPORT_MAX_TESTS 64 /* tests in one file; more fail the file */
+
+/* What one import found.  op, group_size, nodes and ranks_per_node are the
+ * first test's; rows, samples and the sizes count every test; tests[] has
+ * each test with rows (a test cut off before its table is left out). */
 typedef struct ds_comm_import_info {
     ds_comm_op_t op;
     int32_t group_size; /* ranks of the test */
@@ -185,6 +215,8 @@ typedef struct ds_comm_import_info {
     size_t rows;    /* result rows read */
     size_t samples; /* samples appended */
     int64_t min_bytes, max_bytes;
+    int num_tests;
+    ds_comm_import_test_t tests[DS_COMM_IMPORT_MAX_TESTS];
     char device[64];      /* as the rank lines name it ("A100-SXM4-40GB"), or "" */
     char device_spec[32]; /* the dsmpi device it matches ("a100-40g"), or "" */
 } ds_comm_import_info_t;

@@ -30,23 +30,44 @@ typedef struct host {
     int ranks;
 } host_t;
 
-typedef struct parser {
-    const char *origin;
-    int line;
+/* How far one test has got.  nccl-tests prints, per test, a version line,
+ * "# Collective test starting: X_perf", "# nThread ...", the rank lines and
+ * one results table; a banner line of a stage the test has already reached
+ * starts the next test of the file. */
+typedef enum stage {
+    STAGE_NONE,
+    STAGE_VERSION,    /* "# nccl-tests version 2.17.8 ..." */
+    STAGE_STARTING,   /* "# Collective test starting: all_gather_perf" */
+    STAGE_PARAMETERS, /* "# nThread 1 nGpus 1 minBytes ..." */
+    STAGE_TABLE,      /* the column header and the rows */
+} stage_t;
+
+/* The test being read. */
+typedef struct test {
+    int first_line;
+    stage_t stage;
     bool have_columns;
     bool table_done;
     columns_t columns;
     int64_t iterations;
     int op; /* from a "Collective test starting" line, or -1 */
     int32_t ranks;
-    int32_t max_rank_seen;
-    uint8_t *rank_seen; /* MAX_RANKS flags */
-    host_t *hosts;
+    host_t *hosts; /* MAX_HOSTS, owned by the parser */
     int num_hosts;
+    size_t first_sample; /* its samples: the parser's rows from here on */
+    size_t num_rows;
+} test_t;
+
+typedef struct parser {
+    const char *origin;
+    const ds_comm_import_options_t *options;
+    int line;
+    test_t test;
+    uint8_t *rank_seen; /* MAX_RANKS flags, of the current test */
     int prefixed;
     char device[64];
-    ds_comm_samples_t *rows; /* parsed rows, before the shape is known */
-    size_t num_rows;
+    ds_comm_samples_t *rows; /* the samples of every test read so far */
+    ds_comm_import_info_t info;
 } parser_t;
 
 static ds_status_t bad_line(const parser_t *p, const char *fmt, ...)
@@ -75,9 +96,9 @@ static int tokenize(char *line, char **tokens, int max)
     return count;
 }
 
-/* Strips a launcher prefix: "[1,0]<stdout>:" (mpirun --tag-output) or
- * "0: " (srun --label).  Returns NULL for lines the launcher tagged as
- * stderr. */
+/* Strips a launcher prefix: "[1,0]<stdout>:" (Open MPI --tag-output),
+ * "0: " (srun --label) or "[0] " (MPICH/Intel MPI -prepend-rank).  Returns
+ * NULL for lines the launcher tagged as stderr. */
 static char *strip_prefix(parser_t *p, char *line)
 {
     if (line[0] == '[') {
@@ -89,6 +110,13 @@ static char *strip_prefix(parser_t *p, char *line)
                 p->prefixed = 1;
                 return is_stderr ? NULL : end + 2;
             }
+        }
+        const char *d = line + 1;
+        while (isdigit((unsigned char)*d))
+            d++;
+        if (close != NULL && d == close && d > line + 1 && (d[1] == ' ' || d[1] == '\0')) {
+            p->prefixed = 1;
+            return close + 1;
         }
         return line;
     }
@@ -105,6 +133,47 @@ static char *strip_prefix(parser_t *p, char *line)
         }
     }
     return line;
+}
+
+static bool starts_with(const char *text, const char *prefix)
+{
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
+/* Lines real jobs print besides nccl-tests' own, anywhere in the output, the
+ * results table included: NCCL's debug lines, UCX's log lines, the
+ * launchers' messages.  Anything else inside a table is an error. */
+static bool is_noise(const char *text)
+{
+    static const char *const nccl[] = {"NCCL INFO", "NCCL WARN", "NCCL TRACE"};
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(nccl); i++)
+        if (strstr(text, nccl[i]) != NULL)
+            return true;
+    /* "[1622510437.752046] [g0314:110100:0]  ucp_context.c:1437 UCX  WARN  ..." */
+    for (const char *u = strstr(text, "UCX "); u != NULL; u = strstr(u + 4, "UCX ")) {
+        const char *level = u + 4;
+        while (*level == ' ')
+            level++;
+        static const char *const levels[] = {"ERROR", "WARN", "DIAG", "INFO", "DEBUG", "TRACE"};
+        for (size_t i = 0; i < DSI_ARRAY_SIZE(levels); i++)
+            if (starts_with(level, levels[i]))
+                return true;
+    }
+    static const char *const launchers[] = {
+        "srun:",   "slurmstepd:", "salloc:",  "sbatch:",  "mpirun",   "mpiexec",
+        "prterun", "orterun",     "Warning:", "WARNING:", "--------",
+    };
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(launchers); i++)
+        if (starts_with(text, launchers[i]))
+            return true;
+    /* Open MPI and PMIx: "[host:pid] message". */
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        const char *colon = strchr(text, ':');
+        if (close != NULL && colon != NULL && colon < close && close[1] == ' ')
+            return true;
+    }
+    return false;
 }
 
 static bool parse_i64(const char *text, int64_t *value)
@@ -135,9 +204,24 @@ static bool type_of(const char *name, ds_dtype_t *dtype)
         const char *name;
         ds_dtype_t dtype;
     } types[] = {
-        {"float", DS_DTYPE_FP32},   {"float32", DS_DTYPE_FP32},  {"half", DS_DTYPE_FP16},
-        {"float16", DS_DTYPE_FP16}, {"bfloat16", DS_DTYPE_BF16}, {"bf16", DS_DTYPE_BF16},
-        {"f8e4m3", DS_DTYPE_FP8},   {"f8e5m2", DS_DTYPE_FP8},
+        {"float", DS_DTYPE_FP32},
+        {"float32", DS_DTYPE_FP32},
+        {"half", DS_DTYPE_FP16},
+        {"float16", DS_DTYPE_FP16},
+        {"bfloat16", DS_DTYPE_BF16},
+        {"bf16", DS_DTYPE_BF16},
+        {"f8e4m3", DS_DTYPE_FP8},
+        {"f8e5m2", DS_DTYPE_FP8},
+        /* Element types dsmpi has no key for: communication is priced by
+         * bytes, so their rows are kept as fp32 rows of the same size. */
+        {"double", DS_DTYPE_FP32},
+        {"float64", DS_DTYPE_FP32},
+        {"int8", DS_DTYPE_FP32},
+        {"uint8", DS_DTYPE_FP32},
+        {"int32", DS_DTYPE_FP32},
+        {"uint32", DS_DTYPE_FP32},
+        {"int64", DS_DTYPE_FP32},
+        {"uint64", DS_DTYPE_FP32},
     };
     for (size_t i = 0; i < DSI_ARRAY_SIZE(types); i++) {
         if (strcmp(name, types[i].name) == 0) {
@@ -156,7 +240,7 @@ static void parse_parameters(parser_t *p, char **tokens, int count)
             strcmp(tokens[i - 1], "agg") != 0) {
             int64_t value;
             if (parse_i64(tokens[i + 1], &value) && value > 0)
-                p->iterations = value;
+                p->test.iterations = value;
         }
     }
 }
@@ -182,18 +266,20 @@ static ds_status_t parse_rank_line(parser_t *p, char *text)
         return bad_line(p, "%s",
                         "a '# Using devices' line without 'Rank <number>' and 'on <host>'");
     if (!p->rank_seen[rank]) {
+        test_t *t = &p->test;
         p->rank_seen[rank] = 1;
-        p->ranks++;
+        t->ranks++;
         int h = 0;
-        while (h < p->num_hosts && strcmp(p->hosts[h].name, host) != 0)
+        while (h < t->num_hosts && strcmp(t->hosts[h].name, host) != 0)
             h++;
-        if (h == p->num_hosts) {
-            if (p->num_hosts == MAX_HOSTS)
+        if (h == t->num_hosts) {
+            if (t->num_hosts == MAX_HOSTS)
                 return bad_line(p, "%s", "more than 4096 hosts in the rank lines");
-            snprintf(p->hosts[h].name, sizeof(p->hosts[h].name), "%s", host);
-            p->num_hosts++;
+            snprintf(t->hosts[h].name, sizeof(t->hosts[h].name), "%s", host);
+            t->hosts[h].ranks = 0;
+            t->num_hosts++;
         }
-        p->hosts[h].ranks++;
+        t->hosts[h].ranks++;
     }
     /* The device name follows the PCI id in brackets. */
     const char *bracket = strrchr(text, ']');
@@ -240,8 +326,8 @@ static bool parse_header(parser_t *p, char *text)
     if (group < 0)
         return false;
     c.size = 0;
-    p->columns = c;
-    p->have_columns = true;
+    p->test.columns = c;
+    p->test.have_columns = true;
     return true;
 }
 
@@ -249,7 +335,7 @@ static ds_status_t parse_row(parser_t *p, char *text)
 {
     char *tokens[MAX_COLUMNS + 1];
     int count = tokenize(text, tokens, MAX_COLUMNS);
-    const columns_t *c = &p->columns;
+    const columns_t *c = &p->test.columns;
     if (count != c->count) {
         return bad_line(p,
                         "%d values where the header names %d columns (expected a result row "
@@ -264,8 +350,8 @@ static ds_status_t parse_row(parser_t *p, char *text)
     ds_dtype_t dtype = DS_DTYPE_FP32;
     if (c->type >= 0 && !type_of(tokens[c->type], &dtype))
         return bad_line(p,
-                        "type '%s' is not supported (accepted: float, half, bfloat16, f8e4m3, "
-                        "f8e5m2)",
+                        "type '%s' is not supported (accepted: float, half, bfloat16, double, "
+                        "f8e4m3, f8e5m2, int8, uint8, int32, uint32, int64, uint64)",
                         tokens[c->type]);
     for (int g = 0; g < 2; g++) {
         if (c->time[g] < 0)
@@ -289,59 +375,7 @@ static ds_status_t parse_row(parser_t *p, char *text)
         s.provenance = DS_PROV_IMPORTED;
         DSI_TRY(ds_comm_samples_add(p->rows, &s, 1));
     }
-    p->num_rows++;
-    return DS_OK;
-}
-
-static ds_status_t parse_line(parser_t *p, char *line)
-{
-    size_t length = strlen(line);
-    while (length > 0 && (line[length - 1] == '\r' || line[length - 1] == '\n'))
-        line[--length] = '\0';
-    char *text = strip_prefix(p, line);
-    if (text == NULL)
-        return DS_OK; /* the launcher's stderr */
-    while (*text == ' ' || *text == '\t')
-        text++;
-    if (*text == '\0' || strstr(text, "NCCL INFO") != NULL || strstr(text, "NCCL WARN") != NULL)
-        return DS_OK;
-    if (*text != '#') {
-        if (p->have_columns && !p->table_done)
-            return parse_row(p, text);
-        int64_t number;
-        char first[32] = "";
-        sscanf(text, "%31s", first);
-        if (!p->have_columns && parse_i64(first, &number))
-            return bad_line(p, "%s", "a result row before the nccl-tests column header");
-        return DS_OK; /* launcher output outside the results */
-    }
-    text++;
-    char copy[512];
-    snprintf(copy, sizeof(copy), "%s", text);
-    char *tokens[MAX_COLUMNS];
-    int count = tokenize(copy, tokens, MAX_COLUMNS);
-    if (count == 0)
-        return DS_OK;
-    if (count > MAX_COLUMNS)
-        count = MAX_COLUMNS;
-    if (strcmp(tokens[0], "nThread") == 0) {
-        parse_parameters(p, tokens, count);
-    } else if (strcmp(tokens[0], "Rank") == 0) {
-        DSI_TRY(parse_rank_line(p, text));
-    } else if (strcmp(tokens[0], "Collective") == 0 && count >= 4 &&
-               strcmp(tokens[2], "starting:") == 0) {
-        ds_comm_op_t op = DS_COMM_ALLREDUCE;
-        if (ds_comm_op_parse(tokens[3], &op) == DS_OK)
-            p->op = (int)op;
-    } else if (strcmp(tokens[0], "size") == 0) {
-        if (p->have_columns)
-            return bad_line(p, "%s", "a second results table (import one test per file)");
-        if (!parse_header(p, text))
-            return bad_line(p, "%s", "a column header without size and time columns");
-    } else if (strcmp(tokens[0], "Out") == 0 || strcmp(tokens[0], "Avg") == 0) {
-        if (p->have_columns)
-            p->table_done = true;
-    }
+    p->test.num_rows++;
     return DS_OK;
 }
 
@@ -390,59 +424,77 @@ static ds_status_t op_from_name(const char *origin, ds_comm_op_t *op_p)
         }
     }
     return DSI_ERROR(DS_ERR_BAD_FILE,
-                     "%s: cannot tell the primitive (name the file all_reduce_*.log, "
-                     "all_gather_*, reduce_scatter_*, alltoall_*, sendrecv_* or broadcast_*, "
-                     "or give it explicitly)",
+                     "%s: cannot tell the primitive: no '# Collective test starting: <name>_perf' "
+                     "line and the file name does not start with one (accepted: all_reduce, "
+                     "all_gather, reduce_scatter, alltoall, sendrecv, broadcast)",
                      origin);
 }
 
-/* Fills the shape fields of every parsed row. */
-static ds_status_t finish(parser_t *p, const ds_comm_import_options_t *o,
-                          ds_comm_import_info_t *info)
+/* Gives the rows of the test just read their primitive and shape and
+ * describes the test in the parser's info.  A test without rows (cut off
+ * before its table) adds nothing. */
+static ds_status_t finish_test(parser_t *p)
 {
-    memset(info, 0, sizeof(*info));
-    if (!p->have_columns || p->num_rows == 0)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: no nccl-tests results table found", p->origin);
+    const ds_comm_import_options_t *o = p->options;
+    test_t *t = &p->test;
+    if (t->num_rows == 0)
+        return DS_OK;
     ds_comm_op_t op = DS_COMM_ALLREDUCE;
     if (o->op >= 0) {
         if (o->op >= DS_COMM_COUNT_)
             return DSI_ERROR(DS_ERR_INVALID_ARG, "primitive %d is not known", o->op);
         op = (ds_comm_op_t)o->op;
-    } else if (p->op >= 0) {
-        op = (ds_comm_op_t)p->op;
+    } else if (t->op >= 0) {
+        op = (ds_comm_op_t)t->op;
     } else {
         DSI_TRY(op_from_name(p->origin, &op));
     }
     if (op == DS_COMM_PS_PUSH || op == DS_COMM_PS_PULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "%s: nccl-tests has no %s test", p->origin,
                          ds_comm_op_name(op));
-    int32_t n = o->group_size > 0 ? o->group_size : p->ranks;
+    int32_t n = o->group_size > 0 ? o->group_size : t->ranks;
     if (n < 1)
         return DSI_ERROR(DS_ERR_BAD_FILE,
-                         "%s: no '# Using devices' rank lines, so the group size is unknown "
+                         "%s:%d: no '# Using devices' rank lines, so the group size is unknown "
                          "(give it explicitly)",
-                         p->origin);
+                         p->origin, t->first_line);
     int32_t nodes, per_node;
     if (o->gpus_per_node > 0) {
         per_node = n < o->gpus_per_node ? n : o->gpus_per_node;
         nodes = (n + o->gpus_per_node - 1) / o->gpus_per_node;
-    } else if (p->num_hosts > 0 && o->group_size <= 0) {
-        nodes = p->num_hosts;
+    } else if (t->num_hosts > 0 && o->group_size <= 0) {
+        nodes = t->num_hosts;
         per_node = 0;
-        for (int h = 0; h < p->num_hosts; h++)
-            per_node = p->hosts[h].ranks > per_node ? p->hosts[h].ranks : per_node;
+        for (int h = 0; h < t->num_hosts; h++)
+            per_node = t->hosts[h].ranks > per_node ? t->hosts[h].ranks : per_node;
     } else {
         nodes = 1;
         per_node = n;
     }
+    ds_comm_import_info_t *info = &p->info;
+    if (info->num_tests == DS_COMM_IMPORT_MAX_TESTS)
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s:%d: more than %d tests in one file (accepted: up "
+                         "to %d; split the file)",
+                         p->origin, t->first_line, DS_COMM_IMPORT_MAX_TESTS,
+                         DS_COMM_IMPORT_MAX_TESTS);
     const char *source = o->source != NULL ? o->source : "nccl-tests";
     ds_comm_sample_t *rows = (ds_comm_sample_t *)ds_comm_samples_data(p->rows);
-    size_t count = ds_comm_samples_size(p->rows);
-    info->min_bytes = INT64_MAX;
-    for (size_t i = 0; i < count; i++) {
+    size_t end = ds_comm_samples_size(p->rows);
+    ds_comm_import_test_t d;
+    memset(&d, 0, sizeof(d));
+    d.op = op;
+    d.group_size = n;
+    d.nodes = nodes;
+    d.ranks_per_node = per_node;
+    d.line = t->first_line;
+    d.rows = t->num_rows;
+    d.samples = end - t->first_sample;
+    d.min_bytes = d.samples > 0 ? INT64_MAX : 0;
+    for (size_t i = t->first_sample; i < end; i++) {
         ds_comm_sample_t *s = &rows[i];
         s->op = op;
-        s->repetitions = p->iterations;
+        s->repetitions = t->iterations;
         snprintf(s->source, sizeof(s->source), "%s", source);
         if (op == DS_COMM_SENDRECV) {
             /* Each rank sends to the next and receives from the previous at
@@ -458,20 +510,122 @@ static ds_status_t finish(parser_t *p, const ds_comm_import_options_t *o,
             s->ranks_per_node = per_node;
             s->concurrency = 1;
         }
-        info->min_bytes = s->bytes < info->min_bytes ? s->bytes : info->min_bytes;
-        info->max_bytes = s->bytes > info->max_bytes ? s->bytes : info->max_bytes;
+        d.min_bytes = s->bytes < d.min_bytes ? s->bytes : d.min_bytes;
+        d.max_bytes = s->bytes > d.max_bytes ? s->bytes : d.max_bytes;
     }
+    if (info->num_tests == 0) {
+        info->op = op;
+        info->group_size = n;
+        info->nodes = nodes;
+        info->ranks_per_node = per_node;
+        info->min_bytes = d.min_bytes;
+        info->max_bytes = d.max_bytes;
+    } else if (d.samples > 0) {
+        info->min_bytes = d.min_bytes < info->min_bytes ? d.min_bytes : info->min_bytes;
+        info->max_bytes = d.max_bytes > info->max_bytes ? d.max_bytes : info->max_bytes;
+    }
+    info->rows += d.rows;
+    info->samples += d.samples;
+    info->tests[info->num_tests++] = d;
+    return DS_OK;
+}
+
+/* A banner line of `stage`: the next test when the current one has got
+ * that far already. */
+static ds_status_t enter_stage(parser_t *p, stage_t stage)
+{
+    test_t *t = &p->test;
+    if (stage <= t->stage) {
+        DSI_TRY(finish_test(p));
+        if (t->ranks > 0)
+            memset(p->rank_seen, 0, MAX_RANKS);
+        host_t *hosts = t->hosts;
+        memset(t, 0, sizeof(*t));
+        t->hosts = hosts;
+        t->op = -1;
+        t->first_sample = ds_comm_samples_size(p->rows);
+    }
+    if (t->stage == STAGE_NONE)
+        t->first_line = p->line;
+    t->stage = stage;
+    return DS_OK;
+}
+
+/* "# Collective test starting: all_gather_perf" */
+static ds_status_t parse_starting(parser_t *p, const char *name)
+{
+    ds_comm_op_t op = DS_COMM_ALLREDUCE;
+    if (ds_comm_op_parse(name, &op) == DS_OK && op != DS_COMM_PS_PUSH && op != DS_COMM_PS_PULL) {
+        p->test.op = (int)op;
+        return DS_OK;
+    }
+    if (p->options->op >= 0)
+        return DS_OK; /* the caller says what it is */
+    return bad_line(p,
+                    "collective '%s' is not one dsmpi models (accepted: all_reduce_perf, "
+                    "all_gather_perf, reduce_scatter_perf, alltoall_perf, sendrecv_perf, "
+                    "broadcast_perf)",
+                    name);
+}
+
+static ds_status_t parse_line(parser_t *p, char *line)
+{
+    size_t length = strlen(line);
+    while (length > 0 && (line[length - 1] == '\r' || line[length - 1] == '\n'))
+        line[--length] = '\0';
+    char *text = strip_prefix(p, line);
+    if (text == NULL)
+        return DS_OK; /* the launcher's stderr */
+    while (*text == ' ' || *text == '\t')
+        text++;
+    if (*text == '\0' || is_noise(text))
+        return DS_OK;
+    test_t *t = &p->test;
+    if (*text != '#') {
+        if (t->have_columns && !t->table_done)
+            return parse_row(p, text);
+        int64_t number;
+        char first[32] = "";
+        sscanf(text, "%31s", first);
+        if (!t->have_columns && parse_i64(first, &number))
+            return bad_line(p, "%s", "a result row before the nccl-tests column header");
+        return DS_OK; /* launcher output outside the results */
+    }
+    text++;
+    char copy[512];
+    snprintf(copy, sizeof(copy), "%s", text);
+    char *tokens[MAX_COLUMNS];
+    int count = tokenize(copy, tokens, MAX_COLUMNS);
     if (count == 0)
-        info->min_bytes = 0;
-    info->op = op;
-    info->group_size = n;
-    info->nodes = nodes;
-    info->ranks_per_node = per_node;
-    info->prefixed = p->prefixed;
-    info->rows = p->num_rows;
-    info->samples = count;
-    snprintf(info->device, sizeof(info->device), "%s", p->device);
-    device_spec_of(p->device, info->device_spec, sizeof(info->device_spec));
+        return DS_OK;
+    if (count > MAX_COLUMNS)
+        count = MAX_COLUMNS;
+    if (strcmp(tokens[0], "nccl-tests") == 0 && count >= 2 && strcmp(tokens[1], "version") == 0) {
+        DSI_TRY(enter_stage(p, STAGE_VERSION));
+    } else if (strcmp(tokens[0], "Collective") == 0 && count >= 4 &&
+               strcmp(tokens[1], "test") == 0 && strcmp(tokens[2], "starting:") == 0) {
+        DSI_TRY(enter_stage(p, STAGE_STARTING));
+        DSI_TRY(parse_starting(p, tokens[3]));
+    } else if (strcmp(tokens[0], "Collective") == 0 && count >= 3 &&
+               strcmp(tokens[1], "test") == 0 && strcmp(tokens[2], "concluded:") == 0) {
+        t->table_done = t->have_columns;
+    } else if (strcmp(tokens[0], "nThread") == 0) {
+        DSI_TRY(enter_stage(p, STAGE_PARAMETERS));
+        parse_parameters(p, tokens, count);
+    } else if (strcmp(tokens[0], "Rank") == 0) {
+        DSI_TRY(parse_rank_line(p, text));
+    } else if (strcmp(tokens[0], "size") == 0) {
+        if (t->have_columns)
+            return bad_line(p, "%s",
+                            "a second results table without a test banner before it ('# "
+                            "Collective test starting: ...' or '# nThread ...')");
+        DSI_TRY(enter_stage(p, STAGE_TABLE));
+        if (!parse_header(p, text))
+            return bad_line(p, "%s", "a column header without size and time columns");
+    } else if (strcmp(tokens[0], "Out") == 0 || strcmp(tokens[0], "Avg") == 0) {
+        if (t->have_columns)
+            t->table_done = true;
+    }
     return DS_OK;
 }
 
@@ -485,15 +639,15 @@ ds_status_t ds_comm_parse_nccl_tests(const char *text, const char *origin,
     ds_status_t status = DS_OK;
     ds_comm_import_options_t defaults;
     ds_comm_import_options_init(&defaults);
-    const ds_comm_import_options_t *o = options ? options : &defaults;
-    parser_t p;
-    memset(&p, 0, sizeof(p));
-    p.origin = origin ? origin : "<text>";
-    p.op = -1;
+    parser_t *p = NULL;
     char *copy = NULL;
-    DSI_TRY_GOTO(dsi_calloc(MAX_RANKS, 1, &p.rank_seen), status, out);
-    DSI_TRY_GOTO(dsi_calloc(MAX_HOSTS, sizeof(*p.hosts), &p.hosts), status, out);
-    DSI_TRY_GOTO(ds_comm_samples_create(&p.rows), status, out);
+    DSI_TRY_GOTO(dsi_calloc(1, sizeof(*p), &p), status, out);
+    p->origin = origin ? origin : "<text>";
+    p->options = options ? options : &defaults;
+    p->test.op = -1;
+    DSI_TRY_GOTO(dsi_calloc(MAX_RANKS, 1, &p->rank_seen), status, out);
+    DSI_TRY_GOTO(dsi_calloc(MAX_HOSTS, sizeof(*p->test.hosts), &p->test.hosts), status, out);
+    DSI_TRY_GOTO(ds_comm_samples_create(&p->rows), status, out);
     DSI_TRY_GOTO(dsi_strdup(text, &copy), status, out);
     /* Lines are split by hand: strtok would merge empty lines and shift the
      * line numbers of the messages. */
@@ -501,22 +655,31 @@ ds_status_t ds_comm_parse_nccl_tests(const char *text, const char *origin,
         char *next = strchr(line, '\n');
         if (next != NULL)
             *next++ = '\0';
-        p.line++;
-        DSI_TRY_GOTO(parse_line(&p, line), status, out);
+        p->line++;
+        DSI_TRY_GOTO(parse_line(p, line), status, out);
         line = next;
     }
-    ds_comm_import_info_t info;
-    DSI_TRY_GOTO(finish(&p, o, &info), status, out);
+    DSI_TRY_GOTO(finish_test(p), status, out);
+    if (p->info.num_tests == 0) {
+        status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: no nccl-tests results table found", p->origin);
+        goto out;
+    }
+    p->info.prefixed = p->prefixed;
+    snprintf(p->info.device, sizeof(p->info.device), "%s", p->device);
+    device_spec_of(p->device, p->info.device_spec, sizeof(p->info.device_spec));
     DSI_TRY_GOTO(
-        ds_comm_samples_add(samples, ds_comm_samples_data(p.rows), ds_comm_samples_size(p.rows)),
+        ds_comm_samples_add(samples, ds_comm_samples_data(p->rows), ds_comm_samples_size(p->rows)),
         status, out);
     if (info_p != NULL)
-        *info_p = info;
+        *info_p = p->info;
 out:
     dsi_free(copy);
-    ds_comm_samples_destroy(p.rows);
-    dsi_free(p.hosts);
-    dsi_free(p.rank_seen);
+    if (p != NULL) {
+        ds_comm_samples_destroy(p->rows);
+        dsi_free(p->test.hosts);
+        dsi_free(p->rank_seen);
+    }
+    dsi_free(p);
     return status;
 }
 

@@ -5,7 +5,7 @@
  *
  *   comm_loo [--device a100-40g] [--gpus-per-node 8] [--verbose] LOG...
  */
-#include <dsmpi/dsmpi.h>
+#include "comm_bench.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define MAX_LOGS 64
-#define MAX_POINTS 128
+#define MAX_POINTS COMM_BENCH_MAX_POINTS
 
 enum { BAND_SMALL, BAND_MEDIUM, BAND_LARGE, NUM_BANDS };
 static const char *const band_names[NUM_BANDS] = {"<64KiB", "64KiB-1MiB", ">=1MiB"};
@@ -21,48 +21,6 @@ static const char *const band_names[NUM_BANDS] = {"<64KiB", "64KiB-1MiB", ">=1Mi
 static int band_of(int64_t bytes)
 {
     return bytes < 65536 ? BAND_SMALL : bytes < 1048576 ? BAND_MEDIUM : BAND_LARGE;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *values, int count)
-{
-    qsort(values, (size_t)count, sizeof(double), compare_double);
-    return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
-}
-
-/* Mean time per size of one log (in-place and out-of-place averaged). */
-typedef struct target {
-    int64_t bytes[MAX_POINTS];
-    double time_s[MAX_POINTS];
-    int count;
-} target_t;
-
-static void targets_of(const ds_comm_samples_t *log, target_t *t)
-{
-    const ds_comm_sample_t *s = ds_comm_samples_data(log);
-    size_t n = ds_comm_samples_size(log);
-    int counts[MAX_POINTS] = {0};
-    t->count = 0;
-    for (size_t i = 0; i < n; i++) {
-        int j = 0;
-        while (j < t->count && t->bytes[j] != s[i].bytes)
-            j++;
-        if (j == t->count) {
-            if (t->count == MAX_POINTS)
-                continue;
-            t->bytes[t->count] = s[i].bytes;
-            t->time_s[t->count++] = 0;
-        }
-        t->time_s[j] += s[i].mean_s;
-        counts[j]++;
-    }
-    for (int j = 0; j < t->count; j++)
-        t->time_s[j] /= counts[j];
 }
 
 typedef struct errors {
@@ -81,7 +39,7 @@ static void print_errors(const char *what, errors_t *e, const char *note)
         double max = 0;
         for (int i = 0; i < e->count[b]; i++)
             max = fmax(max, e->values[b][i]);
-        printf(" %8.1f %8.1f", 100.0 * median(e->values[b], e->count[b]), 100.0 * max);
+        printf(" %8.1f %8.1f", 100.0 * comm_bench_median(e->values[b], e->count[b]), 100.0 * max);
     }
     printf("  %s\n", note);
 }
@@ -163,8 +121,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "comm_loo: %s\n", ds_last_error());
             return 1;
         }
-        target_t t;
-        targets_of(each[drop], &t);
+        comm_bench_target_t t;
+        comm_bench_target_of(ds_comm_samples_data(each[drop]), ds_comm_samples_size(each[drop]),
+                             &t);
         errors_t e;
         memset(&e, 0, sizeof(e));
         ds_provenance_t provenance = DS_PROV_MEASURED;
@@ -210,8 +169,8 @@ int main(int argc, char **argv)
             continue;
         const char *base = strrchr(logs[i], '/');
         base = base ? base + 1 : logs[i];
-        target_t t;
-        targets_of(each[i], &t);
+        comm_bench_target_t t;
+        comm_bench_target_of(ds_comm_samples_data(each[i]), ds_comm_samples_size(each[i]), &t);
         errors_t e;
         memset(&e, 0, sizeof(e));
         for (int j = 0; j < t.count; j++) {

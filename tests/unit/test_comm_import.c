@@ -253,10 +253,10 @@ static void test_malformed(void)
                            "  0e+00     8.49    0.00    0.00  0e+00\n",
                            "all_reduce_2.log", list),
                 DS_ERR_BAD_FILE, "all_reduce_2.log:10: size '16.5'");
-    CHECK_FAILS(parse_with("          16             4    double     sum     8.68    0.00    0.00"
+    CHECK_FAILS(parse_with("          16             4  float128     sum     8.68    0.00    0.00"
                            "  0e+00     8.49    0.00    0.00  0e+00\n",
                            "all_reduce_2.log", list),
-                DS_ERR_BAD_FILE, "type 'double'");
+                DS_ERR_BAD_FILE, "type 'float128'");
     CHECK_FAILS(parse_with("#       size         count      type   redop     time   algbw   busbw"
                            "  error     time   algbw   busbw  error\n",
                            "all_reduce_2.log", list),
