@@ -74,6 +74,24 @@ int app_usage_error(const app_t *app, const char *fmt, ...)
     return APP_EXIT_USAGE;
 }
 
+int app_option_error(const app_t *app, const char *accepted)
+{
+    const char *word = optind >= 1 && optind <= app->argc ? app->argv[optind - 1] : "";
+    const char *value = strchr(word, '=');
+    int name_len = value != NULL ? (int)(value - word) : (int)strlen(word);
+    char see[96];
+    snprintf(see, sizeof(see), "see 'dsmpi %s --help'", app->command);
+    /* getopt_long names a known long option in optopt: it lacked its value or took one it
+     * does not have; an unknown one (or a short one) leaves optopt 0 (or its letter). */
+    bool known = optopt != 0 && strncmp(word, "--", 2) == 0;
+    if (known && value != NULL)
+        return app_usage_error(app, "option '%.*s' takes no value (%s)", name_len, word, see);
+    if (known)
+        return app_usage_error(app, "option '%s' needs a value (%s)", word, see);
+    return app_usage_error(app, "option '%.*s' is not known (%s)", name_len, word,
+                           accepted != NULL ? accepted : see);
+}
+
 void output_preamble(const app_t *app, FILE *out)
 {
     fprintf(out, "# dsmpi %s %s\n", DS_VERSION_STRING, app->command);

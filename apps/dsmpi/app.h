@@ -36,6 +36,11 @@ void app_mpi_stop(app_t *app);
 int app_fail(const app_t *app, ds_status_t status);
 int app_usage_error(const app_t *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The usage error of a getopt_long loop over app->argv that returned '?': one line naming the
+ * option and what went wrong (not known, needs a value, takes no value), then `accepted` in
+ * parentheses (NULL: "see 'dsmpi <command> --help'").  Returns APP_EXIT_USAGE. */
+int app_option_error(const app_t *app, const char *accepted);
+
 /* ---- common options --------------------------------------------------------- */
 
 typedef enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV } output_format_t;

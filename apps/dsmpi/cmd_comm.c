@@ -206,10 +206,7 @@ static int parse_options(app_t *app, options_t *o)
         case OPT_JSON: o->format = OUTPUT_JSON; break;
         case OPT_CSV: o->format = OUTPUT_CSV; break;
         case OPT_PROFILE_DB: o->profile_db = optarg; break;
-        default:
-            return app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi comm --help')",
-                app->argv[optind - 1]);
+        default: return app_option_error(app, NULL);
         }
         if (status != DS_OK)
             return app_fail(app, status);

@@ -289,9 +289,7 @@ int cmd_import(app_t *app)
         case OPT_QUIET: quiet = true; break;
         default:
             free(sources);
-            return app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi import --help')",
-                app->argv[optind - 1]);
+            return app_option_error(app, NULL);
         }
     }
     if (optind < app->argc) {

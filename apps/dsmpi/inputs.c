@@ -389,19 +389,20 @@ int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *
             code = APP_EXIT_OK;
             break;
         }
-        int handled = 0;
-        if (id != '?' && id != ':') {
-            for (size_t i = 0; i < num_handlers && handled == 0; i++)
-                handled = handlers[i].fn(app, handlers[i].ctx, id, optarg);
-            if (handled == 0)
-                handled = inputs_handle(app, in, id, optarg);
+        if (id == '?' || id == ':') {
+            code = app_option_error(app, NULL);
+            break;
         }
+        int handled = 0;
+        for (size_t i = 0; i < num_handlers && handled == 0; i++)
+            handled = handlers[i].fn(app, handlers[i].ctx, id, optarg);
+        if (handled == 0)
+            handled = inputs_handle(app, in, id, optarg);
         if (handled < 0)
             code = APP_EXIT_USAGE;
         else if (handled == 0)
-            code = app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi %s --help')",
-                app->argv[optind - 1], app->command);
+            code = app_usage_error(app, "option '%s' is not handled (see 'dsmpi %s --help')",
+                                   app->argv[optind - 1], app->command);
     }
     free(table);
     if (first_positional != NULL)
