@@ -42,6 +42,14 @@ int app_mpi_command_start(app_t *app, void (*help)(void))
             help();
             return APP_EXIT_OK;
         }
+    int code = app_mpi_start(app, false);
+    return code == APP_EXIT_OK ? -1 : code;
+}
+
+int app_mpi_require(app_t *app)
+{
+    if (app->mpi)
+        return -1;
     int code = app_mpi_start(app, true);
     return code == APP_EXIT_OK ? -1 : code;
 }

@@ -27,8 +27,13 @@ typedef struct app {
  * launcher (mpiexec, srun), so that only rank 0 prints. */
 int app_mpi_start(app_t *app, bool required);
 /* Starts MPI for a command that needs it, unless --help is among its words:
- * then help() is printed without MPI.  -1: go on; else the exit code. */
+ * then help() is printed without MPI.  Under a launcher MPI starts now (so
+ * that only rank 0 prints a usage error); a process started alone parses its
+ * options first and starts MPI with app_mpi_require after them, so that
+ * --help and usage errors need no MPI.  -1: go on; else the exit code. */
 int app_mpi_command_start(app_t *app, void (*help)(void));
+/* Starts MPI when it does not run yet.  -1: it runs; else the exit code. */
+int app_mpi_require(app_t *app);
 void app_mpi_stop(app_t *app);
 
 /* Prints "dsmpi <command>: <message>" on stderr (rank 0 only, or every rank

@@ -156,6 +156,8 @@ int cmd_execute(app_t *app)
     app_option_handler_t handlers[] = {{execute_option, &o}, {app_run_option, &run}};
     code = app_parse_options(app, &in, (const struct option *[]){app_run_long_options, extra, NULL},
                              handlers, 2, OPT_HELP, help);
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code >= 0)
         goto out_inputs;
     if (!in.strategy_given) {

@@ -313,6 +313,8 @@ int cmd_profile(app_t *app)
         o.lib.comm_samples_out == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5, "
                                     "or --costs-out FILE and --comm-samples-out FILE)");
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code < 0) {
         ds_status_t status = o.search ? inputs_build_target(&in) : inputs_build(&in);
         if (status != DS_OK) {

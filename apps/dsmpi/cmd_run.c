@@ -80,6 +80,8 @@ int cmd_run(app_t *app)
     }
     if (code < 0 && po.lib.db_path == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code >= 0)
         goto out;
     ds_status_t status = po.search ? inputs_build_target(&in) : inputs_build(&in);

@@ -825,7 +825,9 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
 
 int cmd_validate(app_t *app)
 {
-    int code = app_mpi_start(app, true);
+    /* Under a launcher MPI starts first (rank 0 alone prints usage errors); a
+     * process started alone parses its options before it. */
+    int code = app_mpi_start(app, false);
     if (code != APP_EXIT_OK)
         return code;
     inputs_t in;
@@ -853,6 +855,8 @@ int cmd_validate(app_t *app)
         code = APP_EXIT_OK;
         goto out;
     }
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code >= 0)
         goto out;
     o->costs.measure.budget_s = o->budget;
