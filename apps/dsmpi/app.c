@@ -116,6 +116,27 @@ void app_command_line(const app_t *app, char *text, size_t size)
         used += (size_t)snprintf(text + used, size - used, " %s", app->argv[i]);
 }
 
+const char *app_next_option_word(const app_t *app)
+{
+    if (optind < 1 || optind >= app->argc || app->argv[optind][0] == '-')
+        return NULL;
+    return app->argv[optind++];
+}
+
+int app_take_files(const app_t *app, const char *option, const char *arg, const char **paths,
+                   int max, int *count)
+{
+    for (const char *path = arg; path != NULL; path = app_next_option_word(app)) {
+        if (*count >= max) {
+            app_usage_error(app, "more than %d files for --%s (accepted: at most %d)", max,
+                            option, max);
+            return -1;
+        }
+        paths[(*count)++] = path;
+    }
+    return 1;
+}
+
 void output_json_string(FILE *out, const char *text)
 {
     fputc('"', out);

@@ -121,6 +121,18 @@ typedef struct app_run_options {
 extern const struct option app_run_long_options[];
 int app_run_option(const app_t *app, void *ctx, int id, const char *arg);
 
+/* Options that take several files ("--nccl-tests A B C"): the option's value and every word
+ * after it up to the next option (a word starting with '-') or the end are appended to
+ * paths[*count..max); "--nccl-tests A --nccl-tests B" adds to the same list.  The words are
+ * consumed: getopt_long goes on after them.  Call from an option handler while
+ * app_parse_options (or another getopt_long loop over app->argv) runs.  1 taken, -1 more than
+ * `max` files (message printed). */
+int app_take_files(const app_t *app, const char *option, const char *arg, const char **paths,
+                   int max, int *count);
+/* The next word after the option just parsed when it is one of its values (not an option),
+ * consumed; NULL at the next option or the end.  What app_take_files is built on. */
+const char *app_next_option_word(const app_t *app);
+
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);
 

@@ -528,6 +528,7 @@ int cmd_plan(app_t *app)
     static char svg_path[4096];
     if (o->svg == NULL)
         o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));
+    o->si.logs_gpus_per_node = in.target_gpus_per_node;
     if (status == DS_OK)
         status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
     static ds_device_spec_t measured_device;

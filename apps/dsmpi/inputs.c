@@ -157,7 +157,7 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_TARGET_GPUS_PER_NODE: {
         int64_t value = 0;
-        status = ds_parse_count(arg, "target-gpus-per-node", 1, 1024, &value);
+        status = ds_parse_count(arg, "gpus-per-node", 1, 1024, &value);
         in->target_gpus_per_node = (int)value;
         return status == DS_OK ? 1 : bad(app, status);
     }
@@ -234,8 +234,8 @@ ds_status_t inputs_build_target(inputs_t *in)
     else
         return ds_set_error(
             DS_ERR_INVALID_ARG,
-            "no target given (accepted: --target-gpus N, --target-nodes N --target-gpus-per-node "
-            "G, --target nodes=N,gpus-per-node=G, or --cluster FILE)");
+            "no target given (accepted: --target-gpus N, --target-nodes N --gpus-per-node G, "
+            "--target nodes=N,gpus-per-node=G, or --cluster FILE)");
     if (status != DS_OK)
         return status;
     if (in->device != NULL) {
@@ -321,8 +321,8 @@ void inputs_print_help(FILE *out)
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce\n"
           "Target:\n"
-          "  --target-gpus N [--target-gpus-per-node G]   (default 8 per node)\n"
-          "  --target-nodes N --target-gpus-per-node G     (as in #SBATCH)\n"
+          "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
+          "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
           "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
           "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
           "Output:\n"
