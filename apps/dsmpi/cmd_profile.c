@@ -52,6 +52,14 @@ void profile_cmd_init(profile_cmd_options_t *o)
     search_inputs_init(&o->space);
 }
 
+void profile_cmd_apply_demo(profile_cmd_options_t *o)
+{
+    if (o->lib.db_path == NULL && o->lib.costs_out == NULL && o->lib.comm_samples_out == NULL)
+        o->lib.db_path = PROFILE_DEMO_DB;
+    if (!o->sweep_max_given)
+        o->lib.sweep_max_bytes = 64 << 20;
+}
+
 int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const char *arg)
 {
     ds_status_t status = DS_OK;
@@ -70,7 +78,10 @@ int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const cha
     case OPT_COSTS_OUT: o->lib.costs_out = arg; return 1;
     case OPT_COMM_SAMPLES_OUT: o->lib.comm_samples_out = arg; return 1;
     case OPT_SWEEP_MIN: status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes); break;
-    case OPT_SWEEP_MAX: status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes); break;
+    case OPT_SWEEP_MAX:
+        status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes);
+        o->sweep_max_given = true;
+        break;
     case OPT_SEARCH: o->search = true; return 1;
     default: return search_inputs_handle(app, &o->space, id, arg);
     }
@@ -309,6 +320,8 @@ int cmd_profile(app_t *app)
                              (const struct option *[]){extra, profile_long_options(),
                                                        search_space_long_options, NULL},
                              handlers, 1, OPT_HELP, help);
+    if (code < 0 && in.demo)
+        profile_cmd_apply_demo(&o);
     if (code < 0 && o.lib.db_path == NULL && o.lib.costs_out == NULL &&
         o.lib.comm_samples_out == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5, "

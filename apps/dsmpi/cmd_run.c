@@ -69,14 +69,17 @@ int cmd_run(app_t *app)
                                                        search_space_long_options,
                                                        predict_long_options(), NULL},
                              handlers, 2, OPT_HELP, help);
-    bool sweep_given = false;
-    for (int i = 1; i < app->argc; i++)
-        sweep_given |= strncmp(app->argv[i], "--sweep-max", 11) == 0;
-    if (code < 0 && in.demo) {
-        if (po.lib.db_path == NULL)
-            po.lib.db_path = "dsmpi-demo.h5";
-        if (!sweep_given) /* keeps the demo to a few minutes on CPU ranks */
-            po.lib.sweep_max_bytes = 64 << 20;
+    if (code < 0 && in.demo)
+        profile_cmd_apply_demo(&po);
+    if (code < 0 && po.search) {
+        /* The cost options were taken as predict's: with --search they are the search's. */
+        po.space.cost_table = o->cost_table;
+        po.space.fingerprint = o->fingerprint;
+        po.space.estimate = o->estimate;
+        po.space.peak_tflops = o->peak_tflops;
+        po.space.mem_bw = o->mem_bw;
+        for (int i = 0; i < o->num_nccl_tests && i < SEARCH_MAX_LOGS; i++)
+            po.space.logs[po.space.num_logs++] = o->nccl_tests[i];
     }
     if (code < 0 && po.lib.db_path == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");

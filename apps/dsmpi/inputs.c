@@ -120,14 +120,35 @@ void inputs_init(inputs_t *in)
     ds_strategy_init(&in->strategy);
 }
 
+/* The demo: what inputs_set_demo sets and the --demo help says. */
+#define DEMO_MODEL "gpt2-medium"
+#define DEMO_STRATEGY "dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b"
+#define DEMO_NODES 128
+#define DEMO_GPUS_PER_NODE 8
+
 void inputs_set_demo(inputs_t *in)
 {
+    static char target[64];
+    snprintf(target, sizeof(target), "nodes=%d,gpus-per-node=%d", DEMO_NODES,
+             DEMO_GPUS_PER_NODE);
     in->demo = true;
-    in->model_spec = "gpt2-medium";
-    in->target_text = "nodes=128,gpus-per-node=8";
+    in->model_spec = DEMO_MODEL;
+    in->target_text = target;
     ds_strategy_init(&in->strategy);
-    (void)ds_strategy_parse("dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b", &in->strategy);
+    (void)ds_strategy_parse(DEMO_STRATEGY, &in->strategy);
     in->strategy_given = true;
+}
+
+/* The current value of a tunable (its environment variable, else its default). */
+static const char *param_value(const char *env_name)
+{
+    for (size_t i = 0; i < ds_param_count(); i++) {
+        const char *env, *def, *what, *current;
+        if (ds_param_describe(i, &env, &def, &what, &current) == DS_OK &&
+            strcmp(env, env_name) == 0)
+            return current;
+    }
+    return "";
 }
 
 static int bad(const app_t *app, ds_status_t status)
@@ -329,10 +350,17 @@ void inputs_print_help(FILE *out)
           "  --json, --csv, --quiet\n"
           "  --out DIR                write the command's files into DIR (created): predict's\n"
           "                           trace, timeline and chart, profile's summary, search's and\n"
-          "                           plan's charts\n"
-          "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 "
-          "h100-sxm\n",
+          "                           plan's charts\n",
           out);
+    /* The demo's target names no device: the one of --device, else the one measured (run
+     * profiles it, a --profile-db holds it), else the default device. */
+    fprintf(out,
+            "  --demo                   " DEMO_MODEL " with " DEMO_STRATEGY "\n"
+            "                           on %d nodes x %d devices (%d): the device of --device,\n"
+            "                           else the one profiled (run) or whose costs the profile\n"
+            "                           database holds, else DS_DEFAULT_DEVICE (now %s)\n",
+            DEMO_NODES, DEMO_GPUS_PER_NODE, DEMO_NODES * DEMO_GPUS_PER_NODE,
+            param_value("DS_DEFAULT_DEVICE"));
 }
 
 int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
