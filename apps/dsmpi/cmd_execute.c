@@ -95,7 +95,7 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_backend_
     printf(", \"ranks\": %d, \"nodes\": %d, \"backend\": \"%s\", \"fingerprint\": ", ranks, nodes,
            ds_backend_kind_name(ds_backend_kind(backend)));
     output_json_string(stdout, ds_backend_fingerprint(backend));
-    printf(", \"warmup\": %d, \"iterations\": %d, \"microbatches\": %lld,\n \"runs\": [",
+    printf(", \"warmup\": %d, \"iterations\": %d, \"num_microbatches\": %lld,\n \"runs\": [",
            o->exec.warmup, o->exec.iterations,
            (long long)ds_strategy_num_microbatches(&in->strategy));
     for (size_t r = 0; r < ds_exec_run_count(exec); r++) {

@@ -26,6 +26,7 @@ enum {
     OPT_TIMELINE,
     OPT_SVG,
     OPT_MICROBATCHES,
+    OPT_RETIRED_MICROBATCHES,
     OPT_HELP,
 };
 
@@ -73,7 +74,8 @@ void predict_print_help(FILE *out)
         "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
         "end\n"
         "  --svg FILE.svg           Gantt chart (one row per GPU, or per stage when large)\n"
-        "  --microbatches           print per stage and micro-batch start/end times\n");
+        "  --microbatch-times       print per stage and micro-batch start/end times (always\n"
+        "                           when there are at most 64; --json has them all)\n");
 }
 
 /* Ranks a trace may show: a few hundred MB of trace JSON at most, what a
@@ -371,7 +373,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         }
     } else {
         printf(
-            "#\n# %zu (stage, chunk, micro-batch) timings: --microbatches or --json prints them\n",
+            "#\n# %zu (stage, chunk, micro-batch) timings: --microbatch-times or --json prints them\n",
             nmb);
     }
     if (sum.oom)
@@ -415,7 +417,7 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     else
         printf("null");
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
-           "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
+           "\"num_microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
            "\"dependencies\": %lld, "
            "\"build_s\": %.6f, \"evaluate_s\": %.6f,\n",
            o->estimate ? "true" : "false", mode_name(s.mode),
@@ -594,7 +596,9 @@ static const struct option predict_options[] = {
     {"detail-ranks", required_argument, NULL, OPT_DETAIL_RANKS},
     {"timeline", required_argument, NULL, OPT_TIMELINE},
     {"svg", required_argument, NULL, OPT_SVG},
-    {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
+    {"microbatch-times", no_argument, NULL, OPT_MICROBATCHES},
+    /* Retired: validate's --microbatches is a count; this flag was renamed. */
+    {"microbatches", optional_argument, NULL, OPT_RETIRED_MICROBATCHES},
     {NULL, 0, NULL, 0},
 };
 
@@ -641,6 +645,10 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_TIMELINE: o->timeline = arg; return 1;
     case OPT_SVG: o->svg = arg; return 1;
     case OPT_MICROBATCHES: o->microbatches = true; return 1;
+    case OPT_RETIRED_MICROBATCHES:
+        return app_usage_error(app, "option '--microbatches' was renamed (accepted: "
+                                    "--microbatch-times, which prints every micro-batch's "
+                                    "start and end; the count is --global-batch over mbs)"), -1;
     default: return 0;
     }
 }

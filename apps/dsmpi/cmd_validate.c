@@ -599,7 +599,7 @@ static void print_json(const context_t *cx, const result_t *res, size_t n, doubl
     for (size_t i = 0; i < n; i++) {
         printf("%s\n {\"strategy\": ", i ? "," : "");
         output_json_string(stdout, res[i].strategy);
-        printf(", \"microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
+        printf(", \"num_microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
                (long long)res[i].microbatches, res[i].costs_s);
         json_comparison(res[i].cmp[0]);
         if (cx->o->ablation) {
