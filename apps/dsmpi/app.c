@@ -137,6 +137,21 @@ int app_take_files(const app_t *app, const char *option, const char *arg, const 
     return 1;
 }
 
+void output_csv_field(FILE *out, const char *text)
+{
+    if (strpbrk(text, ",\"\r\n") == NULL) {
+        fputs(text, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *c = text; *c != '\0'; c++) {
+        if (*c == '"')
+            fputc('"', out);
+        fputc(*c, out);
+    }
+    fputc('"', out);
+}
+
 void output_json_string(FILE *out, const char *text)
 {
     fputc('"', out);

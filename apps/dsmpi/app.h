@@ -156,6 +156,9 @@ void inputs_set_demo(inputs_t *in);
 void output_preamble(const app_t *app, FILE *out);
 /* "dsmpi <command> <args...>" for the records a run leaves. */
 void app_command_line(const app_t *app, char *text, size_t size);
+/* Writes `text` as one CSV field: quoted (with doubled quotes) when it holds a comma, a quote
+ * or a line break. */
+void output_csv_field(FILE *out, const char *text);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
 /* Opens a command's JSON object on stdout: {"model": ..., and the strategy

@@ -105,6 +105,27 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_backend_
     printf("]}\n");
 }
 
+/* One row per run and rank: the rank's times with its run's iteration time. */
+static void print_csv(const ds_exec_t *exec, int ranks)
+{
+    printf("run,rank,tp,dp,pp,iter_time_s,compute_s,comm_exposed_s,wait_s,idle_s,busy_s,tp_s,pp_s,"
+           "dp_s,other_s,noisy\n");
+    for (size_t run = 0; run < ds_exec_run_count(exec); run++) {
+        ds_exec_summary_t s;
+        if (ds_exec_get_summary(exec, run, &s) != DS_OK)
+            continue;
+        for (int r = 0; r < ranks; r++) {
+            ds_exec_device_t d;
+            if (ds_exec_device_at(exec, run, r, &d) != DS_OK)
+                continue;
+            printf("%zu,%lld,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d\n", run,
+                   (long long)d.rank, d.coords.tp, d.coords.dp, d.coords.pp, s.iteration_s,
+                   d.compute_s, d.comm_exposed_s, d.wait_s, d.idle_s, d.busy_s, d.tp_s, d.pp_s,
+                   d.dp_s, d.other_s, s.load.noisy ? 1 : 0);
+        }
+    }
+}
+
 static void print_table(const app_t *app, const inputs_t *in, const ds_backend_t *backend,
                         const ds_exec_t *exec, int ranks, int nodes)
 {
@@ -212,6 +233,8 @@ int cmd_execute(app_t *app)
     if (app->rank == 0) {
         if (in.format == OUTPUT_JSON)
             print_json(&in, &o, backend, exec, alloc.world_size, alloc.num_nodes);
+        else if (in.format == OUTPUT_CSV)
+            print_csv(exec, alloc.world_size);
         else if (!in.quiet)
             print_table(app, &in, backend, exec, alloc.world_size, alloc.num_nodes);
     }

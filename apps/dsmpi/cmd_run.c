@@ -96,6 +96,7 @@ int cmd_run(app_t *app)
     app_command_line(app, command, sizeof(command));
     po.lib.command_line = command;
     ds_profiler_t *p = NULL;
+    po.json_ok = po.dry_run; /* --json and --csv: the plan of a dry run, else the prediction */
     code = profile_execute(app, &in, &po, &p);
     if (code == APP_EXIT_OK && !po.dry_run && po.search) {
         /* Rank the whole space from what was just profiled, on every rank. */
@@ -106,7 +107,8 @@ int cmd_run(app_t *app)
         if (ds_device_spec_match(ds_backend_kind_name(ds_backend_kind(backend)),
                                  ds_backend_device_name(backend), &spec) == DS_OK)
             inputs_default_device(&in, &spec);
-        printf("#\n");
+        if (in.format == OUTPUT_TABLE && !in.quiet)
+            printf("#\n");
         fflush(stdout);
         code = predict_execute(app, &in, o, ds_profiler_db(p));
     }
