@@ -539,6 +539,7 @@ int cmd_plan(app_t *app)
             in.device = measured_device.name;
     }
     ds_plan_inputs_t p;
+    bool costs_missing = false; /* plan_size reported the events without a cost */
     for (int i = 0; i < o->num_gpus && status == DS_OK; i++) {
         ds_cluster_t cluster;
         status = cluster_of(&in, &template_cluster, o->gpus[i], &cluster);
@@ -550,8 +551,9 @@ int cmd_plan(app_t *app)
             plan_inputs(o, cluster.gpus_per_node, &p);
         }
         status = plan_size(app, &in, o, &cluster, &p, &e[i]);
+        costs_missing = status == DS_ERR_NOT_FOUND;
     }
-    if (status == DS_ERR_NOT_FOUND) {
+    if (costs_missing) {
         code = APP_EXIT_USAGE;
         goto out;
     }
