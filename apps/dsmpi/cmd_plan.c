@@ -63,7 +63,8 @@ static void help(void)
     printf("Output:\n"
            "  --markdown               a Markdown table to paste into a proposal\n"
            "  --csv, --json, --quiet\n"
-           "  --svg FILE.svg           days to train and scaling efficiency against GPUs\n");
+           "  --svg FILE.svg           days to train and scaling efficiency against GPUs\n"
+           "  --out DIR                plan.svg into DIR (created)\n");
 }
 
 typedef struct options {

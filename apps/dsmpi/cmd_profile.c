@@ -110,7 +110,8 @@ void profile_print_help(FILE *out)
           "                           parallel HDF5, such as the SimGrid SMPI build)\n"
           "  --search                 profile every candidate of the search space at once (as\n"
           "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
-          "                           --max-mbs), and --strategy when given\n"
+          "                           --max-mbs), and --strategy when given; 'run --search'\n"
+          "                           then ranks it: --top K strategies (default 10)\n"
           "  --sweep-min B, --sweep-max B   communication sweep (default 1KiB..256MiB)\n",
           out);
 }

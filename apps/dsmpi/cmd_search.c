@@ -44,7 +44,8 @@ static void help(void)
            "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K)\n"
            "  --trace FILE.json        Perfetto trace of the best strategy (DP replica 0)\n"
            "  --svg FILE.svg           Gantt chart of the best strategy\n"
-           "  --timeline FILE.h5       HDF5 timeline of the best strategy\n");
+           "  --timeline FILE.h5       HDF5 timeline of the best strategy\n"
+           "  --out DIR                best-trace.json and best-timeline.svg into DIR (created)\n");
 }
 
 typedef struct options {
