@@ -42,6 +42,14 @@ int app_mpi_command_start(app_t *app, void (*help)(void))
             help();
             return APP_EXIT_OK;
         }
+    int code = app_mpi_start(app, false);
+    return code == APP_EXIT_OK ? -1 : code;
+}
+
+int app_mpi_require(app_t *app)
+{
+    if (app->mpi)
+        return -1;
     int code = app_mpi_start(app, true);
     return code == APP_EXIT_OK ? -1 : code;
 }
@@ -86,6 +94,24 @@ void app_warning(const app_t *app, const char *fmt, ...)
     va_end(ap);
 }
 
+int app_option_error(const app_t *app, const char *accepted)
+{
+    const char *word = optind >= 1 && optind <= app->argc ? app->argv[optind - 1] : "";
+    const char *value = strchr(word, '=');
+    int name_len = value != NULL ? (int)(value - word) : (int)strlen(word);
+    char see[96];
+    snprintf(see, sizeof(see), "see 'dsmpi %s --help'", app->command);
+    /* getopt_long names a known long option in optopt: it lacked its value or took one it
+     * does not have; an unknown one (or a short one) leaves optopt 0 (or its letter). */
+    bool known = optopt != 0 && strncmp(word, "--", 2) == 0;
+    if (known && value != NULL)
+        return app_usage_error(app, "option '%.*s' takes no value (%s)", name_len, word, see);
+    if (known)
+        return app_usage_error(app, "option '%s' needs a value (%s)", word, see);
+    return app_usage_error(app, "option '%.*s' is not known (%s)", name_len, word,
+                           accepted != NULL ? accepted : see);
+}
+
 void output_preamble(const app_t *app, FILE *out)
 {
     fprintf(out, "# dsmpi %s %s\n", DS_VERSION_STRING, app->command);
@@ -100,6 +126,42 @@ void app_command_line(const app_t *app, char *text, size_t size)
     size_t used = (size_t)snprintf(text, size, "dsmpi");
     for (int i = 0; i < app->argc && used < size; i++)
         used += (size_t)snprintf(text + used, size - used, " %s", app->argv[i]);
+}
+
+const char *app_next_option_word(const app_t *app)
+{
+    if (optind < 1 || optind >= app->argc || app->argv[optind][0] == '-')
+        return NULL;
+    return app->argv[optind++];
+}
+
+int app_take_files(const app_t *app, const char *option, const char *arg, const char **paths,
+                   int max, int *count)
+{
+    for (const char *path = arg; path != NULL; path = app_next_option_word(app)) {
+        if (*count >= max) {
+            app_usage_error(app, "more than %d files for --%s (accepted: at most %d)", max,
+                            option, max);
+            return -1;
+        }
+        paths[(*count)++] = path;
+    }
+    return 1;
+}
+
+void output_csv_field(FILE *out, const char *text)
+{
+    if (strpbrk(text, ",\"\r\n") == NULL) {
+        fputs(text, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *c = text; *c != '\0'; c++) {
+        if (*c == '"')
+            fputc('"', out);
+        fputc(*c, out);
+    }
+    fputc('"', out);
 }
 
 void output_json_string(FILE *out, const char *text)

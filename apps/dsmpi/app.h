@@ -30,8 +30,13 @@ typedef struct app {
  * launcher (mpiexec, srun), so that only rank 0 prints. */
 int app_mpi_start(app_t *app, bool required);
 /* Starts MPI for a command that needs it, unless --help is among its words:
- * then help() is printed without MPI.  -1: go on; else the exit code. */
+ * then help() is printed without MPI.  Under a launcher MPI starts now (so
+ * that only rank 0 prints a usage error); a process started alone parses its
+ * options first and starts MPI with app_mpi_require after them, so that
+ * --help and usage errors need no MPI.  -1: go on; else the exit code. */
 int app_mpi_command_start(app_t *app, void (*help)(void));
+/* Starts MPI when it does not run yet.  -1: it runs; else the exit code. */
+int app_mpi_require(app_t *app);
 void app_mpi_stop(app_t *app);
 
 /* Prints "dsmpi <command>: <message>" on stderr (rank 0 only, or every rank
@@ -41,6 +46,11 @@ int app_usage_error(const app_t *app, const char *fmt, ...) __attribute__((forma
 /* Prints "dsmpi <command>: warning: <message>" on stderr (rank 0 only); the
  * exit status is not changed. */
 void app_warning(const app_t *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The usage error of a getopt_long loop over app->argv that returned '?': one line naming the
+ * option and what went wrong (not known, needs a value, takes no value), then `accepted` in
+ * parentheses (NULL: "see 'dsmpi <command> --help'").  Returns APP_EXIT_USAGE. */
+int app_option_error(const app_t *app, const char *accepted);
 
 /* ---- common options --------------------------------------------------------- */
 
@@ -127,6 +137,18 @@ typedef struct app_run_options {
 extern const struct option app_run_long_options[];
 int app_run_option(const app_t *app, void *ctx, int id, const char *arg);
 
+/* Options that take several files ("--nccl-tests A B C"): the option's value and every word
+ * after it up to the next option (a word starting with '-') or the end are appended to
+ * paths[*count..max); "--nccl-tests A --nccl-tests B" adds to the same list.  The words are
+ * consumed: getopt_long goes on after them.  Call from an option handler while
+ * app_parse_options (or another getopt_long loop over app->argv) runs.  1 taken, -1 more than
+ * `max` files (message printed). */
+int app_take_files(const app_t *app, const char *option, const char *arg, const char **paths,
+                   int max, int *count);
+/* The next word after the option just parsed when it is one of its values (not an option),
+ * consumed; NULL at the next option or the end.  What app_take_files is built on. */
+const char *app_next_option_word(const app_t *app);
+
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);
 
@@ -150,6 +172,9 @@ void inputs_set_demo(inputs_t *in);
 void output_preamble(const app_t *app, FILE *out);
 /* "dsmpi <command> <args...>" for the records a run leaves. */
 void app_command_line(const app_t *app, char *text, size_t size);
+/* Writes `text` as one CSV field: quoted (with doubled quotes) when it holds a comma, a quote
+ * or a line break. */
+void output_csv_field(FILE *out, const char *text);
 /* Writes `text` as a JSON string literal. */
 void output_json_string(FILE *out, const char *text);
 /* The same, or null when `text` is NULL. */

@@ -103,9 +103,7 @@ int cmd_allocation(app_t *app)
         else if (id == OPT_CSV)
             format = OUTPUT_CSV;
         else
-            return app_usage_error(app,
-                                   "option '%s' is not known (accepted: --json, --csv, --help)",
-                                   app->argv[optind - 1]);
+            return app_option_error(app, "accepted: --json, --csv, --help");
     }
     if (optind < app->argc)
         return app_usage_error(app, "unexpected argument '%s' (see 'dsmpi allocation --help')",

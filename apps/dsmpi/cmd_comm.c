@@ -46,9 +46,12 @@ static void help(void)
         "  --nccl-tests LOG...      nccl-tests output (all_reduce_perf, all_gather_perf,\n"
         "                           reduce_scatter_perf, alltoall_perf, sendrecv_perf,\n"
         "                           broadcast_perf; plain or mpirun/srun-prefixed, several\n"
-        "                           tests one after another); the primitive comes from each\n"
-        "                           test's banner, else the file name (all_reduce_16.log)\n"
+        "                           tests one after another; several files, or the option\n"
+        "                           repeated); the primitive comes from each test's banner,\n"
+        "                           else the file name (all_reduce_16.log)\n"
         "  --cluster-tag T          tag the imported samples with the cluster they come from\n"
+        "  --profile-db FILE.h5     also the communication samples this database holds (with\n"
+        "                           --cluster-tag, those of that cluster)\n"
         "  --gpus-per-node G        devices per node, for the logs and the predicted groups\n"
         "                           (default: the cluster's, else DS_GPUS_PER_NODE)\n"
         "  --cluster FILE           network levels, NICs per node and oversubscription\n"
@@ -168,9 +171,8 @@ static int parse_options(app_t *app, options_t *o)
                 help();
             return -1;
         case OPT_NCCL_TESTS:
-            if (o->num_logs == MAX_LOGS)
-                return app_usage_error(app, "more than %d logs", MAX_LOGS);
-            o->logs[o->num_logs++] = optarg;
+            if (app_take_files(app, "nccl-tests", optarg, o->logs, MAX_LOGS, &o->num_logs) < 0)
+                return APP_EXIT_USAGE;
             break;
         case OPT_OP: status = ds_comm_op_parse(optarg, &o->op); break;
         case OPT_GPUS: status = parse_gpus(optarg, o); break;
@@ -207,20 +209,16 @@ static int parse_options(app_t *app, options_t *o)
         case OPT_JSON: o->format = OUTPUT_JSON; break;
         case OPT_CSV: o->format = OUTPUT_CSV; break;
         case OPT_PROFILE_DB: o->profile_db = optarg; break;
-        default:
-            return app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi comm --help')",
-                app->argv[optind - 1]);
+        default: return app_option_error(app, NULL);
         }
         if (status != DS_OK)
             return app_fail(app, status);
     }
-    /* "--nccl-tests A B C": the words after the option's own are logs too. */
-    for (; optind < app->argc; optind++) {
-        if (o->num_logs == MAX_LOGS)
-            return app_usage_error(app, "more than %d logs", MAX_LOGS);
-        o->logs[o->num_logs++] = app->argv[optind];
-    }
+    /* "--nccl-tests A B C" took the logs that follow it. */
+    if (optind < app->argc)
+        return app_usage_error(app, "unexpected argument '%s' (nccl-tests logs follow "
+                                    "--nccl-tests; see 'dsmpi comm --help')",
+                               app->argv[optind]);
     if (o->num_gpus == 0)
         return app_usage_error(app, "no group sizes given (accepted: --gpus 16,32,64,128,1024)");
     if (o->min_bytes < 1 || o->max_bytes < o->min_bytes)

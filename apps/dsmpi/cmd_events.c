@@ -91,7 +91,7 @@ static void print_json(const inputs_t *in, const ds_event_totals_t *t, const ran
                        size_t num_top)
 {
     output_json_open(in, true);
-    printf(", \"target_gpus\": %lld, \"microbatches\": %lld, \"kinds\": [",
+    printf(", \"target_gpus\": %lld, \"num_microbatches\": %lld, \"kinds\": [",
            (long long)ds_cluster_num_gpus(&in->cluster),
            (long long)ds_strategy_num_microbatches(&in->strategy));
     for (int c = 0; c < DS_CLASS_COUNT_; c++)

@@ -95,7 +95,7 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_backend_
     printf(", \"ranks\": %d, \"nodes\": %d, \"backend\": \"%s\", \"fingerprint\": ", ranks, nodes,
            ds_backend_kind_name(ds_backend_kind(backend)));
     output_json_string(stdout, ds_backend_fingerprint(backend));
-    printf(", \"warmup\": %d, \"iterations\": %d, \"microbatches\": %lld,\n \"runs\": [",
+    printf(", \"warmup\": %d, \"iterations\": %d, \"num_microbatches\": %lld,\n \"runs\": [",
            o->exec.warmup, o->exec.iterations,
            (long long)ds_strategy_num_microbatches(&in->strategy));
     for (size_t r = 0; r < ds_exec_run_count(exec); r++) {
@@ -103,6 +103,27 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_backend_
         json_run(exec, r, ranks);
     }
     printf("]}\n");
+}
+
+/* One row per run and rank: the rank's times with its run's iteration time. */
+static void print_csv(const ds_exec_t *exec, int ranks)
+{
+    printf("run,rank,tp,dp,pp,iter_time_s,compute_s,comm_exposed_s,wait_s,idle_s,busy_s,tp_s,pp_s,"
+           "dp_s,other_s,noisy\n");
+    for (size_t run = 0; run < ds_exec_run_count(exec); run++) {
+        ds_exec_summary_t s;
+        if (ds_exec_get_summary(exec, run, &s) != DS_OK)
+            continue;
+        for (int r = 0; r < ranks; r++) {
+            ds_exec_device_t d;
+            if (ds_exec_device_at(exec, run, r, &d) != DS_OK)
+                continue;
+            printf("%zu,%lld,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d\n", run,
+                   (long long)d.rank, d.coords.tp, d.coords.dp, d.coords.pp, s.iteration_s,
+                   d.compute_s, d.comm_exposed_s, d.wait_s, d.idle_s, d.busy_s, d.tp_s, d.pp_s,
+                   d.dp_s, d.other_s, s.load.noisy ? 1 : 0);
+        }
+    }
 }
 
 static void print_table(const app_t *app, const inputs_t *in, const ds_backend_t *backend,
@@ -156,6 +177,8 @@ int cmd_execute(app_t *app)
     app_option_handler_t handlers[] = {{execute_option, &o}, {app_run_option, &run}};
     code = app_parse_options(app, &in, (const struct option *[]){app_run_long_options, extra, NULL},
                              handlers, 2, OPT_HELP, help);
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code >= 0)
         goto out_inputs;
     if (!in.strategy_given) {
@@ -210,6 +233,8 @@ int cmd_execute(app_t *app)
     if (app->rank == 0) {
         if (in.format == OUTPUT_JSON)
             print_json(&in, &o, backend, exec, alloc.world_size, alloc.num_nodes);
+        else if (in.format == OUTPUT_CSV)
+            print_csv(exec, alloc.world_size);
         else if (!in.quiet)
             print_table(app, &in, backend, exec, alloc.world_size, alloc.num_nodes);
     }

@@ -32,6 +32,7 @@ typedef struct importer {
     const char *option; /* long option, also the source's name in the output */
     const char *help;
     import_fn run;
+    bool several; /* the option takes several files (as --nccl-tests in every command) */
 } importer_t;
 
 /* A text cost table: every entry becomes an event cost marked imported. */
@@ -120,18 +121,19 @@ static const importer_t importers[] = {
     {"nccl-tests",
      "nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
      "                           sendrecv_perf, alltoall_perf, broadcast_perf; plain or\n"
-     "                           mpirun/srun-prefixed; --gpus-per-node G, --cluster-tag T)",
-     import_nccl_tests},
+     "                           mpirun/srun-prefixed; several files after the option;\n"
+     "                           --gpus-per-node G, --cluster-tag T)",
+     import_nccl_tests, true},
     {"cost-table",
      "text cost table, one event a line: '<event key> = <mean s>\n"
      "                           [<median s> <p10 s> <p90 s> <repetitions> <provenance>]',\n"
      "                           e.g. 'gemm fwd bf16 NN m=2048 n=3072 k=1024 = 1.5e-3'",
-     import_cost_table},
+     import_cost_table, false},
     {"comm-samples",
      "communication samples as text, one a line: '<primitive> <dtype> bytes=B\n"
      "                           group=N nodes=K per-node=R [conc=C] [batched] = <mean s> ...'\n"
      "                           (what 'dsmpi profile --comm-samples-out' writes)",
-     import_comm_samples},
+     import_comm_samples, false},
 };
 #define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))
 
@@ -264,7 +266,11 @@ int cmd_import(app_t *app)
     optind = 1;
     while ((id = getopt_long(app->argc, app->argv, "", options, NULL)) != -1) {
         if (id >= OPT_SOURCE && id < OPT_SOURCE + (int)NUM_IMPORTERS) {
-            sources[num_sources++] = (source_t){(size_t)(id - OPT_SOURCE), optarg, {0, 0, 0, 0}};
+            /* Every path is a word of argv: `sources` has room for them all. */
+            size_t which = (size_t)(id - OPT_SOURCE);
+            for (const char *path = optarg; path != NULL;
+                 path = importers[which].several ? app_next_option_word(app) : NULL)
+                sources[num_sources++] = (source_t){which, path, {0, 0, 0, 0}};
             continue;
         }
         switch (id) {
@@ -289,9 +295,7 @@ int cmd_import(app_t *app)
         case OPT_QUIET: quiet = true; break;
         default:
             free(sources);
-            return app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi import --help')",
-                app->argv[optind - 1]);
+            return app_option_error(app, NULL);
         }
     }
     if (optind < app->argc) {

@@ -70,7 +70,8 @@ static void help(void)
     printf("Output:\n"
            "  --markdown               a Markdown table to paste into a proposal\n"
            "  --csv, --json, --quiet\n"
-           "  --svg FILE.svg           days to train, GPU-hours and cost against GPUs\n");
+           "  --svg FILE.svg           days to train, GPU-hours and cost against GPUs\n"
+           "  --out DIR                plan.svg into DIR (created)\n");
 }
 
 typedef struct options {
@@ -648,6 +649,7 @@ int cmd_plan(app_t *app)
     static char svg_path[4096];
     if (o->svg == NULL)
         o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));
+    o->si.logs_gpus_per_node = in.target_gpus_per_node;
     if (status == DS_OK)
         status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
     static ds_device_spec_t measured_device;
@@ -658,6 +660,7 @@ int cmd_plan(app_t *app)
             in.device = measured_device.name;
     }
     ds_plan_inputs_t p;
+    bool costs_missing = false; /* plan_size reported the events without a cost */
     for (int i = 0; i < o->num_gpus && status == DS_OK; i++) {
         ds_cluster_t cluster;
         status = cluster_of(&in, &template_cluster, o->gpus[i], &cluster);
@@ -669,8 +672,9 @@ int cmd_plan(app_t *app)
             plan_inputs(o, cluster.gpus_per_node, &p);
         }
         status = plan_size(app, &in, o, &cluster, &p, &e[i]);
+        costs_missing = status == DS_ERR_NOT_FOUND;
     }
-    if (status == DS_ERR_NOT_FOUND) {
+    if (costs_missing) {
         code = APP_EXIT_USAGE;
         goto out;
     }

@@ -27,6 +27,7 @@ enum {
     OPT_SVG,
     OPT_MICROBATCHES,
     OPT_ALLOW_OOM,
+    OPT_RETIRED_MICROBATCHES,
     OPT_HELP,
 };
 
@@ -53,8 +54,9 @@ void predict_print_help(FILE *out)
         "  --profile-db FILE.h5     measured costs (dsmpi profile / dsmpi import)\n"
         "  --site-db FILE.h5        a read-only database searched after --profile-db (repeatable)\n"
         "  --fingerprint TEXT       which device's measurements (default: the one with most)\n"
-        "  --nccl-tests LOG         nccl-tests output of the target system (repeatable) for the\n"
-        "                           communication model; --nccl-gpus-per-node G for its layout\n"
+        "  --nccl-tests LOG...      nccl-tests output of the target system for the communication\n"
+        "                           model (several files, or the option repeated); read with\n"
+        "                           --gpus-per-node G when given, else the logs' host names\n"
         "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
         "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
         "                           every number resting on them is marked assumed\n"
@@ -73,7 +75,8 @@ void predict_print_help(FILE *out)
         "  --timeline FILE.h5       HDF5 timeline: per device event id, kind, micro-batch, start, "
         "end\n"
         "  --svg FILE.svg           Gantt chart (one row per distinct device timeline)\n"
-        "  --microbatches           print per stage and micro-batch start/end times\n"
+        "  --microbatch-times       print per stage and micro-batch start/end times (always\n"
+        "                           when there are at most 64; --json has them all)\n"
         "  --allow-oom              exit 0 when the strategy does not fit in device memory\n"
         "Exit codes: 0 done, 1 runtime failure, 2 bad input, 3 the strategy does not fit in\n"
         "device memory (OUT OF MEMORY in the first row, \"oom\": true in --json, one line on\n"
@@ -373,7 +376,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         }
     } else {
         printf(
-            "#\n# %zu (stage, chunk, micro-batch) timings: --microbatches or --json prints them\n",
+            "#\n# %zu (stage, chunk, micro-batch) timings: --microbatch-times or --json prints them\n",
             nmb);
     }
     if (sum.oom)
@@ -420,7 +423,7 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     output_json_string_or_null(stdout, o->db_path);
     printf(", \"nccl_tests_logs\": %zu", o->num_nccl_tests);
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
-           "\"microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
+           "\"num_microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
            "\"dependencies\": %lld, "
            "\"build_s\": %.6f, \"evaluate_s\": %.6f,\n",
            o->estimate ? "true" : "false", mode_name(s.mode),
@@ -626,7 +629,8 @@ static const struct option predict_options[] = {
     {"site-db", required_argument, NULL, OPT_SITE_DB},
     {"fingerprint", required_argument, NULL, OPT_FINGERPRINT},
     {"nccl-tests", required_argument, NULL, OPT_NCCL_TESTS},
-    {"nccl-gpus-per-node", required_argument, NULL, OPT_NCCL_GPUS_PER_NODE},
+    /* Retired: refused with the new name (--gpus-per-node sets the target's layout too). */
+    {"nccl-gpus-per-node", optional_argument, NULL, OPT_NCCL_GPUS_PER_NODE},
     {"estimate-missing", no_argument, NULL, OPT_ESTIMATE},
     {"peak-tflops", required_argument, NULL, OPT_PEAK_TFLOPS},
     {"mem-bw-gbs", required_argument, NULL, OPT_MEM_BW},
@@ -638,7 +642,9 @@ static const struct option predict_options[] = {
     {"detail-ranks", required_argument, NULL, OPT_DETAIL_RANKS},
     {"timeline", required_argument, NULL, OPT_TIMELINE},
     {"svg", required_argument, NULL, OPT_SVG},
-    {"microbatches", no_argument, NULL, OPT_MICROBATCHES},
+    {"microbatch-times", no_argument, NULL, OPT_MICROBATCHES},
+    /* Retired: validate's --microbatches is a count; this flag was renamed. */
+    {"microbatches", optional_argument, NULL, OPT_RETIRED_MICROBATCHES},
     {"allow-oom", no_argument, NULL, OPT_ALLOW_OOM},
     {NULL, 0, NULL, 0},
 };
@@ -665,15 +671,13 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_PROFILE_DB: o->profile_db = arg; return 1;
     case OPT_SITE_DB: return add_file(app, "--site-db", o->site_dbs, &o->num_site_dbs, arg);
     case OPT_FINGERPRINT: o->fingerprint = arg; return 1;
-    case OPT_NCCL_TESTS: return add_file(app, "--nccl-tests", o->nccl_tests, &o->num_nccl_tests, arg);
-    case OPT_NCCL_GPUS_PER_NODE: {
-        int64_t value = 0;
-        ds_status_t status = ds_parse_count(arg, "nccl-gpus-per-node", 1, 1024, &value);
-        if (status != DS_OK)
-            return app_fail(app, status), -1;
-        o->nccl_gpus_per_node = (int)value;
-        return 1;
-    }
+    case OPT_NCCL_TESTS:
+        return app_take_files(app, "nccl-tests", arg, o->nccl_tests, PREDICT_MAX_FILES,
+                              &o->num_nccl_tests);
+    case OPT_NCCL_GPUS_PER_NODE:
+        return app_usage_error(app, "option '--nccl-gpus-per-node' was renamed (accepted: "
+                                    "--gpus-per-node G, the target's devices per node, which "
+                                    "its nccl-tests logs are read with too)"), -1;
     case OPT_ESTIMATE: o->estimate = true; return 1;
     case OPT_PEAK_TFLOPS:
         return parse_double_opt(app, "peak-tflops", arg, &o->peak_tflops) == APP_EXIT_OK ? 1 : -1;
@@ -689,6 +693,10 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_SVG: o->svg = arg; return 1;
     case OPT_MICROBATCHES: o->microbatches = true; return 1;
     case OPT_ALLOW_OOM: o->allow_oom = true; return 1;
+    case OPT_RETIRED_MICROBATCHES:
+        return app_usage_error(app, "option '--microbatches' was renamed (accepted: "
+                                    "--microbatch-times, which prints every micro-batch's "
+                                    "start and end; the count is --global-batch over mbs)"), -1;
     default: return 0;
     }
 }
@@ -703,13 +711,15 @@ int predict_check(const app_t *app, const predict_options_t *o, bool have_db)
     return -1;
 }
 
-/* Communication samples of the nccl-tests logs given. */
-static ds_status_t load_nccl_logs(const predict_options_t *o, ds_comm_samples_t *samples)
+/* Communication samples of the nccl-tests logs given, read with the target's --gpus-per-node
+ * (else the logs' host names). */
+static ds_status_t load_nccl_logs(const predict_options_t *o, const inputs_t *in,
+                                  ds_comm_samples_t *samples)
 {
-    for (size_t i = 0; i < o->num_nccl_tests; i++) {
+    for (int i = 0; i < o->num_nccl_tests; i++) {
         ds_comm_import_options_t io;
         ds_comm_import_options_init(&io);
-        io.gpus_per_node = o->nccl_gpus_per_node;
+        io.gpus_per_node = in->target_gpus_per_node;
         ds_status_t status = ds_comm_import_nccl_tests(o->nccl_tests[i], &io, samples, NULL);
         if (status != DS_OK)
             return status;
@@ -750,7 +760,7 @@ static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile
             inputs_default_device(in, &spec);
     }
     if ((status = ds_events_generate(in->model, &in->strategy, &in->cluster, &events)) != DS_OK ||
-        (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, logs)) != DS_OK)
+        (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, in, logs)) != DS_OK)
         goto out;
     ds_cost_sources_t sources = {db, o->fingerprint, ds_comm_samples_data(logs), ds_comm_samples_size(logs)};
     if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &o->cost_report)) != DS_OK)

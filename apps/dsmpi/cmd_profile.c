@@ -52,6 +52,14 @@ void profile_cmd_init(profile_cmd_options_t *o)
     search_inputs_init(&o->space);
 }
 
+void profile_cmd_apply_demo(profile_cmd_options_t *o)
+{
+    if (o->lib.db_path == NULL && o->lib.costs_out == NULL && o->lib.comm_samples_out == NULL)
+        o->lib.db_path = PROFILE_DEMO_DB;
+    if (!o->sweep_max_given)
+        o->lib.sweep_max_bytes = 64 << 20;
+}
+
 int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const char *arg)
 {
     ds_status_t status = DS_OK;
@@ -70,7 +78,10 @@ int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const cha
     case OPT_COSTS_OUT: o->lib.costs_out = arg; return 1;
     case OPT_COMM_SAMPLES_OUT: o->lib.comm_samples_out = arg; return 1;
     case OPT_SWEEP_MIN: status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes); break;
-    case OPT_SWEEP_MAX: status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes); break;
+    case OPT_SWEEP_MAX:
+        status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes);
+        o->sweep_max_given = true;
+        break;
     case OPT_SEARCH: o->search = true; return 1;
     default: return search_inputs_handle(app, &o->space, id, arg);
     }
@@ -99,7 +110,8 @@ void profile_print_help(FILE *out)
           "                           parallel HDF5, such as the SimGrid SMPI build)\n"
           "  --search                 profile every candidate of the search space at once (as\n"
           "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
-          "                           --max-mbs), and --strategy when given\n"
+          "                           --max-mbs), and --strategy when given; 'run --search'\n"
+          "                           then ranks it: --top K strategies (default 10)\n"
           "  --sweep-min B, --sweep-max B   communication sweep (default 1KiB..256MiB)\n",
           out);
 }
@@ -204,6 +216,27 @@ static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summa
     fprintf(out, "}\n");
 }
 
+/* The summary as one CSV row under a header: the scalars of print_json. */
+static void print_csv(const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
+{
+    printf("device,fingerprint,ranks,nodes,target_events,compute_keys,comm_keys,units,"
+           "units_measured,units_reused,comm_tasks,comm_tasks_reused,comm_keys_measured,"
+           "comm_keys_fitted,comm_keys_assumed,estimated_compute_s,estimated_comm_s%s\n",
+           ran ? ",wall_s,compute_wall_s,comm_wall_s,commit_wall_s,interrupted" : "");
+    output_csv_field(stdout, ds_profiler_device_name(p));
+    putchar(',');
+    output_csv_field(stdout, ds_profiler_fingerprint(p));
+    printf(",%d,%d,%lld,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.3f,%.3f", s->ranks, s->nodes,
+           (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
+           s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
+           s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed,
+           s->estimated_compute_s, s->estimated_comm_s);
+    if (ran)
+        printf(",%.3f,%.3f,%.3f,%.3f,%d", s->wall_s, s->compute_wall_s, s->comm_wall_s,
+               s->commit_wall_s, s->interrupted ? 1 : 0);
+    putchar('\n');
+}
+
 int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t *o,
                     ds_profiler_t **profiler_p)
 {
@@ -237,12 +270,19 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
         status = ds_profiler_plan(p, &summary);
     if (status != DS_OK)
         goto fail;
+    /* dsmpi profile prints its own JSON or CSV.  Under dsmpi run, --json and --csv are the
+     * prediction's and stdout holds that alone: the tables are left out, and one line on
+     * stderr says what was profiled (progress goes to stderr too). */
     bool json = in->format == OUTPUT_JSON && o->json_ok;
-    if (app->rank == 0 && !in->quiet && !json)
+    bool csv = in->format == OUTPUT_CSV && o->json_ok;
+    bool tables = in->format == OUTPUT_TABLE && !in->quiet;
+    if (app->rank == 0 && tables)
         print_plan(app, p, &summary, o->dry_run);
     if (o->dry_run) {
         if (app->rank == 0 && json)
             print_json(stdout, p, &summary, false);
+        else if (app->rank == 0 && csv)
+            print_csv(p, &summary, false);
         *profiler_p = p;
         return APP_EXIT_OK;
     }
@@ -251,8 +291,18 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
     if (app->rank == 0 && (status == DS_OK || status == DS_ERR_INTERRUPTED || status == DS_ERR_UNSUPPORTED)) {
         if (json)
             print_json(stdout, p, &summary, true);
-        else if (!in->quiet)
+        else if (csv)
+            print_csv(p, &summary, true);
+        else if (tables)
             print_summary(p, &summary);
+        else if (!in->quiet && !o->json_ok)
+            fprintf(stderr,
+                    "dsmpi %s: profiled %zu of %zu layer passes (%zu reused), %zu of %zu "
+                    "communication tasks (%zu reused) in %.1f s into %s\n",
+                    app->command, summary.units_measured, summary.units, summary.units_reused,
+                    summary.comm_tasks - summary.comm_tasks_reused, summary.comm_tasks,
+                    summary.comm_tasks_reused, summary.wall_s,
+                    o->lib.db_path != NULL ? o->lib.db_path : "text files");
         char path[4096];
         if (inputs_out_path(in, "profile.json", path, sizeof(path)) != NULL) {
             FILE *file = fopen(path, "w");
@@ -309,10 +359,14 @@ int cmd_profile(app_t *app)
                              (const struct option *[]){extra, profile_long_options(),
                                                        search_space_long_options, NULL},
                              handlers, 1, OPT_HELP, help);
+    if (code < 0 && in.demo)
+        profile_cmd_apply_demo(&o);
     if (code < 0 && o.lib.db_path == NULL && o.lib.costs_out == NULL &&
         o.lib.comm_samples_out == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5, "
                                     "or --costs-out FILE and --comm-samples-out FILE)");
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code < 0) {
         ds_status_t status = o.search ? inputs_build_target(&in) : inputs_build(&in);
         if (status != DS_OK) {

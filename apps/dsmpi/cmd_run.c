@@ -69,17 +69,22 @@ int cmd_run(app_t *app)
                                                        search_space_long_options,
                                                        predict_long_options(), NULL},
                              handlers, 2, OPT_HELP, help);
-    bool sweep_given = false;
-    for (int i = 1; i < app->argc; i++)
-        sweep_given |= strncmp(app->argv[i], "--sweep-max", 11) == 0;
-    if (code < 0 && in.demo) {
-        if (po.lib.db_path == NULL)
-            po.lib.db_path = "dsmpi-demo.h5";
-        if (!sweep_given) /* keeps the demo to a few minutes on CPU ranks */
-            po.lib.sweep_max_bytes = 64 << 20;
+    if (code < 0 && in.demo)
+        profile_cmd_apply_demo(&po);
+    if (code < 0 && po.search) {
+        /* The cost options were taken as predict's: with --search they are the search's. */
+        po.space.cost_table = o->cost_table;
+        po.space.fingerprint = o->fingerprint;
+        po.space.estimate = o->estimate;
+        po.space.peak_tflops = o->peak_tflops;
+        po.space.mem_bw = o->mem_bw;
+        for (int i = 0; i < o->num_nccl_tests && i < SEARCH_MAX_LOGS; i++)
+            po.space.logs[po.space.num_logs++] = o->nccl_tests[i];
     }
     if (code < 0 && po.lib.db_path == NULL)
         code = app_usage_error(app, "no profile database given (accepted: --profile-db FILE.h5)");
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code >= 0)
         goto out;
     ds_status_t status = po.search ? inputs_build_target(&in) : inputs_build(&in);
@@ -91,6 +96,7 @@ int cmd_run(app_t *app)
     app_command_line(app, command, sizeof(command));
     po.lib.command_line = command;
     ds_profiler_t *p = NULL;
+    po.json_ok = po.dry_run; /* --json and --csv: the plan of a dry run, else the prediction */
     code = profile_execute(app, &in, &po, &p);
     if (code == APP_EXIT_OK && !po.dry_run && po.search) {
         /* Rank the whole space from what was just profiled, on every rank. */
@@ -101,7 +107,8 @@ int cmd_run(app_t *app)
         if (ds_device_spec_match(ds_backend_kind_name(ds_backend_kind(backend)),
                                  ds_backend_device_name(backend), &spec) == DS_OK)
             inputs_default_device(&in, &spec);
-        printf("#\n");
+        if (in.format == OUTPUT_TABLE && !in.quiet)
+            printf("#\n");
         fflush(stdout);
         code = predict_execute(app, &in, o, ds_profiler_db(p));
     }

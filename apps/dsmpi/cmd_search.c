@@ -34,8 +34,8 @@ static void help(void)
            "  --global-batch N         sequences per iteration, every candidate's (default: the model's)\n"
            "  --dtype fp32|bf16|fp16   training precision (Megatron: --bf16, --fp16)\n"
            "Target:\n"
-           "  --target-gpus N [--target-gpus-per-node G]   (default 8 per node)\n"
-           "  --target-nodes N --target-gpus-per-node G     (as in #SBATCH)\n"
+           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
+           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
            "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
            "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n");
     search_inputs_print_help(stdout);
@@ -44,7 +44,8 @@ static void help(void)
            "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K)\n"
            "  --trace FILE.json        Perfetto trace of the best strategy (DP replica 0)\n"
            "  --svg FILE.svg           Gantt chart of the best strategy\n"
-           "  --timeline FILE.h5       HDF5 timeline of the best strategy\n");
+           "  --timeline FILE.h5       HDF5 timeline of the best strategy\n"
+           "  --out DIR                best-trace.json and best-timeline.svg into DIR (created)\n");
 }
 
 typedef struct options {
@@ -346,6 +347,7 @@ static int run_search(app_t *app, inputs_t *in, options_t *o, char **original)
     ds_search_t *search = NULL;
     ds_comm_model_t *comm = NULL;
     ds_status_t status = inputs_build_target(in);
+    o->si.logs_gpus_per_node = in->target_gpus_per_node;
     if (status == DS_OK) {
         status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
         ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};

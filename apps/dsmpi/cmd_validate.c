@@ -599,7 +599,7 @@ static void print_json(const context_t *cx, const result_t *res, size_t n, doubl
     for (size_t i = 0; i < n; i++) {
         printf("%s\n {\"strategy\": ", i ? "," : "");
         output_json_string(stdout, res[i].strategy);
-        printf(", \"microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
+        printf(", \"num_microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
                (long long)res[i].microbatches, res[i].costs_s);
         json_comparison(res[i].cmp[0]);
         if (cx->o->ablation) {
@@ -825,7 +825,9 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
 
 int cmd_validate(app_t *app)
 {
-    int code = app_mpi_start(app, true);
+    /* Under a launcher MPI starts first (rank 0 alone prints usage errors); a
+     * process started alone parses its options before it. */
+    int code = app_mpi_start(app, false);
     if (code != APP_EXIT_OK)
         return code;
     inputs_t in;
@@ -853,6 +855,8 @@ int cmd_validate(app_t *app)
         code = APP_EXIT_OK;
         goto out;
     }
+    if (code < 0)
+        code = app_mpi_require(app);
     if (code >= 0)
         goto out;
     o->costs.measure.budget_s = o->budget;

@@ -120,14 +120,35 @@ void inputs_init(inputs_t *in)
     ds_strategy_init(&in->strategy);
 }
 
+/* The demo: what inputs_set_demo sets and the --demo help says. */
+#define DEMO_MODEL "gpt2-medium"
+#define DEMO_STRATEGY "dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b"
+#define DEMO_NODES 128
+#define DEMO_GPUS_PER_NODE 8
+
 void inputs_set_demo(inputs_t *in)
 {
+    static char target[64];
+    snprintf(target, sizeof(target), "nodes=%d,gpus-per-node=%d", DEMO_NODES,
+             DEMO_GPUS_PER_NODE);
     in->demo = true;
-    in->model_spec = "gpt2-medium";
-    in->target_text = "nodes=128,gpus-per-node=8";
+    in->model_spec = DEMO_MODEL;
+    in->target_text = target;
     ds_strategy_init(&in->strategy);
-    (void)ds_strategy_parse("dp=64,tp=4,pp=4,mbs=2,gbs=1024,schedule=1f1b", &in->strategy);
+    (void)ds_strategy_parse(DEMO_STRATEGY, &in->strategy);
     in->strategy_given = true;
+}
+
+/* The current value of a tunable (its environment variable, else its default). */
+static const char *param_value(const char *env_name)
+{
+    for (size_t i = 0; i < ds_param_count(); i++) {
+        const char *env, *def, *what, *current;
+        if (ds_param_describe(i, &env, &def, &what, &current) == DS_OK &&
+            strcmp(env, env_name) == 0)
+            return current;
+    }
+    return "";
 }
 
 static int bad(const app_t *app, ds_status_t status)
@@ -182,7 +203,7 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
         return status == DS_OK ? 1 : bad(app, status);
     case OPT_TARGET_GPUS_PER_NODE: {
         int64_t value = 0;
-        status = ds_parse_count(arg, "target-gpus-per-node", 1, 1024, &value);
+        status = ds_parse_count(arg, "gpus-per-node", 1, 1024, &value);
         in->target_gpus_per_node = (int)value;
         return status == DS_OK ? 1 : bad(app, status);
     }
@@ -288,8 +309,8 @@ ds_status_t inputs_build_target(inputs_t *in)
     else
         return ds_set_error(
             DS_ERR_INVALID_ARG,
-            "no target given (accepted: --target-gpus N, --target-nodes N --target-gpus-per-node "
-            "G, --target nodes=N,gpus-per-node=G, or --cluster FILE)");
+            "no target given (accepted: --target-gpus N, --target-nodes N --gpus-per-node G, "
+            "--target nodes=N,gpus-per-node=G, or --cluster FILE)");
     if (status != DS_OK)
         return status;
     if (in->device != NULL) {
@@ -376,18 +397,25 @@ void inputs_print_help(FILE *out)
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce\n"
           "Target:\n"
-          "  --target-gpus N [--target-gpus-per-node G]   (default 8 per node)\n"
-          "  --target-nodes N --target-gpus-per-node G     (as in #SBATCH)\n"
+          "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
+          "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
           "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
           "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
           "Output:\n"
           "  --json, --csv, --quiet\n"
           "  --out DIR                write the command's files into DIR (created): predict's\n"
           "                           trace, timeline and chart, profile's summary, search's and\n"
-          "                           plan's charts\n"
-          "  --demo                   gpt2-medium, dp=64,tp=4,pp=4,mbs=2,gbs=1024 on 128 x 8 "
-          "h100-sxm\n",
+          "                           plan's charts\n",
           out);
+    /* The demo's target names no device: the one of --device, else the one measured (run
+     * profiles it, a --profile-db holds it), else the default device. */
+    fprintf(out,
+            "  --demo                   " DEMO_MODEL " with " DEMO_STRATEGY "\n"
+            "                           on %d nodes x %d devices (%d): the device of --device,\n"
+            "                           else the one profiled (run) or whose costs the profile\n"
+            "                           database holds, else DS_DEFAULT_DEVICE (now %s)\n",
+            DEMO_NODES, DEMO_GPUS_PER_NODE, DEMO_NODES * DEMO_GPUS_PER_NODE,
+            param_value("DS_DEFAULT_DEVICE"));
 }
 
 int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
@@ -445,19 +473,20 @@ int app_parse_options_positional(app_t *app, inputs_t *in, const struct option *
             code = APP_EXIT_OK;
             break;
         }
-        int handled = 0;
-        if (id != '?' && id != ':') {
-            for (size_t i = 0; i < num_handlers && handled == 0; i++)
-                handled = handlers[i].fn(app, handlers[i].ctx, id, optarg);
-            if (handled == 0)
-                handled = inputs_handle(app, in, id, optarg);
+        if (id == '?' || id == ':') {
+            code = app_option_error(app, NULL);
+            break;
         }
+        int handled = 0;
+        for (size_t i = 0; i < num_handlers && handled == 0; i++)
+            handled = handlers[i].fn(app, handlers[i].ctx, id, optarg);
+        if (handled == 0)
+            handled = inputs_handle(app, in, id, optarg);
         if (handled < 0)
             code = APP_EXIT_USAGE;
         else if (handled == 0)
-            code = app_usage_error(
-                app, "option '%s' is not known or lacks its value (see 'dsmpi %s --help')",
-                app->argv[optind - 1], app->command);
+            code = app_usage_error(app, "option '%s' is not handled (see 'dsmpi %s --help')",
+                                   app->argv[optind - 1], app->command);
     }
     free(table);
     if (first_positional != NULL)

@@ -7,7 +7,7 @@
 #include "cost_origin.h"
 
 #define PREDICT_MAX_SLOW 4096
-#define PREDICT_MAX_FILES 64
+#define PREDICT_MAX_FILES 256
 
 typedef struct predict_options {
     const char *cost_table;
@@ -16,8 +16,7 @@ typedef struct predict_options {
     size_t num_site_dbs;
     const char *fingerprint;
     const char *nccl_tests[PREDICT_MAX_FILES];
-    size_t num_nccl_tests;
-    int nccl_gpus_per_node;
+    int num_nccl_tests;
     bool estimate;
     double peak_tflops, mem_bw;
     bool full, stage_level, microbatches;

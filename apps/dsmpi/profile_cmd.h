@@ -11,12 +11,20 @@ typedef struct profile_cmd_options {
     ds_profile_options_t lib;
     const char *site_dbs[PROFILE_MAX_SITE_DBS];
     bool dry_run;
-    bool json_ok; /* --json describes the profiling (dsmpi profile), not the prediction (run) */
+    bool sweep_max_given;
+    bool json_ok; /* --json, --csv describe the profiling (dsmpi profile), not the prediction (run) */
     bool search;  /* profile the union of every candidate of the search space */
     search_inputs_t space; /* --fix, --max-tp, --max-mbs of that space */
 } profile_cmd_options_t;
 
 void profile_cmd_init(profile_cmd_options_t *o);
+/* The database --demo uses when none is given (in the current directory). */
+#define PROFILE_DEMO_DB "dsmpi-demo.h5"
+/* --demo's defaults for what the user left out, the same in `dsmpi profile` and `dsmpi run`:
+ * the database PROFILE_DEMO_DB (unless --costs-out or --comm-samples-out write text files
+ * instead) and a communication sweep up to 64 MiB, which keeps the demo to a few minutes on
+ * CPU ranks. */
+void profile_cmd_apply_demo(profile_cmd_options_t *o);
 const struct option *profile_long_options(void);
 /* 1 handled, 0 not a profile option, -1 bad value (printed). */
 int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const char *arg);

@@ -94,13 +94,7 @@ int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const ch
     case OPT_FINGERPRINT: si->fingerprint = arg; return 1;
     case OPT_ESTIMATE: si->estimate = true; return 1;
     case OPT_NCCL_TESTS:
-        if (si->num_logs == SEARCH_MAX_LOGS) {
-            app_usage_error(app, "more than %d nccl-tests logs", SEARCH_MAX_LOGS);
-            return -1;
-        }
-        si->logs[si->num_logs++] = arg;
-        si->logs_given = true;
-        return 1;
+        return app_take_files(app, "nccl-tests", arg, si->logs, SEARCH_MAX_LOGS, &si->num_logs);
     case OPT_PEAK_TFLOPS: return positive_double(app, "peak-tflops", arg, &si->peak_tflops);
     case OPT_MEM_BW: return positive_double(app, "mem-bw-gbs", arg, &si->mem_bw);
     case OPT_LAYER_LEVEL: si->layer_level = true; return 1;
@@ -109,16 +103,14 @@ int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const ch
     }
 }
 
-int search_inputs_positional(const app_t *app, search_inputs_t *si, int first)
+int search_inputs_positional(const app_t *app, const search_inputs_t *si, int first)
 {
-    for (int i = first; i < app->argc; i++) {
-        if (!si->logs_given)
-            return app_usage_error(app, "unexpected argument '%s' (see 'dsmpi %s --help')",
-                                   app->argv[i], app->command);
-        if (si->num_logs == SEARCH_MAX_LOGS)
-            return app_usage_error(app, "more than %d nccl-tests logs", SEARCH_MAX_LOGS);
-        si->logs[si->num_logs++] = app->argv[i];
-    }
+    /* --nccl-tests took the files that follow it; a word elsewhere is no log. */
+    if (first < app->argc)
+        return app_usage_error(app, "unexpected argument '%s' (%ssee 'dsmpi %s --help')",
+                               app->argv[first],
+                               si->num_logs > 0 ? "nccl-tests logs follow --nccl-tests; " : "",
+                               app->command);
     return APP_EXIT_OK;
 }
 
@@ -157,6 +149,7 @@ ds_status_t search_inputs_load(search_inputs_t *si, MPI_Comm comm)
         status = ds_comm_samples_create(&si->samples);
         ds_comm_import_options_t import;
         ds_comm_import_options_init(&import);
+        import.gpus_per_node = si->logs_gpus_per_node;
         for (int i = 0; i < si->num_logs && status == DS_OK; i++)
             status = ds_comm_import_nccl_tests(si->logs[i], &import, si->samples, NULL);
     }
@@ -292,8 +285,10 @@ void search_inputs_print_help(FILE *out)
         "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
         "                           every number resting on them is marked assumed\n"
         "  --nccl-tests LOG...      fit the communication model on nccl-tests logs of the\n"
-        "                           target system: it predicts every communication cost\n"
-        "                           the table lacks (as in 'dsmpi comm')\n"
+        "                           target system (several files, or the option repeated;\n"
+        "                           read with --gpus-per-node G when given, else the logs'\n"
+        "                           host names): it predicts every communication cost the\n"
+        "                           table lacks (as in 'dsmpi comm')\n"
         "  --peak-tflops X          device peak for estimates and MFU (TFLOP/s)\n"
         "  --mem-bw-gbs X           device memory bandwidth for estimates (GB/s)\n"
         "Evaluation:\n"

@@ -16,7 +16,7 @@ typedef struct search_inputs {
     double peak_tflops, mem_bw;
     const char *logs[SEARCH_MAX_LOGS];
     int num_logs;
-    bool logs_given;
+    int logs_gpus_per_node; /* the layout the logs are read with (0: their host names) */
     const char *fixes[SEARCH_MAX_FIXES];
     int num_fixes;
     int64_t max_tp, max_mbs, top;
@@ -38,8 +38,8 @@ extern const struct option search_space_long_options[];
 void search_inputs_init(search_inputs_t *si);
 /* 1 handled, 0 not a search option, -1 bad input (message printed). */
 int search_inputs_handle(const app_t *app, search_inputs_t *si, int id, const char *arg);
-/* Words left after the options: nccl-tests logs when --nccl-tests was given. */
-int search_inputs_positional(const app_t *app, search_inputs_t *si, int first);
+/* Words left after the options are refused (the files of --nccl-tests follow it). */
+int search_inputs_positional(const app_t *app, const search_inputs_t *si, int first);
 /* The --strategy texts and Megatron options of `in` as fixes of the space
  * (as many --fix); exit code 2 for an option that has no strategy item. */
 int search_inputs_fix_strategy(const app_t *app, search_inputs_t *si, const inputs_t *in);

@@ -25,6 +25,22 @@ extern "C" {
  * JSON parser, CUDA runtime, cuBLAS, NCCL) and the CUDA devices visible now. */
 DS_API void ds_build_info_print(FILE *out);
 
+/* One component of the build: its name ("dsmpi", "mpi", "hdf5", "blas", "jansson", "cuda";
+ * with the CUDA module loaded "cuda-runtime", "cuda-driver", "cublas", "nccl",
+ * "cuda-devices" and "device 0", "device 1", ...) and its version or description, as
+ * ds_build_info_print prints them.  Names are unique. */
+#define DS_BUILD_NAME_MAX 32
+#define DS_BUILD_VALUE_MAX 256
+typedef struct ds_build_component {
+    char name[DS_BUILD_NAME_MAX];
+    char value[DS_BUILD_VALUE_MAX];
+} ds_build_component_t;
+
+/* The components, in ds_build_info_print's order.  On success the caller frees
+ * *components_p with ds_build_info_free. */
+DS_API ds_status_t ds_build_info_get(ds_build_component_t **components_p, size_t *count_p);
+DS_API void ds_build_info_free(ds_build_component_t *components);
+
 #ifdef __cplusplus
 }
 #endif

@@ -592,7 +592,10 @@ static ds_status_t evaluate_share(ds_search_t *search, const ds_cost_table_t *co
                 DSI_MPI_TRY_GOTO(MPI_Iallgather(send, width + 1, MPI_DOUBLE, recv, width + 1,
                                                 MPI_DOUBLE, comm, &request),
                                  mpi_status, out);
-                continue;
+                /* A rank with work left simulates a candidate between two exchanges: on
+                 * one rank every exchange completes at once and would leave no turn. */
+                if (mine_done)
+                    continue;
             }
         } else if (mine_done) {
             break;

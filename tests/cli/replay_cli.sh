@@ -71,7 +71,7 @@ for run in d["runs"]:
     assert s["iter_time_s"] > 0 and s["iteration_min_s"] <= s["iter_time_s"] <= s["iteration_max_s"]
     assert [x["rank"] for x in run["devices"]] == [0, 1]
     assert all(x["compute_s"] > 0 for x in run["devices"])
-    assert len(run["microbatches"]) == 2 * d["microbatches"] == len(p["microbatches"])
+    assert len(run["microbatches"]) == 2 * d["num_microbatches"] == len(p["microbatches"])
     for m in run["microbatches"]:
         assert 0 <= m["fwd_start_s"] <= m["fwd_end_s"] <= m["bwd_start_s"] <= m["bwd_end_s"]
 PY

@@ -27,7 +27,7 @@ base=(--model "$model" --target-gpus 8 --sweep-max 4KiB)
 first=(--strategy tp=2,pp=2,mbs=1,gbs=8)
 second=(--strategy tp=1,pp=2,mbs=2,gbs=8)
 predict_args=(--model "$model" --target-gpus 8 "${first[@]}" --device cpu --profile-db ref.h5
-              --trace out/trace.json --timeline out/timeline.h5 --svg out/chart.svg --microbatches)
+              --trace out/trace.json --timeline out/timeline.h5 --svg out/chart.svg --microbatch-times)
 
 # The count of allocations of a run: the largest any process printed.
 count_of() { grep -o '^dsmpi: [0-9]* allocations' "$1" | grep -o '[0-9]*' | sort -n | tail -1; }
