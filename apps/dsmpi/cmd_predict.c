@@ -421,7 +421,7 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     output_json_string_or_null(stdout, o->cost_table);
     printf(", \"profile_db\": ");
     output_json_string_or_null(stdout, o->db_path);
-    printf(", \"nccl_tests_logs\": %zu", o->num_nccl_tests);
+    printf(", \"nccl_tests_logs\": %d", o->num_nccl_tests);
     printf(", \"estimate_missing\": %s, \"mode\": \"%s\", \"granularity\": \"%s\", "
            "\"num_microbatches\": %lld, \"simulated_devices\": %lld, \"events\": %lld, "
            "\"dependencies\": %lld, "
