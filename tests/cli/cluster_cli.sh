@@ -7,18 +7,9 @@
 set -u
 DSMPI=$1
 WORK=$2
+. "$(dirname "$0")/lib_check.sh"
 mkdir -p "$WORK" && cd "$WORK" || exit 1
 fail=0
-check() { # description, command...
-    what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
-expect_rc() { # rc, command...
-    want=$1; shift
-    "$@" > out.txt 2> err.txt
-    got=$?
-    [ "$got" = "$want" ] || { echo "exit $got, expected $want: $*"; cat err.txt; return 1; }
-}
 one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt; return 1; }; }
 
 # A dragonfly-like machine: 256 nodes of 4 GPUs, groups of SPAN nodes, NICS

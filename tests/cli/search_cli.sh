@@ -9,27 +9,7 @@ failures=0 checks=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-expect_error() {
-    local code=$1 needle=$2
-    shift 2
-    checks=$((checks + 1))
-    "$dsmpi" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    local lines
-    lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -ne "$code" ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$needle" "$tmp/err" || [ -s "$tmp/out" ]; then
-        fail "dsmpi $* -> rc $rc, $lines stderr lines: $(head -c 300 "$tmp/err"); expected rc $code with '$needle'"
-    fi
-}
-
-expect_ok() {
-    checks=$((checks + 1))
-    if ! "$dsmpi" "$@" >"$tmp/out" 2>"$tmp/err"; then
-        fail "dsmpi $* failed: $(head -c 300 "$tmp/err")"
-    fi
-}
+. "$(dirname "$0")/lib_expect.bash"
 
 small="--model bert-large --seq-len 128 --target-gpus 8 --estimate-missing --fix mbs=1"
 

@@ -7,18 +7,9 @@
 set -u
 DSMPI=$1
 WORK=$2
+. "$(dirname "$0")/lib_check.sh"
 mkdir -p "$WORK" && cd "$WORK" || exit 1
 fail=0
-check() { # description, command...
-    what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
-expect_rc() { # rc, command...
-    want=$1; shift
-    "$@" > out.txt 2> err.txt
-    got=$?
-    [ "$got" = "$want" ] || { echo "exit $got, expected $want: $*"; cat err.txt; return 1; }
-}
 
 check "help exits 0" expect_rc 0 "$DSMPI" predict --help
 check "help names the outputs" grep -q -- "--trace FILE.json" out.txt
