@@ -383,8 +383,11 @@ int main(int argc, char **argv)
     int fit_max_nodes = 0;
     char fit_gpus[256] = "";
     char command[MAX_COMMAND];
-    snprintf(command, sizeof(command), "'%s' comm --gpus-per-node %d --json --nccl-tests", o.dsmpi,
-             gpus_per_node);
+    /* The band without this data set's own errors (leave-one-data-set-out). */
+    snprintf(command, sizeof(command), "'%s' comm --gpus-per-node %d --json --band-leave-out",
+             o.dsmpi, gpus_per_node);
+    append_quoted(command, sizeof(command), o.name != NULL ? o.name : "-");
+    snprintf(command + strlen(command), sizeof(command) - strlen(command), " --nccl-tests");
     for (int i = 0; i < o.num_logs; i++) {
         if (log_nodes[i] > o.fit_nodes)
             continue;
