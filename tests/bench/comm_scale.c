@@ -209,9 +209,9 @@ static void score_target(const options_t *o, const comm_bench_target_t *t, const
             signed_large[s->large_points++] = error;
             s->large_max = fmax(s->large_max, fabs(error));
         }
-        /* A band: a low and a high on either side of the value (today's
-         * low/high are the faster and slower of ring-only and tree-only, and
-         * the value is the faster: no band). */
+        /* A band: a low and a high on either side of the value (beyond the
+         * measured nodes the extrapolation band; inside them low/high are
+         * ring-only and tree-only, and the value the faster: no band). */
         double tolerance = 1e-9 * p->time_us;
         if (p->low_us < p->time_us - tolerance && p->high_us > p->time_us + tolerance) {
             s->band_points++;
