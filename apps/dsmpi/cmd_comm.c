@@ -21,6 +21,7 @@ enum {
     OPT_MAX_BYTES,
     OPT_STEP_FACTOR,
     OPT_MODEL_ONLY,
+    OPT_BAND_LEAVE_OUT,
     OPT_JSON,
     OPT_CSV,
     OPT_PROFILE_DB,
@@ -69,6 +70,9 @@ static void help(void)
         "  --max-bytes B            largest size (default 1GiB)\n"
         "  --step-factor F          size multiplier between rows (default 2)\n"
         "  --model-only             the fitted model everywhere, also where a log was measured\n"
+        "  --band-leave-out SET     size the band beyond the measured nodes without the errors\n"
+        "                           of data set SET (abci-a100-hdr, abci-v100-edr,\n"
+        "                           h100-ib-cluster01): how the bench keeps the band honest\n"
         "Output:\n"
         "  --json, --csv\n\n"
         "busbw = algbw x F(n), algbw = size / time: F = 2(n-1)/n for allreduce, (n-1)/n for\n"
@@ -92,6 +96,7 @@ typedef struct options {
     int64_t concurrency;
     int64_t min_bytes, max_bytes, step_factor;
     bool model_only;
+    const char *band_leave_out;
     output_format_t format;
 } options_t;
 
@@ -147,6 +152,7 @@ static int parse_options(app_t *app, options_t *o)
         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
         {"step-factor", required_argument, NULL, OPT_STEP_FACTOR},
         {"model-only", no_argument, NULL, OPT_MODEL_ONLY},
+        {"band-leave-out", required_argument, NULL, OPT_BAND_LEAVE_OUT},
         {"json", no_argument, NULL, OPT_JSON},
         {"csv", no_argument, NULL, OPT_CSV},
         {"profile-db", required_argument, NULL, OPT_PROFILE_DB},
@@ -206,6 +212,7 @@ static int parse_options(app_t *app, options_t *o)
             status = ds_parse_count(optarg, "step-factor", 2, 1024, &o->step_factor);
             break;
         case OPT_MODEL_ONLY: o->model_only = true; break;
+        case OPT_BAND_LEAVE_OUT: o->band_leave_out = optarg; break;
         case OPT_JSON: o->format = OUTPUT_JSON; break;
         case OPT_CSV: o->format = OUTPUT_CSV; break;
         case OPT_PROFILE_DB: o->profile_db = optarg; break;
@@ -342,6 +349,7 @@ static int run(app_t *app, const options_t *o)
     ds_comm_model_options_t model_options;
     ds_comm_model_options_init(&model_options);
     model_options.use_measurements = !o->model_only;
+    model_options.band_leave_out = o->band_leave_out;
     status = ds_comm_model_create(&cluster, ds_comm_samples_data(samples),
                                   ds_comm_samples_size(samples), &model_options, &model);
     if (status != DS_OK)

@@ -276,6 +276,12 @@ typedef struct ds_comm_model_options {
     ds_comm_library_t library;
     int use_measurements; /* 1 (default): a measured shape inside its size range is
                              interpolated from its samples; 0: the fitted model only */
+    /* The band beyond the measured node counts is sized by the model's
+     * leave-scale-out errors on real data sets; the one named here (NULL:
+     * none, or a data set without rows there) is left out, so that a data
+     * set's band does not come from its own errors (what the comm_scale
+     * bench checks).  Need not outlive the call. */
+    const char *band_leave_out;
 } ds_comm_model_options_t;
 
 DS_API void ds_comm_model_options_init(ds_comm_model_options_t *options);
@@ -317,9 +323,16 @@ typedef struct ds_comm_prediction {
     ds_comm_algo_t algo; /* what the library picks (or the key forces) for this key */
     double ring_s;       /* ring only, or -1 where the primitive has no ring */
     double tree_s;       /* tree only, or -1 where the primitive has no tree */
-    double low_s;        /* band: the faster of ring-only and tree-only ... */
-    double high_s;       /* ... and the slower; both = the model's time when only one applies */
-    double algbw_GBps;   /* of cost.mean_s */
+    /* The band.  Beyond the largest node count measured for the primitive
+     * (extrapolation factor > 1): cost.mean_s x exp(-fast x log2 factor) and
+     * x exp(slow x log2 factor), the rates the widest leave-scale-out error
+     * per doubling of the real data sets (README, "How far communication
+     * extrapolates").  Otherwise the faster of ring-only and tree-only and
+     * the slower; both = the model's time when only one applies. */
+    double low_s;
+    double high_s;
+    double extrapolation; /* target nodes / most nodes measured (<= 1: none; 0: nothing measured) */
+    double algbw_GBps;    /* of cost.mean_s */
     double busbw_GBps;
     int level; /* highest network level the group crosses (0: inside a node) */
 } ds_comm_prediction_t;

@@ -190,6 +190,18 @@ double dsi_comm_model_time(const ds_comm_model_t *model, ds_comm_op_t op, double
  * -1 outside them. */
 double dsi_comm_series_time(const dsi_comm_series_t *s, double bytes);
 
+/* ---- the band beyond the measured node counts (band.c) ------------------------------ */
+
+/* Error rates per doubling of the extrapolation factor, log(measured /
+ * predicted): `slow` where the model was too fast, `fast` where too slow;
+ * the rows of data set `leave_out` (NULL: none) not used. */
+void dsi_comm_band_rates(const char *leave_out, double *slow_p, double *fast_p);
+/* The band table's own copy of data set `name` (static), NULL when it has no rows of it. */
+const char *dsi_comm_band_data_set(const char *name);
+/* Low and high around `time_s` extrapolated by `factor`. */
+void dsi_comm_band(double time_s, double factor, double slow, double fast, double *low_p,
+                   double *high_p);
+
 /* ---- fitting ------------------------------------------------------------------------------ */
 
 ds_status_t dsi_comm_fit(ds_comm_model_t *model, const ds_comm_sample_t *samples, size_t count);

@@ -55,6 +55,9 @@ ds_status_t ds_comm_model_create(const ds_cluster_t *cluster, const ds_comm_samp
         model->cluster.num_levels = 2;
     }
     model->options = *o;
+    /* A data set the band's table has no rows of leaves nothing out. */
+    model->options.band_leave_out =
+        o->band_leave_out != NULL ? dsi_comm_band_data_set(o->band_leave_out) : NULL;
     model->library = dsi_comm_library_get(o->library);
     model->tree_efficiency = dsi_param_double(DSI_PARAM_COMM_TREE_EFFICIENCY);
     model->tolerance = dsi_param_double(DSI_PARAM_COMM_FIT_TOLERANCE);
@@ -186,6 +189,21 @@ static ds_status_t check_key(const ds_event_key_t *key)
     return DS_OK;
 }
 
+/* Target nodes over the most nodes a series of `op` (else of any
+ * primitive) was measured on; 0 when nothing was measured. */
+static double extrapolation_factor(const ds_comm_model_t *model, ds_comm_op_t op, int32_t nodes)
+{
+    int32_t most_op = 0, most = 0;
+    for (size_t i = 0; i < model->num_series; i++) {
+        const dsi_comm_series_t *s = &model->series[i];
+        most = DSI_MAX(most, s->nodes);
+        if (s->op == dsi_comm_fit_op(op))
+            most_op = DSI_MAX(most_op, s->nodes);
+    }
+    most = most_op > 0 ? most_op : most;
+    return most > 0 ? (double)nodes / (double)most : 0.0;
+}
+
 /* Assumed when any level the prediction rests on is. */
 static ds_provenance_t model_provenance(const ds_comm_model_t *model, ds_comm_op_t op, int top)
 {
@@ -240,6 +258,12 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
             double clamped = bytes < s->bytes[0] ? fmin(t, edge->mean_s) : fmax(t, edge->mean_s);
             p.cost.mean_s = p.cost.median_s = p.cost.p10_s = p.cost.p90_s = clamped;
         }
+    }
+    p.extrapolation = extrapolation_factor(model, op, key->nodes);
+    if (p.extrapolation > 1.0 && p.cost.mean_s > 0) {
+        double slow, fast;
+        dsi_comm_band_rates(model->options.band_leave_out, &slow, &fast);
+        dsi_comm_band(p.cost.mean_s, p.extrapolation, slow, fast, &p.low_s, &p.high_s);
     }
     if (p.cost.mean_s > 0) {
         p.algbw_GBps = bytes / p.cost.mean_s * 1e-9;

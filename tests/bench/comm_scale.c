@@ -209,9 +209,9 @@ static void score_target(const options_t *o, const comm_bench_target_t *t, const
             signed_large[s->large_points++] = error;
             s->large_max = fmax(s->large_max, fabs(error));
         }
-        /* A band: a low and a high on either side of the value (today's
-         * low/high are the faster and slower of ring-only and tree-only, and
-         * the value is the faster: no band). */
+        /* A band: a low and a high on either side of the value (beyond the
+         * measured nodes the extrapolation band; inside them low/high are
+         * ring-only and tree-only, and the value the faster: no band). */
         double tolerance = 1e-9 * p->time_us;
         if (p->low_us < p->time_us - tolerance && p->high_us > p->time_us + tolerance) {
             s->band_points++;
@@ -383,8 +383,11 @@ int main(int argc, char **argv)
     int fit_max_nodes = 0;
     char fit_gpus[256] = "";
     char command[MAX_COMMAND];
-    snprintf(command, sizeof(command), "'%s' comm --gpus-per-node %d --json --nccl-tests", o.dsmpi,
-             gpus_per_node);
+    /* The band without this data set's own errors (leave-one-data-set-out). */
+    snprintf(command, sizeof(command), "'%s' comm --gpus-per-node %d --json --band-leave-out",
+             o.dsmpi, gpus_per_node);
+    append_quoted(command, sizeof(command), o.name != NULL ? o.name : "-");
+    snprintf(command + strlen(command), sizeof(command) - strlen(command), " --nccl-tests");
     for (int i = 0; i < o.num_logs; i++) {
         if (log_nodes[i] > o.fit_nodes)
             continue;

@@ -6,7 +6,8 @@
 # per collective and target size the median and max |error| (all sizes and
 # sizes >= 64 KiB), the signed median error over sizes >= 64 KiB (< 0: the
 # prediction is too fast), and the share of measured points inside the
-# predicted band ("-" where the model gives no band around its value) and
+# predicted band ("-" where the model gives no band around its value; the
+# band is sized without the data set's own errors: --band-leave-out) and
 # inside [ring-only, tree-only].  The last column names the targets a row
 # misses: median |e| <= 10%, max |e| <= 25%, |signed median| <= 5%, band
 # covering >= 90% of the points.

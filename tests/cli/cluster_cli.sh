@@ -84,4 +84,22 @@ check "with one warning line" one_line
 check "that names the largest" grep -q \
     '^dsmpi plan: warning: sizes up to 2048 GPUs (512 nodes) are larger than the 256 nodes of cluster file os2.json' err.txt
 
+# Impossible values: zero or negative bandwidth, oversubscription below 1:
+# one line, exit 2, the value and the range accepted.
+dragonfly os_half.json 0.5 4 32
+sed 's/"bandwidth_GBps": 25, "span"/"bandwidth_GBps": 0, "span"/' os2.json > bw0.json
+sed 's/"bandwidth_GBps": 25, "oversubscription"/"bandwidth_GBps": -3, "oversubscription"/' os2.json > bwneg.json
+check "zero bandwidth is bad input" expect_rc 2 "$DSMPI" comm --cluster bw0.json --gpus 256
+check "one line" one_line
+check "it names the value and the range" grep -q \
+    '^dsmpi comm: bw0.json: levels\[1\]: "bandwidth_GBps" = 0 is out of range (accepted: 1e-06 to 1e+06)$' err.txt
+check "negative bandwidth is bad input" expect_rc 2 "$DSMPI" comm --cluster bwneg.json --gpus 256
+check "one line" one_line
+check "it names the value" grep -q '"bandwidth_GBps" = -3 is out of range' err.txt
+check "oversubscription below 1 is bad input" expect_rc 2 "$DSMPI" comm --cluster os_half.json \
+    --gpus 256
+check "one line" one_line
+check "it names the value and the range" grep -q \
+    '^dsmpi comm: os_half.json: levels\[2\]: "oversubscription" = 0.5 is out of range (accepted: 1 to 1024)$' err.txt
+
 exit $fail

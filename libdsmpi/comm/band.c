@@ -1,0 +1,75 @@
+/* The band around communication times extrapolated beyond the node counts
+ * that were measured: how wrong the model was, on real clusters, when it
+ * extrapolated by the same factor. */
+#include "dsi_comm.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Leave-scale-out errors of the model: fitted on the nccl-tests logs of at
+ * most `fit_nodes` nodes of a data set, predicting `target_nodes`; `hi`
+ * and `lo` are the largest and smallest log(measured / predicted) over every
+ * size of the logs (hi > 0: the prediction was too fast).  Measured with
+ * tests/bench/comm_scale.sh --verbose on the point model of this version;
+ * the logs are in ../shared/data/nccl-tests (their README names the source).
+ * Rerun and update these rows when the point model changes. */
+typedef struct band_row {
+    const char *data_set;
+    const char *op;
+    int fit_nodes, target_nodes;
+    double hi, lo;
+} band_row_t;
+
+static const band_row_t band_rows[] = {
+    /* ABCI "A" nodes: 8 x A100 per node, InfiniBand HDR (all_reduce_perf) */
+    {"abci-a100-hdr", "allreduce", 2, 4, 0.118, -0.156},
+    {"abci-a100-hdr", "allreduce", 2, 8, 0.717, -0.226},
+    {"abci-a100-hdr", "allreduce", 2, 16, 0.296, -0.253},
+    /* ABCI "V" nodes: 4 x V100 per node, InfiniBand EDR (all_reduce_perf) */
+    {"abci-v100-edr", "allreduce", 2, 4, 0.432, -0.045},
+    {"abci-v100-edr", "allreduce", 2, 8, 0.863, -0.022},
+    {"abci-v100-edr", "allreduce", 2, 16, 1.356, 0.058},
+    {"abci-v100-edr", "allreduce", 2, 32, 1.477, 0.066},
+    /* An H100 cluster: 8 x H100 per node, InfiniBand (every collective) */
+    {"h100-ib-cluster01", "allreduce", 2, 10, 1.157, 0.060},
+    {"h100-ib-cluster01", "allgather", 2, 10, 0.791, 0.104},
+    {"h100-ib-cluster01", "reduce_scatter", 2, 10, 0.886, 0.073},
+    {"h100-ib-cluster01", "alltoall", 2, 10, 0.064, -0.015},
+    {"h100-ib-cluster01", "sendrecv", 2, 10, 1.130, 1.100},
+};
+
+/* Per doubling of the extrapolation factor: the widest error any row
+ * showed, each row's error divided by its doublings (log2 of target /
+ * fitted nodes); the rows of `leave_out` (a data set's name, NULL: none)
+ * are not used, so that a data set's band does not come from its own
+ * errors. */
+void dsi_comm_band_rates(const char *leave_out, double *slow_p, double *fast_p)
+{
+    double slow = 0.0, fast = 0.0;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(band_rows); i++) {
+        const band_row_t *row = &band_rows[i];
+        if (leave_out != NULL && strcmp(leave_out, row->data_set) == 0)
+            continue;
+        double doublings = log2((double)row->target_nodes / (double)row->fit_nodes);
+        slow = fmax(slow, row->hi / doublings);
+        fast = fmax(fast, -row->lo / doublings);
+    }
+    *slow_p = slow;
+    *fast_p = fast;
+}
+
+const char *dsi_comm_band_data_set(const char *name)
+{
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(band_rows); i++)
+        if (strcmp(name, band_rows[i].data_set) == 0)
+            return band_rows[i].data_set;
+    return NULL;
+}
+
+void dsi_comm_band(double time_s, double factor, double slow, double fast, double *low_p,
+                   double *high_p)
+{
+    double doublings = factor > 1.0 ? log2(factor) : 0.0;
+    *low_p = time_s * exp(-fast * doublings);
+    *high_p = time_s * exp(slow * doublings);
+}

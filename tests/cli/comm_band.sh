@@ -1,0 +1,48 @@
+#!/bin/sh
+# The band of `dsmpi comm` beyond the measured nodes: fitted on 1 and 2
+# nodes of A100s, all-reduce of 16 MiB at 8 nodes (factor 4) is
+# time x exp(-0.156 x 2) .. time x exp(1.157 / log2(5) x 2), and without the
+# H100 cluster's rows (--band-leave-out) high is time x exp(1.356 / 3 x 2).
+# Inside the measured nodes low/high stay ring-only/tree-only.
+# Usage: comm_band.sh DSMPI DATA_DIR
+set -u
+DSMPI=$1
+LOGS=$2/nccl-tests/a100-azure-ndv4
+fail=0
+check() { # description, command...
+    what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+row() { # gpus, extra options...: the CSV row of all-reduce at 16 MiB
+    gpus=$1; shift
+    "$DSMPI" comm --nccl-tests "$LOGS/all_reduce_8.log" "$LOGS/all_reduce_16.log" \
+        --gpus-per-node 8 --op allreduce --gpus "$gpus" --min-bytes 16MiB --max-bytes 16MiB \
+        --csv "$@" 2>/dev/null | tail -1
+}
+near() { # actual, expected: within 0.1%
+    awk -v a="$1" -v e="$2" 'BEGIN { d = a - e; if (d < 0) d = -d; exit !(d <= 1e-3 * e) }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", a / b }'; }
+
+# columns: gpus,nodes,size_B,count,time_us,algbw,busbw,algo,ring_us,tree_us,low_us,high_us,prov
+inside=$(row 16)
+check "inside the measured nodes: low = ring-only" near "$(echo "$inside" | cut -d, -f11)" \
+    "$(echo "$inside" | cut -d, -f9)"
+check "inside the measured nodes: high = tree-only" near "$(echo "$inside" | cut -d, -f12)" \
+    "$(echo "$inside" | cut -d, -f10)"
+
+beyond=$(row 64)
+t=$(echo "$beyond" | cut -d, -f5)
+check "factor 4: high / time = exp(2 x 1.157 / log2 5) = 2.7090" \
+    near "$(ratio "$(echo "$beyond" | cut -d, -f12)" "$t")" 2.7090
+check "factor 4: low / time = exp(-2 x 0.156) = 0.7320" \
+    near "$(ratio "$(echo "$beyond" | cut -d, -f11)" "$t")" 0.7320
+far=$(row 256)
+check "factor 16: high / time = exp(4 x 1.157 / log2 5) = 7.3386" \
+    near "$(ratio "$(echo "$far" | cut -d, -f12)" "$(echo "$far" | cut -d, -f5)")" 7.3386
+
+left=$(row 64 --band-leave-out h100-ib-cluster01)
+check "without the H100 rows: high / time = exp(2 x 1.356 / 3) = 2.4695" \
+    near "$(ratio "$(echo "$left" | cut -d, -f12)" "$(echo "$left" | cut -d, -f5)")" 2.4695
+check "the time itself does not move" near "$(echo "$left" | cut -d, -f5)" "$t"
+exit $fail
