@@ -120,6 +120,23 @@ void profile_install_signal_handlers(void)
     sigaction(SIGUSR1, &action, NULL);
 }
 
+/* The expected profiling time, per phase, and what it rests on. */
+static void print_expected(const ds_profile_summary_t *s)
+{
+    printf("#\n# expected profiling time: %.0f s in all: %.0f s of layer passes (%zu rounds over %d rank%s),\n"
+           "# %.0f s of communication (%.1f s of it setting communicators up), %.1f s writing the results\n",
+           s->estimated_wall_s, s->estimated_compute_s, s->compute_rounds, s->ranks,
+           s->ranks == 1 ? "" : "s", s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s);
+    if (s->calibrated)
+        printf("# (the measurement loop's warm-up, repetitions and budget per event on speeds calibrated here:\n"
+               "# operators at %.2gx the device spec's roofline (median), collectives at %.2gx the links',\n"
+               "# barriers %.0f us; size #SBATCH --time with a margin: a busy machine runs slower)\n",
+               s->compute_factor, s->comm_factor, 1e6 * s->sync_s);
+    else
+        printf("# (the measurement loop's warm-up, repetitions and budget per event on the device spec's\n"
+               "# roofline; size #SBATCH --time with a margin)\n");
+}
+
 static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profile_summary_t *s,
                        bool dry_run)
 {
@@ -151,9 +168,7 @@ static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profil
             ds_event_key_format(key, text, sizeof(text));
             printf("  %-9s %12lld  %s\n", ds_coverage_name(coverage), (long long)count, text);
         }
-        printf("#\n# expected profiling time: %.0f s of layer passes on the busiest rank, %.0f s of communication\n"
-               "# (roofline estimates with the minimum repetitions; size #SBATCH --time with a margin)\n",
-               s->estimated_compute_s, s->estimated_comm_s);
+        print_expected(s);
     }
 }
 
@@ -165,14 +180,16 @@ static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
     printf("# %4s %12s %12s\n", "", "(s)", "(s)");
     for (int r = 0; r < s->ranks; r++)
         printf("  %4d %12.3f %12.3f\n", r, predicted[r], busy[r]);
-    printf("# predicted: roofline estimate of the rank's passes x (warm-up + minimum repetitions), capped by\n"
-           "# the per-event budget; busy: the time the rank spent measuring them\n");
+    printf("# predicted: the plan's expected time of the rank's passes (preparing them, then the\n"
+           "# measurement loop's warm-up, repetitions and budget); busy: the time the rank spent measuring them\n");
     printf("#\n# profiled %zu of %zu layer passes (%zu reused from the database), %zu communication tasks (%zu reused)\n",
            s->units_measured, s->units, s->units_reused, s->comm_tasks - s->comm_tasks_reused,
            s->comm_tasks_reused);
     printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s%s\n",
            s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
            s->interrupted ? " (interrupted: rerun to measure the rest)" : "");
+    printf("# expected      %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s\n",
+           s->estimated_wall_s, s->estimated_compute_s, s->estimated_comm_s, s->estimated_commit_s);
 }
 
 static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
@@ -185,11 +202,15 @@ static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summa
            "\"comm_keys\": %zu, \"units\": %zu, \"units_measured\": %zu, \"units_reused\": %zu, "
            "\"comm_tasks\": %zu, \"comm_tasks_reused\": %zu, \"comm_keys_measured\": %zu, "
            "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
-           "\"estimated_comm_s\": %.3f",
+           "\"estimated_comm_s\": %.3f, \"estimated_setup_s\": %.3f, \"estimated_commit_s\": %.3f, "
+           "\"estimated_wall_s\": %.3f, \"compute_rounds\": %zu, \"calibrated\": %s, "
+           "\"compute_factor\": %.4g, \"comm_factor\": %.4g, \"sync_s\": %.4g",
            s->ranks, s->nodes, (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
            s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
            s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s,
-           s->estimated_comm_s);
+           s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s, s->estimated_wall_s,
+           s->compute_rounds, s->calibrated ? "true" : "false", s->compute_factor, s->comm_factor,
+           s->sync_s);
     if (ran) {
         const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
         fprintf(out, ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "
