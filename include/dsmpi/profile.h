@@ -136,9 +136,9 @@ DS_API ds_status_t ds_profiler_comm_key_at(const ds_profiler_t *profiler, size_t
                                            int64_t *count_p);
 
 /* Per-rank figures of the layer-pass phase: the plan's expected measuring
- * time of the rank's passes (roofline estimate x warm-up and minimum
- * repetitions, capped by the per-event budget) and the time the rank really
- * spent measuring them.  Arrays of summary.ranks entries, owned by the
+ * time of the rank's passes (preparing each, then the measurement loop's
+ * warm-up, repetitions and budget on the calibrated speeds) and the time the
+ * rank really spent measuring them.  Arrays of summary.ranks entries, owned by the
  * profiler; the measured one is valid on rank 0 after a run. */
 DS_API const double *ds_profiler_rank_predicted_s(const ds_profiler_t *profiler);
 DS_API const double *ds_profiler_rank_busy_s(const ds_profiler_t *profiler);

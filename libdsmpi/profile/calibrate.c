@@ -243,12 +243,14 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
                                      const dsi_profile_plan_t *plan, dsi_profile_speed_t *speed)
 {
     ds_status_t status = DS_OK;
-    static probe_t probes[DSI_SPEED_CLASSES];
+    probe_t *probes = NULL;
     dsi_speed_class_t classes[DSI_SPEED_CLASSES];
     double *results = NULL, use[3] = {0.0, 0.0, 0.0}; /* CPU s, wall s, fill s per byte */
     bool cpu_time = ds_backend_kind(backend) == DS_BACKEND_CPU;
+    DSI_TRY(dsi_calloc(DSI_SPEED_CLASSES, sizeof(*probes), &probes));
     int n = find_classes(plan, speed, classes, probes);
-    DSI_TRY(dsi_calloc((size_t)DSI_MAX(n, 1) * PROBE_FIELDS, sizeof(double), &results));
+    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(n, 1) * PROBE_FIELDS, sizeof(double), &results), status,
+                 out);
     use[2] = fill_probe(backend, cpu_time, &use[0], &use[1]);
     for (int c = rank; c < n; c += size) {
         run_probe(backend, speed, &probes[c], cpu_time, &results[PROBE_FIELDS * c]);
@@ -287,23 +289,21 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
     speed->cpu_share = share;
 out:
     dsi_free(results);
+    dsi_free(probes);
     return status;
 }
 
 /* ---- communication --------------------------------------------------------------------------- */
 
-/* Measures `key` on `c` as the loop does (the CI target, at least
- * CALIBRATE_COMM_REPS repetitions) within `budget_s`, after one warm-up
- * run; *call_s_p: the whole call (preparing included).  Enough repetitions
+/* Measures `key` on `c` as the loop does (its warm-up and CI target, at
+ * least CALIBRATE_COMM_REPS repetitions) within `budget_s`; *call_s_p: the whole call (preparing included).  Enough repetitions
  * for a CI of central order statistics, the loop's own statistic, where a
  * few repetitions' would rest on their extremes.  Collective. */
 static ds_status_t measure_briefly(ds_comm_t *c, const ds_event_key_t *key, double budget_s,
                                    ds_comm_measurement_t *m, double *call_s_p)
 {
     ds_measure_config_t config;
-    ds_measure_config_default(&config);
-    config.warmup = 1;
-    config.warmup_s = 0.0;
+    ds_measure_config_default(&config); /* the loop's warm-up: a colder start is noisier */
     config.budget_s = budget_s;
     config.min_reps = CALIBRATE_COMM_REPS;
     double start = dsi_now_s();
@@ -418,7 +418,8 @@ out:
 }
 
 ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
-                                  const dsi_profile_plan_t *plan, dsi_profile_speed_t *speed)
+                                  const dsi_profile_plan_t *plan, bool compute, bool comm_tasks,
+                                  dsi_profile_speed_t *speed)
 {
     ds_status_t status = DS_OK;
     int rank = 0, size = 1;
@@ -426,8 +427,9 @@ ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
     DSI_MPI_TRY_GOTO(MPI_Comm_size(comm, &size), status, out);
     double start = dsi_now_s();
     dsi_profile_speed_t measured = *speed;
-    DSI_TRY_GOTO(calibrate_compute(backend, comm, rank, size, plan, &measured), status, out);
-    if (plan->num_tasks > 0)
+    if (compute)
+        DSI_TRY_GOTO(calibrate_compute(backend, comm, rank, size, plan, &measured), status, out);
+    if (comm_tasks && plan->num_tasks > 0)
         DSI_TRY_GOTO(calibrate_comm(backend, comm, rank, size, plan, &measured), status, out);
     measured.calibrated = 1;
     /* Every rank takes rank 0's. */

@@ -134,16 +134,18 @@ void dsi_profile_speed_init(dsi_profile_speed_t *speed, const ds_cluster_t *here
 const dsi_speed_class_t *dsi_profile_speed_class(const dsi_profile_speed_t *speed,
                                                  const ds_event_key_t *key);
 
-/* Measures the speeds on this allocation: a scaled-down instance of the
- * costliest key of every operator class the plan measures (the classes
- * spread over the ranks), one communicator's set-up, a small and a large
- * all-reduce over every rank, barriers.  A second or so.  Collective over
- * `comm`; every rank gets the same speeds. */
+/* Measures the speeds on this allocation (calibrate.c): for `compute` a
+ * scaled-down instance of the costliest key of every operator class the
+ * plan measures (the classes spread over the ranks); for `comm_tasks`
+ * barriers, one communicator's set-up, a small all-reduce and every
+ * primitive of the plan at 4 MiB.  Under a second on a quiet machine.
+ * Collective over `comm`; every rank gets the same speeds. */
 /* Fills key_bytes from the backend's kernel sizes.  Not collective. */
 ds_status_t dsi_profile_plan_buffers(dsi_profile_plan_t *plan, const ds_backend_t *backend);
 
 ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
-                                  const dsi_profile_plan_t *plan, dsi_profile_speed_t *speed);
+                                  const dsi_profile_plan_t *plan, bool compute, bool comm_tasks,
+                                  dsi_profile_speed_t *speed);
 
 typedef struct dsi_profile_estimate {
     double *unit_s;   /* per unit: preparing and measuring it (0: not measured by this run) */

@@ -30,10 +30,11 @@
 #include <math.h>
 #include <string.h>
 
-/* The store's costs on this project's machine (tests/bench/store_bench.sh:
- * 100,000 records written by 2 ranks in 0.23 s; the demo's few hundred in
- * 0.2-0.4 s: opening, the temporary file and the rename). */
-#define COMMIT_S 0.2
+/* The store's costs on this project's machine: 100,000 records written by 2
+ * ranks in 0.23 s (tests/bench/store_bench.sh); the demo's few hundred in
+ * 0.01-0.08 s on a quiet machine, 0.4 s on a busy one
+ * (tests/bench/profile_estimate.sh): creating, renaming, syncing. */
+#define COMMIT_S 0.05
 #define COMMIT_S_PER_RECORD 2.3e-6
 
 void dsi_profile_speed_init(dsi_profile_speed_t *speed, const ds_cluster_t *here)

@@ -273,7 +273,8 @@ static ds_status_t estimate_wall(ds_profiler_t *p)
     here.device = p->device_spec;
     if (!p->calibrated) {
         dsi_profile_speed_init(&p->speed, &here);
-        DSI_TRY(dsi_profile_calibrate(p->backend, p->comm, p->plan, &p->speed));
+        DSI_TRY(dsi_profile_calibrate(p->backend, p->comm, p->plan, !p->options.comm_only,
+                                      !p->options.compute_only, &p->speed));
         p->calibrated = true;
     }
     p->speed.here = here;
