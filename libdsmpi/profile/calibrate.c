@@ -8,16 +8,18 @@
  * its costliest key scaled down along one dimension (a GEMM's largest, a
  * batched GEMM's batch first, the rows of the others, a causal softmax in
  * whole sequences) to about CALIBRATE_RUN_S on the device spec, run once
- * untimed and CALIBRATE_REPS times timed; factor = time of a run / roofline
- * of the scaled key.  The classes are dealt to the ranks, which run them at
+ * untimed, then as the loop runs it (at least CALIBRATE_REPS times) within
+ * CALIBRATE_PROBE_S; factor = time of a run / roofline of the scaled key.  The classes are dealt to the ranks, which run them at
  * once, as profiling does; a kernel of CALIBRATE_FILL_BYTES is prepared on
  * every rank for the fill rate.  On the cpu backend a run's time is the
- * thread's CPU time, and the factors and the fill rate are divided by the
- * share of the core the rank had while it ran them (CPU time / wall time):
- * on a core shared with other work a long pass takes its CPU time over that
- * share, which a median of short runs does not see.
+ * thread's CPU time (the speed alone on a core), and each rank's share of
+ * its core while it ran them (CPU time / wall time) is kept: on a core
+ * shared with other work a long pass takes its CPU time over that share,
+ * which a median of short runs does not see (estimate.c divides by it).
  * Spread: the loop's own statistic, spread = rel_ci sqrt(n) / (1.96
- * sqrt(pi / 2)), so that dsi_measure_expected_ci gives back the CI measured.
+ * sqrt(pi / 2)), so that dsi_measure_expected_ci gives back the CI measured
+ * (over enough repetitions for central order statistics: a CI of five
+ * would rest on their extremes and see one preempted run as spread).
  * Communication: CALIBRATE_BARRIERS barriers (their mean: the cost of one
  * synchronisation), one communicator over every rank (its set-up time), an
  * all-reduce of CALIBRATE_SMALL bytes (the spread of small operations), and
@@ -39,7 +41,8 @@
 #include <time.h>
 
 #define CALIBRATE_RUN_S 1e-3        /* a scaled kernel's roofline time on the device spec */
-#define CALIBRATE_REPS 5
+#define CALIBRATE_REPS 9            /* at least, then the CI target within CALIBRATE_PROBE_S */
+#define CALIBRATE_PROBE_S 0.03
 #define CALIBRATE_FILL_BYTES (32 << 20)
 #define CALIBRATE_BARRIERS 200
 #define CALIBRATE_SMALL (4 << 10)   /* bytes */
@@ -188,12 +191,11 @@ static void run_probe(ds_backend_t *backend, const dsi_profile_speed_t *speed, c
                       bool cpu_time, double *out)
 {
     ds_measure_config_t config;
-    ds_measure_config_default(&config);
+    ds_measure_config_default(&config); /* the CI target; a short budget */
     config.warmup = 1;
     config.warmup_s = 0.0;
-    config.min_reps = config.max_reps = CALIBRATE_REPS;
-    config.target_rel_ci = 0.0;
-    config.budget_s = 1e9;
+    config.min_reps = CALIBRATE_REPS;
+    config.budget_s = CALIBRATE_PROBE_S;
     ds_kernel_t *kernel = NULL;
     ds_measurement_t m;
     double start = dsi_now_s(), cpu = thread_cpu_s();
@@ -204,7 +206,7 @@ static void run_probe(ds_backend_t *backend, const dsi_profile_speed_t *speed, c
     double prepared = dsi_now_s(), prepared_cpu = thread_cpu_s();
     if (ds_kernel_measure(kernel, &config, &m) == DS_OK && m.cost.median_s > 0.0) {
         double wall = dsi_now_s() - prepared, used = thread_cpu_s() - prepared_cpu;
-        double runs = (double)(CALIBRATE_REPS + 1); /* the warm-up run too */
+        double runs = (double)(m.cost.repetitions + 1); /* the warm-up run too */
         double run_s = cpu_time ? used / runs : m.cost.mean_s;
         out[0] = run_s / roofline(speed, &p->key, p->flops, p->bytes);
         out[1] = cpu_time ? prepared_cpu - cpu : prepared - start;
@@ -236,7 +238,7 @@ static double fill_probe(ds_backend_t *backend, bool cpu_time, double *cpu_p, do
     ds_kernel_destroy(kernel);
     *cpu_p += used;
     *wall_p += wall;
-    return bytes > 0.0 ? (cpu_time ? used : wall) / bytes : 0.0;
+    return bytes > 0.0 ? (cpu_time ? used : wall) / bytes : 0.0; /* CPU time: as alone */
 }
 
 static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int rank, int size,
@@ -245,49 +247,63 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
     ds_status_t status = DS_OK;
     probe_t *probes = NULL;
     dsi_speed_class_t classes[DSI_SPEED_CLASSES];
-    double *results = NULL, use[3] = {0.0, 0.0, 0.0}; /* CPU s, wall s, fill s per byte */
+    double *results = NULL, *shares = NULL, use[2] = {0.0, 0.0}; /* this rank's CPU s, wall s */
     bool cpu_time = ds_backend_kind(backend) == DS_BACKEND_CPU;
     DSI_TRY(dsi_calloc(DSI_SPEED_CLASSES, sizeof(*probes), &probes));
     int n = find_classes(plan, speed, classes, probes);
     DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(n, 1) * PROBE_FIELDS, sizeof(double), &results), status,
                  out);
-    use[2] = fill_probe(backend, cpu_time, &use[0], &use[1]);
+    DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(double), &shares), status, out);
+    double fill = fill_probe(backend, cpu_time, &use[0], &use[1]);
     for (int c = rank; c < n; c += size) {
         run_probe(backend, speed, &probes[c], cpu_time, &results[PROBE_FIELDS * c]);
         use[0] += results[PROBE_FIELDS * c + 4];
         use[1] += results[PROBE_FIELDS * c + 5];
     }
+    /* The share of its core this rank had: 1 but on a shared cpu. */
+    double share = cpu_time && use[0] > 0.0 && use[1] > 0.0 ? DSI_MIN(use[0] / use[1], 1.0) : 1.0;
+    DSI_MPI_TRY_GOTO(MPI_Allgather(&share, 1, MPI_DOUBLE, shares, 1, MPI_DOUBLE, comm), status, out);
     DSI_MPI_TRY_GOTO(MPI_Allreduce(MPI_IN_PLACE, results, PROBE_FIELDS * n, MPI_DOUBLE, MPI_SUM,
                                    comm),
                      status, out);
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(MPI_IN_PLACE, use, 3, MPI_DOUBLE, MPI_SUM, comm), status, out);
-    /* The share of its core a rank had: 1 but on a shared cpu. */
-    double share = cpu_time && use[0] > 0.0 && use[1] > 0.0 ? DSI_MIN(use[0] / use[1], 1.0) : 1.0;
-    double factors[DSI_SPEED_CLASSES], spreads[DSI_SPEED_CLASSES];
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(MPI_IN_PLACE, &fill, 1, MPI_DOUBLE, MPI_SUM, comm), status, out);
+    double factors[DSI_SPEED_CLASSES], spreads[DSI_SPEED_CLASSES], mean_share = 0.0;
+    for (int r = 0; r < size; r++) {
+        mean_share += shares[r] / size;
+        if (r < DSI_SPEED_RANKS)
+            speed->rank_share[r] = shares[r];
+    }
+    speed->num_rank_shares = DSI_MIN(size, DSI_SPEED_RANKS);
+    speed->cpu_share = mean_share;
     int known = 0;
     speed->num_classes = 0;
     for (int c = 0; c < n; c++) {
         const double *r = &results[PROBE_FIELDS * c];
         if (!(r[0] > 0.0))
             continue;
-        classes[c].factor = r[0] / share;
-        classes[c].fill_s_per_byte = r[2] > 0.0 ? r[1] / r[2] / share : 0.0;
+        /* In CPU time on the cpu backend: the speed alone on a core (the
+         * estimate divides by the share each rank had). */
+        double had = shares[c % size];
+        classes[c].factor = r[0];
+        classes[c].fill_s_per_byte = r[2] > 0.0 ? r[1] / r[2] : 0.0;
         speed->classes[speed->num_classes++] = classes[c];
         factors[known] = classes[c].factor;
         spreads[known++] = r[3];
         char text[256];
         ds_event_key_format(&probes[c].key, text, sizeof(text));
-        DSI_DEBUG("calibration: %s: %.3g x the roofline, spread %.1f%%, filling %.0f MB/s", text,
-                  classes[c].factor, 100.0 * r[3],
-                  classes[c].fill_s_per_byte > 0 ? 1e-6 / classes[c].fill_s_per_byte : 0.0);
+        DSI_DEBUG("calibration: %s: %.3g x the roofline, spread %.1f%%, filling %.0f MB/s (rank "
+                  "%d with %.0f%% of its core)",
+                  text, classes[c].factor, 100.0 * r[3],
+                  classes[c].fill_s_per_byte > 0 ? 1e-6 / classes[c].fill_s_per_byte : 0.0, c % size,
+                  100.0 * had);
     }
     if (known > 0) {
         speed->default_factor = median_of(factors, (size_t)known);
         speed->compute_spread = median_of(spreads, (size_t)known);
     }
-    speed->fill_s_per_byte = use[2] / (double)size / share;
-    speed->cpu_share = share;
+    speed->fill_s_per_byte = fill / (double)size;
 out:
+    dsi_free(shares);
     dsi_free(results);
     dsi_free(probes);
     return status;
@@ -441,7 +457,7 @@ ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
         hi = DSI_MAX(hi, speed->classes[c].factor);
     }
     DSI_INFO("calibration in %.2f s: %d operator classes at %.3g-%.3g x the %s roofline (median "
-             "%.3g; a %.0f%% share of the core), filling %.0f MB/s, spread %.1f%%; barrier %.3g us, "
+             "%.3g; ranks had %.0f%% of their core on average), filling %.0f MB/s, spread %.1f%%; barrier %.3g us, "
              "communicator %.3f s, operations %.3g x the links' roofline (median), filling %.0f "
              "MB/s, spread %.1f%%",
              dsi_now_s() - start, speed->num_classes, speed->num_classes ? lo : 0.0, hi,

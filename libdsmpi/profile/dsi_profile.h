@@ -101,6 +101,7 @@ typedef struct dsi_speed_class {
 } dsi_speed_class_t;
 
 #define DSI_SPEED_CLASSES 96
+#define DSI_SPEED_RANKS 256
 
 typedef struct dsi_profile_speed {
     ds_cluster_t here;          /* the allocation as a cluster of its device spec (rooflines) */
@@ -109,7 +110,10 @@ typedef struct dsi_profile_speed {
     double default_factor;      /* for a class not calibrated */
     double fill_s_per_byte;     /* preparing a kernel: its buffers filled with values */
     double compute_spread;      /* relative spread of repeated compute runs */
-    double cpu_share;           /* cpu backend: share of its core a rank had (1: alone) */
+    double rank_share[DSI_SPEED_RANKS]; /* cpu backend: the share of its core each of the first
+                                           ranks had during the calibration (1: alone) */
+    int num_rank_shares;
+    double cpu_share;           /* ... their mean, for the others */
     double comm_factor;         /* measured / roofline time of an operation of a few MiB here */
     double comm_op_factor[DS_COMM_COUNT_]; /* the same per primitive (0: comm_factor) */
     double comm_fill_s_per_byte; /* preparing a communication buffer */
@@ -129,6 +133,9 @@ typedef struct dsi_profile_speed {
 /* Defaults without a calibration: factors 1 (the device spec's roofline),
  * no spread, the database costs of the store benchmark. */
 void dsi_profile_speed_init(dsi_profile_speed_t *speed, const ds_cluster_t *here);
+
+/* The share of its core `rank` has (cpu backend; 1 elsewhere). */
+double dsi_profile_speed_share(const dsi_profile_speed_t *speed, int rank);
 
 /* The class of a compute key (NULL: not calibrated). */
 const dsi_speed_class_t *dsi_profile_speed_class(const dsi_profile_speed_t *speed,

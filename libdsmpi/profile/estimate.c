@@ -6,7 +6,8 @@
  *   layer pass   prepare: its kernels' buffers, their bytes x the fill rate of
  *                their operator class (x copies); one run: the sum of its compute
  *                keys' roofline times on the device spec, each x the factor
- *                of its operator class; then the loop on that run
+ *                of its operator class; both over the share of its core the
+ *                rank measuring it has (cpu backend); then the loop on that run
  *   compute      in rounds: round i is every rank's i-th pass (largest
  *                first, as assigned), so it lasts as long as the slowest;
  *                then the ranks agree (an all-reduce and the checkpoint's
@@ -53,6 +54,12 @@ static uint8_t pass_class(uint8_t pass)
     return pass == DS_PASS_RECOMPUTE ? (uint8_t)DS_PASS_FORWARD : pass;
 }
 
+double dsi_profile_speed_share(const dsi_profile_speed_t *speed, int rank)
+{
+    double share = rank >= 0 && rank < speed->num_rank_shares ? speed->rank_share[rank] : speed->cpu_share;
+    return share > 0.0 ? DSI_MIN(share, 1.0) : 1.0;
+}
+
 const dsi_speed_class_t *dsi_profile_speed_class(const dsi_profile_speed_t *speed,
                                                  const ds_event_key_t *key)
 {
@@ -92,8 +99,10 @@ static void unit_model(const dsi_profile_plan_t *plan, const dsi_unit_t *unit,
 static double unit_seconds(const dsi_profile_plan_t *plan, const dsi_unit_t *unit,
                            const ds_measure_config_t *config, const dsi_profile_speed_t *speed)
 {
-    double run_s, prepare_s;
+    double run_s, prepare_s, share = dsi_profile_speed_share(speed, unit->rank);
     unit_model(plan, unit, speed, &run_s, &prepare_s);
+    run_s /= share; /* on a shared core a pass takes its CPU time over the share it gets */
+    prepare_s /= share;
     double copies = config->copies > 1 ? (double)config->copies : 1.0;
     dsi_loop_model_t m;
     memset(&m, 0, sizeof(m));
