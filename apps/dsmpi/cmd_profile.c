@@ -130,8 +130,9 @@ static void print_expected(const ds_profile_summary_t *s)
     if (s->calibrated)
         printf("# (the measurement loop's warm-up, repetitions and budget per event on speeds calibrated here:\n"
                "# operators at %.2gx the device spec's roofline (median), collectives at %.2gx the links',\n"
-               "# barriers %.0f us; size #SBATCH --time with a margin: a busy machine runs slower)\n",
-               s->compute_factor, s->comm_factor, 1e6 * s->sync_s);
+               "# barriers %.0f us, ranks with %.0f%% of their core; size #SBATCH --time with a margin: a\n"
+               "# machine busier than during the calibration runs slower)\n",
+               s->compute_factor, s->comm_factor, 1e6 * s->sync_s, 100.0 * s->cpu_share);
     else
         printf("# (the measurement loop's warm-up, repetitions and budget per event on the device spec's\n"
                "# roofline; size #SBATCH --time with a margin)\n");
@@ -204,13 +205,13 @@ static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summa
            "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
            "\"estimated_comm_s\": %.3f, \"estimated_setup_s\": %.3f, \"estimated_commit_s\": %.3f, "
            "\"estimated_wall_s\": %.3f, \"compute_rounds\": %zu, \"calibrated\": %s, "
-           "\"compute_factor\": %.4g, \"comm_factor\": %.4g, \"sync_s\": %.4g",
+           "\"compute_factor\": %.4g, \"comm_factor\": %.4g, \"sync_s\": %.4g, \"cpu_share\": %.3f",
            s->ranks, s->nodes, (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
            s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
            s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s,
            s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s, s->estimated_wall_s,
            s->compute_rounds, s->calibrated ? "true" : "false", s->compute_factor, s->comm_factor,
-           s->sync_s);
+           s->sync_s, s->cpu_share);
     if (ran) {
         const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
         fprintf(out, ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "

@@ -101,6 +101,7 @@ typedef struct ds_profile_summary {
     double compute_factor;       /* calibration: operators' time / the spec's roofline (median) */
     double comm_factor;          /* ... a large all-reduce's time / the links' roofline */
     double sync_s;               /* ... one barrier of the allocation */
+    double cpu_share;            /* ... cpu backend: the share of its core a rank had (mean) */
     size_t comm_keys_measured;   /* target communication keys this allocation measures as they are */
     size_t comm_keys_fitted;     /* ... predicted from measurements at the same network level */
     size_t comm_keys_assumed;    /* ... from the cluster description (no measurement at that level) */

@@ -331,6 +331,7 @@ static void summarize_plan(ds_profiler_t *p, ds_profile_summary_t *s)
     s->compute_factor = p->speed.default_factor;
     s->comm_factor = p->speed.comm_factor;
     s->sync_s = p->speed.sync_s;
+    s->cpu_share = p->speed.cpu_share;
 }
 
 ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
