@@ -9,20 +9,19 @@
  * batched GEMM's batch first, the rows of the others, a causal softmax in
  * whole sequences) to about CALIBRATE_RUN_S on the device spec, run once
  * untimed, then as the loop runs it (at least CALIBRATE_REPS times) within
- * CALIBRATE_PROBE_S; factor = time of a run / roofline of the scaled key.  The classes are dealt to the ranks, which run them at
- * once, as profiling does; a kernel of CALIBRATE_FILL_BYTES is prepared on
- * every rank for the fill rate.  On the cpu backend a run's time is the
- * thread's CPU time (the speed alone on a core), and each rank's share of
- * its core while it ran them (CPU time / wall time) is kept: on a core
- * shared with other work a long pass takes its CPU time over that share,
- * which a median of short runs does not see (estimate.c divides by it).
- * Spread: the loop's own statistic, spread = rel_ci sqrt(n) / (1.96
- * sqrt(pi / 2)), so that dsi_measure_expected_ci gives back the CI measured
- * (over enough repetitions for central order statistics: a CI of five
+ * CALIBRATE_PROBE_S; factor = time of a run / roofline of the scaled key.  The classes are dealt to
+ * the ranks, which run them at once, as profiling does; a kernel of CALIBRATE_FILL_BYTES is
+ * prepared on every rank for the fill rate.  On the cpu backend a run's time is the thread's CPU
+ * time (the speed alone on a core), and each rank's share of its core while it ran them (CPU time /
+ * wall time) is kept: on a core shared with other work a long pass takes its CPU time over that
+ * share, which a median of short runs does not see (estimate.c divides by it). Spread: the loop's
+ * own statistic, spread = rel_ci sqrt(n) / (1.96 sqrt(pi / 2)), so that dsi_measure_expected_ci
+ * gives back the CI measured (over enough repetitions for central order statistics: a CI of five
  * would rest on their extremes and see one preempted run as spread).
- * Communication: CALIBRATE_BARRIERS barriers (their mean: the cost of one
- * synchronisation), one communicator over every rank (its set-up time), an
- * all-reduce of CALIBRATE_SMALL bytes (the spread of small operations), and
+ * Communication: CALIBRATE_BARRIERS barriers, one communicator over every
+ * rank (its set-up time), an all-reduce of CALIBRATE_SMALL bytes (the spread
+ * of small operations, and repeated for CALIBRATE_SYNC_S: the cost of one
+ * synchronisation inside a loop, the larger of the two), and
  * every primitive the plan measures at CALIBRATE_LARGE bytes (point-to-point
  * between ranks 0 and 1): median time / the links' roofline, its spread, and
  * the time around its loop is preparing its buffers (the fill rate).
@@ -40,16 +39,17 @@
 #include <string.h>
 #include <time.h>
 
-#define CALIBRATE_RUN_S 1e-3        /* a scaled kernel's roofline time on the device spec */
-#define CALIBRATE_REPS 9            /* at least, then the CI target within CALIBRATE_PROBE_S */
+#define CALIBRATE_RUN_S 1e-3 /* a scaled kernel's roofline time on the device spec */
+#define CALIBRATE_REPS 9     /* at least, then the CI target within CALIBRATE_PROBE_S */
 #define CALIBRATE_PROBE_S 0.03
 #define CALIBRATE_FILL_BYTES (32 << 20)
 #define CALIBRATE_BARRIERS 200
-#define CALIBRATE_SMALL (4 << 10)   /* bytes */
-#define CALIBRATE_SMALL_S 0.03      /* budget of its measurement */
+#define CALIBRATE_SMALL (4 << 10) /* bytes */
+#define CALIBRATE_SMALL_S 0.03    /* budget of its measurement */
 #define CALIBRATE_LARGE (4 << 20)
 #define CALIBRATE_LARGE_S 0.1
 #define CALIBRATE_COMM_REPS 9
+#define CALIBRATE_SYNC_S 0.03
 
 static double thread_cpu_s(void)
 {
@@ -98,7 +98,7 @@ static double median_of(double *v, size_t n)
 /* ---- compute --------------------------------------------------------------------------------- */
 
 typedef struct probe {
-    ds_event_key_t key; /* scaled */
+    ds_event_key_t key;  /* scaled */
     double flops, bytes; /* of the scaled key */
 } probe_t;
 
@@ -262,10 +262,11 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
     }
     /* The share of its core this rank had: 1 but on a shared cpu. */
     double share = cpu_time && use[0] > 0.0 && use[1] > 0.0 ? DSI_MIN(use[0] / use[1], 1.0) : 1.0;
-    DSI_MPI_TRY_GOTO(MPI_Allgather(&share, 1, MPI_DOUBLE, shares, 1, MPI_DOUBLE, comm), status, out);
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(MPI_IN_PLACE, results, PROBE_FIELDS * n, MPI_DOUBLE, MPI_SUM,
-                                   comm),
-                     status, out);
+    DSI_MPI_TRY_GOTO(MPI_Allgather(&share, 1, MPI_DOUBLE, shares, 1, MPI_DOUBLE, comm), status,
+                     out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Allreduce(MPI_IN_PLACE, results, PROBE_FIELDS * n, MPI_DOUBLE, MPI_SUM, comm), status,
+        out);
     DSI_MPI_TRY_GOTO(MPI_Allreduce(MPI_IN_PLACE, &fill, 1, MPI_DOUBLE, MPI_SUM, comm), status, out);
     double factors[DSI_SPEED_CLASSES], spreads[DSI_SPEED_CLASSES], mean_share = 0.0;
     for (int r = 0; r < size; r++) {
@@ -294,8 +295,8 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
         DSI_DEBUG("calibration: %s: %.3g x the roofline, spread %.1f%%, filling %.0f MB/s (rank "
                   "%d with %.0f%% of its core)",
                   text, classes[c].factor, 100.0 * r[3],
-                  classes[c].fill_s_per_byte > 0 ? 1e-6 / classes[c].fill_s_per_byte : 0.0, c % size,
-                  100.0 * had);
+                  classes[c].fill_s_per_byte > 0 ? 1e-6 / classes[c].fill_s_per_byte : 0.0,
+                  c % size, 100.0 * had);
     }
     if (known > 0) {
         speed->default_factor = median_of(factors, (size_t)known);
@@ -312,9 +313,9 @@ out:
 /* ---- communication --------------------------------------------------------------------------- */
 
 /* Measures `key` on `c` as the loop does (its warm-up and CI target, at
- * least CALIBRATE_COMM_REPS repetitions) within `budget_s`; *call_s_p: the whole call (preparing included).  Enough repetitions
- * for a CI of central order statistics, the loop's own statistic, where a
- * few repetitions' would rest on their extremes.  Collective. */
+ * least CALIBRATE_COMM_REPS repetitions) within `budget_s`; *call_s_p: the whole call (preparing
+ * included).  Enough repetitions for a CI of central order statistics, the loop's own statistic,
+ * where a few repetitions' would rest on their extremes.  Collective. */
 static ds_status_t measure_briefly(ds_comm_t *c, const ds_event_key_t *key, double budget_s,
                                    ds_comm_measurement_t *m, double *call_s_p)
 {
@@ -376,6 +377,21 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
     double call_s = 0.0;
     DSI_TRY_GOTO(measure_briefly(all, &key, CALIBRATE_SMALL_S, &m, &call_s), status, out);
     speed->comm_spread = spread_of(&m.cost);
+    /* What a synchronisation costs inside a measurement loop: repetitions
+     * of the small operation for CALIBRATE_SYNC_S, their wall time less the
+     * operation.  A burst of barriers fits between two preemptions; the
+     * loop's repetitions over a second do not, on a busy machine. */
+    ds_measure_config_t config;
+    ds_measure_config_default(&config);
+    config.warmup = 0;
+    config.warmup_s = 0.0;
+    config.target_rel_ci = 0.0;
+    config.max_reps = 100000;
+    config.budget_s = CALIBRATE_SYNC_S;
+    DSI_TRY_GOTO(ds_comm_measure(all, &key, &config, &m), status, out);
+    if (m.cost.cost.repetitions > 0)
+        speed->sync_s = DSI_MAX(speed->sync_s, m.cost.wall_s / (double)m.cost.cost.repetitions -
+                                                   m.cost.cost.mean_s);
     speed->comm_spread_small_bytes = CALIBRATE_SMALL;
     speed->comm_spread_large_bytes = CALIBRATE_LARGE;
 
@@ -457,7 +473,8 @@ ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
         hi = DSI_MAX(hi, speed->classes[c].factor);
     }
     DSI_INFO("calibration in %.2f s: %d operator classes at %.3g-%.3g x the %s roofline (median "
-             "%.3g; ranks had %.0f%% of their core on average), filling %.0f MB/s, spread %.1f%%; barrier %.3g us, "
+             "%.3g; ranks had %.0f%% of their core on average), filling %.0f MB/s, spread %.1f%%; "
+             "barrier %.3g us, "
              "communicator %.3f s, operations %.3g x the links' roofline (median), filling %.0f "
              "MB/s, spread %.1f%%",
              dsi_now_s() - start, speed->num_classes, speed->num_classes ? lo : 0.0, hi,

@@ -56,7 +56,8 @@ static uint8_t pass_class(uint8_t pass)
 
 double dsi_profile_speed_share(const dsi_profile_speed_t *speed, int rank)
 {
-    double share = rank >= 0 && rank < speed->num_rank_shares ? speed->rank_share[rank] : speed->cpu_share;
+    double share =
+        rank >= 0 && rank < speed->num_rank_shares ? speed->rank_share[rank] : speed->cpu_share;
     return share > 0.0 ? DSI_MIN(share, 1.0) : 1.0;
 }
 
@@ -88,11 +89,12 @@ static void unit_model(const dsi_profile_plan_t *plan, const dsi_unit_t *unit,
         const ds_event_t *e = ds_event_set_find(plan->events, key);
         const dsi_speed_class_t *c = dsi_profile_speed_class(speed, key);
         double flops = e != NULL ? e->flops : 0.0, moved = e != NULL ? e->bytes : 0.0;
-        double bytes = k < plan->num_key_bytes && plan->key_bytes[k] > 0.0 ? plan->key_bytes[k] : moved;
+        double bytes =
+            k < plan->num_key_bytes && plan->key_bytes[k] > 0.0 ? plan->key_bytes[k] : moved;
         *run_s += (c != NULL ? c->factor : speed->default_factor) *
                   dsi_estimate_seconds(key, flops, moved, &device);
         *prepare_s += bytes * (c != NULL && c->fill_s_per_byte > 0.0 ? c->fill_s_per_byte
-                                                                      : speed->fill_s_per_byte);
+                                                                     : speed->fill_s_per_byte);
     }
 }
 
@@ -186,7 +188,8 @@ static size_t rank_order(const dsi_profile_plan_t *plan, int rank, size_t *order
     return mine;
 }
 
-static ds_status_t estimate_compute(const dsi_profile_plan_t *plan, const ds_measure_config_t *config,
+static ds_status_t estimate_compute(const dsi_profile_plan_t *plan,
+                                    const ds_measure_config_t *config,
                                     const dsi_profile_speed_t *speed, db_model_t *db,
                                     dsi_profile_estimate_t *e)
 {
@@ -257,7 +260,8 @@ static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_
     key.concurrency = c->concurrency;
     key.flags = c->batched ? DS_COMM_FLAG_BATCHED : 0;
     key.dims[0] = c->bytes;
-    double factor = speed->comm_op_factor[c->op] > 0.0 ? speed->comm_op_factor[c->op] : speed->comm_factor;
+    double factor =
+        speed->comm_op_factor[c->op] > 0.0 ? speed->comm_op_factor[c->op] : speed->comm_factor;
     double run_s = factor * dsi_estimate_seconds(&key, 0.0, (double)c->bytes, &speed->here);
     /* Preparing: the busiest member's buffers, then every member agrees. */
     double filled = 0.0;
@@ -268,14 +272,15 @@ static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_
     }
     double seconds = filled * speed->comm_fill_s_per_byte + speed->sync_s;
     if (c->nodes > 1) /* ping-pong with every other node's leader, two all-reduces */
-        seconds += (2.0 * (double)dsi_param_int(DSI_PARAM_CLOCK_SYNC_ROUNDS) * (c->nodes - 1) + 2.0) *
-                   speed->sync_s;
+        seconds +=
+            (2.0 * (double)dsi_param_int(DSI_PARAM_CLOCK_SYNC_ROUNDS) * (c->nodes - 1) + 2.0) *
+            speed->sync_s;
     dsi_loop_model_t m;
     memset(&m, 0, sizeof(m));
     m.run_s = run_s;
-    m.warmup_s = run_s + 2.0 * speed->sync_s;   /* the decision's broadcast, a barrier */
-    m.rep_wall_s = run_s + speed->sync_s;       /* a barrier before each */
-    m.batch_wall_s = 3.0 * speed->sync_s;       /* two broadcasts, the all-gather */
+    m.warmup_s = run_s + 2.0 * speed->sync_s; /* the decision's broadcast, a barrier */
+    m.rep_wall_s = run_s + speed->sync_s;     /* a barrier before each */
+    m.batch_wall_s = 3.0 * speed->sync_s;     /* two broadcasts, the all-gather */
     m.spread = comm_spread(speed, c->op, (double)c->bytes);
     m.max_batch = DSI_COMM_MAX_BATCH;
     m.rate_from_wall = 1;
@@ -319,10 +324,15 @@ ds_status_t dsi_profile_estimate(const dsi_profile_plan_t *plan, const ds_measur
     DSI_TRY(dsi_measure_check_config(config));
     if (plan->num_ranks < 1)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "the profiling plan is not assigned to ranks yet");
-    DSI_TRY_GOTO(dsi_calloc(plan->num_units ? plan->num_units : 1, sizeof(double), &e.unit_s), status, err);
+    DSI_TRY_GOTO(dsi_calloc(plan->num_units ? plan->num_units : 1, sizeof(double), &e.unit_s),
+                 status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)plan->num_ranks, sizeof(double), &e.rank_s), status, err);
-    DSI_TRY_GOTO(dsi_calloc(plan->num_tasks ? plan->num_tasks : 1, sizeof(double), &e.task_s), status, err);
-    db_model_t db = {db_records >= 0, DSI_MAX(db_records, 0), 0, 0.0,
+    DSI_TRY_GOTO(dsi_calloc(plan->num_tasks ? plan->num_tasks : 1, sizeof(double), &e.task_s),
+                 status, err);
+    db_model_t db = {db_records >= 0,
+                     DSI_MAX(db_records, 0),
+                     0,
+                     0.0,
                      dsi_param_int(DSI_PARAM_DB_CHECKPOINT_EVENTS),
                      dsi_param_double(DSI_PARAM_DB_CHECKPOINT_SECONDS)};
     if (compute)
