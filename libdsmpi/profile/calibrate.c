@@ -24,7 +24,9 @@
  * synchronisation inside a loop, the larger of the two), and
  * every primitive the plan measures at CALIBRATE_LARGE bytes (point-to-point
  * between ranks 0 and 1): median time / the links' roofline, its spread, and
- * the time around its loop is preparing its buffers (the fill rate).
+ * the time around its loop is preparing its buffers (the fill rate); and at
+ * CALIBRATE_HUGE bytes when the plan has messages that large (out of the
+ * caches a byte costs more).
  */
 #include "dsi_profile.h"
 
@@ -48,6 +50,8 @@
 #define CALIBRATE_SMALL_S 0.03    /* budget of its measurement */
 #define CALIBRATE_LARGE (4 << 20)
 #define CALIBRATE_LARGE_S 0.1
+#define CALIBRATE_HUGE (32 << 20) /* out of the caches */
+#define CALIBRATE_HUGE_S 0.15
 #define CALIBRATE_COMM_REPS 9
 #define CALIBRATE_SYNC_S 0.03
 
@@ -329,6 +333,16 @@ static ds_status_t measure_briefly(ds_comm_t *c, const ds_event_key_t *key, doub
     return DS_OK;
 }
 
+/* The largest message of `op` the plan measures. */
+static int64_t largest_task(const dsi_profile_plan_t *plan, ds_comm_op_t op)
+{
+    int64_t bytes = 0;
+    for (size_t t = 0; t < plan->num_tasks; t++)
+        if (plan->tasks[t].sample.op == op)
+            bytes = DSI_MAX(bytes, plan->tasks[t].sample.bytes);
+    return bytes;
+}
+
 /* The primitives the plan's tasks measure (point-to-point once). */
 static int plan_ops(const dsi_profile_plan_t *plan, ds_comm_op_t *ops)
 {
@@ -425,18 +439,33 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
                 fill[1] = (double)(op.send_bytes + op.recv_bytes);
             }
         }
+        /* Out of the caches, when the plan has such messages. */
+        double huge = 0.0;
+        if (c != NULL && largest_task(plan, ops[i]) >= CALIBRATE_HUGE) {
+            key.dims[0] = CALIBRATE_HUGE;
+            DSI_TRY_GOTO(measure_briefly(c, &key, CALIBRATE_HUGE_S, &m, &call_s), status, out);
+            double estimate = dsi_estimate_seconds(&key, 0.0, (double)m.sample.bytes, &speed->here);
+            if (m.cost.cost.median_s > 0.0 && estimate > 0.0)
+                huge = m.cost.cost.median_s / estimate;
+        }
         /* Rank 0 measured every primitive: its numbers for all. */
-        DSI_MPI_TRY_GOTO(MPI_Bcast(factor, 2, MPI_DOUBLE, 0, comm), status, out);
-        if (factor[0] > 0.0) {
-            DSI_DEBUG("calibration: %s of %d bytes: %.3g x the links' roofline, spread %.1f%%",
-                      ds_comm_op_name(ops[i]), CALIBRATE_LARGE, factor[0], 100.0 * factor[1]);
-            speed->comm_op_factor[ops[i]] = factor[0];
-            speed->comm_op_spread[ops[i]] = factor[1];
-            factors[known++] = factor[0];
+        double got[3] = {factor[0], factor[1], huge};
+        DSI_MPI_TRY_GOTO(MPI_Bcast(got, 3, MPI_DOUBLE, 0, comm), status, out);
+        if (got[0] > 0.0) {
+            DSI_DEBUG("calibration: %s of %d bytes: %.3g x the links' roofline, spread %.1f%%; of "
+                      "%d bytes: %.3g x",
+                      ds_comm_op_name(ops[i]), CALIBRATE_LARGE, got[0], 100.0 * got[1],
+                      CALIBRATE_HUGE, got[2]);
+            speed->comm_op_factor[ops[i]] = got[0];
+            speed->comm_op_spread[ops[i]] = got[1];
+            speed->comm_op_huge_factor[ops[i]] = got[2];
+            factors[known++] = got[0];
         }
         fill_s += fill[0];
         filled += fill[1];
     }
+    speed->comm_factor_bytes = CALIBRATE_LARGE;
+    speed->comm_huge_bytes = CALIBRATE_HUGE;
     if (known > 0)
         speed->comm_factor = median_of(factors, (size_t)known);
     if (filled > 0.0)

@@ -115,7 +115,11 @@ typedef struct dsi_profile_speed {
     int num_rank_shares;
     double cpu_share;           /* ... their mean, for the others */
     double comm_factor;         /* measured / roofline time of an operation of a few MiB here */
-    double comm_op_factor[DS_COMM_COUNT_]; /* the same per primitive (0: comm_factor) */
+    /* The same per primitive (0: comm_factor) at comm_factor_bytes, and at
+     * comm_huge_bytes (0: not measured), log-linear between; beyond, the
+     * nearer one (messages out of the caches run slower per byte). */
+    double comm_op_factor[DS_COMM_COUNT_], comm_op_huge_factor[DS_COMM_COUNT_];
+    double comm_factor_bytes, comm_huge_bytes;
     double comm_fill_s_per_byte; /* preparing a communication buffer */
     /* Relative spread of repeated communication runs: of small operations
      * (up to comm_spread_small_bytes) and per primitive from

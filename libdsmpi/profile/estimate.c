@@ -232,17 +232,35 @@ out:
 
 /* ---- communication --------------------------------------------------------------------------- */
 
+/* log-linear between (lo, a) and (hi, b), the nearer value outside. */
+static double between(double x, double lo, double a, double hi, double b)
+{
+    if (!(lo > 0.0) || !(hi > lo) || x <= lo)
+        return a;
+    if (x >= hi)
+        return b;
+    return a + (b - a) * log(x / lo) / log(hi / lo);
+}
+
+/* The factor of an operation of `bytes`: see dsi_profile_speed_t. */
+static double comm_factor(const dsi_profile_speed_t *speed, ds_comm_op_t op, double bytes)
+{
+    double factor =
+        speed->comm_op_factor[op] > 0.0 ? speed->comm_op_factor[op] : speed->comm_factor;
+    double huge = speed->comm_op_huge_factor[op];
+    if (!(huge > 0.0))
+        return factor;
+    return between(bytes, speed->comm_factor_bytes, factor, speed->comm_huge_bytes, huge);
+}
+
 /* The spread of an operation of `bytes`: see dsi_profile_speed_t. */
 static double comm_spread(const dsi_profile_speed_t *speed, ds_comm_op_t op, double bytes)
 {
     double small = speed->comm_spread, large = speed->comm_op_spread[op];
-    double lo = speed->comm_spread_small_bytes, hi = speed->comm_spread_large_bytes;
-    if (!(large > 0.0) || !(lo > 0.0) || !(hi > lo) || bytes <= lo)
+    if (!(large > 0.0))
         return small;
-    if (bytes >= hi)
-        return large;
-    double w = log(bytes / lo) / log(hi / lo);
-    return small + w * (large - small);
+    return between(bytes, speed->comm_spread_small_bytes, small, speed->comm_spread_large_bytes,
+                   large);
 }
 
 static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_t *config,
@@ -260,8 +278,7 @@ static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_
     key.concurrency = c->concurrency;
     key.flags = c->batched ? DS_COMM_FLAG_BATCHED : 0;
     key.dims[0] = c->bytes;
-    double factor =
-        speed->comm_op_factor[c->op] > 0.0 ? speed->comm_op_factor[c->op] : speed->comm_factor;
+    double factor = comm_factor(speed, c->op, (double)c->bytes);
     double run_s = factor * dsi_estimate_seconds(&key, 0.0, (double)c->bytes, &speed->here);
     /* Preparing: the busiest member's buffers, then every member agrees. */
     double filled = 0.0;
