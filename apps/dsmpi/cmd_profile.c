@@ -128,12 +128,16 @@ static void print_expected(const ds_profile_summary_t *s)
            "# %.0f s of communication (%.1f s of it setting communicators up), %.1f s writing the results\n",
            s->estimated_wall_s, s->estimated_compute_s, s->compute_rounds, s->ranks,
            s->ranks == 1 ? "" : "s", s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s);
-    if (s->calibrated)
+    if (s->calibrated) {
+        char comm[128] = "";
+        if (s->comm_tasks > s->comm_tasks_reused)
+            snprintf(comm, sizeof(comm), " collectives at %.2gx the links',\n# barriers %.0f us,",
+                     s->comm_factor, 1e6 * s->sync_s);
         printf("# (the measurement loop's warm-up, repetitions and budget per event on speeds calibrated here:\n"
-               "# operators at %.2gx the device spec's roofline (median), collectives at %.2gx the links',\n"
-               "# barriers %.0f us, ranks with %.0f%% of their core; size #SBATCH --time with a margin: a\n"
-               "# machine busier than during the calibration runs slower)\n",
-               s->compute_factor, s->comm_factor, 1e6 * s->sync_s, 100.0 * s->cpu_share);
+               "# operators at %.2gx the device spec's roofline (median),%s ranks with %.0f%% of their core;\n"
+               "# size #SBATCH --time with a margin: a machine busier than during the calibration runs slower)\n",
+               s->compute_factor, comm, 100.0 * s->cpu_share);
+    }
     else
         printf("# (the measurement loop's warm-up, repetitions and budget per event on the device spec's\n"
                "# roofline; size #SBATCH --time with a margin)\n");
