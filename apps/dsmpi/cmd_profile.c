@@ -101,7 +101,8 @@ void profile_print_help(FILE *out)
           "  --backend auto|cpu|cuda|replay  the device backend (auto: cuda when every rank sees\n"
           "                           a GPU; replay: compute costs from DS_REPLAY_COSTS)\n"
           "  --dry-run                print the plan, the coverage of the target's communication\n"
-          "                           and the expected profiling time; measure nothing\n"
+          "                           and the expected profiling time per phase (from a calibration\n"
+          "                           of about a second); measure nothing else, write nothing\n"
           "  --compute-only           skip communication measurements\n"
           "  --comm-only              skip the layer passes\n"
           "  --costs-out FILE, --comm-samples-out FILE   without --profile-db: write the\n"
@@ -130,6 +131,28 @@ void profile_install_signal_handlers(void)
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, NULL);
     sigaction(SIGUSR1, &action, NULL);
+}
+
+/* The expected profiling time, per phase, and what it rests on. */
+static void print_expected(const ds_profile_summary_t *s)
+{
+    printf("#\n# expected profiling time: %.0f s in all: %.0f s of layer passes (%zu rounds over %d rank%s),\n"
+           "# %.0f s of communication (%.1f s of it setting communicators up), %.1f s writing the results\n",
+           s->estimated_wall_s, s->estimated_compute_s, s->compute_rounds, s->ranks,
+           s->ranks == 1 ? "" : "s", s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s);
+    if (s->calibrated) {
+        char comm[128] = "";
+        if (s->comm_tasks > s->comm_tasks_reused)
+            snprintf(comm, sizeof(comm), " collectives at %.2gx the links',\n# barriers %.0f us,",
+                     s->comm_factor, 1e6 * s->sync_s);
+        printf("# (the measurement loop's warm-up, repetitions and budget per event on speeds calibrated here:\n"
+               "# operators at %.2gx the device spec's roofline (median),%s ranks with %.0f%% of their core;\n"
+               "# size #SBATCH --time with a margin: a machine busier than during the calibration runs slower)\n",
+               s->compute_factor, comm, 100.0 * s->cpu_share);
+    }
+    else
+        printf("# (the measurement loop's warm-up, repetitions and budget per event on the device spec's\n"
+               "# roofline; size #SBATCH --time with a margin)\n");
 }
 
 static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profile_summary_t *s,
@@ -163,9 +186,7 @@ static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profil
             ds_event_key_format(key, text, sizeof(text));
             printf("  %-9s %12lld  %s\n", ds_coverage_name(coverage), (long long)count, text);
         }
-        printf("#\n# expected profiling time: %.0f s of layer passes on the busiest rank, %.0f s of communication\n"
-               "# (roofline estimates with the minimum repetitions; size #SBATCH --time with a margin)\n",
-               s->estimated_compute_s, s->estimated_comm_s);
+        print_expected(s);
     }
 }
 
@@ -177,14 +198,16 @@ static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
     printf("# %4s %12s %12s\n", "", "(s)", "(s)");
     for (int r = 0; r < s->ranks; r++)
         printf("  %4d %12.3f %12.3f\n", r, predicted[r], busy[r]);
-    printf("# predicted: roofline estimate of the rank's passes x (warm-up + minimum repetitions), capped by\n"
-           "# the per-event budget; busy: the time the rank spent measuring them\n");
+    printf("# predicted: the plan's expected time of the rank's passes (preparing them, then the\n"
+           "# measurement loop's warm-up, repetitions and budget); busy: the time the rank spent measuring them\n");
     printf("#\n# profiled %zu of %zu layer passes (%zu reused from the database), %zu communication tasks (%zu reused)\n",
            s->units_measured, s->units, s->units_reused, s->comm_tasks - s->comm_tasks_reused,
            s->comm_tasks_reused);
     printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s%s\n",
            s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
            s->interrupted ? " (interrupted: rerun to measure the rest)" : "");
+    printf("# expected      %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s\n",
+           s->estimated_wall_s, s->estimated_compute_s, s->estimated_comm_s, s->estimated_commit_s);
 }
 
 static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
@@ -197,11 +220,15 @@ static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summa
            "\"comm_keys\": %zu, \"units\": %zu, \"units_measured\": %zu, \"units_reused\": %zu, "
            "\"comm_tasks\": %zu, \"comm_tasks_reused\": %zu, \"comm_keys_measured\": %zu, "
            "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
-           "\"estimated_comm_s\": %.3f",
+           "\"estimated_comm_s\": %.3f, \"estimated_setup_s\": %.3f, \"estimated_commit_s\": %.3f, "
+           "\"estimated_wall_s\": %.3f, \"compute_rounds\": %zu, \"calibrated\": %s, "
+           "\"compute_factor\": %.4g, \"comm_factor\": %.4g, \"sync_s\": %.4g, \"cpu_share\": %.3f",
            s->ranks, s->nodes, (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
            s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
            s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s,
-           s->estimated_comm_s);
+           s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s, s->estimated_wall_s,
+           s->compute_rounds, s->calibrated ? "true" : "false", s->compute_factor, s->comm_factor,
+           s->sync_s, s->cpu_share);
     if (ran) {
         const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
         fprintf(out, ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "

@@ -13,6 +13,7 @@ enum {
     OPT_TRACE,
     OPT_TIMELINE,
     OPT_SVG,
+    OPT_ALL_VARIANTS,
     OPT_HELP,
 };
 
@@ -41,7 +42,10 @@ static void help(void)
     search_inputs_print_help(stdout);
     printf("Output:\n"
            "  --json, --csv, --quiet\n"
-           "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K)\n"
+           "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K); strategies\n"
+           "                           whose simulated timelines (and memory) are equal share a row,\n"
+           "                           the others named in it ('also: dp-algo=ring,tree')\n"
+           "  --all-variants           rank every such equivalent variant in a row of its own\n"
            "  --trace FILE.json        Perfetto trace of the best strategy (DP replica 0)\n"
            "  --svg FILE.svg           Gantt chart of the best strategy\n"
            "  --timeline FILE.h5       HDF5 timeline of the best strategy\n"
@@ -64,13 +68,15 @@ static void strategy_text(const ds_strategy_t *s, char *text, size_t size)
     ds_strategy_format(&copy, text, size);
 }
 
-static void print_row(const char *label, const ds_search_result_t *r)
+static void print_row(const ds_search_t *search, const char *label, const ds_search_result_t *r)
 {
-    char text[DS_STRATEGY_TEXT_MAX];
+    char text[DS_STRATEGY_TEXT_MAX], also[1024] = "";
     strategy_text(&r->strategy, text, sizeof(text));
-    printf("  %5s %11.6f %11.2f %12.4g %9.2f %6.2f %6.2f %9.5f %8.2f  %s\n", label, r->iteration_s,
-           r->samples_per_s, r->tokens_per_s, r->model_tflops_per_gpu, 100.0 * r->mfu,
-           100.0 * r->bubble_fraction, r->comm_exposed_s, r->memory_GiB, text);
+    ds_search_variants_text(search, r, also, sizeof(also));
+    printf("  %5s %11.6f %11.2f %12.4g %9.2f %6.2f %6.2f %9.5f %8.2f  %s%s%s%s\n", label,
+           r->iteration_s, r->samples_per_s, r->tokens_per_s, r->model_tflops_per_gpu,
+           100.0 * r->mfu, 100.0 * r->bubble_fraction, r->comm_exposed_s, r->memory_GiB, text,
+           also[0] ? "  (also: " : "", also, also[0] ? ")" : "");
 }
 
 static void print_counts(const ds_search_stats_t *st)
@@ -123,6 +129,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            "(mean per GPU); mem = busiest GPU\n",
            o->si.layer_level ? "layer" : "stage");
     size_t n = ds_search_result_count(search);
+    int64_t variants = 0;
     ds_search_result_t worst;
     bool have_worst = ds_search_worst(search, &worst) == DS_OK;
     printf("#\n# %5s %11s %11s %12s %9s %6s %6s %9s %8s  %s\n", "rank", "iter_time", "samples/s",
@@ -133,9 +140,15 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         ds_search_result_t r;
         char label[32];
         snprintf(label, sizeof(label), "%zu", i + 1);
-        if (ds_search_result_at(search, i, &r) == DS_OK)
-            print_row(label, &r);
+        if (ds_search_result_at(search, i, &r) == DS_OK) {
+            print_row(search, label, &r);
+            variants += r.num_variants;
+        }
     }
+    if (variants > 0)
+        printf("# also: %lld equivalent variants share these rows (the same simulated timeline and "
+               "memory; --all-variants ranks each)\n",
+               (long long)variants);
     ds_search_result_t best;
     (void)ds_search_result_at(search, 0, &best);
     if (have_worst) {
@@ -144,7 +157,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
             st.worst_exact
                 ? "of all candidates"
                 : "of those simulated (the bound skipped others; --no-bound for the exact worst)");
-        print_row("worst", &worst);
+        print_row(search, "worst", &worst);
         printf("# best/worst: the best strategy is %.2fx faster than the worst\n",
                best.iteration_s > 0 ? worst.iteration_s / best.iteration_s : 0.0);
     }
@@ -153,10 +166,11 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
                "on them\n");
 }
 
-static void print_result_json(const ds_search_result_t *r, int rank)
+static void print_result_json(const ds_search_t *search, const ds_search_result_t *r, int rank)
 {
-    char text[DS_STRATEGY_TEXT_MAX];
+    char text[DS_STRATEGY_TEXT_MAX], also[1024];
     ds_strategy_format(&r->strategy, text, sizeof(text));
+    ds_search_variants_text(search, r, also, sizeof(also));
     printf("{\"rank\": %d, \"candidate\": %lld, \"strategy\": ", rank, (long long)r->candidate);
     output_json_string(stdout, text);
     printf(", \"dp\": %d, \"tp\": %d, \"pp\": %d, \"mbs\": %d, \"iter_time_s\": %.9g, "
@@ -164,11 +178,26 @@ static void print_result_json(const ds_search_result_t *r, int rank)
            "\"tokens_per_s\": %.6g, \"model_tflops_per_gpu\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
            "\"bubble_fraction\": %.6f, \"comm_exposed_s\": %.9g, \"mem_GiB\": %.6f, "
            "\"lower_bound_s\": %.9g, "
-           "\"assumed_share\": %.6f}",
+           "\"assumed_share\": %.6f",
            r->strategy.dp, r->strategy.tp, r->strategy.pp, r->strategy.mbs, r->iteration_s,
            r->samples_per_s, r->tokens_per_s, r->model_tflops_per_gpu, r->mfu, r->hfu,
            r->bubble_fraction, r->comm_exposed_s, r->memory_GiB, r->lower_bound_s,
            r->assumed_share);
+    /* Equivalent variants: how many, the stored ones in full, what they change. */
+    printf(", \"variant_count\": %d, \"variants\": [", (int)r->num_variants);
+    int stored = r->num_variants < DS_SEARCH_MAX_VARIANTS ? r->num_variants : DS_SEARCH_MAX_VARIANTS;
+    for (int i = 0; i < stored; i++) {
+        const ds_strategy_t *s = ds_search_candidate_at(search, (size_t)r->variants[i]);
+        if (s == NULL)
+            continue;
+        ds_strategy_format(s, text, sizeof(text));
+        printf("%s{\"candidate\": %lld, \"strategy\": ", i ? ", " : "", (long long)r->variants[i]);
+        output_json_string(stdout, text);
+        printf("}");
+    }
+    printf("], \"also\": ");
+    output_json_string(stdout, also);
+    printf("}");
 }
 
 static void print_json(const inputs_t *in, const options_t *o, ds_search_t *search)
@@ -216,11 +245,11 @@ static void print_json(const inputs_t *in, const options_t *o, ds_search_t *sear
         if (i == 0)
             best = r;
         printf("%s\n  ", i ? "," : "");
-        print_result_json(&r, (int)i + 1);
+        print_result_json(search, &r, (int)i + 1);
     }
     printf("],\n \"worst\": ");
     if (n > 0 && ds_search_worst(search, &worst) == DS_OK) {
-        print_result_json(&worst, 0);
+        print_result_json(search, &worst, 0);
         printf(", \"worst_exact\": %s, \"best_worst_ratio\": %.6f",
                st.worst_exact ? "true" : "false",
                best.iteration_s > 0 ? worst.iteration_s / best.iteration_s : 0.0);
@@ -234,7 +263,7 @@ static void print_csv(ds_search_t *search)
 {
     printf("row,candidate,iter_time_s,samples_per_s,tokens_per_s,model_tflops_per_gpu,mfu,hfu,"
            "bubble_fraction,comm_exposed_s,mem_GiB,lower_bound_s,assumed_share,dp,tp,pp,mbs,"
-           "strategy\n");
+           "strategy,variants,also\n");
     size_t n = ds_search_result_count(search);
     for (size_t i = 0; i <= n; i++) {
         ds_search_result_t r;
@@ -248,14 +277,15 @@ static void print_csv(ds_search_t *search)
                 break;
             snprintf(label, sizeof(label), "worst");
         }
-        char text[DS_STRATEGY_TEXT_MAX];
+        char text[DS_STRATEGY_TEXT_MAX], also[1024];
         ds_strategy_format(&r.strategy, text, sizeof(text));
-        printf(
-            "%s,%lld,%.9g,%.6g,%.6g,%.6g,%.6f,%.6f,%.6f,%.9g,%.6f,%.9g,%.6f,%d,%d,%d,%d,\"%s\"\n",
-            label, (long long)r.candidate, r.iteration_s, r.samples_per_s, r.tokens_per_s,
-            r.model_tflops_per_gpu, r.mfu, r.hfu, r.bubble_fraction, r.comm_exposed_s, r.memory_GiB,
-            r.lower_bound_s, r.assumed_share, r.strategy.dp, r.strategy.tp, r.strategy.pp,
-            r.strategy.mbs, text);
+        ds_search_variants_text(search, &r, also, sizeof(also));
+        printf("%s,%lld,%.9g,%.6g,%.6g,%.6g,%.6f,%.6f,%.6f,%.9g,%.6f,%.9g,%.6f,%d,%d,%d,%d,\"%s\",%d,"
+               "\"%s\"\n",
+               label, (long long)r.candidate, r.iteration_s, r.samples_per_s, r.tokens_per_s,
+               r.model_tflops_per_gpu, r.mfu, r.hfu, r.bubble_fraction, r.comm_exposed_s,
+               r.memory_GiB, r.lower_bound_s, r.assumed_share, r.strategy.dp, r.strategy.tp,
+               r.strategy.pp, r.strategy.mbs, text, (int)r.num_variants, also);
     }
 }
 
@@ -300,6 +330,7 @@ static int search_option(const app_t *app, void *ctx, int id, const char *arg)
     case OPT_TRACE: o->trace = arg; return 1;
     case OPT_TIMELINE: o->timeline = arg; return 1;
     case OPT_SVG: o->svg = arg; return 1;
+    case OPT_ALL_VARIANTS: o->si.all_variants = true; return 1;
     default: return search_inputs_handle(app, &o->si, id, arg);
     }
 }
@@ -312,6 +343,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"trace", required_argument, NULL, OPT_TRACE},
         {"timeline", required_argument, NULL, OPT_TIMELINE},
         {"svg", required_argument, NULL, OPT_SVG},
+        {"all-variants", no_argument, NULL, OPT_ALL_VARIANTS},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };

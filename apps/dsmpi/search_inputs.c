@@ -191,6 +191,7 @@ ds_status_t search_inputs_create(const search_inputs_t *si, const ds_model_t *mo
     o.comm_model = comm;
     o.peak_tflops = si->peak_tflops;
     o.bound = !si->no_bound;
+    o.all_variants = si->all_variants;
     ds_strategy_t base;
     ds_strategy_init(&base);
     base.gbs = global_batch;

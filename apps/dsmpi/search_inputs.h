@@ -21,6 +21,7 @@ typedef struct search_inputs {
     int num_fixes;
     int64_t max_tp, max_mbs, top;
     bool layer_level, no_bound;
+    bool all_variants; /* search --all-variants: equivalent variants ranked one by one */
     const char *profile_db;
     const char *fingerprint;
     /* Built by search_inputs_load. */

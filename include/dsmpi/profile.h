@@ -86,8 +86,22 @@ typedef struct ds_profile_summary {
     size_t comm_tasks_reused; /* ... already in the database */
     int64_t target_events;    /* events in one iteration of the targets, over every device */
     double predicted_max_rank_s; /* plan: roofline time of the busiest rank's passes, run once */
-    double estimated_compute_s;  /* plan: expected compute phase (repetitions included) */
-    double estimated_comm_s;     /* plan: expected communication phase */
+    /* Plan: the expected wall time of each phase, from the measurement
+     * loop's rules (warm-up, repetitions to the confidence target or the
+     * minimum, the per-event budget) on speeds calibrated on this
+     * allocation, rounds of passes, communicator set-up and database
+     * writes (libdsmpi/profile/estimate.c). */
+    double estimated_compute_s;  /* the layer-pass phase */
+    double estimated_comm_s;     /* the communication phase, set-up included */
+    double estimated_setup_s;    /* ... of which setting communicators up */
+    double estimated_commit_s;   /* writing the results at the end */
+    double estimated_wall_s;     /* the three phases */
+    size_t compute_rounds;       /* rounds of the layer-pass phase */
+    int calibrated;              /* the speeds were measured here (else the device spec's) */
+    double compute_factor;       /* calibration: operators' time / the spec's roofline (median) */
+    double comm_factor;          /* ... a large all-reduce's time / the links' roofline */
+    double sync_s;               /* ... one barrier of the allocation */
+    double cpu_share;            /* ... cpu backend: the share of its core a rank had (mean) */
     size_t comm_keys_measured;   /* target communication keys this allocation measures as they are */
     size_t comm_keys_fitted;     /* ... predicted from measurements at the same network level */
     size_t comm_keys_assumed;    /* ... from the cluster description (no measurement at that level) */
@@ -123,9 +137,9 @@ DS_API ds_status_t ds_profiler_comm_key_at(const ds_profiler_t *profiler, size_t
                                            int64_t *count_p);
 
 /* Per-rank figures of the layer-pass phase: the plan's expected measuring
- * time of the rank's passes (roofline estimate x warm-up and minimum
- * repetitions, capped by the per-event budget) and the time the rank really
- * spent measuring them.  Arrays of summary.ranks entries, owned by the
+ * time of the rank's passes (preparing each, then the measurement loop's
+ * warm-up, repetitions and budget on the calibrated speeds) and the time the
+ * rank really spent measuring them.  Arrays of summary.ranks entries, owned by the
  * profiler; the measured one is valid on rank 0 after a run. */
 DS_API const double *ds_profiler_rank_predicted_s(const ds_profiler_t *profiler);
 DS_API const double *ds_profiler_rank_busy_s(const ds_profiler_t *profiler);

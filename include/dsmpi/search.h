@@ -39,6 +39,15 @@
  * otherwise it is the worst of those simulated, which include the K
  * candidates with the highest bounds.
  *
+ * Equivalent variants: candidates whose simulated timelines are equal event
+ * for event (ds_sim_summary_t.timeline_hash, with the same iteration time in
+ * integer ns) and whose busiest device needs the same memory differ only in
+ * fields that change nothing here (dp-algo ring or tree on a group inside one
+ * node, ...).  They share one result: the candidate ranked first (lowest
+ * index) stands for the others, which are listed in its `variants`; the top
+ * K are K distinct timelines.  all_variants = 1 ranks every candidate on its
+ * own instead.
+ *
  * Under MPI the bounds are computed in parallel and shared, and the
  * candidates are dealt to the ranks in bound order; rank 0 merges the
  * results, which then go to every rank: the ranking does not depend on the
@@ -97,6 +106,7 @@ typedef struct ds_search_options {
     const ds_comm_model_t *comm_model; /* predicts communication keys the table lacks */
     double peak_tflops;                /* > 0: the peak MFU divides by */
     int bound; /* 1 (default): skip candidates that cannot enter the top K; 0: simulate all */
+    int all_variants; /* 1: equivalent variants ranked one by one; 0 (default): one result each */
 } ds_search_options_t;
 
 DS_API void ds_search_options_init(ds_search_options_t *options);
@@ -139,6 +149,9 @@ DS_API ds_status_t ds_search_events(const ds_search_t *search, ds_event_set_t **
  * message names the first), on every rank. */
 DS_API ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI_Comm comm);
 
+/* Equivalent variants a result lists by candidate index (more are counted). */
+#define DS_SEARCH_MAX_VARIANTS 16
+
 typedef struct ds_search_result {
     ds_strategy_t strategy;
     int64_t candidate; /* index in ds_search_candidate_at */
@@ -150,7 +163,21 @@ typedef struct ds_search_result {
     double memory_GiB;     /* busiest device */
     double lower_bound_s;  /* what branch and bound used */
     double assumed_share;  /* share of the simulated time resting on assumed costs */
+    uint64_t timeline_hash; /* ds_sim_summary_t.timeline_hash of its simulation */
+    /* Equivalent variants it stands for (see above): how many, and the
+     * candidate indices of the first DS_SEARCH_MAX_VARIANTS of them in index
+     * order.  0 with all_variants. */
+    int32_t num_variants;
+    int64_t variants[DS_SEARCH_MAX_VARIANTS];
 } ds_search_result_t;
+
+/* What the variants of `result` change against it, as strategy items:
+ * "dp-algo=ring,tree" when they differ from it in one field,
+ * "zero=2+dp-algo=ring" for a variant differing in several; groups of
+ * variants separated by "; ", ", and N more" when more than the stored ones.
+ * "" without variants.  Truncated to `size`. */
+DS_API void ds_search_variants_text(const ds_search_t *search, const ds_search_result_t *result,
+                                    char *text, size_t size);
 
 /* The ranked results (best first), at most top_k. */
 DS_API size_t ds_search_result_count(const ds_search_t *search);

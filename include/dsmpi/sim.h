@@ -214,6 +214,12 @@ typedef struct ds_sim_summary {
     double build_s, evaluate_s; /* wall time of the last run */
     double peak_memory_GiB;     /* largest total over devices */
     int oom;                    /* some device exceeds its memory */
+    /* Hash of the simulated timeline: every event's kind, place (lane or
+     * group, micro-batch, chunk, layers), start and duration in integer ns,
+     * independent of the order the events were built in.  Equal for two runs
+     * whose timelines are equal event for event (with or without
+     * keep_timeline). */
+    uint64_t timeline_hash;
 } ds_sim_summary_t;
 
 DS_API void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary);

@@ -333,8 +333,6 @@ out:
     return status;
 }
 
-#define COMM_MAX_BATCH 256
-
 /* Prepares the operation's buffers on every member, or on none: a member
  * that cannot (memory) must not leave the others waiting in a barrier. */
 static ds_status_t prepare_everywhere(ds_comm_t *c, const dsi_comm_op_t *op, int verify,
@@ -382,9 +380,9 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
                          "the producer kernel was prepared on another backend than the "
                          "communicator's");
     /* Local allocations first; then every member agrees that all went well. */
-    ds_status_t local = dsi_calloc(2 * COMM_MAX_BATCH, sizeof(double), &mine);
+    ds_status_t local = dsi_calloc(2 * DSI_COMM_MAX_BATCH, sizeof(double), &mine);
     if (local == DS_OK)
-        local = dsi_calloc((size_t)c->size * 2 * COMM_MAX_BATCH, sizeof(double), &all);
+        local = dsi_calloc((size_t)c->size * 2 * DSI_COMM_MAX_BATCH, sizeof(double), &all);
     if (local == DS_OK)
         local = dsi_calloc((size_t)config->max_reps, sizeof(double), &cost);
     if (local == DS_OK)
@@ -408,28 +406,15 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
     size_t reps = 0;
     double timed_start = dsi_now_s(); /* per-repetition wall time counts barriers too */
     for (;;) {
-        int batch = 0;
-        if (reps < (size_t)config->min_reps) {
-            batch = config->min_reps - (int)reps;
-        } else {
+        if (reps >= (size_t)config->min_reps)
             DSI_TRY_GOTO(ds_measurement_from_samples(cost, reps, &stats), status, out);
-            double spent = dsi_now_s() - start;
-            if (stats.rel_ci < config->target_rel_ci) {
-                stop = DS_STOP_CONVERGED;
-            } else if (reps >= (size_t)config->max_reps) {
-                stop = DS_STOP_MAX_REPS;
-            } else if (spent >= config->budget_s) {
-                stop = DS_STOP_BUDGET;
-            } else {
-                double per_rep = (dsi_now_s() - timed_start) / (double)reps;
-                batch = (int)DSI_MAX(reps / 4, (size_t)1);
-                if (per_rep > 0.0)
-                    batch = (int)DSI_MIN((double)batch,
-                                         DSI_MAX(1.0, (config->budget_s - spent) / per_rep));
-                batch = DSI_MIN(batch, config->max_reps - (int)reps);
-            }
-        }
-        batch = DSI_MIN(batch, COMM_MAX_BATCH);
+        ds_stop_reason_t reason = (ds_stop_reason_t)stop;
+        double now = dsi_now_s();
+        int batch = (int)dsi_measure_next_batch(config, reps, reps > 0 ? stats.rel_ci : INFINITY,
+                                                now - start,
+                                                reps > 0 ? (now - timed_start) / (double)reps : 0.0,
+                                                DSI_COMM_MAX_BATCH, &reason);
+        stop = (int)reason;
         DSI_TRY_GOTO(agree(c, &batch), status, out);
         DSI_TRY_GOTO(agree(c, &stop), status, out);
         if (batch == 0)

@@ -103,6 +103,52 @@ ds_status_t dsi_measure_check_config(const ds_measure_config_t *config);
  * budget (a kernel that long is warm after one run). */
 int dsi_warmup_more(const ds_measure_config_t *config, int done, double elapsed_s);
 
+/* The loop's rule after `reps` timed repetitions (both loops, compute and
+ * communication, and the estimate of what they will do follow it): below
+ * min_reps the missing ones; then stop (0, the reason in *stop_p) once the
+ * median's relative CI `rel_ci` is below the target, max_reps are done or
+ * `spent_s` (since the warm-up began) reached the budget; else a quarter
+ * more, no more than the budget has left at `per_rep_s` a repetition, and
+ * at most `max_batch`. */
+size_t dsi_measure_next_batch(const ds_measure_config_t *config, size_t reps, double rel_ci,
+                              double spent_s, double per_rep_s, size_t max_batch,
+                              ds_stop_reason_t *stop_p);
+
+/* Repetitions a layer pass of `ops` operators runs per batch at most (its
+ * timestamps fit in the stamp slots), and a communication measurement. */
+size_t dsi_measure_max_batch(size_t ops);
+#define DSI_COMM_MAX_BATCH 256
+
+/* What one measurement will cost, for the estimate of a profiling run. */
+typedef struct dsi_loop_model {
+    double run_s;        /* the timed part of one repetition (what the loop measures) */
+    double warmup_s;     /* wall time of one warm-up iteration */
+    double rep_wall_s;   /* wall time of one timed repetition (run_s and what is around it) */
+    double batch_wall_s; /* wall time added per batch (synchronisation, gathering the stamps) */
+    double spread;       /* relative spread of the repetitions (standard deviation / median) */
+    size_t max_batch;
+    int rate_from_wall;  /* the budget is shared out by wall time per repetition
+                            (communication), not by the timed part (compute) */
+} dsi_loop_model_t;
+
+typedef struct dsi_loop_expectation {
+    int warmup;        /* warm-up iterations */
+    size_t reps;       /* timed repetitions */
+    size_t batches;
+    double seconds;    /* wall time, warm-up included */
+    ds_stop_reason_t stop;
+} dsi_loop_expectation_t;
+
+/* The relative 95% CI of the median after `n` repetitions of relative
+ * spread `spread`, for normally distributed times: 1.96 sqrt(pi / 2) spread
+ * / sqrt(n) (the median's standard error is sqrt(pi / 2) sd / sqrt(n)). */
+double dsi_measure_expected_ci(double spread, size_t n);
+
+/* Runs the loop's rules (dsi_warmup_more, dsi_measure_next_batch) on the
+ * model's times instead of the device's: what the loop will do. */
+void dsi_measure_expect(const ds_measure_config_t *config, const dsi_loop_model_t *model,
+                        dsi_loop_expectation_t *expectation_p);
+
 /* Sizes the operation `key` describes for a group of `size` members, member
  * `rank`. */
 ds_status_t dsi_comm_op_init(const ds_event_key_t *key, int size, int rank, dsi_comm_op_t *op);

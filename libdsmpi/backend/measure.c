@@ -67,6 +67,69 @@ int dsi_warmup_more(const ds_measure_config_t *c, int done, double elapsed_s)
     return done < c->warmup || elapsed_s < c->warmup_s;
 }
 
+size_t dsi_measure_next_batch(const ds_measure_config_t *c, size_t reps, double rel_ci,
+                              double spent_s, double per_rep_s, size_t max_batch,
+                              ds_stop_reason_t *stop_p)
+{
+    size_t batch;
+    if (reps < (size_t)c->min_reps) {
+        batch = (size_t)c->min_reps - reps;
+    } else if (rel_ci < c->target_rel_ci) {
+        *stop_p = DS_STOP_CONVERGED;
+        return 0;
+    } else if (reps >= (size_t)c->max_reps) {
+        *stop_p = DS_STOP_MAX_REPS;
+        return 0;
+    } else if (spent_s >= c->budget_s) {
+        *stop_p = DS_STOP_BUDGET;
+        return 0;
+    } else {
+        /* Grow by a quarter, within what the budget has left. */
+        batch = DSI_MAX(reps / 4, (size_t)1);
+        if (per_rep_s > 0.0)
+            batch = DSI_MIN(batch, (size_t)DSI_MAX(1.0, (c->budget_s - spent_s) / per_rep_s));
+        batch = DSI_MIN(batch, (size_t)c->max_reps - reps);
+    }
+    return DSI_MIN(batch, max_batch);
+}
+
+double dsi_measure_expected_ci(double spread, size_t n)
+{
+    if (n == 0)
+        return INFINITY;
+    return 1.96 * 1.2533141373155003 * spread / sqrt((double)n); /* 1.96 sqrt(pi / 2) */
+}
+
+void dsi_measure_expect(const ds_measure_config_t *c, const dsi_loop_model_t *m,
+                        dsi_loop_expectation_t *out)
+{
+    dsi_loop_expectation_t e;
+    memset(&e, 0, sizeof(e));
+    e.stop = DS_STOP_MAX_REPS;
+    double elapsed = 0.0;
+    while (dsi_warmup_more(c, e.warmup, elapsed)) {
+        elapsed += m->warmup_s;
+        e.warmup++;
+    }
+    double warm = elapsed, timed = 0.0;
+    for (;;) {
+        double per_rep = 0.0;
+        if (e.reps > 0)
+            per_rep = m->rate_from_wall ? (elapsed - warm) / (double)e.reps : timed / (double)e.reps;
+        double ci = e.reps >= (size_t)c->min_reps ? dsi_measure_expected_ci(m->spread, e.reps) : INFINITY;
+        size_t batch =
+            dsi_measure_next_batch(c, e.reps, ci, elapsed, per_rep, m->max_batch, &e.stop);
+        if (batch == 0)
+            break;
+        elapsed += (double)batch * m->rep_wall_s + m->batch_wall_s;
+        timed += (double)batch * m->run_s;
+        e.reps += batch;
+        e.batches++;
+    }
+    e.seconds = elapsed;
+    *out = e;
+}
+
 /* ---- statistics ------------------------------------------------------------------------------ */
 
 static int compare_double(const void *a, const void *b)
@@ -174,6 +237,11 @@ static ds_status_t run_sequence(ds_backend_t *b, void *const *impls, size_t n, i
  * repetition's stamps fit. */
 #define STAMP_SLOTS 8192
 
+size_t dsi_measure_max_batch(size_t ops)
+{
+    return DSI_MAX((size_t)1, (STAMP_SLOTS - 1) / DSI_MAX(ops, (size_t)1));
+}
+
 /* Measures the sequence impls[0..n-1] (NULL entries are skipped but keep a
  * slot, so per-operator indices match the caller's), or `copies` such
  * sequences one after the other in impls[c n .. c n + n - 1], repetition r
@@ -228,7 +296,7 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
     DSI_TRY(dsi_measure_check_config(config));
     if (n == 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "nothing to measure: an empty sequence");
-    size_t max_batch = DSI_MAX((size_t)1, (STAMP_SLOTS - 1) / n);
+    size_t max_batch = dsi_measure_max_batch(n);
     DSI_TRY(ops->stamps_reserve(b, max_batch * n + 1));
     if (per_op != NULL)
         DSI_TRY(dsi_calloc(n, sizeof(*each), &each));
@@ -247,32 +315,15 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
     ds_stop_reason_t stop = DS_STOP_MAX_REPS;
     double timed_s = 0.0;
     for (;;) {
-        size_t reps = total.count, batch;
-        if (reps < (size_t)config->min_reps) {
-            batch = (size_t)config->min_reps - reps;
-        } else {
+        size_t reps = total.count;
+        if (reps >= (size_t)config->min_reps)
             DSI_TRY_GOTO(ds_measurement_from_samples(total.data, reps, &stats), status, out);
-            double spent = dsi_now_s() - start;
-            if (stats.rel_ci < config->target_rel_ci) {
-                stop = DS_STOP_CONVERGED;
-                break;
-            }
-            if (reps >= (size_t)config->max_reps) {
-                stop = DS_STOP_MAX_REPS;
-                break;
-            }
-            if (spent >= config->budget_s) {
-                stop = DS_STOP_BUDGET;
-                break;
-            }
-            /* Grow by a quarter, within what the budget has left. */
-            double per_rep = timed_s / (double)reps;
-            batch = DSI_MAX(reps / 4, (size_t)1);
-            if (per_rep > 0.0)
-                batch = DSI_MIN(batch, (size_t)DSI_MAX(1.0, (config->budget_s - spent) / per_rep));
-            batch = DSI_MIN(batch, (size_t)config->max_reps - reps);
-        }
-        batch = DSI_MIN(batch, max_batch);
+        size_t batch = dsi_measure_next_batch(config, reps, reps > 0 ? stats.rel_ci : INFINITY,
+                                              dsi_now_s() - start,
+                                              reps > 0 ? timed_s / (double)reps : 0.0, max_batch,
+                                              &stop);
+        if (batch == 0)
+            break;
         DSI_TRY_GOTO(samples_reserve(&total, reps + batch), status, out);
         for (size_t i = 0; i < n && each != NULL; i++)
             DSI_TRY_GOTO(samples_reserve(&each[i], reps + batch), status, out);

@@ -15,7 +15,10 @@
 #define DSI_PROFILE_H
 
 #include <dsmpi/cluster.h>
+#include <dsmpi/backend.h>
 #include <dsmpi/events.h>
+
+#include <mpi.h>
 
 #include "dsi_core.h"
 
@@ -25,6 +28,7 @@ typedef struct dsi_unit {
     size_t num_keys;
     double estimate_s;   /* one run of the unit on the profiling device */
     int rank;            /* who measures it; -1 = nobody (already measured) */
+
     char label[64];      /* "gpt2-medium layer 0 fwd" */
 } dsi_unit_t;
 
@@ -49,6 +53,10 @@ typedef struct dsi_group_shape {
 typedef struct dsi_profile_plan {
     ds_event_set_t *events;  /* union of every added strategy's events */
     ds_event_key_t *keys;    /* unit key sequences, concatenated */
+    double *key_bytes;       /* their kernels' buffers on the backend (dsi_profile_plan_buffers)
+                                for the first num_key_bytes keys; 0: not known, the roofline
+                                bytes stand for them */
+    size_t num_key_bytes;
     size_t num_keys, keys_capacity;
     dsi_unit_t *units;
     size_t num_units, units_capacity;
@@ -76,5 +84,101 @@ ds_status_t dsi_profile_plan_add(dsi_profile_plan_t *plan, const ds_model_t *mod
 ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank,
                                     const ds_cost_table_t *measured, const ds_device_spec_t *device,
                                     int64_t sweep_min, int64_t sweep_max);
+
+/* ---- how long measuring the plan takes (estimate.c, calibrate.c) ------------------------------
+ * The estimate runs the measurement loop's own rules (dsi_measure_expect)
+ * on a time model of every layer pass and communication task, with the
+ * tunables the loop reads (ds_measure_config_t), plus what the profiler
+ * does around the loop: preparing buffers, agreeing after each round or
+ * task, setting communicators up, checkpointing and committing the database.
+ * The time model comes from a short calibration on the allocation. */
+
+/* A class of compute operators: one speed factor each. */
+typedef struct dsi_speed_class {
+    uint8_t op, pass, dtype; /* pass: forward (recompute too), backward or step */
+    double factor;           /* measured time / roofline estimate on the device spec */
+    double fill_s_per_byte;  /* preparing its kernels: seconds per byte of their buffers */
+} dsi_speed_class_t;
+
+#define DSI_SPEED_CLASSES 96
+#define DSI_SPEED_RANKS 256
+
+typedef struct dsi_profile_speed {
+    ds_cluster_t here;          /* the allocation as a cluster of its device spec (rooflines) */
+    dsi_speed_class_t classes[DSI_SPEED_CLASSES];
+    int num_classes;
+    double default_factor;      /* for a class not calibrated */
+    double fill_s_per_byte;     /* preparing a kernel: its buffers filled with values */
+    double compute_spread;      /* relative spread of repeated compute runs */
+    double rank_share[DSI_SPEED_RANKS]; /* cpu backend: the share of its core each of the first
+                                           ranks had during the calibration (1: alone) */
+    int num_rank_shares;
+    double cpu_share;           /* ... their mean, for the others */
+    double comm_factor;         /* measured / roofline time of an operation of a few MiB here */
+    /* The same per primitive (0: comm_factor) at comm_factor_bytes, and at
+     * comm_huge_bytes (0: not measured), log-linear between; beyond, the
+     * nearer one (messages out of the caches run slower per byte). */
+    double comm_op_factor[DS_COMM_COUNT_], comm_op_huge_factor[DS_COMM_COUNT_];
+    double comm_factor_bytes, comm_huge_bytes;
+    double comm_fill_s_per_byte; /* preparing a communication buffer */
+    /* Relative spread of repeated communication runs: of small operations
+     * (up to comm_spread_small_bytes) and per primitive from
+     * comm_spread_large_bytes on (0: the small one), log-linear between. */
+    double comm_spread;
+    double comm_op_spread[DS_COMM_COUNT_];
+    double comm_spread_small_bytes, comm_spread_large_bytes;
+    double sync_s;               /* one barrier (or small collective) of the allocation */
+    double comm_create_s;        /* setting up one communicator (backend and its warm-up) */
+    double commit_s;             /* writing the database: a fixed part ... */
+    double commit_s_per_record;  /* ... and per record it holds */
+    int calibrated;              /* measured here, not the defaults */
+} dsi_profile_speed_t;
+
+/* Defaults without a calibration: factors 1 (the device spec's roofline),
+ * no spread, the database costs of the store benchmark. */
+void dsi_profile_speed_init(dsi_profile_speed_t *speed, const ds_cluster_t *here);
+
+/* The share of its core `rank` has (cpu backend; 1 elsewhere). */
+double dsi_profile_speed_share(const dsi_profile_speed_t *speed, int rank);
+
+/* The class of a compute key (NULL: not calibrated). */
+const dsi_speed_class_t *dsi_profile_speed_class(const dsi_profile_speed_t *speed,
+                                                 const ds_event_key_t *key);
+
+/* Measures the speeds on this allocation (calibrate.c): for `compute` a
+ * scaled-down instance of the costliest key of every operator class the
+ * plan measures (the classes spread over the ranks); for `comm_tasks`
+ * barriers, one communicator's set-up, a small all-reduce and every
+ * primitive of the plan at 4 MiB.  Under a second on a quiet machine.
+ * Collective over `comm`; every rank gets the same speeds. */
+/* Fills key_bytes from the backend's kernel sizes.  Not collective. */
+ds_status_t dsi_profile_plan_buffers(dsi_profile_plan_t *plan, const ds_backend_t *backend);
+
+ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
+                                  const dsi_profile_plan_t *plan, bool compute, bool comm_tasks,
+                                  dsi_profile_speed_t *speed);
+
+typedef struct dsi_profile_estimate {
+    double *unit_s;   /* per unit: preparing and measuring it (0: not measured by this run) */
+    double *rank_s;   /* per rank: its units */
+    double *round_s;  /* per compute round: the slowest rank's unit, the agreement, a checkpoint */
+    size_t num_rounds;
+    double *task_s;   /* per task: communicators when the shape changes, preparing, measuring,
+                         agreeing (0: reused) */
+    double compute_s; /* the layer-pass phase: the rounds */
+    double comm_s;    /* the communication phase (setup_s included) */
+    double setup_s;   /* of which communicator set-up */
+    double commit_s;  /* the final write */
+} dsi_profile_estimate_t;
+
+/* What measuring the assigned plan takes with `config` at `speed`.
+ * `task_reused` (NULL: none) marks tasks not measured; `db_records` is what
+ * the database holds already (-1: no database, text outputs).  Free with
+ * dsi_profile_estimate_free. */
+ds_status_t dsi_profile_estimate(const dsi_profile_plan_t *plan, const ds_measure_config_t *config,
+                                 const dsi_profile_speed_t *speed, const unsigned char *task_reused,
+                                 bool compute, bool comm, int64_t db_records,
+                                 dsi_profile_estimate_t *estimate_p);
+void dsi_profile_estimate_free(dsi_profile_estimate_t *estimate);
 
 #endif /* DSI_PROFILE_H */

@@ -27,6 +27,7 @@ void dsi_profile_plan_destroy(dsi_profile_plan_t *plan)
         return;
     ds_event_set_destroy(plan->events);
     dsi_free(plan->keys);
+    dsi_free(plan->key_bytes);
     dsi_free(plan->units);
     for (int i = 0; i < plan->num_shapes; i++)
         dsi_free(plan->shapes[i].ranks);

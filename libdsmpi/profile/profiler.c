@@ -47,6 +47,9 @@ struct ds_profiler {
     long long failed_units, failed_tasks; /* this rank's measurements that failed */
     char first_failure[256];
     ds_measure_config_t config;
+    dsi_profile_speed_t speed; /* calibrated once, at the first plan */
+    bool calibrated;
+    dsi_profile_estimate_t estimate; /* of the last plan */
 };
 
 static double now_s(void)
@@ -86,6 +89,7 @@ void ds_profiler_destroy(ds_profiler_t *p)
     ds_comm_samples_destroy(p->samples);
     ds_backend_close(p->backend);
     dsi_profile_plan_destroy(p->plan);
+    dsi_profile_estimate_free(&p->estimate);
     dsi_free(p->node_of_rank);
     dsi_free(p->task_reused);
     dsi_free(p->rank_predicted_s);
@@ -259,44 +263,30 @@ ds_status_t ds_profiler_comm_key_at(const ds_profiler_t *p, size_t index, const 
     return DSI_ERROR(DS_ERR_INVALID_ARG, "communication key index out of range");
 }
 
-/* Expected duration of the measurements: each pass or task runs its warm-up
- * and minimum repetitions, capped by the per-event budget. */
-static void estimate_wall(ds_profiler_t *p, ds_profile_summary_t *s)
+/* Expected duration of the measurements (estimate.c): the loop's rules on
+ * the calibrated speeds, rounds, tasks and the database's writes. */
+static ds_status_t estimate_wall(ds_profiler_t *p)
 {
-    const dsi_profile_plan_t *plan = p->plan;
-    double runs = (double)(p->config.warmup + p->config.min_reps);
-    double *per_rank = NULL;
-    if (dsi_calloc((size_t)p->size, sizeof(double), &per_rank) != DS_OK)
-        return;
-    for (size_t u = 0; u < plan->num_units; u++)
-        if (plan->units[u].rank >= 0)
-            per_rank[plan->units[u].rank] +=
-                DSI_MIN(p->config.budget_s, runs * plan->units[u].estimate_s) + 0.01;
-    for (int r = 0; r < p->size; r++) {
-        s->estimated_compute_s = DSI_MAX(s->estimated_compute_s, per_rank[r]);
-        p->rank_predicted_s[r] = per_rank[r];
-    }
-    dsi_free(per_rank);
     ds_cluster_t here;
-    if (ds_cluster_init(&here, DSI_MAX(p->allocation.num_nodes, 1), DSI_MAX(p->allocation.max_local_size, 1),
-                        p->device_spec.name) != DS_OK)
-        return;
-    for (size_t t = 0; t < plan->num_tasks && !p->options.compute_only; t++) {
-        if (p->task_reused[t])
-            continue;
-        const ds_comm_sample_t *c = &plan->tasks[t].sample;
-        ds_event_key_t key;
-        memset(&key, 0, sizeof(key));
-        key.kind = DS_EVENT_COMM;
-        key.op = (uint8_t)c->op;
-        key.group_size = c->group_size;
-        key.nodes = c->nodes;
-        key.ranks_per_node = c->ranks_per_node;
-        key.concurrency = c->concurrency;
-        key.dims[0] = c->bytes;
-        double each = dsi_estimate_seconds(&key, 0.0, (double)c->bytes, &here);
-        s->estimated_comm_s += DSI_MIN(p->config.budget_s, runs * each) + 0.005;
+    DSI_TRY(ds_cluster_init(&here, DSI_MAX(p->allocation.num_nodes, 1),
+                            DSI_MAX(p->allocation.max_local_size, 1), p->device_spec.name));
+    here.device = p->device_spec;
+    if (!p->calibrated) {
+        dsi_profile_speed_init(&p->speed, &here);
+        DSI_TRY(dsi_profile_calibrate(p->backend, p->comm, p->plan, !p->options.comm_only,
+                                      !p->options.compute_only, &p->speed));
+        p->calibrated = true;
     }
+    p->speed.here = here;
+    DSI_TRY(dsi_profile_plan_buffers(p->plan, p->backend));
+    int64_t records = p->db != NULL ? (int64_t)ds_profile_db_num_records(p->db) : -1;
+    dsi_profile_estimate_free(&p->estimate);
+    DSI_TRY(dsi_profile_estimate(p->plan, &p->config, &p->speed, p->task_reused,
+                                 !p->options.comm_only, !p->options.compute_only, records,
+                                 &p->estimate));
+    for (int r = 0; r < p->size; r++)
+        p->rank_predicted_s[r] = p->estimate.rank_s[r];
+    return DS_OK;
 }
 
 static void summarize_plan(ds_profiler_t *p, ds_profile_summary_t *s)
@@ -331,7 +321,17 @@ static void summarize_plan(ds_profiler_t *p, ds_profile_summary_t *s)
         case DS_COVERAGE_ASSUMED: s->comm_keys_assumed++; break;
         }
     }
-    estimate_wall(p, s);
+    s->estimated_compute_s = p->estimate.compute_s;
+    s->estimated_comm_s = p->estimate.comm_s;
+    s->estimated_setup_s = p->estimate.setup_s;
+    s->estimated_commit_s = p->estimate.commit_s;
+    s->estimated_wall_s = s->estimated_compute_s + s->estimated_comm_s + s->estimated_commit_s;
+    s->compute_rounds = p->estimate.num_rounds;
+    s->calibrated = p->speed.calibrated;
+    s->compute_factor = p->speed.default_factor;
+    s->comm_factor = p->speed.comm_factor;
+    s->sync_s = p->speed.sync_s;
+    s->cpu_share = p->speed.cpu_share;
 }
 
 ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
@@ -357,6 +357,7 @@ ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
             for (size_t i = 0; i < num_samples && !p->task_reused[t]; i++)
                 p->task_reused[t] = same_sample(&p->plan->tasks[t].sample, &samples[i]);
     }
+    DSI_TRY_GOTO(estimate_wall(p), status, out);
     p->planned = true;
     ds_profile_summary_t local;
     summarize_plan(p, summary != NULL ? summary : &local);
@@ -399,7 +400,13 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
     ds_measurement_t total, per_op[DSI_MAX_LAYER_OPS];
     double start = now_s();
     ds_status_t status = ds_measure_layer(p->backend, keys, unit->num_keys, &p->config, &total, per_op);
-    *busy_s += now_s() - start;
+    double took = now_s() - start;
+    *busy_s += took;
+    if (status == DS_OK)
+        DSI_DEBUG("%s: %.3f s, expected %.3f s (prepared in %.3f s; %lld runs of mean %.4f s, %s)",
+                  unit->label, took, p->estimate.unit_s[unit - p->plan->units], took - total.wall_s,
+                  (long long)total.cost.repetitions, total.cost.mean_s,
+                  ds_stop_reason_name(total.stop));
     if (status != DS_OK) {
         ds_log(DS_LOG_WARN, "cannot measure %s here: %s; its events stay unmeasured", unit->label,
                ds_last_error());
@@ -460,13 +467,16 @@ static ds_status_t run_compute(ds_profiler_t *p, int *stop_p, double *busy_s)
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_LONG_LONG, MPI_MAX, p->comm), status, out);
     dsi_progress_t progress;
     dsi_progress_start(&progress, "profiling layer passes", plan->units_to_measure,
-                       p->options.progress && p->rank == 0);
+                       p->estimate.compute_s, p->options.progress && p->rank == 0);
+    double expected = 0.0;
     for (long long round = 0; round < all_rounds && !*stop_p; round++) {
         if ((size_t)round < mine)
             measured_here += measure_unit(p, &plan->units[order[round]], busy_s);
         long long done = (long long)DSI_MIN((size_t)round + 1, mine);
         DSI_TRY_GOTO(agree(p, stop_p, &done), status, out);
-        dsi_progress_step(&progress, (size_t)done);
+        if ((size_t)round < p->estimate.num_rounds)
+            expected += p->estimate.round_s[round];
+        dsi_progress_step(&progress, (size_t)done, expected);
     }
     dsi_progress_finish(&progress);
 out:
@@ -523,15 +533,20 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
     for (size_t t = 0; t < plan->num_tasks; t++)
         todo += !p->task_reused[t];
     dsi_progress_t progress;
-    dsi_progress_start(&progress, "profiling communication", todo, p->options.progress && p->rank == 0);
+    dsi_progress_start(&progress, "profiling communication", todo, p->estimate.comm_s,
+                       p->options.progress && p->rank == 0);
     size_t done = 0;
+    double expected = 0.0;
     for (size_t t = 0; t < plan->num_tasks && !*stop_p; t++) {
         if (p->task_reused[t])
             continue;
         const dsi_comm_task_t *task = &plan->tasks[t];
         if (sc.shape != task->shape) {
             shape_comm_free(&sc);
+            double start = now_s();
             DSI_TRY_GOTO(shape_comm_make(p, task->shape, &sc), status, out);
+            DSI_DEBUG("communicators of shape %d (%d x %d ranks): %.3f s", task->shape,
+                      plan->shapes[task->shape].num_groups, plan->shapes[task->shape].size, now_s() - start);
         }
         if (sc.comm != NULL) {
             ds_event_key_t key;
@@ -545,7 +560,14 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
             ds_comm_measurement_t m;
             double start = now_s();
             status = ds_comm_measure(sc.comm, &key, &p->config, &m);
-            *busy_s += now_s() - start;
+            double took = now_s() - start;
+            *busy_s += took;
+            if (status == DS_OK)
+                DSI_DEBUG("%s of %lld bytes on %d ranks: %.3f s, expected %.3f s (loop %.3f s; %lld runs of median %.3g s, %s)",
+                          ds_comm_op_name(task->sample.op), (long long)task->sample.bytes,
+                          task->sample.group_size, took, p->estimate.task_s[t], m.cost.wall_s,
+                          (long long)m.cost.cost.repetitions, m.cost.cost.median_s,
+                          ds_stop_reason_name(m.cost.stop));
             if (status != DS_OK) {
                 ds_log(DS_LOG_WARN, "cannot measure %s of %lld bytes on %d ranks: %s",
                        ds_comm_op_name(task->sample.op), (long long)task->sample.bytes,
@@ -568,7 +590,8 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
         }
         long long ignored = (long long)++done; /* every rank counts the same tasks */
         DSI_TRY_GOTO(agree(p, stop_p, &ignored), status, out);
-        dsi_progress_step(&progress, done);
+        expected += p->estimate.task_s[t];
+        dsi_progress_step(&progress, done, expected);
     }
     dsi_progress_finish(&progress);
 out:

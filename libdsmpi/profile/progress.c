@@ -13,11 +13,14 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-void dsi_progress_start(dsi_progress_t *p, const char *what, size_t total, bool enabled)
+void dsi_progress_start(dsi_progress_t *p, const char *what, size_t total, double expected_s,
+                        bool enabled)
 {
     p->what = what;
     p->total = total;
     p->done = 0;
+    p->expected_total_s = expected_s;
+    p->expected_done_s = 0.0;
     p->enabled = enabled;
     p->terminal = enabled && isatty(STDERR_FILENO);
     p->start_s = now_s();
@@ -25,10 +28,23 @@ void dsi_progress_start(dsi_progress_t *p, const char *what, size_t total, bool 
     p->last_done = 0;
 }
 
+double dsi_progress_eta(const dsi_progress_t *p, double elapsed_s)
+{
+    if (p->done >= p->total)
+        return 0.0;
+    if (p->expected_total_s > 0.0) {
+        double left = DSI_MAX(p->expected_total_s - p->expected_done_s, 0.0);
+        if (p->expected_done_s > 0.0 && elapsed_s > 0.0)
+            return left * elapsed_s / p->expected_done_s;
+        return DSI_MAX(p->expected_total_s - elapsed_s, 0.0);
+    }
+    return p->done > 0 ? elapsed_s * (double)(p->total - p->done) / (double)p->done : 0.0;
+}
+
 static void print_line(dsi_progress_t *p, double now, bool final)
 {
     double elapsed = now - p->start_s;
-    double eta = p->done > 0 ? elapsed * (double)(p->total - p->done) / (double)p->done : 0.0;
+    double eta = dsi_progress_eta(p, elapsed);
     if (p->terminal)
         fprintf(stderr, "\r%s: %zu/%zu done, %.0f s elapsed, ETA %.0f s   %s", p->what, p->done,
                 p->total, elapsed, eta, final ? "\n" : "");
@@ -40,9 +56,10 @@ static void print_line(dsi_progress_t *p, double now, bool final)
     p->last_done = p->done;
 }
 
-void dsi_progress_step(dsi_progress_t *p, size_t done)
+void dsi_progress_step(dsi_progress_t *p, size_t done, double expected_s)
 {
     p->done = done;
+    p->expected_done_s = expected_s;
     if (!p->enabled)
         return;
     double now = now_s();

@@ -254,10 +254,53 @@ static int by_rank(const void *x, const void *y)
     return better(a, b) ? -1 : better(b, a) ? 1 : 0;
 }
 
+/* ---- equivalent variants ----------------------------------------------------------------- */
+
+/* Equal timelines (event for event, times in integer ns) and equal memory. */
+static bool equivalent(const ds_search_result_t *a, const ds_search_result_t *b)
+{
+    return a->timeline_hash == b->timeline_hash && a->iteration_s == b->iteration_s &&
+           a->memory_GiB == b->memory_GiB;
+}
+
+/* Counts candidate `index` among the variants of `r`, keeping the lowest
+ * indices in order. */
+static void add_variant(ds_search_result_t *r, int64_t index)
+{
+    int stored = DSI_MIN(r->num_variants, DS_SEARCH_MAX_VARIANTS);
+    r->num_variants++;
+    if (stored == DS_SEARCH_MAX_VARIANTS && index > r->variants[stored - 1])
+        return;
+    int i = stored < DS_SEARCH_MAX_VARIANTS ? stored : DS_SEARCH_MAX_VARIANTS - 1;
+    while (i > 0 && r->variants[i - 1] > index) {
+        r->variants[i] = r->variants[i - 1];
+        i--;
+    }
+    r->variants[i] = index;
+}
+
+/* Joins the equivalent result `b` (and its variants) into `a`: the lower
+ * candidate index stands for both. */
+static void join_variants(ds_search_result_t *a, const ds_search_result_t *b)
+{
+    ds_search_result_t other = *b;
+    if (b->candidate < a->candidate) {
+        other = *a;
+        *a = *b;
+    }
+    int stored = DSI_MIN(other.num_variants, DS_SEARCH_MAX_VARIANTS);
+    add_variant(a, other.candidate);
+    for (int i = 0; i < stored; i++)
+        add_variant(a, other.variants[i]);
+    a->num_variants += other.num_variants - stored;
+}
+
 /* Local state of one rank. */
 typedef struct local {
-    ds_search_result_t *top; /* sorted, at most k */
-    int count, k;
+    ds_search_result_t *top; /* sorted: the best k (all_variants), or the best k distinct
+                                timelines and those tied in time with the k-th */
+    int count, capacity, k;
+    bool group; /* equivalent variants share a result */
     ds_search_result_t worst;
     int have_worst;
     int64_t simulated, bounded, failed;
@@ -265,20 +308,58 @@ typedef struct local {
     char first_error[256];
 } local_t;
 
-static void local_add(local_t *l, const ds_search_result_t *r)
+static double kth_best(const local_t *l)
+{
+    return l->count >= l->k ? l->top[l->k - 1].iteration_s : HUGE_VAL;
+}
+
+static ds_status_t local_add(local_t *l, const ds_search_result_t *r)
 {
     if (!l->have_worst || better(&l->worst, r)) {
         l->worst = *r;
         l->have_worst = 1;
     }
-    if (l->count == l->k && !better(r, &l->top[l->k - 1]))
-        return;
-    int i = l->count < l->k ? l->count++ : l->k - 1;
+    if (!l->group) {
+        if (l->count == l->k && !better(r, &l->top[l->k - 1]))
+            return DS_OK;
+        int i = l->count < l->k ? l->count++ : l->k - 1;
+        while (i > 0 && better(r, &l->top[i - 1])) {
+            l->top[i] = l->top[i - 1];
+            i--;
+        }
+        l->top[i] = *r;
+        return DS_OK;
+    }
+    for (int i = 0; i < l->count; i++) {
+        if (!equivalent(&l->top[i], r))
+            continue;
+        join_variants(&l->top[i], r);
+        for (; i > 0 && better(&l->top[i], &l->top[i - 1]); i--) { /* its index may be lower now */
+            ds_search_result_t t = l->top[i];
+            l->top[i] = l->top[i - 1];
+            l->top[i - 1] = t;
+        }
+        return DS_OK;
+    }
+    /* A result tied with the k-th is kept beside it: an equivalent of it
+     * with a lower index may come later and must find it. */
+    if (r->iteration_s > kth_best(l))
+        return DS_OK;
+    if (l->count == l->capacity) {
+        int capacity = 2 * l->capacity + 8;
+        DSI_TRY(dsi_realloc_array(&l->top, (size_t)capacity, sizeof(*l->top)));
+        l->capacity = capacity;
+    }
+    int i = l->count++;
     while (i > 0 && better(r, &l->top[i - 1])) {
         l->top[i] = l->top[i - 1];
         i--;
     }
     l->top[i] = *r;
+    double kth = kth_best(l);
+    while (l->count > l->k && l->top[l->count - 1].iteration_s > kth)
+        l->count--;
+    return DS_OK;
 }
 
 static ds_status_t simulate(ds_search_t *search, int64_t index, const ds_cost_table_t *costs,
@@ -321,9 +402,9 @@ static ds_status_t simulate(ds_search_t *search, int64_t index, const ds_cost_ta
     r.memory_GiB = sum.peak_memory_GiB;
     r.lower_bound_s = c->lower_bound_s;
     r.assumed_share = sum.assumed_share;
+    r.timeline_hash = sum.timeline_hash;
     l->simulated++;
-    local_add(l, &r);
-    return DS_OK;
+    return local_add(l, &r);
 }
 
 /* What every rank sends to rank 0. */
@@ -334,11 +415,12 @@ typedef struct block_header {
     char first_error[256];
 } block_header_t;
 
-static size_t block_size(int k)
+static size_t block_size(int count)
 {
-    return sizeof(block_header_t) + ((size_t)k + 1) * sizeof(ds_search_result_t);
+    return sizeof(block_header_t) + ((size_t)count + 1) * sizeof(ds_search_result_t);
 }
 
+/* The block of block_size(l->count) bytes: header, results, worst. */
 static void pack(const local_t *l, unsigned char *block)
 {
     block_header_t h;
@@ -354,23 +436,57 @@ static void pack(const local_t *l, unsigned char *block)
     ds_search_result_t *r = (ds_search_result_t *)(void *)(block + sizeof(h));
     memcpy(r, l->top, (size_t)l->count * sizeof(*r));
     if (l->have_worst)
-        r[l->k] = l->worst;
+        r[l->count] = l->worst;
 }
 
-/* Rank 0: every rank's block into the search's results. */
-static ds_status_t merge(ds_search_t *search, const unsigned char *blocks, int ranks, int k)
+static int by_equivalence(const void *x, const void *y)
+{
+    const ds_search_result_t *a = x, *b = y;
+    if (a->timeline_hash != b->timeline_hash)
+        return a->timeline_hash < b->timeline_hash ? -1 : 1;
+    if (a->iteration_s != b->iteration_s)
+        return a->iteration_s < b->iteration_s ? -1 : 1;
+    if (a->memory_GiB != b->memory_GiB)
+        return a->memory_GiB < b->memory_GiB ? -1 : 1;
+    return (a->candidate > b->candidate) - (a->candidate < b->candidate);
+}
+
+/* Joins the equivalent results of several ranks; returns the count left. */
+static size_t join_all(ds_search_result_t *all, size_t n)
+{
+    if (n < 2)
+        return n;
+    qsort(all, n, sizeof(*all), by_equivalence);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kept > 0 && equivalent(&all[kept - 1], &all[i]))
+            join_variants(&all[kept - 1], &all[i]);
+        else
+            all[kept++] = all[i];
+    }
+    return kept;
+}
+
+/* Rank 0: every rank's block (at offsets[r]) into the search's results. */
+static ds_status_t merge(ds_search_t *search, const unsigned char *blocks, const int *offsets,
+                         int ranks, int k)
 {
     ds_search_stats_t *st = &search->stats;
-    size_t bs = block_size(k);
     ds_search_result_t *all = NULL;
-    DSI_TRY(dsi_malloc(((size_t)ranks * k + 1) * sizeof(*all), &all));
+    size_t total = 1;
+    for (int r = 0; r < ranks; r++) {
+        block_header_t h;
+        memcpy(&h, blocks + offsets[r], sizeof(h));
+        total += (size_t)h.count;
+    }
+    DSI_TRY(dsi_malloc(total * sizeof(*all), &all));
     size_t n = 0;
     search->have_worst = 0;
     st->simulated = st->bounded = st->failed = 0;
     st->sim_cpu_s = 0.0;
     st->first_error[0] = '\0';
     for (int r = 0; r < ranks; r++) {
-        const unsigned char *block = blocks + (size_t)r * bs;
+        const unsigned char *block = blocks + offsets[r];
         block_header_t h;
         memcpy(&h, block, sizeof(h));
         const ds_search_result_t *res =
@@ -383,11 +499,13 @@ static ds_status_t merge(ds_search_t *search, const unsigned char *blocks, int r
             memcpy(st->first_error, h.first_error, sizeof(st->first_error));
         for (int i = 0; i < h.count; i++)
             all[n++] = res[i];
-        if (h.have_worst && (!search->have_worst || better(&search->worst, &res[k]))) {
-            search->worst = res[k];
+        if (h.have_worst && (!search->have_worst || better(&search->worst, &res[h.count]))) {
+            search->worst = res[h.count];
             search->have_worst = 1;
         }
     }
+    if (!search->opt.all_variants)
+        n = join_all(all, n);
     qsort(all, n, sizeof(*all), by_rank);
     search->num_results = DSI_MIN(n, (size_t)k);
     ds_status_t status = dsi_realloc_array(
@@ -503,11 +621,6 @@ out:
     return status;
 }
 
-static double kth_best(const local_t *l)
-{
-    return l->count == l->k ? l->top[l->k - 1].iteration_s : HUGE_VAL;
-}
-
 /* Times shared per rank and round: its best ones, up to this many. */
 #define SHARED_TIMES 64
 
@@ -530,8 +643,11 @@ static int by_double(const void *x, const void *y)
 
 /* The K-th best time over every rank's shared times (or, for K above
  * SHARED_TIMES, the smallest of the ranks' K-th best); 1 in *all_done_p when
- * every rank is done. */
-static double share_threshold(double *all, int size, int width, int k, bool *all_done_p)
+ * every rank is done.  With `distinct`, equal times count once: two ranks may
+ * hold variants of one timeline, and the K-th distinct time is an upper
+ * bound of the K-th best distinct timeline's. */
+static double share_threshold(double *all, int size, int width, int k, bool distinct,
+                              bool *all_done_p)
 {
     bool all_done = true;
     for (int r = 0; r < size; r++)
@@ -549,7 +665,13 @@ static double share_threshold(double *all, int size, int width, int k, bool *all
         for (int i = 0; i < width; i++)
             all[n++] = all[(size_t)r * (width + 1) + i];
     qsort(all, n, sizeof(*all), by_double);
-    return all[k - 1];
+    if (!distinct)
+        return all[k - 1];
+    int seen = 0;
+    for (size_t i = 0; i < n && all[i] < HUGE_VAL; i++)
+        if ((i == 0 || all[i] != all[i - 1]) && ++seen == k)
+            return all[i];
+    return HUGE_VAL;
 }
 
 /* Simulates this rank's share of the candidates (positions rank, rank +
@@ -584,7 +706,7 @@ static ds_status_t evaluate_share(ds_search_t *search, const ds_cost_table_t *co
             else
                 DSI_MPI_TRY_GOTO(MPI_Test(&request, &complete, MPI_STATUS_IGNORE), mpi_status, out);
             if (mine_done || complete) {
-                double threshold = share_threshold(recv, size, width, l->k, &all_done);
+                double threshold = share_threshold(recv, size, width, l->k, l->group, &all_done);
                 shared = DSI_MIN(shared, threshold);
                 if (all_done)
                     break;
@@ -657,6 +779,8 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
     local_t l;
     memset(&l, 0, sizeof(l));
     l.k = k;
+    l.group = !search->opt.all_variants;
+    l.capacity = k;
     DSI_TRY_GOTO(dsi_calloc(n ? n : 1, sizeof(*order), &order), status, err_dup);
     DSI_TRY_GOTO(dsi_calloc(n ? n : 1, 1, &done), status, err_order);
     DSI_TRY_GOTO(dsi_calloc((size_t)k, sizeof(*l.top), &l.top), status, err_done);
@@ -682,21 +806,46 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
         goto err_top;
 
     /* Rank 0 merges every rank's top K, worst and counts. */
-    size_t bs = block_size(k);
+    size_t bs = block_size(l.count);
+    int *sizes = NULL, *offsets = NULL;
+    if (bs > (size_t)INT_MAX) {
+        status = DSI_ERROR(DS_ERR_OVERFLOW, "%d results are too many to send to rank 0", l.count);
+        goto err_top;
+    }
     DSI_TRY_GOTO(dsi_calloc(1, bs, &block), status, err_top);
     pack(&l, block);
-    if (rank == 0)
-        status = dsi_calloc((size_t)size, bs, &blocks);
+    status = dsi_calloc((size_t)size, sizeof(int), &sizes);
+    if (status == DS_OK)
+        status = dsi_calloc((size_t)size, sizeof(int), &offsets);
+    status = agree(dup, rank, status);
+    if (status != DS_OK)
+        goto err_block;
+    int mine = (int)bs;
+    if (dup != MPI_COMM_NULL)
+        DSI_MPI_TRY_GOTO(MPI_Gather(&mine, 1, MPI_INT, sizes, 1, MPI_INT, 0, dup), status,
+                         err_block);
+    else
+        sizes[0] = mine;
+    size_t all_bytes = 0;
+    for (int r = 0; r < size && rank == 0; r++) {
+        offsets[r] = (int)all_bytes;
+        all_bytes += (size_t)sizes[r];
+    }
+    if (all_bytes > (size_t)INT_MAX)
+        status = DSI_ERROR(DS_ERR_OVERFLOW, "the results of %d ranks are too many to merge", size);
+    else if (rank == 0)
+        status = dsi_calloc(all_bytes, 1, &blocks);
     status = agree(dup, rank, status);
     if (status != DS_OK)
         goto err_block;
     if (dup != MPI_COMM_NULL)
-        DSI_MPI_TRY_GOTO(MPI_Gather(block, (int)bs, MPI_BYTE, blocks, (int)bs, MPI_BYTE, 0, dup),
+        DSI_MPI_TRY_GOTO(MPI_Gatherv(block, mine, MPI_BYTE, blocks, sizes, offsets, MPI_BYTE, 0,
+                                     dup),
                          status, err_blocks);
     else
         memcpy(blocks, block, bs);
     if (rank == 0)
-        status = merge(search, blocks, size, k);
+        status = merge(search, blocks, offsets, size, k);
     if (rank == 0 && status == DS_OK)
         status = add_details(search, costs, &so);
     status = agree(dup, rank, status);
@@ -707,6 +856,8 @@ err_blocks:
     dsi_free(blocks);
 err_block:
     dsi_free(block);
+    dsi_free(sizes);
+    dsi_free(offsets);
 err_top:
     dsi_free(l.top);
 err_done:
@@ -745,4 +896,107 @@ ds_status_t ds_search_worst(const ds_search_t *search, ds_search_result_t *resul
 void ds_search_get_stats(const ds_search_t *search, ds_search_stats_t *stats)
 {
     *stats = search->stats;
+}
+
+/* ---- what variants change ------------------------------------------------------------------ */
+
+/* The fields the space enumerates, as the strategy grammar writes them, with
+ * the text of the value ds_strategy_format leaves out. */
+static const struct {
+    const char *key;
+    const char *omitted;
+} variant_fields[] = {
+    {"dp", NULL},          {"tp", NULL},
+    {"pp", NULL},          {"mbs", NULL},
+    {"schedule", NULL},    {"vpp", "vpp=1"},
+    {"sp", "no-sp"},       {"recompute", "recompute=none"},
+    {"zero", "zero=0"},    {"dp-algo", "dp-algo=auto"},
+    {"ps-servers", "ps-servers=0"},
+};
+
+/* The item of field `f` in the canonical text of a strategy. */
+static void field_item(const char *canonical, size_t f, char *item, size_t size)
+{
+    const char *key = variant_fields[f].key;
+    size_t len = strlen(key);
+    for (const char *p = canonical; *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        if (n >= len && strncmp(p, key, len) == 0 && (p[len] == '=' || n == len)) {
+            snprintf(item, size, "%.*s", (int)n, p);
+            return;
+        }
+        p += n + (p[n] == ',');
+    }
+    snprintf(item, size, "%s", variant_fields[f].omitted != NULL ? variant_fields[f].omitted : "?");
+}
+
+/* The fields in which `v` differs from `r`: a bit each. */
+static unsigned differing_fields(const char *r, const char *v)
+{
+    unsigned bits = 0;
+    for (size_t f = 0; f < DSI_ARRAY_SIZE(variant_fields); f++) {
+        char a[64], b[64];
+        field_item(r, f, a, sizeof(a));
+        field_item(v, f, b, sizeof(b));
+        if (strcmp(a, b) != 0)
+            bits |= 1u << f;
+    }
+    return bits;
+}
+
+void ds_search_variants_text(const ds_search_t *search, const ds_search_result_t *result,
+                             char *text, size_t size)
+{
+    if (size == 0)
+        return;
+    int stored = DSI_MIN(result->num_variants, DS_SEARCH_MAX_VARIANTS), shown = 0;
+    char canonical[DS_STRATEGY_TEXT_MAX], texts[DS_SEARCH_MAX_VARIANTS][DS_STRATEGY_TEXT_MAX];
+    unsigned fields[DS_SEARCH_MAX_VARIANTS];
+    bool done[DS_SEARCH_MAX_VARIANTS] = {false};
+    ds_strategy_format(&result->strategy, canonical, sizeof(canonical));
+    for (int i = 0; i < stored; i++) {
+        const ds_strategy_t *s = ds_search_candidate_at(search, (size_t)result->variants[i]);
+        if (s == NULL)
+            continue;
+        ds_strategy_format(s, texts[shown], sizeof(texts[shown]));
+        fields[shown] = differing_fields(canonical, texts[shown]);
+        shown++;
+    }
+    dsi_strbuf_t buf;
+    dsi_strbuf_init_fixed(&buf, text, size);
+    /* Variants that change the same fields form a group: "key=a,b" when
+     * that is one field, "k1=a+k2=b, k1=c+k2=d" otherwise. */
+    for (int i = 0; i < shown; i++) {
+        if (done[i])
+            continue;
+        bool single = fields[i] != 0 && (fields[i] & (fields[i] - 1)) == 0;
+        dsi_strbuf_append(&buf, buf.length > 0 ? "; " : "");
+        for (int j = i, in_group = 0; j < shown; j++) {
+            if (done[j] || fields[j] != fields[i])
+                continue;
+            done[j] = true;
+            if (fields[j] == 0) { /* a field the list does not name */
+                dsi_strbuf_appendf(&buf, "%s%s", in_group++ > 0 ? ", " : "", texts[j]);
+                continue;
+            }
+            for (size_t f = 0, parts = 0; f < DSI_ARRAY_SIZE(variant_fields); f++) {
+                if (!(fields[j] & (1u << f)))
+                    continue;
+                char item[64];
+                field_item(texts[j], f, item, sizeof(item));
+                const char *value = strchr(item, '=');
+                if (single && in_group > 0)
+                    dsi_strbuf_appendf(&buf, ",%s", value != NULL ? value + 1 : item);
+                else
+                    dsi_strbuf_appendf(&buf, "%s%s", parts > 0 ? "+" : in_group > 0 ? ", " : "",
+                                       item);
+                parts++;
+            }
+            in_group++;
+        }
+    }
+    if (result->num_variants > shown)
+        dsi_strbuf_appendf(&buf, "%sand %d more", buf.length > 0 ? ", " : "",
+                           (int)(result->num_variants - shown));
+    dsi_strbuf_free(&buf);
 }

@@ -406,9 +406,16 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     sim->it_end[0] = sim->it_end[1] = sim->it_end[2] = 0;
     sim->it2_begin = INT64_MAX;
     int64_t assumed = 0, total = 0;
+    uint64_t timeline = 0;
     for (int32_t i = 0; i < g->n; i++) {
         int it = g->iter[i];
         int64_t end = node_end(g, i);
+        if (g->kind[i] != DSI_N_JOIN) {
+            /* Order-free: the sum of each event's own hash. */
+            int64_t event[] = {g->kind[i], it, g->owner[i], g->mb[i], g->chunk[i], g->part0[i],
+                               g->nparts[i], g->start[i], g->dur[i]};
+            timeline += dsi_hash64(event, sizeof(event), 0x7157);
+        }
         if (end > sim->it_end[it])
             sim->it_end[it] = end;
         if (it == 2 && g->kind[i] != DSI_N_JOIN) {
@@ -429,6 +436,7 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     sum->num_devices = N;
     sum->microbatches = sim->m;
     sum->iteration_s = Ts;
+    sum->timeline_hash = timeline;
     sum->graph_nodes = g->n;
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;

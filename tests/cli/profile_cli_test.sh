@@ -15,6 +15,26 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)"
 export DS_MEASURE_BUDGET_S=0.3 DS_MEASURE_MIN_REPS=3 DS_MEASURE_WARMUP=1 DS_PROGRESS_PERIOD_S=0
 inputs=(--model gpt2-medium --seq-len 256 --strategy tp=2,pp=2,mbs=1,gbs=16 --target-gpus 8 --sweep-max 64KiB)
 
+# 0. The dry run's expected time: per phase, from the loop's tunables on a
+#    calibration of this allocation; nothing measured, nothing written.
+"$mpiexec" "$npflag" 2 "$dsmpi" profile "${inputs[@]}" --profile-db dry.h5 --dry-run >dry.txt 2>dry.err
+check test $? -eq 0
+check grep -Eq "^# expected profiling time: [0-9]+ s in all: [0-9]+ s of layer passes \([0-9]+ rounds over 2 ranks\),$" dry.txt
+check grep -q "on speeds calibrated here" dry.txt
+check test ! -e dry.h5
+"$mpiexec" "$npflag" 2 "$dsmpi" profile "${inputs[@]}" --profile-db dry.h5 --dry-run --json >dry.json 2>/dev/null
+check python3 - dry.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["calibrated"] is True and d["compute_rounds"] > 0, d
+assert d["estimated_compute_s"] > 0 and d["estimated_comm_s"] > 0 and d["estimated_commit_s"] > 0, d
+assert abs(d["estimated_wall_s"] - d["estimated_compute_s"] - d["estimated_comm_s"] - d["estimated_commit_s"]) < 2e-3, d
+assert 0 <= d["estimated_setup_s"] <= d["estimated_comm_s"], d
+PY
+# A larger budget per event: every pass and task that ran out of it takes longer.
+DS_MEASURE_BUDGET_S=3 "$mpiexec" "$npflag" 2 "$dsmpi" profile "${inputs[@]}" --profile-db dry.h5 --dry-run --json >dry3.json 2>/dev/null
+check python3 -c 'import json,sys; a, b = (json.load(open(f)) for f in sys.argv[1:]); assert b["estimated_wall_s"] > a["estimated_wall_s"], (a["estimated_wall_s"], b["estimated_wall_s"])' dry.json dry3.json
+
 # 1. SIGUSR1 (what Slurm sends before the time limit) in the middle of the
 #    layer passes: mpiexec forwards it, every rank stops after its pass in
 #    hand, the database is committed, exit 1 with one message.

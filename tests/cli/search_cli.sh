@@ -85,6 +85,41 @@ head -1 "$tmp/out" | grep -q "^gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goo
     fail "plan --csv header"
 awk -F, 'NR > 1 && $6 != 3907 {bad = 1} END {exit bad}' "$tmp/out" || fail "plan --csv: 1M samples / 256 per iteration is 3907 steps"
 
+# Equivalent variants: strategies with the same simulated timeline and memory
+# share a row that names them; the top K are K distinct rows; --all-variants
+# ranks them one by one.  bert-large on 8 devices: dp-algo auto, ring, tree
+# and hierarchical of dp=8,zero=1 are one timeline.
+expect_ok search $small --top 10
+[ "$(grep -Ec '^ +[0-9]+ +[0-9.]+ ' "$tmp/out")" -eq 10 ] || fail "search --top 10: not 10 rows"
+[ "$(awk '/^ +[0-9]+ +[0-9.]+ / {print $2, $9}' "$tmp/out" | sort | uniq -d | wc -l)" -eq 0 ] ||
+    fail "search: rows with the same time and memory: $(awk '/^ +[0-9]+ +[0-9.]+ / {print $2, $9}' "$tmp/out" | sort | uniq -d | head -3)"
+grep -Eq '^ +1 .*  dp=8,tp=1,pp=1,mbs=1,schedule=1f1b,zero=1  \(also: dp-algo=ring,tree,hierarchical\)$' "$tmp/out" ||
+    fail "search: row 1 does not name its variants: $(grep -E '^ +1 ' "$tmp/out")"
+grep -q "^# also: [0-9]* equivalent variants share these rows" "$tmp/out" || fail "search: no note on variants"
+expect_ok search $small --top 10 --all-variants
+[ "$(awk '/^ +[1-4] +[0-9.]+ / {print $2, $9}' "$tmp/out" | sort -u | wc -l)" -eq 1 ] ||
+    fail "search --all-variants: rows 1-4 are not the four equal variants"
+grep -Eq '^ +4 .*zero=1,dp-algo=hierarchical$' "$tmp/out" || fail "search --all-variants: row 4 is not dp-algo=hierarchical"
+! grep -q "also:" "$tmp/out" || fail "search --all-variants names variants"
+expect_ok search $small --csv --top 3
+head -1 "$tmp/out" | grep -q ",strategy,variants,also$" || fail "search --csv: no variants columns"
+grep -q '^1,5,.*,"dp=8,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,zero=1",3,"dp-algo=ring,tree,hierarchical"$' "$tmp/out" ||
+    fail "search --csv: row 1 variants: $(sed -n 2p "$tmp/out")"
+expect_ok search $small --json --top 3
+python3 - "$tmp/out" <<'PY' || fail "search --json variants"
+import json, sys
+def unique(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+r = d["results"][0]
+assert r["variant_count"] == 3 and r["also"] == "dp-algo=ring,tree,hierarchical", r
+assert [v["candidate"] for v in r["variants"]] == [6, 7, 8], r["variants"]
+assert r["variants"][0]["strategy"].endswith("zero=1,dp-algo=ring"), r["variants"]
+assert len({(x["iter_time_s"], x["mem_GiB"]) for x in d["results"]}) == 3
+PY
+
 # Under MPI only rank 0 prints, and the ranking is the serial one.
 if [ -n "$mpiexec" ]; then
     checks=$((checks + 1))

@@ -5,14 +5,17 @@
 
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 
-static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster, int bound, int top_k)
+static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster, int bound, int top_k,
+                         int all_variants)
 {
     ds_search_options_t o;
     ds_search_options_init(&o);
     o.estimate_missing = 1;
     o.bound = bound;
     o.top_k = top_k;
+    o.all_variants = all_variants;
     ds_strategy_t base;
     ds_strategy_init(&base);
     base.gbs = 128;
@@ -32,7 +35,8 @@ static void same_ranking(ds_search_t *a, ds_search_t *b, const char *what)
         CHECK_OK(ds_search_result_at(b, i, &y));
         CHECK_MSG(x.candidate == y.candidate && x.iteration_s == y.iteration_s &&
                       x.memory_GiB == y.memory_GiB && x.mfu == y.mfu &&
-                      x.lower_bound_s == y.lower_bound_s,
+                      x.lower_bound_s == y.lower_bound_s && x.num_variants == y.num_variants &&
+                      memcmp(x.variants, y.variants, sizeof(x.variants)) == 0,
                   "%s: rank %zu is candidate %lld (%.9g s) and %lld (%.9g s)", what, i + 1,
                   (long long)x.candidate, x.iteration_s, (long long)y.candidate, y.iteration_s);
     }
@@ -59,10 +63,12 @@ static void test_parallel_equals_serial(void)
     ds_cluster_t cluster;
     CHECK_OK(ds_cluster_init(&cluster, 4, 8, "h100-sxm"));
 
-    for (int bound = 1; bound >= 0; bound--) {
+    for (int run = 0; run < 4; run++) {
+        /* Branch and bound and exhaustive, equivalent variants grouped and not. */
+        int bound = run < 2, all_variants = run % 2;
         int top_k = bound ? 10 : 100000;
-        ds_search_t *parallel = make(model, &cluster, bound, top_k);
-        ds_search_t *serial = make(model, &cluster, bound, top_k);
+        ds_search_t *parallel = make(model, &cluster, bound, top_k, all_variants);
+        ds_search_t *serial = make(model, &cluster, bound, top_k, all_variants);
         CHECK_OK(ds_search_run(parallel, NULL, MPI_COMM_WORLD));
         CHECK_OK(ds_search_run(serial, NULL, MPI_COMM_NULL));
         ds_search_stats_t sp, ss;
@@ -79,7 +85,17 @@ static void test_parallel_equals_serial(void)
             CHECK(ss.bounded > 0);
         } else {
             CHECK_INT(sp.simulated, sp.candidates);
-            CHECK_INT(ds_search_result_count(parallel), sp.candidates);
+            int64_t rows = 0; /* every candidate is a result or one's variant */
+            for (size_t i = 0; i < ds_search_result_count(parallel); i++) {
+                ds_search_result_t r;
+                CHECK_OK(ds_search_result_at(parallel, i, &r));
+                rows += 1 + r.num_variants;
+            }
+            CHECK_INT(rows, sp.candidates);
+            if (all_variants)
+                CHECK_INT(ds_search_result_count(parallel), sp.candidates);
+            else
+                CHECK(ds_search_result_count(parallel) < (size_t)sp.candidates);
             /* Exhaustive: the worst is the worst of all, on both. */
             ds_search_result_t wp, ws;
             CHECK_OK(ds_search_worst(parallel, &wp));
@@ -88,6 +104,11 @@ static void test_parallel_equals_serial(void)
             CHECK(wp.candidate == ws.candidate && wp.iteration_s == ws.iteration_s);
         }
         same_ranking(parallel, serial, bound ? "branch and bound" : "exhaustive");
+        if (bound && !all_variants) {
+            ds_search_result_t best;
+            CHECK_OK(ds_search_result_at(parallel, 0, &best));
+            CHECK(best.num_variants > 0); /* the space has equivalent variants */
+        }
         same_everywhere(parallel);
         ds_search_destroy(parallel);
         ds_search_destroy(serial);

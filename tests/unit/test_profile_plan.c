@@ -1,8 +1,14 @@
 /* The profiling plan on fake allocations: units cover every compute event,
  * ranks get balanced loads, reuse skips measured units, communication tasks
- * match the groups the allocation can form. */
+ * match the groups the allocation can form; the expected profiling time is
+ * the measurement loop's warm-up, repetitions and budget on the time model,
+ * summed over rounds and tasks as worked out by hand. */
 #include "check.h"
+#include "backend/dsi_backend.h"
 #include "profile/dsi_profile.h"
+#include "profile/dsi_profile_run.h"
+
+#include <string.h>
 
 static dsi_profile_plan_t *plan_for(const char *model_name, const char *strategy, int64_t gpus)
 {
@@ -121,9 +127,250 @@ static void test_comm_tasks(void)
     dsi_profile_plan_destroy(plan);
 }
 
+/* The loop's rules on a time model, worked out by hand with the default
+ * tunables: warm-up 2 runs and 0.02 s (one run once it took a quarter of
+ * the 1 s budget), 5 to 1000 repetitions, a CI target of 2%. */
+static void test_loop_expectation(void)
+{
+    ds_measure_config_t c;
+    ds_measure_config_default(&c);
+    CHECK(c.warmup == 2 && c.warmup_s == 0.02 && c.min_reps == 5 && c.max_reps == 1000 &&
+          c.target_rel_ci == 0.02 && c.budget_s == 1.0);
+    dsi_loop_model_t m;
+    memset(&m, 0, sizeof(m));
+    m.max_batch = 8191;
+    dsi_loop_expectation_t e;
+    /* A 0.3 s pass without noise: one warm-up run, the 5 repetitions, converged. */
+    m.run_s = m.warmup_s = m.rep_wall_s = 0.3;
+    dsi_measure_expect(&c, &m, &e);
+    CHECK_INT(e.warmup, 1);
+    CHECK_INT(e.reps, 5);
+    CHECK_INT(e.stop, DS_STOP_CONVERGED);
+    CHECK_NEAR(e.seconds, 6 * 0.3, 1e-12);
+    /* Noisy: the CI after 5 (2.4565 x 0.5 / sqrt 5 = 55%) is far off, but
+     * 1.8 s spent the budget. */
+    m.spread = 0.5;
+    CHECK_NEAR(dsi_measure_expected_ci(0.5, 5), 1.96 * 1.2533141373155003 * 0.5 / sqrt(5.0), 1e-12);
+    dsi_measure_expect(&c, &m, &e);
+    CHECK(e.warmup == 1 && e.reps == 5 && e.stop == DS_STOP_BUDGET);
+    CHECK_NEAR(e.seconds, 1.8, 1e-12);
+    /* 1/16 s runs: 2 warm-up (0.125 s), 5 repetitions (0.4375 s), then a
+     * quarter more each time: 6, 7, 8 (one each), 10, 12 (two), then the
+     * budget left (0.125 s) allows 2: 14 repetitions at exactly 1 s. */
+    m.run_s = m.warmup_s = m.rep_wall_s = 0.0625;
+    dsi_measure_expect(&c, &m, &e);
+    CHECK_INT(e.warmup, 2);
+    CHECK_INT(e.reps, 14);
+    CHECK_INT(e.batches, 7);
+    CHECK_INT(e.stop, DS_STOP_BUDGET);
+    CHECK_NEAR(e.seconds, 1.0, 1e-12);
+    /* 1/1024 s runs of 10% spread: warm-up until 0.02 s (21 runs); they
+     * converge when 2.4565 x 0.1 / sqrt(n) < 0.02: n >= 151, reached
+     * growing by a quarter from 5: 6 7 8 10 12 15 18 22 27 33 41 51 63 78 97
+     * 121 151 (18 batches with the first), well within the budget. */
+    m.run_s = m.warmup_s = m.rep_wall_s = 1.0 / 1024;
+    m.spread = 0.1;
+    dsi_measure_expect(&c, &m, &e);
+    CHECK_INT(e.warmup, 21);
+    CHECK_INT(e.reps, 151);
+    CHECK_INT(e.batches, 18);
+    CHECK_INT(e.stop, DS_STOP_CONVERGED);
+    CHECK_NEAR(e.seconds, (21 + 151) / 1024.0, 1e-12);
+    /* Batches stop at max_batch; max_reps ends it. */
+    m.run_s = m.warmup_s = m.rep_wall_s = 1e-6;
+    m.spread = 1.0;
+    m.max_batch = 256;
+    dsi_measure_expect(&c, &m, &e);
+    CHECK_INT(e.reps, 1000);
+    CHECK_INT(e.stop, DS_STOP_MAX_REPS);
+    /* Communication: the budget is shared out by wall time per repetition
+     * (a 1/16 s operation behind a 1/16 s barrier): warm-up 2 x 0.125 s, 5
+     * repetitions of 0.125 s (0.875 s), then one more fills the budget. */
+    m.run_s = 0.0625;
+    m.warmup_s = m.rep_wall_s = 0.125;
+    m.rate_from_wall = 1;
+    m.spread = 0.5;
+    dsi_measure_expect(&c, &m, &e);
+    CHECK(e.warmup == 2 && e.reps == 6 && e.stop == DS_STOP_BUDGET);
+    CHECK_NEAR(e.seconds, 1.0, 1e-12);
+    /* The next-batch rule alone. */
+    ds_stop_reason_t stop = DS_STOP_MAX_REPS;
+    CHECK_INT(dsi_measure_next_batch(&c, 0, INFINITY, 0.0, 0.0, 8191, &stop), 5);
+    CHECK_INT(dsi_measure_next_batch(&c, 40, 0.5, 0.5, 0.01, 8191, &stop), 10);
+    CHECK_INT(dsi_measure_next_batch(&c, 40, 0.5, 0.95, 0.01, 8191, &stop), 5);
+    CHECK_INT(dsi_measure_next_batch(&c, 40, 0.5, 0.5, 0.01, 3, &stop), 3);
+    CHECK_INT(dsi_measure_next_batch(&c, 40, 0.01, 0.5, 0.01, 8191, &stop), 0);
+    CHECK_INT(stop, DS_STOP_CONVERGED);
+    CHECK_INT(dsi_measure_next_batch(&c, 40, 0.5, 1.0, 0.01, 8191, &stop), 0);
+    CHECK_INT(stop, DS_STOP_BUDGET);
+}
+
+static ds_event_key_t compute_key(ds_op_t op, int64_t d0)
+{
+    ds_event_key_t k;
+    memset(&k, 0, sizeof(k));
+    k.kind = DS_EVENT_COMPUTE;
+    k.op = (uint8_t)op;
+    k.pass = DS_PASS_FORWARD;
+    k.dtype = DS_DTYPE_BF16;
+    k.dims[0] = d0;
+    k.dims[1] = k.dims[2] = 1024;
+    return k;
+}
+
+static void add_event(dsi_profile_plan_t *plan, const ds_event_key_t *key, double flops, double bytes)
+{
+    ds_event_t e;
+    memset(&e, 0, sizeof(e));
+    e.key = *key;
+    e.flops = flops;
+    e.bytes = bytes;
+    CHECK_OK(ds_event_set_add(plan->events, &e, 1));
+}
+
+static dsi_comm_task_t comm_task(ds_comm_op_t op, ds_dtype_t dtype, int64_t bytes, int batched, int shape)
+{
+    dsi_comm_task_t t;
+    memset(&t, 0, sizeof(t));
+    t.sample.op = op;
+    t.sample.dtype = dtype;
+    t.sample.bytes = bytes;
+    t.sample.group_size = 2;
+    t.sample.nodes = 1;
+    t.sample.ranks_per_node = 2;
+    t.sample.concurrency = 1;
+    t.sample.batched = batched;
+    t.num_groups = 1;
+    t.shape = shape;
+    return t;
+}
+
+/* The expected profiling time of a plan built by hand, worked out by hand:
+ * a device of 1 TFLOP/s and 1 TB/s (a 4 us launch floor per kernel), one
+ * 1 GB/s link of 10 us, no noise. */
+static void test_estimate_by_hand(void)
+{
+    dsi_profile_plan_t *plan = NULL;
+    CHECK_OK(dsi_profile_plan_create(&plan));
+    ds_event_key_t g0 = compute_key(DS_OP_GEMM, 2048), g1 = compute_key(DS_OP_GEMM, 512),
+                   ln = compute_key(DS_OP_LAYERNORM, 2048), g2 = compute_key(DS_OP_GEMM, 64);
+    add_event(plan, &g0, 2.5e11, 1e8);
+    add_event(plan, &g1, 5e10, 5e8);
+    add_event(plan, &ln, 0.0, 2e8);
+    add_event(plan, &g2, 1e10, 1e7);
+    /* Units: {g0} on rank 0, {g1, ln} on rank 1, {g2} on rank 0. */
+    CHECK_OK(dsi_calloc(4, sizeof(*plan->keys), &plan->keys));
+    plan->keys[0] = g0, plan->keys[1] = g1, plan->keys[2] = ln, plan->keys[3] = g2;
+    plan->num_keys = plan->keys_capacity = 4;
+    CHECK_OK(dsi_calloc(3, sizeof(*plan->units), &plan->units));
+    plan->units[0] = (dsi_unit_t){0, 0, 1, 3.0, 0, "u0"};
+    plan->units[1] = (dsi_unit_t){0, 1, 2, 2.0, 1, "u1"};
+    plan->units[2] = (dsi_unit_t){0, 3, 1, 1.0, 0, "u2"};
+    plan->num_units = plan->units_capacity = 3;
+    plan->num_ranks = 2;
+    CHECK_OK(dsi_calloc(4, sizeof(*plan->tasks), &plan->tasks));
+    plan->tasks[0] = comm_task(DS_COMM_SENDRECV, DS_DTYPE_FP32, 1000000, 0, 0);
+    plan->tasks[1] = comm_task(DS_COMM_ALLREDUCE, DS_DTYPE_BF16, 4000000, 0, 0);
+    plan->tasks[2] = comm_task(DS_COMM_SENDRECV, DS_DTYPE_FP32, 1000000, 1, 1);
+    plan->tasks[3] = comm_task(DS_COMM_ALLREDUCE, DS_DTYPE_BF16, 64, 0, 1);
+    plan->num_tasks = plan->tasks_capacity = 4;
+    unsigned char reused[4] = {0, 0, 0, 1};
+
+    ds_cluster_t here;
+    CHECK_OK(ds_cluster_init(&here, 1, 2, "cpu"));
+    here.device.peak_tflops_bf16 = 1.0;
+    here.device.mem_bw_GBps = 1000.0;
+    here.levels[0].bandwidth_GBps = 1.0;
+    here.levels[0].latency_us = 10.0;
+    dsi_profile_speed_t speed;
+    dsi_profile_speed_init(&speed, &here);
+    speed.classes[0] = (dsi_speed_class_t){DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 2.0, 1e-9};
+    speed.num_classes = 1;
+    speed.default_factor = 3.0;  /* the layernorm's class was not calibrated */
+    speed.fill_s_per_byte = 2e-9;
+    speed.sync_s = 1e-3;
+    speed.comm_create_s = 0.5;
+    speed.comm_fill_s_per_byte = 1e-9;
+    speed.commit_s = 0.2;
+    speed.commit_s_per_record = 1e-3;
+    ds_measure_config_t config;
+    ds_measure_config_default(&config);
+    dsi_profile_estimate_t e;
+    CHECK_OK(dsi_profile_estimate(plan, &config, &speed, reused, true, true, 10, &e));
+
+    /* u0: a run = 2 x (2.5e11 / 1e12 + 4e-6) = 0.500008 s; one warm-up run
+     * (it took a quarter of the budget) and 5 repetitions; preparing 1e8
+     * bytes at 1 ns. */
+    CHECK_NEAR(e.unit_s[0], 6 * 0.500008 + 0.1, 1e-12);
+    /* u1: 2 x (0.05 + 4e-6) + 3 x (2e8 / 1e12 + 4e-6) = 0.10062 s; 2 warm-up
+     * runs, 5 repetitions; 5e8 bytes at 1 ns, 2e8 at the default 2 ns. */
+    CHECK_NEAR(e.unit_s[1], 7 * 0.10062 + 0.5 + 0.4, 1e-12);
+    /* u2: 2 x (0.01 + 4e-6) = 0.020008 s: 2 warm-up runs, 5 repetitions. */
+    CHECK_NEAR(e.unit_s[2], 7 * 0.020008 + 0.01, 1e-12);
+    CHECK_NEAR(e.rank_s[0], e.unit_s[0] + e.unit_s[2], 1e-12);
+    CHECK_NEAR(e.rank_s[1], e.unit_s[1], 1e-12);
+    /* Rounds: the slower of u0 and u1, then u2; each then agrees (4 syncs). */
+    CHECK_INT(e.num_rounds, 2);
+    CHECK_NEAR(e.round_s[0], e.unit_s[0] + 0.004, 1e-12);
+    CHECK_NEAR(e.round_s[1], e.unit_s[2] + 0.004, 1e-12);
+    CHECK_NEAR(e.compute_s, 3.258104, 1e-12);
+
+    /* Task 0, sendrecv of 1 MB: a run 10 us + 1 ms = 1.01 ms; preparing
+     * 1 MB (the busier member) and an all-reduce; 7 warm-up iterations of
+     * a run and 2 syncs until 0.02 s (0.02107 s); 5 repetitions of a run
+     * and a barrier, a batch's 3 syncs (0.01305 s); 4 syncs; then the
+     * agreement (4 syncs) and the communicator (0.5 s). */
+    double t0 = 0.001 + 0.001 + 7 * 0.00301 + 5 * 0.00201 + 0.003 + 0.004;
+    CHECK_NEAR(e.task_s[0], 0.5 + t0 + 0.004, 1e-12);
+    /* Task 1, all-reduce of 4 MB in bf16 on 2: 2 x 10 us + 4 MB / 1 GB/s =
+     * 4.02 ms; both buffers (8 MB); 4 warm-up iterations (0.02408 s). */
+    double t1 = 0.008 + 0.001 + 4 * 0.00602 + 5 * 0.00502 + 0.003 + 0.004;
+    CHECK_NEAR(e.task_s[1], t1 + 0.004, 1e-12);
+    /* Task 2: the next shape's communicator; batched: 2 MB to prepare. */
+    CHECK_NEAR(e.task_s[2], 0.5 + t0 + 0.001 + 0.004, 1e-12);
+    CHECK(e.task_s[3] == 0.0); /* reused */
+    CHECK_NEAR(e.setup_s, 1.0, 1e-12);
+    CHECK_NEAR(e.comm_s, e.task_s[0] + e.task_s[1] + e.task_s[2], 1e-12);
+    /* The final write: 10 records held, 4 compute keys and 3 samples added. */
+    CHECK_NEAR(e.commit_s, 0.2 + 17 * 1e-3, 1e-12);
+    CHECK_INT(plan->num_key_bytes, 0); /* no backend: the roofline bytes stood for the buffers */
+    dsi_profile_estimate_free(&e);
+
+    /* The loop's tunables move the estimate as they move the loop: 7
+     * repetitions at least. */
+    config.min_reps = 7;
+    CHECK_OK(dsi_profile_estimate(plan, &config, &speed, reused, true, false, -1, &e));
+    CHECK_NEAR(e.unit_s[0], 8 * 0.500008 + 0.1, 1e-12);
+    CHECK(e.comm_s == 0.0);
+    CHECK_NEAR(e.commit_s, 0.2, 1e-12); /* no database: the text outputs */
+    dsi_profile_estimate_free(&e);
+    dsi_profile_plan_destroy(plan);
+}
+
+/* The progress line's ETA: the estimate's time still to come, scaled by
+ * how the run compares with the estimate so far. */
+static void test_progress_eta(void)
+{
+    dsi_progress_t p;
+    dsi_progress_start(&p, "profiling", 10, 100.0, false);
+    CHECK_NEAR(dsi_progress_eta(&p, 30.0), 70.0, 1e-12); /* nothing done: the estimate */
+    CHECK(dsi_progress_eta(&p, 130.0) == 0.0);
+    dsi_progress_step(&p, 4, 20.0); /* 4 of 10 done, the estimate's first 20 s, in 40 s */
+    CHECK_NEAR(dsi_progress_eta(&p, 40.0), 80.0 * 40.0 / 20.0, 1e-12);
+    dsi_progress_step(&p, 10, 100.0);
+    CHECK(dsi_progress_eta(&p, 90.0) == 0.0);
+    /* Without an estimate: by count. */
+    dsi_progress_start(&p, "profiling", 10, 0.0, false);
+    dsi_progress_step(&p, 4, 0.0);
+    CHECK_NEAR(dsi_progress_eta(&p, 40.0), 60.0, 1e-12);
+}
+
 int main(void)
 {
     test_units_and_balance();
     test_comm_tasks();
+    test_loop_expectation();
+    test_estimate_by_hand();
+    test_progress_eta();
     return check_summary("test_profile_plan");
 }

@@ -48,6 +48,9 @@ static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster, i
     return search;
 }
 
+#define CHECK_TEXT(actual, expected)                                                               \
+    CHECK_MSG(strcmp((actual), (expected)) == 0, "'%s', expected '%s'", (actual), (expected))
+
 static void text_of(const ds_strategy_t *s, char *text, size_t size)
 {
     ds_strategy_format(s, text, size);
@@ -253,6 +256,7 @@ static void test_bound_and_ranking(void)
     o.estimate_missing = 1;
     o.bound = 0;
     o.top_k = 100000;
+    o.all_variants = 1;
     ds_search_t *exhaustive = make(model, &cluster, 64, &o, fixes);
     CHECK_OK(ds_search_run(exhaustive, NULL, MPI_COMM_NULL));
     ds_search_stats_t se;
@@ -292,6 +296,7 @@ static void test_bound_and_ranking(void)
     for (int granularity = 0; granularity < 2; granularity++) {
         o.bound = 1;
         o.top_k = 7;
+        o.all_variants = 1;
         o.granularity = granularity == 0 ? DS_SIM_STAGE : DS_SIM_LAYER;
         ds_search_t *bb = make(model, &cluster, 64, &o, fixes);
         CHECK_OK(ds_search_run(bb, NULL, MPI_COMM_NULL));
@@ -310,6 +315,137 @@ static void test_bound_and_ranking(void)
         ds_search_destroy(bb);
     }
     ds_search_destroy(exhaustive);
+    ds_model_destroy(model);
+}
+
+/* The exhaustive ranking of every candidate (all_variants, no bound)
+ * grouped by hand: consecutive equal (timeline hash, time, memory) runs are
+ * not enough, equal groups may be apart; the first result of each group in
+ * ranking order stands for it. */
+typedef struct hand_group {
+    ds_search_result_t first;
+    int64_t members[64];
+    int count;
+} hand_group_t;
+
+static int group_by_hand(const ds_search_t *all, hand_group_t *groups, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < ds_search_result_count(all); i++) {
+        ds_search_result_t r;
+        CHECK_OK(ds_search_result_at(all, i, &r));
+        CHECK_INT(r.num_variants, 0);
+        int g = 0;
+        while (g < n && !(groups[g].first.timeline_hash == r.timeline_hash &&
+                          groups[g].first.iteration_s == r.iteration_s &&
+                          groups[g].first.memory_GiB == r.memory_GiB))
+            g++;
+        if (g == n) {
+            if (n == max)
+                break;
+            groups[n].first = r;
+            groups[n].count = 0;
+            n++;
+        } else if (groups[g].count < 64) {
+            groups[g].members[groups[g].count++] = r.candidate;
+        }
+    }
+    return n;
+}
+
+/* Equivalent variants: strategies whose timelines and memory are equal
+ * share one result, the top K holds K distinct timelines, the variants are
+ * the ones the exhaustive ranking holds (branch and bound included), and
+ * all_variants ranks them one by one as before. */
+static void test_equivalent_variants(void)
+{
+    ds_model_t *model = load("bert-large", 128);
+    ds_cluster_t cluster = cluster_of(1, 8, "h100-sxm");
+    static const char *const fixes[] = {"mbs=1", NULL};
+    ds_search_options_t o;
+    ds_search_options_init(&o);
+    o.estimate_missing = 1;
+    o.top_k = 10;
+    o.all_variants = 1;
+    /* As before: the best four are one timeline, dp-algo auto, ring, tree,
+     * hierarchical (candidates 5 to 8), ranked one by one. */
+    ds_search_t *one_by_one = make(model, &cluster, 0, &o, fixes);
+    CHECK_OK(ds_search_run(one_by_one, NULL, MPI_COMM_NULL));
+    CHECK_INT(ds_search_result_count(one_by_one), 10);
+    ds_search_result_t a, b;
+    CHECK_OK(ds_search_result_at(one_by_one, 0, &a));
+    CHECK_INT(a.candidate, 5);
+    for (size_t i = 1; i < 4; i++) {
+        CHECK_OK(ds_search_result_at(one_by_one, i, &b));
+        CHECK_INT(b.candidate, 5 + (int64_t)i);
+        CHECK(b.iteration_s == a.iteration_s && b.timeline_hash == a.timeline_hash &&
+              b.memory_GiB == a.memory_GiB);
+        CHECK_INT(b.num_variants, 0);
+    }
+    char text[512];
+    ds_search_variants_text(one_by_one, &a, text, sizeof(text));
+    CHECK_TEXT(text, "");
+
+    /* Grouped (the default): one result for those four. */
+    o.all_variants = 0;
+    ds_search_t *grouped = make(model, &cluster, 0, &o, fixes);
+    CHECK_OK(ds_search_run(grouped, NULL, MPI_COMM_NULL));
+    CHECK_INT(ds_search_result_count(grouped), 10);
+    CHECK_OK(ds_search_result_at(grouped, 0, &b));
+    CHECK_INT(b.candidate, 5);
+    CHECK_INT(b.num_variants, 3);
+    CHECK(b.variants[0] == 6 && b.variants[1] == 7 && b.variants[2] == 8);
+    ds_search_variants_text(grouped, &b, text, sizeof(text));
+    CHECK_TEXT(text, "dp-algo=ring,tree,hierarchical");
+    /* zero=2 ties in time but needs less memory: a row of its own. */
+    CHECK_OK(ds_search_result_at(grouped, 1, &b));
+    CHECK(b.iteration_s == a.iteration_s && b.memory_GiB < a.memory_GiB);
+    CHECK_INT(b.strategy.zero, 2);
+
+    /* The exhaustive ranking grouped by hand gives the same rows and variants. */
+    o.all_variants = 1;
+    o.bound = 0;
+    o.top_k = 100000;
+    ds_search_t *all = make(model, &cluster, 0, &o, fixes);
+    CHECK_OK(ds_search_run(all, NULL, MPI_COMM_NULL));
+    static hand_group_t groups[10];
+    CHECK_INT(group_by_hand(all, groups, 10), 10);
+    int64_t merged = 0;
+    for (size_t i = 0; i < 10; i++) {
+        CHECK_OK(ds_search_result_at(grouped, i, &b));
+        CHECK_INT(b.candidate, groups[i].first.candidate);
+        CHECK(b.iteration_s == groups[i].first.iteration_s);
+        CHECK_INT(b.num_variants, groups[i].count);
+        for (int v = 0; v < groups[i].count && v < DS_SEARCH_MAX_VARIANTS; v++)
+            CHECK_INT(b.variants[v], groups[i].members[v]); /* in index order, as ranked */
+        for (size_t j = 0; j < i; j++) { /* K distinct timelines */
+            ds_search_result_t c;
+            CHECK_OK(ds_search_result_at(grouped, j, &c));
+            CHECK(!(c.timeline_hash == b.timeline_hash && c.iteration_s == b.iteration_s &&
+                    c.memory_GiB == b.memory_GiB));
+        }
+        merged += b.num_variants;
+    }
+    CHECK(merged >= 10);
+
+    /* A variant that changes several fields, and more than are stored. */
+    ds_search_result_t made = b;
+    made.strategy = *ds_search_candidate_at(grouped, 5); /* zero=1 */
+    made.num_variants = 2;
+    made.variants[0] = 10; /* zero=2,dp-algo=ring */
+    made.variants[1] = 6;  /* zero=1,dp-algo=ring */
+    ds_search_variants_text(grouped, &made, text, sizeof(text));
+    CHECK_TEXT(text, "zero=2+dp-algo=ring; dp-algo=ring");
+    made.num_variants = 40; /* 16 stored: 10, then 6 fifteen times */
+    for (int v = 2; v < DS_SEARCH_MAX_VARIANTS; v++)
+        made.variants[v] = 6;
+    ds_search_variants_text(grouped, &made, text, sizeof(text));
+    CHECK_MSG(strncmp(text, "zero=2+dp-algo=ring; dp-algo=ring,ring,", 39) == 0 &&
+                  strlen(text) > 13 && strcmp(text + strlen(text) - 13, ", and 24 more") == 0,
+              "'%s'", text);
+    ds_search_destroy(all);
+    ds_search_destroy(grouped);
+    ds_search_destroy(one_by_one);
     ds_model_destroy(model);
 }
 
@@ -582,6 +718,7 @@ int main(void)
     test_fixes();
     test_memory_filter();
     test_bound_and_ranking();
+    test_equivalent_variants();
     test_events_union();
     test_comm_model_costs();
     test_missing_costs();
