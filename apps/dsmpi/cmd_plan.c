@@ -521,15 +521,7 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
     printf(", \"seq_len\": %d, \"global_batch\": %lld, \"device\": ", info.seq_len,
            (long long)plan_global_batch(in, e, n));
     output_json_string(stdout, first->device.name);
-    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
-    char costs[1200];
-    cost_origin_describe(&origin, costs, sizeof(costs));
-    printf(", \"costs\": ");
-    output_json_string(stdout, costs);
-    printf(", \"cost_table\": ");
-    output_json_string_or_null(stdout, o->si.cost_table);
-    printf(", \"profile_db\": ");
-    output_json_string_or_null(stdout, o->si.profile_db);
+    search_inputs_print_json_costs(&o->si, false);
     printf(", \"nccl_tests_logs\": %d", o->si.num_logs);
     printf(
         ", \"tokens\": %lld, \"samples\": %lld, \"gpus_per_node\": %d, \"price_per_gpu_hour\": %g, "

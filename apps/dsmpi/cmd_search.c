@@ -210,15 +210,7 @@ static void print_json(const inputs_t *in, const options_t *o, ds_search_t *sear
     printf(", \"target_gpus\": %lld, \"gpus_per_node\": %d, \"device\": ",
            (long long)ds_cluster_num_gpus(&in->cluster), in->cluster.gpus_per_node);
     output_json_string(stdout, in->cluster.device.name);
-    printf(", \"cost_table\": ");
-    output_json_string_or_null(stdout, o->si.cost_table);
-    printf(", \"profile_db\": ");
-    output_json_string_or_null(stdout, o->si.profile_db);
-    cost_origin_t origin = search_inputs_cost_origin(&o->si, true);
-    char costs[1024];
-    cost_origin_describe(&origin, costs, sizeof(costs));
-    printf(", \"costs\": ");
-    output_json_string(stdout, costs);
+    search_inputs_print_json_costs(&o->si, true);
     printf(", \"estimate_missing\": %s, \"nccl_tests_logs\": %d, \"granularity\": \"%s\", "
            "\"fixed\": [",
            o->si.estimate ? "true" : "false", o->si.num_logs,

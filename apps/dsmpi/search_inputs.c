@@ -358,3 +358,16 @@ void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, d
         missing, ds_event_set_size(set), ds_search_candidate_count(search));
     ds_event_set_destroy(set);
 }
+
+void search_inputs_print_json_costs(const search_inputs_t *si, bool counts)
+{
+    cost_origin_t origin = search_inputs_cost_origin(si, counts);
+    char costs[1200];
+    cost_origin_describe(&origin, costs, sizeof(costs));
+    printf(", \"costs\": ");
+    output_json_string(stdout, costs);
+    printf(", \"cost_table\": ");
+    output_json_string_or_null(stdout, si->cost_table);
+    printf(", \"profile_db\": ");
+    output_json_string_or_null(stdout, si->profile_db);
+}

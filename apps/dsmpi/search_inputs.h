@@ -73,6 +73,9 @@ void search_inputs_print_help(FILE *out);
 /* Where the costs come from; `counts`: the database report's counts hold
  * for the whole output (one target). */
 cost_origin_t search_inputs_cost_origin(const search_inputs_t *si, bool counts);
+/* The JSON members "costs", "cost_table" and "profile_db" (each after a
+ * comma) of a command's object on stdout; `counts` as for the origin. */
+void search_inputs_print_json_costs(const search_inputs_t *si, bool counts);
 /* "# costs: ..." and "# device ..." lines of a preamble. */
 void search_inputs_print_costs(const search_inputs_t *si, const ds_cluster_t *cluster, FILE *out);
 /* After DS_ERR_NOT_FOUND: the keys of the space the costs lack, and how to
