@@ -272,9 +272,15 @@ static ds_status_t estimate_wall(ds_profiler_t *p)
                             DSI_MAX(p->allocation.max_local_size, 1), p->device_spec.name));
     here.device = p->device_spec;
     if (!p->calibrated) {
+        /* Calibrate only what is left to measure: a rerun that reuses the
+         * whole database costs no second of probes. */
+        size_t tasks_left = p->plan->num_tasks;
+        for (size_t t = 0; p->task_reused != NULL && t < p->plan->num_tasks; t++)
+            tasks_left -= p->task_reused[t] ? 1 : 0;
         dsi_profile_speed_init(&p->speed, &here);
-        DSI_TRY(dsi_profile_calibrate(p->backend, p->comm, p->plan, !p->options.comm_only,
-                                      !p->options.compute_only, &p->speed));
+        DSI_TRY(dsi_profile_calibrate(p->backend, p->comm, p->plan,
+                                      !p->options.comm_only && p->plan->units_to_measure > 0,
+                                      !p->options.compute_only && tasks_left > 0, &p->speed));
         p->calibrated = true;
     }
     p->speed.here = here;
