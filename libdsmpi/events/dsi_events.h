@@ -15,6 +15,10 @@
  * covers (marked assumed). */
 double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
                             const ds_cluster_t *cluster);
+/* The same, failing with DS_ERR_NO_MEMORY when the communication model
+ * could not be built for lack of memory; *seconds_p written on success. */
+ds_status_t dsi_estimate_seconds_checked(const ds_event_key_t *key, double flops, double bytes,
+                                         const ds_cluster_t *cluster, double *seconds_p);
 
 /* ---- group layouts (layout.c) ------------------------------------------------------------
  * Where the members of a group sit decides the layout fields of a

@@ -59,3 +59,20 @@ double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double byte
         return seconds;
     return flat_comm_seconds(key, cluster);
 }
+
+ds_status_t dsi_estimate_seconds_checked(const ds_event_key_t *key, double flops, double bytes,
+                                         const ds_cluster_t *cluster, double *seconds_p)
+{
+    if (key->kind == DS_EVENT_COMM) {
+        /* Out of memory building the model is a failure, not a reason to
+         * fall back to the flat formula. */
+        double seconds = 0.0;
+        ds_status_t status = dsi_comm_assumed_seconds(cluster, key, &seconds);
+        if (status == DS_ERR_NO_MEMORY)
+            return status;
+        *seconds_p = status == DS_OK ? seconds : flat_comm_seconds(key, cluster);
+        return DS_OK;
+    }
+    *seconds_p = dsi_estimate_seconds(key, flops, bytes, cluster);
+    return DS_OK;
+}
