@@ -104,8 +104,8 @@ static ds_status_t key_seconds(replay_backend_t *rb, const ds_event_key_t *key, 
     double bytes = (double)dsi_kernel_plan_bytes(&plan, ds_dtype_size((ds_dtype_t)key->dtype));
     ds_cost_t c;
     memset(&c, 0, sizeof(c));
-    c.mean_s = c.median_s = c.p10_s = c.p90_s =
-        dsi_estimate_seconds(key, key_flops(key), bytes, &rb->device);
+    DSI_TRY(dsi_estimate_seconds(key, key_flops(key), bytes, &rb->device, &c.mean_s));
+    c.median_s = c.p10_s = c.p90_s = c.mean_s;
     c.provenance = DS_PROV_ASSUMED;
     DSI_TRY(ds_cost_table_set(rb->estimated, key, &c));
     ds_event_key_format(key, text, sizeof(text));

@@ -1,6 +1,7 @@
 /* MPI error translation and private communicators. */
 #include "dsi_mpi.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #ifdef DSMPI_SMPI
@@ -16,6 +17,31 @@ ds_status_t dsi_mpi_error(const char *file, int line, const char *call, int code
     const char *paren = strchr(call, '(');
     int name_length = paren != NULL ? (int)(paren - call) : (int)strlen(call);
     return dsi_error_at(file, line, DS_ERR_MPI, "%.*s failed: %s", name_length, call, message);
+}
+
+ds_status_t dsi_mpi_agree(MPI_Comm comm, ds_status_t local)
+{
+    ds_status_t status = DS_OK;
+    int rank = 0;
+    DSI_MPI_TRY_GOTO(MPI_Comm_rank(comm, &rank), status, out);
+    /* The lowest failing rank (value 0 where failed), then its reason. */
+    int mine[2] = {local != DS_OK ? 0 : 1, rank}, first[2] = {1, 0};
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, first, 1, MPI_2INT, MPI_MINLOC, comm), status, out);
+    if (first[0] == 1)
+        return DS_OK;
+    struct {
+        int code;
+        char message[256];
+    } reason = {(int)local, ""};
+    if (rank == first[1])
+        snprintf(reason.message, sizeof(reason.message), "%s", ds_last_error());
+    DSI_MPI_TRY_GOTO(MPI_Bcast(&reason, (int)sizeof(reason), MPI_BYTE, first[1], comm), status,
+                     out);
+    if (local != DS_OK)
+        return local;
+    status = DSI_ERROR((ds_status_t)reason.code, "rank %d: %s", first[1], reason.message);
+out:
+    return status;
 }
 
 ds_status_t dsi_mpi_dup(MPI_Comm comm, MPI_Comm *dup_p)

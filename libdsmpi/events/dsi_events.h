@@ -7,18 +7,19 @@
 #include "dsi_core.h"
 #include "model/dsi_model.h"
 
-/* First-order cost of one occurrence on `cluster`: the roofline of its
- * device for compute, the communication model without samples for
- * communication (every level, span, NIC count and oversubscription of the
- * cluster; comm/dsi_comm_assumed.h).  Used to order and balance work before
- * anything is measured, and by --estimate-missing for what nothing measured
- * covers (marked assumed). */
-double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
-                            const ds_cluster_t *cluster);
-/* The same, failing with DS_ERR_NO_MEMORY when the communication model
- * could not be built for lack of memory; *seconds_p written on success. */
-ds_status_t dsi_estimate_seconds_checked(const ds_event_key_t *key, double flops, double bytes,
-                                         const ds_cluster_t *cluster, double *seconds_p);
+/* First-order cost of one occurrence on `cluster` in *seconds_p: the
+ * roofline of its device for compute, the communication model without
+ * samples for communication (every level, span, NIC count and
+ * oversubscription of the cluster; comm/dsi_comm_assumed.h).  Used to order
+ * and balance work before anything is measured, and by --estimate-missing
+ * for what nothing measured covers (marked assumed).  Fails only with
+ * DS_ERR_NO_MEMORY, when the communication model could not be built: an
+ * estimate from a cruder formula would then differ from run to run. */
+ds_status_t dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
+                                 const ds_cluster_t *cluster, double *seconds_p);
+/* The roofline of a compute key on `cluster`'s device (never fails). */
+double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, double bytes,
+                                    const ds_cluster_t *cluster);
 
 /* ---- group layouts (layout.c) ------------------------------------------------------------
  * Where the members of a group sit decides the layout fields of a

@@ -41,38 +41,31 @@ static double flat_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *c
     return lat + size / bw;
 }
 
-double dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
-                            const ds_cluster_t *cluster)
+double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, double bytes,
+                                    const ds_cluster_t *cluster)
 {
     const ds_device_spec_t *dev = &cluster->device;
-    if (key->kind == DS_EVENT_COMPUTE) {
-        bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
-        double peak = (key->dtype == DS_DTYPE_FP32 ? dev->peak_tflops_fp32 : dev->peak_tflops_bf16) * 1e12;
-        double compute = matmul ? flops / peak : 0.0;
-        double memory = bytes / (dev->mem_bw_GBps * 1e9);
-        return LAUNCH_OVERHEAD_S + (compute > memory ? compute : memory);
-    }
-    /* Every level, span, NIC count and oversubscription of the cluster, as
-     * the communication model reads them when it has no samples. */
-    double seconds = 0.0;
-    if (dsi_comm_assumed_seconds(cluster, key, &seconds) == DS_OK)
-        return seconds;
-    return flat_comm_seconds(key, cluster);
+    bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
+    double peak = (key->dtype == DS_DTYPE_FP32 ? dev->peak_tflops_fp32 : dev->peak_tflops_bf16) * 1e12;
+    double compute = matmul ? flops / peak : 0.0;
+    double memory = bytes / (dev->mem_bw_GBps * 1e9);
+    return LAUNCH_OVERHEAD_S + (compute > memory ? compute : memory);
 }
 
-ds_status_t dsi_estimate_seconds_checked(const ds_event_key_t *key, double flops, double bytes,
-                                         const ds_cluster_t *cluster, double *seconds_p)
+ds_status_t dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
+                                 const ds_cluster_t *cluster, double *seconds_p)
 {
-    if (key->kind == DS_EVENT_COMM) {
-        /* Out of memory building the model is a failure, not a reason to
-         * fall back to the flat formula. */
-        double seconds = 0.0;
-        ds_status_t status = dsi_comm_assumed_seconds(cluster, key, &seconds);
-        if (status == DS_ERR_NO_MEMORY)
-            return status;
-        *seconds_p = status == DS_OK ? seconds : flat_comm_seconds(key, cluster);
+    if (key->kind == DS_EVENT_COMPUTE) {
+        *seconds_p = dsi_estimate_compute_seconds(key, flops, bytes, cluster);
         return DS_OK;
     }
-    *seconds_p = dsi_estimate_seconds(key, flops, bytes, cluster);
+    /* Every level, span, NIC count and oversubscription of the cluster, as
+     * the communication model reads them when it has no samples; the flat
+     * formula where that model refuses the cluster. */
+    double seconds = 0.0;
+    ds_status_t status = dsi_comm_assumed_seconds(cluster, key, &seconds);
+    if (status == DS_ERR_NO_MEMORY)
+        return status;
+    *seconds_p = status == DS_OK ? seconds : flat_comm_seconds(key, cluster);
     return DS_OK;
 }

@@ -43,7 +43,7 @@ static ds_status_t add(gen_t *g, const ds_event_key_t *key, double flops, double
     e.flops = flops;
     e.bytes = bytes;
     e.label = label;
-    e.estimated_s = dsi_estimate_seconds(key, flops, bytes, g->cluster);
+    DSI_TRY(dsi_estimate_seconds(key, flops, bytes, g->cluster, &e.estimated_s));
     return ds_event_set_add(g->set, &e, count);
 }
 

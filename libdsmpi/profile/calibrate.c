@@ -111,7 +111,7 @@ static double roofline(const dsi_profile_speed_t *speed, const ds_event_key_t *k
 {
     ds_cluster_t device = speed->here;
     device.nodes = device.gpus_per_node = 1;
-    return dsi_estimate_seconds(key, flops, bytes, &device);
+    return dsi_estimate_compute_seconds(key, flops, bytes, &device);
 }
 
 /* `key` (flops, bytes) scaled to about CALIBRATE_RUN_S on the spec. */
@@ -190,9 +190,10 @@ static int find_classes(const dsi_profile_plan_t *plan, const dsi_profile_speed_
 /* Per class: factor, prepare s, prepared bytes, spread, CPU s, wall s of its runs. */
 #define PROBE_FIELDS 6
 
-/* Measures probe `p` into out[PROBE_FIELDS]; factor 0 when it cannot run here. */
-static void run_probe(ds_backend_t *backend, const dsi_profile_speed_t *speed, const probe_t *p,
-                      bool cpu_time, double *out)
+/* Measures probe `p` into out[PROBE_FIELDS]; factor 0 when it cannot run here.
+ * Only running out of memory fails: the run that follows would too. */
+static ds_status_t run_probe(ds_backend_t *backend, const dsi_profile_speed_t *speed,
+                             const probe_t *p, bool cpu_time, double *out)
 {
     ds_measure_config_t config;
     ds_measure_config_default(&config); /* the CI target; a short budget */
@@ -203,9 +204,10 @@ static void run_probe(ds_backend_t *backend, const dsi_profile_speed_t *speed, c
     ds_kernel_t *kernel = NULL;
     ds_measurement_t m;
     double start = dsi_now_s(), cpu = thread_cpu_s();
-    if (ds_kernel_prepare(backend, &p->key, &kernel) != DS_OK) {
+    ds_status_t status = ds_kernel_prepare(backend, &p->key, &kernel);
+    if (status != DS_OK) {
         DSI_DEBUG("calibration: cannot prepare a probe here: %s", ds_last_error());
-        return;
+        return status == DS_ERR_NO_MEMORY ? status : DS_OK;
     }
     double prepared = dsi_now_s(), prepared_cpu = thread_cpu_s();
     if (ds_kernel_measure(kernel, &config, &m) == DS_OK && m.cost.median_s > 0.0) {
@@ -220,10 +222,13 @@ static void run_probe(ds_backend_t *backend, const dsi_profile_speed_t *speed, c
         out[5] = wall + (prepared - start);
     }
     ds_kernel_destroy(kernel);
+    return DS_OK;
 }
 
-/* Preparing a large kernel: seconds (CPU seconds with cpu_time) per byte. */
-static double fill_probe(ds_backend_t *backend, bool cpu_time, double *cpu_p, double *wall_p)
+/* Preparing a large kernel: *seconds_p (CPU seconds with cpu_time) per byte,
+ * 0 when it cannot run here; only running out of memory fails. */
+static ds_status_t fill_probe(ds_backend_t *backend, bool cpu_time, double *cpu_p, double *wall_p,
+                              double *seconds_p)
 {
     ds_event_key_t key;
     memset(&key, 0, sizeof(key));
@@ -235,14 +240,17 @@ static double fill_probe(ds_backend_t *backend, bool cpu_time, double *cpu_p, do
     key.dims[1] = 1024;
     ds_kernel_t *kernel = NULL;
     double start = dsi_now_s(), cpu = thread_cpu_s();
-    if (ds_kernel_prepare(backend, &key, &kernel) != DS_OK)
-        return 0.0;
+    *seconds_p = 0.0;
+    ds_status_t status = ds_kernel_prepare(backend, &key, &kernel);
+    if (status != DS_OK)
+        return status == DS_ERR_NO_MEMORY ? status : DS_OK;
     double wall = dsi_now_s() - start, used = thread_cpu_s() - cpu;
     double bytes = (double)ds_kernel_bytes(kernel);
     ds_kernel_destroy(kernel);
     *cpu_p += used;
     *wall_p += wall;
-    return bytes > 0.0 ? (cpu_time ? used : wall) / bytes : 0.0; /* CPU time: as alone */
+    *seconds_p = bytes > 0.0 ? (cpu_time ? used : wall) / bytes : 0.0; /* CPU time: as alone */
+    return DS_OK;
 }
 
 static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int rank, int size,
@@ -253,17 +261,24 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
     dsi_speed_class_t classes[DSI_SPEED_CLASSES];
     double *results = NULL, *shares = NULL, use[2] = {0.0, 0.0}; /* this rank's CPU s, wall s */
     bool cpu_time = ds_backend_kind(backend) == DS_BACKEND_CPU;
-    DSI_TRY(dsi_calloc(DSI_SPEED_CLASSES, sizeof(*probes), &probes));
-    int n = find_classes(plan, speed, classes, probes);
-    DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(n, 1) * PROBE_FIELDS, sizeof(double), &results), status,
-                 out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)size, sizeof(double), &shares), status, out);
-    double fill = fill_probe(backend, cpu_time, &use[0], &use[1]);
-    for (int c = rank; c < n; c += size) {
-        run_probe(backend, speed, &probes[c], cpu_time, &results[PROBE_FIELDS * c]);
+    /* This rank's probes, then every rank learns whether all could run. */
+    int n = 0;
+    double fill = 0.0;
+    ds_status_t local = dsi_calloc(DSI_SPEED_CLASSES, sizeof(*probes), &probes);
+    if (local == DS_OK) {
+        n = find_classes(plan, speed, classes, probes);
+        local = dsi_calloc((size_t)DSI_MAX(n, 1) * PROBE_FIELDS, sizeof(double), &results);
+    }
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)size, sizeof(double), &shares);
+    if (local == DS_OK)
+        local = fill_probe(backend, cpu_time, &use[0], &use[1], &fill);
+    for (int c = rank; c < n && local == DS_OK; c += size) {
+        local = run_probe(backend, speed, &probes[c], cpu_time, &results[PROBE_FIELDS * c]);
         use[0] += results[PROBE_FIELDS * c + 4];
         use[1] += results[PROBE_FIELDS * c + 5];
     }
+    DSI_TRY_GOTO(dsi_mpi_agree(comm, local), status, out);
     /* The share of its core this rank had: 1 but on a shared cpu. */
     double share = cpu_time && use[0] > 0.0 && use[1] > 0.0 ? DSI_MIN(use[0] / use[1], 1.0) : 1.0;
     DSI_MPI_TRY_GOTO(MPI_Allgather(&share, 1, MPI_DOUBLE, shares, 1, MPI_DOUBLE, comm), status,
@@ -416,6 +431,7 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
     int n = plan_ops(plan, ops);
     double factors[DS_COMM_COUNT_], fill_s = 0.0, filled = 0.0;
     int known = 0;
+    ds_status_t local = DS_OK; /* the estimates' (memory): agreed after the loop's collectives */
     for (int i = 0; i < n; i++) {
         bool p2p = ops[i] == DS_COMM_SENDRECV;
         ds_comm_t *c = p2p ? pair : all;
@@ -428,7 +444,10 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
             DSI_TRY_GOTO(measure_briefly(c, &key, CALIBRATE_LARGE_S, &m, &call_s), status, out);
             key.nodes = m.sample.nodes;
             key.ranks_per_node = m.sample.ranks_per_node;
-            double estimate = dsi_estimate_seconds(&key, 0.0, (double)m.sample.bytes, &speed->here);
+            double estimate = 0.0;
+            if (local == DS_OK)
+                local = dsi_estimate_seconds(&key, 0.0, (double)m.sample.bytes, &speed->here,
+                                             &estimate);
             if (m.cost.cost.median_s > 0.0 && estimate > 0.0) {
                 factor[0] = m.cost.cost.median_s / estimate;
                 factor[1] = spread_of(&m.cost);
@@ -444,7 +463,10 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
         if (c != NULL && largest_task(plan, ops[i]) >= CALIBRATE_HUGE) {
             key.dims[0] = CALIBRATE_HUGE;
             DSI_TRY_GOTO(measure_briefly(c, &key, CALIBRATE_HUGE_S, &m, &call_s), status, out);
-            double estimate = dsi_estimate_seconds(&key, 0.0, (double)m.sample.bytes, &speed->here);
+            double estimate = 0.0;
+            if (local == DS_OK)
+                local = dsi_estimate_seconds(&key, 0.0, (double)m.sample.bytes, &speed->here,
+                                             &estimate);
             if (m.cost.cost.median_s > 0.0 && estimate > 0.0)
                 huge = m.cost.cost.median_s / estimate;
         }
@@ -464,6 +486,7 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
         fill_s += fill[0];
         filled += fill[1];
     }
+    DSI_TRY_GOTO(dsi_mpi_agree(comm, local), status, out);
     speed->comm_factor_bytes = CALIBRATE_LARGE;
     speed->comm_huge_bytes = CALIBRATE_HUGE;
     if (known > 0)

@@ -109,8 +109,9 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
         if (e->key.kind == DS_EVENT_COMPUTE && !same) {
             /* Another device: its time scaled by the ratio of the roofline
              * estimates on the two devices; an assumption, said so. */
-            double on_target = dsi_estimate_seconds(&e->key, e->flops, e->bytes, target);
-            double on_source = known ? dsi_estimate_seconds(&e->key, e->flops, e->bytes, &on_measured) : 0.0;
+            double on_target = dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, target);
+            double on_source =
+                known ? dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, &on_measured) : 0.0;
             if (!(on_source > 0.0))
                 continue;
             double ratio = on_target / on_source;

@@ -92,7 +92,7 @@ static void unit_model(const dsi_profile_plan_t *plan, const dsi_unit_t *unit,
         double bytes =
             k < plan->num_key_bytes && plan->key_bytes[k] > 0.0 ? plan->key_bytes[k] : moved;
         *run_s += (c != NULL ? c->factor : speed->default_factor) *
-                  dsi_estimate_seconds(key, flops, moved, &device);
+                  dsi_estimate_compute_seconds(key, flops, moved, &device);
         *prepare_s += bytes * (c != NULL && c->fill_s_per_byte > 0.0 ? c->fill_s_per_byte
                                                                      : speed->fill_s_per_byte);
     }
@@ -263,8 +263,8 @@ static double comm_spread(const dsi_profile_speed_t *speed, ds_comm_op_t op, dou
                    large);
 }
 
-static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_t *config,
-                           const dsi_profile_speed_t *speed)
+static ds_status_t task_seconds(const dsi_comm_task_t *task, const ds_measure_config_t *config,
+                                const dsi_profile_speed_t *speed, double *seconds_p)
 {
     const ds_comm_sample_t *c = &task->sample;
     ds_event_key_t key;
@@ -279,7 +279,9 @@ static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_
     key.flags = c->batched ? DS_COMM_FLAG_BATCHED : 0;
     key.dims[0] = c->bytes;
     double factor = comm_factor(speed, c->op, (double)c->bytes);
-    double run_s = factor * dsi_estimate_seconds(&key, 0.0, (double)c->bytes, &speed->here);
+    double run_s = 0.0;
+    DSI_TRY(dsi_estimate_seconds(&key, 0.0, (double)c->bytes, &speed->here, &run_s));
+    run_s *= factor;
     /* Preparing: the busiest member's buffers, then every member agrees. */
     double filled = 0.0;
     for (int member = 0; member < c->group_size; member++) {
@@ -305,10 +307,11 @@ static double task_seconds(const dsi_comm_task_t *task, const ds_measure_config_
     dsi_measure_expect(config, &m, &e);
     /* The last warm-up decision, the last batch decision (two broadcasts),
      * the wall time's broadcast. */
-    return seconds + e.seconds + 4.0 * speed->sync_s;
+    *seconds_p = seconds + e.seconds + 4.0 * speed->sync_s;
+    return DS_OK;
 }
 
-static void estimate_comm(const dsi_profile_plan_t *plan, const ds_measure_config_t *config,
+static ds_status_t estimate_comm(const dsi_profile_plan_t *plan, const ds_measure_config_t *config,
                           const dsi_profile_speed_t *speed, const unsigned char *task_reused,
                           db_model_t *db, dsi_profile_estimate_t *e)
 {
@@ -323,11 +326,14 @@ static void estimate_comm(const dsi_profile_plan_t *plan, const ds_measure_confi
             e->setup_s += speed->comm_create_s;
             shape = task->shape;
         }
-        seconds += task_seconds(task, config, speed);
+        double run_s = 0.0;
+        DSI_TRY(task_seconds(task, config, speed, &run_s));
+        seconds += run_s;
         seconds += speed->sync_s + checkpoint(db, speed, seconds, 1);
         e->task_s[t] = seconds;
         e->comm_s += seconds;
     }
+    return DS_OK;
 }
 
 ds_status_t dsi_profile_estimate(const dsi_profile_plan_t *plan, const ds_measure_config_t *config,
@@ -357,7 +363,7 @@ ds_status_t dsi_profile_estimate(const dsi_profile_plan_t *plan, const ds_measur
     if (e.round_s == NULL)
         DSI_TRY_GOTO(dsi_calloc(1, sizeof(double), &e.round_s), status, err);
     if (comm)
-        estimate_comm(plan, config, speed, task_reused, &db, &e);
+        DSI_TRY_GOTO(estimate_comm(plan, config, speed, task_reused, &db, &e), status, err);
     /* The final write: the database with everything, or rank 0's text files. */
     e.commit_s = db.present ? commit_seconds(speed, db.held + db.pending) : speed->commit_s;
     *estimate_p = e;

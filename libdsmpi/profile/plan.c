@@ -181,7 +181,14 @@ static ds_status_t assign_units(dsi_profile_plan_t *plan, const ds_cost_table_t 
         for (size_t i = 0; i < unit->num_keys; i++) {
             const ds_event_key_t *key = &plan->keys[unit->first_key + i];
             const ds_event_t *e = ds_event_set_find(plan->events, key);
-            unit->estimate_s += dsi_estimate_seconds(key, e ? e->flops : 0.0, e ? e->bytes : 0.0, &on_device);
+            double seconds = 0.0;
+            ds_status_t status = dsi_estimate_seconds(key, e ? e->flops : 0.0, e ? e->bytes : 0.0,
+                                                      &on_device, &seconds);
+            if (status != DS_OK) {
+                dsi_free(order);
+                return status;
+            }
+            unit->estimate_s += seconds;
             if (all_measured && ds_cost_table_find(measured, key) == NULL)
                 all_measured = false;
         }

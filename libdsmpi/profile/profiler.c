@@ -264,7 +264,9 @@ ds_status_t ds_profiler_comm_key_at(const ds_profiler_t *p, size_t index, const 
 }
 
 /* Expected duration of the measurements (estimate.c): the loop's rules on
- * the calibrated speeds, rounds, tasks and the database's writes. */
+ * the calibrated speeds, rounds, tasks and the database's writes.  The
+ * calibration is collective; what follows it is local, and every rank
+ * learns whether it failed anywhere. */
 static ds_status_t estimate_wall(ds_profiler_t *p)
 {
     ds_cluster_t here;
@@ -284,12 +286,14 @@ static ds_status_t estimate_wall(ds_profiler_t *p)
         p->calibrated = true;
     }
     p->speed.here = here;
-    DSI_TRY(dsi_profile_plan_buffers(p->plan, p->backend));
+    ds_status_t local = dsi_profile_plan_buffers(p->plan, p->backend);
     int64_t records = p->db != NULL ? (int64_t)ds_profile_db_num_records(p->db) : -1;
     dsi_profile_estimate_free(&p->estimate);
-    DSI_TRY(dsi_profile_estimate(p->plan, &p->config, &p->speed, p->task_reused,
-                                 !p->options.comm_only, !p->options.compute_only, records,
-                                 &p->estimate));
+    if (local == DS_OK)
+        local = dsi_profile_estimate(p->plan, &p->config, &p->speed, p->task_reused,
+                                     !p->options.comm_only, !p->options.compute_only, records,
+                                     &p->estimate);
+    DSI_TRY(dsi_mpi_agree(p->comm, local));
     for (int r = 0; r < p->size; r++)
         p->rank_predicted_s[r] = p->estimate.rank_s[r];
     return DS_OK;
@@ -340,7 +344,9 @@ static void summarize_plan(ds_profiler_t *p, ds_profile_summary_t *s)
     s->cpu_share = p->speed.cpu_share;
 }
 
-ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
+/* What the database already holds, and the plan's assignment: local work
+ * that may fail on one rank alone. */
+static ds_status_t plan_locally(ds_profiler_t *p)
 {
     ds_status_t status;
     ds_cost_table_t *measured = NULL;
@@ -363,15 +369,21 @@ ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
             for (size_t i = 0; i < num_samples && !p->task_reused[t]; i++)
                 p->task_reused[t] = same_sample(&p->plan->tasks[t].sample, &samples[i]);
     }
-    DSI_TRY_GOTO(estimate_wall(p), status, out);
-    p->planned = true;
-    ds_profile_summary_t local;
-    summarize_plan(p, summary != NULL ? summary : &local);
-    status = DS_OK;
 out:
     ds_comm_samples_free(samples);
     ds_cost_table_destroy(measured);
     return status;
+}
+
+ds_status_t ds_profiler_plan(ds_profiler_t *p, ds_profile_summary_t *summary)
+{
+    /* The calibration that follows is collective. */
+    DSI_TRY(dsi_mpi_agree(p->comm, plan_locally(p)));
+    DSI_TRY(estimate_wall(p));
+    p->planned = true;
+    ds_profile_summary_t local;
+    summarize_plan(p, summary != NULL ? summary : &local);
+    return DS_OK;
 }
 
 /* ---- measuring ------------------------------------------------------------------------------ */

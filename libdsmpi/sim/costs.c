@@ -72,7 +72,7 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
         e.seconds = prediction.cost.mean_s;
         e.provenance = prediction.cost.provenance;
     } else if (sim->opt.estimate_missing) {
-        DSI_TRY(dsi_estimate_seconds_checked(key, flops, bytes, &sim->cluster, &e.seconds));
+        DSI_TRY(dsi_estimate_seconds(key, flops, bytes, &sim->cluster, &e.seconds));
         e.provenance = DS_PROV_ASSUMED;
     } else {
         e.seconds = 0.0;
