@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Set by every launcher we know of in the processes it starts. */
 static bool launched_by_mpi(void)
@@ -31,6 +32,8 @@ int app_mpi_start(app_t *app, bool required)
     app->mpi = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &app->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &app->size);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &app->exit_comm) != MPI_SUCCESS)
+        app->exit_comm = MPI_COMM_NULL;
     ds_log_set_rank(app->rank);
     return APP_EXIT_OK;
 }
@@ -54,12 +57,38 @@ int app_mpi_require(app_t *app)
     return code == APP_EXIT_OK ? -1 : code;
 }
 
-void app_mpi_stop(app_t *app)
+/* How long a failed rank waits for the others at exit before it takes
+ * them to be stuck in a collective it left.  Ranks that succeeded wait as
+ * long as it takes (rank 0 may predict for minutes after profiling). */
+#define APP_EXIT_WAIT_S 10.0
+
+void app_mpi_stop(app_t *app, int code)
 {
-    if (app->mpi) {
-        MPI_Finalize();
-        app->mpi = false;
+    if (!app->mpi)
+        return;
+    if (app->size > 1 && app->exit_comm != MPI_COMM_NULL) {
+        MPI_Request request = MPI_REQUEST_NULL;
+        int met = 0;
+        if (MPI_Ibarrier(app->exit_comm, &request) == MPI_SUCCESS) {
+            double deadline = MPI_Wtime() + APP_EXIT_WAIT_S;
+            while (!met && (code == APP_EXIT_OK || MPI_Wtime() < deadline)) {
+                if (MPI_Test(&request, &met, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    break;
+                if (!met)
+                    nanosleep(&(struct timespec){0, 1000000}, NULL);
+            }
+        }
+        if (!met && code != APP_EXIT_OK) {
+            if (app->rank != 0) /* rank 0 said why already */
+                fprintf(stderr, "dsmpi %s: rank %d: %s\n", app->command, app->rank,
+                        ds_last_error());
+            fflush(NULL);
+            MPI_Abort(MPI_COMM_WORLD, code);
+        }
+        MPI_Comm_free(&app->exit_comm);
     }
+    MPI_Finalize();
+    app->mpi = false;
 }
 
 int app_fail(const app_t *app, ds_status_t status)

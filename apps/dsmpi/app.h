@@ -24,6 +24,7 @@ typedef struct app {
     bool mpi; /* MPI_Init was called */
     int rank; /* 0 when not under MPI */
     int size;
+    MPI_Comm exit_comm; /* the ranks meet on it at exit (app_mpi_stop) */
 } app_t;
 
 /* Starts MPI when `required` or when the process was started by an MPI
@@ -37,7 +38,11 @@ int app_mpi_start(app_t *app, bool required);
 int app_mpi_command_start(app_t *app, void (*help)(void));
 /* Starts MPI when it does not run yet.  -1: it runs; else the exit code. */
 int app_mpi_require(app_t *app);
-void app_mpi_stop(app_t *app);
+/* Ends MPI with the command's exit code.  The ranks meet first; a rank that
+ * failed and is not joined by the others within APP_EXIT_WAIT_S (they wait
+ * in a collective it left) says why on stderr and ends the job with
+ * MPI_Abort(code), so that a failure on one rank never hangs the job. */
+void app_mpi_stop(app_t *app, int code);
 
 /* Prints "dsmpi <command>: <message>" on stderr (rank 0 only, or every rank
  * when `all_ranks`) and returns the exit code for `status`. */

@@ -56,9 +56,9 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(name, commands[i].name) == 0) {
-            app_t app = {argc - 1, argv + 1, commands[i].name, false, 0, 1};
+            app_t app = {argc - 1, argv + 1, commands[i].name, false, 0, 1, MPI_COMM_NULL};
             int code = commands[i].run(&app);
-            app_mpi_stop(&app);
+            app_mpi_stop(&app, code);
             return code;
         }
     }

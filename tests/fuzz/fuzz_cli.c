@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     argv[argc] = NULL;
     if (safe) {
-        app_t app = {argc, argv, commands[which].name, false, 0, 1};
+        app_t app = {argc, argv, commands[which].name, false, 0, 1, MPI_COMM_NULL};
         reset_getopt();
         (void)commands[which].run(&app);
         fflush(stdout);
