@@ -21,8 +21,8 @@ ds_status_t dsi_mpi_error(const char *file, int line, const char *call, int code
     } while (0)
 
 /* Every rank of `comm` learns whether any failed: returns `local` where it
- * failed, else the status of the lowest failing rank with that rank's
- * message ("rank R: ..."), else DS_OK.  For a step that may fail on one rank
+ * failed, else the status and message of the lowest failing rank, else
+ * DS_OK.  For a step that may fail on one rank
  * only (memory, a file) before the next collective, which would otherwise
  * leave the other ranks waiting in it forever.  Collective over comm. */
 ds_status_t dsi_mpi_agree(MPI_Comm comm, ds_status_t local);

@@ -31,7 +31,7 @@ ds_status_t dsi_mpi_agree(MPI_Comm comm, ds_status_t local)
         return DS_OK;
     struct {
         int code;
-        char message[256];
+        char message[1000];
     } reason = {(int)local, ""};
     if (rank == first[1])
         snprintf(reason.message, sizeof(reason.message), "%s", ds_last_error());
@@ -39,7 +39,7 @@ ds_status_t dsi_mpi_agree(MPI_Comm comm, ds_status_t local)
                      out);
     if (local != DS_OK)
         return local;
-    status = DSI_ERROR((ds_status_t)reason.code, "rank %d: %s", first[1], reason.message);
+    status = DSI_ERROR((ds_status_t)reason.code, "%s", reason.message);
 out:
     return status;
 }

@@ -210,7 +210,8 @@ static ds_status_t run_probe(ds_backend_t *backend, const dsi_profile_speed_t *s
         return status == DS_ERR_NO_MEMORY ? status : DS_OK;
     }
     double prepared = dsi_now_s(), prepared_cpu = thread_cpu_s();
-    if (ds_kernel_measure(kernel, &config, &m) == DS_OK && m.cost.median_s > 0.0) {
+    status = ds_kernel_measure(kernel, &config, &m);
+    if (status == DS_OK && m.cost.median_s > 0.0) {
         double wall = dsi_now_s() - prepared, used = thread_cpu_s() - prepared_cpu;
         double runs = (double)(m.cost.repetitions + 1); /* the warm-up run too */
         double run_s = cpu_time ? used / runs : m.cost.mean_s;
@@ -222,7 +223,7 @@ static ds_status_t run_probe(ds_backend_t *backend, const dsi_profile_speed_t *s
         out[5] = wall + (prepared - start);
     }
     ds_kernel_destroy(kernel);
-    return DS_OK;
+    return status == DS_ERR_NO_MEMORY ? status : DS_OK;
 }
 
 /* Preparing a large kernel: *seconds_p (CPU seconds with cpu_time) per byte,

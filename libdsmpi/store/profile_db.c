@@ -56,29 +56,7 @@ void ds_cost_histogram_fill(const double *samples, size_t count, ds_cost_histogr
 
 ds_status_t dsi_store_agree(const ds_profile_db_t *db, ds_status_t local)
 {
-    if (db->comm == MPI_COMM_NULL)
-        return local;
-    ds_status_t status = DS_OK;
-    int failing = local != DS_OK ? db->rank : db->size;
-    int first = db->size;
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, db->comm), status, out);
-    if (first == db->size)
-        return DS_OK;
-    struct {
-        int status;
-        char message[1000];
-    } report;
-    memset(&report, 0, sizeof(report));
-    if (db->rank == first) {
-        report.status = (int)local;
-        snprintf(report.message, sizeof(report.message), "%s", ds_last_error());
-    }
-    DSI_MPI_TRY_GOTO(MPI_Bcast(&report, (int)sizeof(report), MPI_BYTE, first, db->comm), status,
-                     out);
-    status =
-        db->rank == first ? local : DSI_ERROR((ds_status_t)report.status, "%s", report.message);
-out:
-    return status;
+    return db->comm == MPI_COMM_NULL ? local : dsi_mpi_agree(db->comm, local);
 }
 
 ds_status_t dsi_store_mpi_types(MPI_Datatype *event_row_p, MPI_Datatype *comm_row_p)

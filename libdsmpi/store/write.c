@@ -310,48 +310,70 @@ static ds_status_t write_attributes(hid_t file, const ds_profile_db_info_t *info
     return DS_OK;
 }
 
-/* "0=gemm 1=bgemm ..." for the codes of the events columns. */
-static ds_status_t write_code_names(hid_t dset)
+/* "0=gemm 1=bgemm ..." for the codes of the events columns.  Made before
+ * the file is written: the attributes are written inside a sequence of
+ * collective HDF5 calls, where a rank must not fail alone. */
+typedef struct code_names {
+    dsi_strbuf_t compute, comm, dtypes, groups;
+} code_names_t;
+
+static void code_names_free(code_names_t *n)
 {
-    ds_status_t status = DS_OK;
-    dsi_strbuf_t buf;
-    dsi_strbuf_init(&buf);
+    dsi_strbuf_free(&n->compute);
+    dsi_strbuf_free(&n->comm);
+    dsi_strbuf_free(&n->dtypes);
+    dsi_strbuf_free(&n->groups);
+}
+
+static ds_status_t code_names_make(code_names_t *n)
+{
+    dsi_strbuf_init(&n->compute);
+    dsi_strbuf_init(&n->comm);
+    dsi_strbuf_init(&n->dtypes);
+    dsi_strbuf_init(&n->groups);
     ds_event_key_t key;
     memset(&key, 0, sizeof(key));
     for (int i = 0; i < DS_OP_COUNT_; i++) {
         key.op = (uint8_t)i;
-        dsi_strbuf_appendf(&buf, "%s%d=%s", i ? " " : "", i, ds_event_key_op_name(&key));
+        dsi_strbuf_appendf(&n->compute, "%s%d=%s", i ? " " : "", i, ds_event_key_op_name(&key));
     }
-    DSI_TRY_GOTO(dsi_strbuf_status(&buf), status, out);
-    DSI_TRY_GOTO(write_attr_string(dset, "op_names_compute", dsi_strbuf_text(&buf)), status, out);
-    dsi_strbuf_clear(&buf);
     key.kind = DS_EVENT_COMM;
     for (int i = 0; i < DS_COMM_COUNT_; i++) {
         key.op = (uint8_t)i;
-        dsi_strbuf_appendf(&buf, "%s%d=%s", i ? " " : "", i, ds_event_key_op_name(&key));
+        dsi_strbuf_appendf(&n->comm, "%s%d=%s", i ? " " : "", i, ds_event_key_op_name(&key));
     }
-    DSI_TRY_GOTO(dsi_strbuf_status(&buf), status, out);
-    DSI_TRY_GOTO(write_attr_string(dset, "op_names_comm", dsi_strbuf_text(&buf)), status, out);
-    dsi_strbuf_clear(&buf);
     for (int i = 0; i <= DS_DTYPE_FP8; i++)
-        dsi_strbuf_appendf(&buf, "%s%d=%s", i ? " " : "", i, ds_dtype_name((ds_dtype_t)i));
-    DSI_TRY_GOTO(dsi_strbuf_status(&buf), status, out);
-    DSI_TRY_GOTO(write_attr_string(dset, "dtype_names", dsi_strbuf_text(&buf)), status, out);
-    dsi_strbuf_clear(&buf);
+        dsi_strbuf_appendf(&n->dtypes, "%s%d=%s", i ? " " : "", i, ds_dtype_name((ds_dtype_t)i));
     for (int i = 0; i < DS_GROUP_COUNT_; i++)
-        dsi_strbuf_appendf(&buf, "%s%d=%s", i ? " " : "", i, ds_group_name((ds_group_t)i));
-    DSI_TRY_GOTO(dsi_strbuf_status(&buf), status, out);
-    DSI_TRY_GOTO(write_attr_string(dset, "group_names", dsi_strbuf_text(&buf)), status, out);
-out:
-    dsi_strbuf_free(&buf);
+        dsi_strbuf_appendf(&n->groups, "%s%d=%s", i ? " " : "", i,
+                           ds_group_name((ds_group_t)i));
+    ds_status_t status = dsi_strbuf_status(&n->compute);
+    if (status == DS_OK)
+        status = dsi_strbuf_status(&n->comm);
+    if (status == DS_OK)
+        status = dsi_strbuf_status(&n->dtypes);
+    if (status == DS_OK)
+        status = dsi_strbuf_status(&n->groups);
+    if (status != DS_OK)
+        code_names_free(n);
     return status;
 }
 
+static ds_status_t write_code_names(hid_t dset, const code_names_t *n)
+{
+    DSI_TRY(write_attr_string(dset, "op_names_compute", dsi_strbuf_text(&n->compute)));
+    DSI_TRY(write_attr_string(dset, "op_names_comm", dsi_strbuf_text(&n->comm)));
+    DSI_TRY(write_attr_string(dset, "dtype_names", dsi_strbuf_text(&n->dtypes)));
+    DSI_TRY(write_attr_string(dset, "group_names", dsi_strbuf_text(&n->groups)));
+    return DS_OK;
+}
+
 /* Creates the 1-D table `name` of `count` rows (chunked, extendible, with a
- * Fletcher-32 checksum per chunk) and writes this rank's block of rows. */
+ * Fletcher-32 checksum per chunk) and writes this rank's block of rows;
+ * `codes` (or NULL) names the codes of its columns. */
 static ds_status_t write_table(const ds_profile_db_t *db, hid_t file, const char *name, hid_t type,
                                const void *data, size_t size, size_t count, bool collective,
-                               const char *description)
+                               const char *description, const code_names_t *codes)
 {
     ds_status_t status = DS_OK;
     hid_t space = H5I_INVALID_HID, dcpl = H5I_INVALID_HID, dset = H5I_INVALID_HID;
@@ -369,8 +391,8 @@ static ds_status_t write_table(const ds_profile_db_t *db, hid_t file, const char
     DSI_H5_TRY_GOTO(dset = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
                     status, out);
     DSI_TRY_GOTO(write_attr_string(dset, "description", description), status, out);
-    if (strcmp(name, "events") == 0)
-        DSI_TRY_GOTO(write_code_names(dset), status, out);
+    if (codes != NULL)
+        DSI_TRY_GOTO(write_code_names(dset, codes), status, out);
     if (count == 0)
         goto out;
     /* Each rank its own block of rows: [count*r/size, count*(r+1)/size). */
@@ -451,6 +473,11 @@ static ds_status_t write_steps(ds_profile_db_t *db, const char *path, bool colle
     hid_t event_type = H5I_INVALID_HID, comm_type = H5I_INVALID_HID;
     hid_t fingerprint_type = H5I_INVALID_HID, host_type = H5I_INVALID_HID;
     const dsi_db_layer_t *own = &db->own;
+    code_names_t codes;
+    bool have_codes = false;
+    ds_status_t made = code_names_make(&codes);
+    have_codes = made == DS_OK;
+    STEP(made);
     STEP(create_file(db, path, collective, &fapl, &file));
     hook(db, "created");
     STEP(write_attributes(file, info));
@@ -462,19 +489,21 @@ static ds_status_t write_steps(ds_profile_db_t *db, const char *path, bool colle
     STEP(local);
     STEP(write_table(db, file, "fingerprints", fingerprint_type, own->fingerprints.data,
                      DS_FINGERPRINT_MAX, own->fingerprints.count, collective,
-                     "device fingerprints; events.fingerprint is an index into this table"));
+                     "device fingerprints; events.fingerprint is an index into this table", NULL));
     STEP(write_table(db, file, "hosts", host_type, own->hosts.data, DS_NAME_MAX, own->hosts.count,
-                     collective, "host names; events.host is an index into this table"));
+                     collective, "host names; events.host is an index into this table", NULL));
     STEP(write_table(db, file, "allocation_hosts", host_type, allocation_hosts->data, DS_NAME_MAX,
-                     allocation_hosts->count, collective, "hosts of the run that wrote this file"));
+                     allocation_hosts->count, collective, "hosts of the run that wrote this file",
+                     NULL));
     STEP(write_table(db, file, "events", event_type, own->rows, sizeof(dsi_event_row_t),
                      own->num_rows, collective,
                      "measured event costs, one row per (device fingerprint, event key); "
-                     "times in seconds, measured_at_s in UTC seconds since 1970"));
+                     "times in seconds, measured_at_s in UTC seconds since 1970",
+                     &codes));
     STEP(write_table(
         db, file, "comm_samples", comm_type, own->comm, sizeof(dsi_comm_row_t), own->num_comm,
         collective,
-        "communication measurements (measured or imported); bytes as nccl-tests' size"));
+        "communication measurements (measured or imported); bytes as nccl-tests' size", NULL));
     hook(db, "written");
     local = DS_OK;
     if (H5Fclose(file) < 0)
@@ -493,6 +522,8 @@ out:
         if (collective)
             MPI_Barrier(db->comm);
     }
+    if (have_codes)
+        code_names_free(&codes);
     dsi_h5_close(&host_type);
     dsi_h5_close(&fingerprint_type);
     dsi_h5_close(&comm_type);
