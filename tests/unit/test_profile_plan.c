@@ -127,6 +127,62 @@ static void test_comm_tasks(void)
     dsi_profile_plan_destroy(plan);
 }
 
+/* The plan's group shapes as "NxP" (nodes x ranks per node), "NxP*2" for two
+ * groups at once, in plan order. */
+static void shapes_text(const dsi_profile_plan_t *plan, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < plan->num_shapes && used < size; i++) {
+        const dsi_group_shape_t *s = &plan->shapes[i];
+        used += (size_t)snprintf(text + used, size - used, "%s%dx%d%s", i ? " " : "", s->nodes,
+                                 s->ranks_per_node, s->num_groups == 2 ? "*2" : "");
+    }
+}
+
+static void check_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank,
+                         const char *expected, const char *what)
+{
+    ds_device_spec_t cpu;
+    CHECK_OK(ds_device_spec_lookup("cpu", &cpu));
+    CHECK_OK(dsi_profile_plan_assign(plan, num_ranks, node_of_rank, NULL, &cpu, 1024, 4096));
+    char text[256];
+    shapes_text(plan, text, sizeof(text));
+    CHECK_MSG(strcmp(text, expected) == 0, "%s: shapes '%s', expected '%s'", what, text, expected);
+}
+
+/* Every node count the allocation forms is measured with one rank per node
+ * (each depth of a tree over its nodes), on fake allocations. */
+static void test_shapes_every_node_count(void)
+{
+    dsi_profile_plan_t *plan = plan_for("gpt2-medium", "dp=4,tp=2,pp=2,mbs=1,gbs=32", 16);
+    const int four_by_one[4] = {0, 1, 2, 3}, two_by_two[4] = {0, 0, 1, 1};
+    const int one_by_four[4] = {0, 0, 0, 0}, eight_by_one[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    const int six_by_one[6] = {0, 1, 2, 3, 4, 5};
+    check_shapes(plan, 4, four_by_one, "2x1 4x1", "4 nodes x 1");
+    check_shapes(plan, 4, two_by_two, "1x2 2x1 2x2 2x1*2", "2 nodes x 2");
+    check_shapes(plan, 4, one_by_four, "1x2 1x4 1x2*2", "1 node x 4");
+    check_shapes(plan, 8, eight_by_one, "2x1 4x1 8x1", "8 nodes x 1");
+    check_shapes(plan, 6, six_by_one, "2x1 4x1 6x1", "6 nodes x 1");
+    /* Three nodes holding 2, 1 and 2 ranks: the two full nodes measure two
+     * ranks per node and two pairs at once; all three one rank each. */
+    const int uneven[5] = {0, 0, 1, 2, 2};
+    check_shapes(plan, 5, uneven, "1x2 2x1 2x2 3x1 2x1*2", "3 uneven nodes");
+    const int expected_ranks[][6] = {
+        {0, 1}, {0, 3}, {0, 1, 3, 4}, {0, 2, 3}, {0, 3, 1, 4},
+    };
+    for (int i = 0; i < plan->num_shapes && i < 5; i++) {
+        const dsi_group_shape_t *s = &plan->shapes[i];
+        for (int k = 0; k < s->size * s->num_groups; k++)
+            CHECK_MSG(s->ranks[k] == expected_ranks[i][k],
+                      "uneven shape %d member %d: rank %d, expected %d", i, k, s->ranks[k],
+                      expected_ranks[i][k]);
+    }
+    const int uneven_first_small[5] = {0, 1, 1, 2, 2};
+    check_shapes(plan, 5, uneven_first_small, "1x2 2x1 2x2 3x1 2x1*2", "3 nodes, the first with 1");
+    dsi_profile_plan_destroy(plan);
+}
+
 /* The loop's rules on a time model, worked out by hand with the default
  * tunables: warm-up 2 runs and 0.02 s (one run once it took a quarter of
  * the 1 s budget), 5 to 1000 repetitions, a CI target of 2%. */
@@ -369,6 +425,7 @@ int main(void)
 {
     test_units_and_balance();
     test_comm_tasks();
+    test_shapes_every_node_count();
     test_loop_expectation();
     test_estimate_by_hand();
     test_progress_eta();
