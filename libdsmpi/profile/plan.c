@@ -320,6 +320,14 @@ out:
     return status;
 }
 
+ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank)
+{
+    for (int i = 0; i < plan->num_shapes; i++)
+        dsi_free(plan->shapes[i].ranks);
+    plan->num_shapes = 0;
+    return make_shapes(plan, num_ranks, node_of_rank);
+}
+
 static ds_status_t add_task(dsi_profile_plan_t *plan, int shape, ds_comm_op_t op, ds_dtype_t dtype,
                             int64_t bytes, int batched, int exact)
 {
@@ -420,13 +428,10 @@ ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks, con
                          num_ranks, (long long)sweep_min, (long long)sweep_max);
     dsi_free(plan->rank_load_s);
     plan->rank_load_s = NULL;
-    for (int i = 0; i < plan->num_shapes; i++)
-        dsi_free(plan->shapes[i].ranks);
-    plan->num_shapes = 0;
     plan->num_tasks = 0;
     plan->num_ranks = num_ranks;
     DSI_TRY(dsi_calloc((size_t)num_ranks, sizeof(double), &plan->rank_load_s));
     DSI_TRY(assign_units(plan, measured, device));
-    DSI_TRY(make_shapes(plan, num_ranks, node_of_rank));
+    DSI_TRY(dsi_profile_plan_shapes(plan, num_ranks, node_of_rank));
     return make_tasks(plan, sweep_min, sweep_max);
 }

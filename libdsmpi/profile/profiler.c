@@ -193,6 +193,11 @@ ds_profile_db_t *ds_profiler_db(ds_profiler_t *p)
     return p->db;
 }
 
+const int *ds_profiler_node_of_rank(const ds_profiler_t *p)
+{
+    return p->node_of_rank;
+}
+
 const double *ds_profiler_rank_predicted_s(const ds_profiler_t *p)
 {
     return p->rank_predicted_s;
