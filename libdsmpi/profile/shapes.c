@@ -32,9 +32,11 @@ static void add_size(int *sizes, int *count, int size)
 static ds_status_t check_target(const ds_cluster_t *target)
 {
     if (target == NULL || target->nodes < 1 || target->gpus_per_node < 1)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "allocation shapes for a target of %lld nodes x %d GPUs "
-                                             "(accepted: >= 1 node of >= 1 GPU)",
-                         target ? (long long)target->nodes : 0LL, target ? target->gpus_per_node : 0);
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "allocation shapes for a target of %lld nodes x %d GPUs "
+                         "(accepted: >= 1 node of >= 1 GPU)",
+                         target ? (long long)target->nodes : 0LL,
+                         target ? target->gpus_per_node : 0);
     return DS_OK;
 }
 
@@ -136,8 +138,9 @@ ds_status_t ds_profile_shapes_compare(int num_ranks, const ds_cluster_t *target,
             continue;
         for (int r = 0; r < num_ranks; r++)
             node_of_rank[r] = r / per_node;
-        DSI_TRY_GOTO(ds_profile_shape_of(num_ranks, node_of_rank, target, slow, fast, &shapes[count]),
-                     status, err);
+        DSI_TRY_GOTO(
+            ds_profile_shape_of(num_ranks, node_of_rank, target, slow, fast, &shapes[count]),
+            status, err);
         if (count > 0 && compare_measured(&shapes[count], &shapes[best]) > 0)
             best = count;
         count++;
