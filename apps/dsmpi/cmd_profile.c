@@ -100,9 +100,11 @@ void profile_print_help(FILE *out)
           "  --reprofile              measure again what the databases already hold\n"
           "  --backend auto|cpu|cuda|replay  the device backend (auto: cuda when every rank sees\n"
           "                           a GPU; replay: compute costs from DS_REPLAY_COSTS)\n"
-          "  --dry-run                print the plan, the coverage of the target's communication\n"
-          "                           and the expected profiling time per phase (from a calibration\n"
-          "                           of about a second); measure nothing else, write nothing\n"
+          "  --dry-run                print the plan, the coverage of the target's communication,\n"
+          "                           what this allocation's shape measures and which shape to ask\n"
+          "                           for (#SBATCH lines), and the expected profiling time per phase\n"
+          "                           (from a calibration of about a second); measure nothing else,\n"
+          "                           write nothing\n"
           "  --compute-only           skip communication measurements\n"
           "  --comm-only              skip the layer passes\n"
           "  --costs-out FILE, --comm-samples-out FILE   without --profile-db: write the\n"
@@ -155,8 +157,244 @@ static void print_expected(const ds_profile_summary_t *s)
                "# roofline; size #SBATCH --time with a margin)\n");
 }
 
+/* ---- which allocation shape to ask for ---------------------------------------------------- */
+
+/* Shapes compared: this allocation's size, then two and four times as many
+ * devices, up to the target's. */
+#define SHAPE_SIZES 3
+
+typedef struct shape_report {
+    ds_profile_shape_t here; /* this allocation as it is placed */
+    ds_profile_shape_t *shapes[SHAPE_SIZES];
+    int count[SHAPE_SIZES], best[SHAPE_SIZES];
+    int num_sizes;
+    double slow, fast; /* the band's rates (comm.h) */
+} shape_report_t;
+
+static void shape_report_free(shape_report_t *r)
+{
+    for (int i = 0; i < r->num_sizes; i++)
+        ds_profile_shapes_free(r->shapes[i]);
+    r->num_sizes = 0;
+}
+
+static ds_status_t shape_report_make(const ds_profiler_t *p, int ranks, const ds_cluster_t *target,
+                                     shape_report_t *r)
+{
+    ds_status_t status = DS_OK;
+    memset(r, 0, sizeof(*r));
+    ds_comm_band_rates(NULL, &r->slow, &r->fast);
+    status =
+        ds_profile_shape_of(ranks, ds_profiler_node_of_rank(p), target, r->slow, r->fast, &r->here);
+    int64_t devices = ranks;
+    for (int i = 0; status == DS_OK && i < SHAPE_SIZES; i++, devices *= 2) {
+        if (i > 0 && devices > ds_cluster_num_gpus(target))
+            break;
+        status = ds_profile_shapes_compare((int)devices, target, r->slow, r->fast, &r->shapes[i],
+                                           &r->count[i], &r->best[i]);
+        if (status == DS_OK)
+            r->num_sizes++;
+    }
+    if (status != DS_OK)
+        shape_report_free(r);
+    return status;
+}
+
+/* "2, 4 and 8" */
+static void list_sizes(const int *sizes, int count, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < count && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "%s%d",
+                                 i == 0           ? ""
+                                 : i == count - 1 ? " and "
+                                                  : ", ",
+                                 sizes[i]);
+}
+
+/* "2,4,8" */
+static void list_commas(const int *sizes, int count, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < count && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "%s%d", i ? "," : "", sizes[i]);
+}
+
+/* What a shape leaves to the model, "-" when nothing the target needs. */
+static void gives_up(const ds_profile_shape_t *s, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    if (s->lacks_network)
+        used += (size_t)snprintf(text + used, size - used,
+                                 "the network (every inter-node level assumed)");
+    else if (s->tree_depth_max < s->target_tree_depth)
+        used += (size_t)snprintf(
+            text + used, size - used, "tree depth %d%s%.0d (extrapolated)", s->tree_depth_max + 1,
+            s->tree_depth_max + 1 < s->target_tree_depth ? "-" : "",
+            s->tree_depth_max + 1 < s->target_tree_depth ? s->target_tree_depth : 0);
+    int intra = s->num_intra_sizes ? s->intra_sizes[s->num_intra_sizes - 1] : 1;
+    if (used < size && s->lacks_intra_pair)
+        used += (size_t)snprintf(text + used, size - used, "%sintra-node groups (assumed)",
+                                 used ? "; " : "");
+    else if (used < size && intra < s->target_gpus_per_node)
+        used +=
+            (size_t)snprintf(text + used, size - used, "%sgroups of %d-%d inside a node (fitted)",
+                             used ? "; " : "", intra + 1, s->target_gpus_per_node);
+    if (used == 0)
+        snprintf(text, size, "-");
+}
+
+static void print_here(const shape_report_t *r)
+{
+    const ds_profile_shape_t *h = &r->here;
+    char intra[128] = "none", cross[160] = "none";
+    if (h->num_intra_sizes > 0) {
+        char list[96];
+        list_sizes(h->intra_sizes, h->num_intra_sizes, list, sizeof(list));
+        snprintf(intra, sizeof(intra), "groups of %s", list);
+    }
+    if (h->num_cross_nodes > 0) {
+        char list[96], more[48] = "";
+        list_sizes(h->cross_nodes, h->num_cross_nodes, list, sizeof(list));
+        if (h->cross_ranks_per_node > 1)
+            snprintf(more, sizeof(more), " (and up to %d per node)", h->cross_ranks_per_node);
+        snprintf(cross, sizeof(cross), "%s nodes, one rank each%s", list, more);
+    }
+    printf("#\n# what this allocation (%d node%s x %d rank%s) measures for the target (%lld nodes "
+           "x %d GPUs;\n"
+           "# a tree over its nodes is %d level%s deep):\n",
+           h->nodes, h->nodes == 1 ? "" : "s", h->ranks_per_node, h->ranks_per_node == 1 ? "" : "s",
+           (long long)h->target_nodes, h->target_gpus_per_node, h->target_tree_depth,
+           h->target_tree_depth == 1 ? "" : "s");
+    printf("#   inside a node: %s; across nodes: %s\n", intra, cross);
+    if (h->num_cross_nodes == 0)
+        printf("#   -> tree depth 0 of the %d the target needs: every inter-node cost is assumed "
+               "(import\n"
+               "#   nccl-tests logs of the target system with 'dsmpi import', or the cluster "
+               "description)\n",
+               h->target_tree_depth);
+    char depth[32];
+    snprintf(depth, sizeof(depth), "%d", h->tree_depth_max);
+    if (h->tree_depth_min < h->tree_depth_max)
+        snprintf(depth, sizeof(depth), "%d-%d", h->tree_depth_min, h->tree_depth_max);
+    if (h->num_cross_nodes > 0 && h->factor > 1.0)
+        printf("#   -> tree depth %s of the %d the target needs; beyond %d nodes times are "
+               "extrapolated\n"
+               "#   by f = %.3g: band %.2f to %.2f x the time\n",
+               depth, h->target_tree_depth, h->cross_nodes[h->num_cross_nodes - 1], h->factor,
+               h->band_low, h->band_high);
+    else if (h->num_cross_nodes > 0)
+        printf("#   -> tree depth %s of the %d the target needs: nothing extrapolated beyond the "
+               "nodes measured\n",
+               depth, h->target_tree_depth);
+}
+
+static void print_shapes(const shape_report_t *r)
+{
+    print_here(r);
+    printf("#\n# allocation shapes for the target: what each measures, and the band of "
+           "communication times\n"
+           "# extrapolated from its most nodes to the target's %lld (f = %lld / nodes; band rates "
+           "%.3f slow,\n"
+           "# %.3f fast per doubling of f: README, \"How far communication extrapolates\"); * = "
+           "the one to ask for\n",
+           (long long)r->here.target_nodes, (long long)r->here.target_nodes, r->slow, r->fast);
+    printf("# %7s %7s %8s %-12s %-14s %8s %7s %8s %9s  %s\n", "devices", "nodes", "per_node",
+           "inside_node", "across_nodes", "depth", "f", "band_low", "band_high", "gives_up");
+    printf("# %7s %7s %8s %-12s %-14s %8s %7s %8s %9s\n", "(count)", "(count)", "(ranks)",
+           "(ranks)", "(nodes)", "(levels)", "(x)", "(x)", "(x)");
+    for (int i = 0; i < r->num_sizes; i++)
+        for (int k = 0; k < r->count[i]; k++) {
+            const ds_profile_shape_t *s = &r->shapes[i][k];
+            char intra[64] = "-", cross[64] = "-", depth[16], f[16] = "-", low[16] = "-",
+                 high[16] = "-";
+            char lost[160];
+            if (s->num_intra_sizes > 0)
+                list_commas(s->intra_sizes, s->num_intra_sizes, intra, sizeof(intra));
+            if (s->num_cross_nodes > 0)
+                list_commas(s->cross_nodes, s->num_cross_nodes, cross, sizeof(cross));
+            snprintf(depth, sizeof(depth), "%d/%d", s->tree_depth_max, s->target_tree_depth);
+            if (s->factor > 0.0) {
+                snprintf(f, sizeof(f), "%.3g", s->factor);
+                snprintf(low, sizeof(low), "%.2f", s->band_low);
+                snprintf(high, sizeof(high), "%.2f", s->band_high);
+            }
+            gives_up(s, lost, sizeof(lost));
+            printf("%c %7d %7d %8d %-12s %-14s %8s %7s %8s %9s  %s\n", k == r->best[i] ? '*' : ' ',
+                   s->ranks, s->nodes, s->ranks_per_node, intra, cross, depth, f, low, high, lost);
+        }
+    for (int i = 0; i < r->num_sizes; i++) {
+        const ds_profile_shape_t *b = &r->shapes[i][r->best[i]];
+        printf("#\n# ask for (%d device%s%s): %d node%s x %d\n", b->ranks, b->ranks == 1 ? "" : "s",
+               i == 0 ? ", as this allocation" : "", b->nodes, b->nodes == 1 ? "" : "s",
+               b->ranks_per_node);
+        printf("#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n#SBATCH --gpus-per-node=%d\n",
+               b->nodes, b->ranks_per_node, b->ranks_per_node);
+    }
+}
+
+static void print_int_array(FILE *out, const int *values, int count)
+{
+    fputc('[', out);
+    for (int i = 0; i < count; i++)
+        fprintf(out, "%s%d", i ? ", " : "", values[i]);
+    fputc(']', out);
+}
+
+static void print_shape_json(FILE *out, const ds_profile_shape_t *s)
+{
+    fprintf(out,
+            "{\"devices\": %d, \"nodes\": %d, \"ranks_per_node\": %d, \"inside_node\": ", s->ranks,
+            s->nodes, s->ranks_per_node);
+    print_int_array(out, s->intra_sizes, s->num_intra_sizes);
+    fprintf(out, ", \"across_nodes\": ");
+    print_int_array(out, s->cross_nodes, s->num_cross_nodes);
+    fprintf(out,
+            ", \"across_ranks_per_node\": %d, \"tree_depth_min\": %d, \"tree_depth_max\": %d, "
+            "\"target_tree_depth\": %d, ",
+            s->cross_ranks_per_node, s->tree_depth_min, s->tree_depth_max, s->target_tree_depth);
+    if (s->factor > 0.0)
+        fprintf(out, "\"factor\": %.6g, \"band_low\": %.6g, \"band_high\": %.6g", s->factor,
+                s->band_low, s->band_high);
+    else
+        fprintf(out, "\"factor\": null, \"band_low\": null, \"band_high\": null");
+    char lost[160];
+    gives_up(s, lost, sizeof(lost));
+    fprintf(out, ", \"lacks_intra_pair\": %s, \"lacks_network\": %s, \"gives_up\": ",
+            s->lacks_intra_pair ? "true" : "false", s->lacks_network ? "true" : "false");
+    output_json_string(out, lost);
+    fputc('}', out);
+}
+
+/* The members of print_json's object about shapes, each after ", ". */
+static void print_shapes_json(FILE *out, const shape_report_t *r)
+{
+    fprintf(out,
+            ", \"target_nodes\": %lld, \"target_gpus_per_node\": %d, \"band_rates\": "
+            "{\"slow\": %.6g, \"fast\": %.6g}, \"allocation_measures\": ",
+            (long long)r->here.target_nodes, r->here.target_gpus_per_node, r->slow, r->fast);
+    print_shape_json(out, &r->here);
+    fprintf(out, ", \"allocation_shapes\": [");
+    for (int i = 0; i < r->num_sizes; i++) {
+        const ds_profile_shape_t *b = &r->shapes[i][r->best[i]];
+        fprintf(out, "%s{\"devices\": %d, \"shapes\": [", i ? ", " : "", b->ranks);
+        for (int k = 0; k < r->count[i]; k++) {
+            fprintf(out, "%s", k ? ", " : "");
+            print_shape_json(out, &r->shapes[i][k]);
+        }
+        fprintf(out,
+                "], \"best\": %d, \"sbatch\": [\"#SBATCH --nodes=%d\", "
+                "\"#SBATCH --ntasks-per-node=%d\", \"#SBATCH --gpus-per-node=%d\"]}",
+                r->best[i], b->nodes, b->ranks_per_node, b->ranks_per_node);
+    }
+    fputc(']', out);
+}
+
 static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profile_summary_t *s,
-                       bool dry_run)
+                       bool dry_run, const shape_report_t *shapes)
 {
     output_preamble(app, stdout);
     printf("# device: %s; %d ranks on %d node%s\n", ds_profiler_device_name(p), s->ranks, s->nodes,
@@ -186,6 +424,8 @@ static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profil
             ds_event_key_format(key, text, sizeof(text));
             printf("  %-9s %12lld  %s\n", ds_coverage_name(coverage), (long long)count, text);
         }
+        if (shapes != NULL)
+            print_shapes(shapes);
         print_expected(s);
     }
 }
@@ -210,7 +450,8 @@ static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
            s->estimated_wall_s, s->estimated_compute_s, s->estimated_comm_s, s->estimated_commit_s);
 }
 
-static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran)
+static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summary_t *s, bool ran,
+                       const shape_report_t *shapes)
 {
     fprintf(out, "{\"device\": ");
     output_json_string(out, ds_profiler_device_name(p));
@@ -240,6 +481,8 @@ static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summa
                    predicted[r], busy[r]);
         fprintf(out, "]");
     }
+    if (shapes != NULL)
+        print_shapes_json(out, shapes);
     fprintf(out, "}\n");
 }
 
@@ -303,13 +546,24 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
     bool json = in->format == OUTPUT_JSON && o->json_ok;
     bool csv = in->format == OUTPUT_CSV && o->json_ok;
     bool tables = in->format == OUTPUT_TABLE && !in->quiet;
+    /* What this allocation's shape measures for the target, and which to ask for. */
+    shape_report_t shapes;
+    bool shapes_made = false;
+    if (o->dry_run && app->rank == 0 && (json || tables)) {
+        status = shape_report_make(p, summary.ranks, &in->cluster, &shapes);
+        if (status != DS_OK)
+            goto fail;
+        shapes_made = true;
+    }
     if (app->rank == 0 && tables)
-        print_plan(app, p, &summary, o->dry_run);
+        print_plan(app, p, &summary, o->dry_run, shapes_made ? &shapes : NULL);
     if (o->dry_run) {
         if (app->rank == 0 && json)
-            print_json(stdout, p, &summary, false);
+            print_json(stdout, p, &summary, false, shapes_made ? &shapes : NULL);
         else if (app->rank == 0 && csv)
             print_csv(p, &summary, false);
+        if (shapes_made)
+            shape_report_free(&shapes);
         *profiler_p = p;
         return APP_EXIT_OK;
     }
@@ -317,7 +571,7 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
     status = ds_profiler_run(p, &summary);
     if (app->rank == 0 && (status == DS_OK || status == DS_ERR_INTERRUPTED || status == DS_ERR_UNSUPPORTED)) {
         if (json)
-            print_json(stdout, p, &summary, true);
+            print_json(stdout, p, &summary, true, NULL);
         else if (csv)
             print_csv(p, &summary, true);
         else if (tables)
@@ -334,7 +588,7 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
         if (inputs_out_path(in, "profile.json", path, sizeof(path)) != NULL) {
             FILE *file = fopen(path, "w");
             if (file != NULL) {
-                print_json(file, p, &summary, true);
+                print_json(file, p, &summary, true, NULL);
                 fclose(file);
             }
         }

@@ -377,6 +377,18 @@ DS_API ds_status_t ds_comm_model_level_fit(const ds_comm_model_t *model, int lev
 DS_API void ds_comm_model_print(const ds_comm_model_t *model, ds_comm_op_t op, FILE *out,
                                 const char *prefix);
 
+/* The band beyond the measured node counts (README, "How far communication
+ * extrapolates"): `slow` and `fast`, the widest leave-scale-out errors per
+ * doubling of the extrapolation factor that the model made on real data sets
+ * (log(measured / predicted): slow where it was too fast, fast where too
+ * slow), without the rows of data set `leave_out` (NULL: every row). */
+DS_API void ds_comm_band_rates(const char *leave_out, double *slow_p, double *fast_p);
+/* The band's multipliers of a time extrapolated by `factor` (target nodes /
+ * most nodes measured): low = exp(-fast x log2 factor), high = exp(slow x
+ * log2 factor); both 1 when factor <= 1. */
+DS_API void ds_comm_band_multipliers(double factor, double slow, double fast, double *low_p,
+                                     double *high_p);
+
 #ifdef __cplusplus
 }
 #endif

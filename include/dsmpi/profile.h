@@ -197,6 +197,65 @@ DS_API ds_status_t ds_costs_assemble(const ds_cost_sources_t *sources, const ds_
                                      const ds_cluster_t *target, ds_cost_table_t *table,
                                      ds_cost_report_t *report);
 
+/* ---- which allocation shape to ask for ---------------------------------------------
+ * What an allocation measures of a target's communication follows from its
+ * shape (METHOD.md, what a small allocation can measure): inside its fullest
+ * node groups of 2, 4, ... and all its ranks; across its nodes groups of 2,
+ * 4, ... and all its nodes with one rank per node (and more per node where
+ * the nodes hold them).  A tree over N nodes is ceil(log2 N) levels deep, so
+ * m nodes measure the depths up to ceil(log2 m).  Beyond the most nodes
+ * measured, communication times are extrapolated by the factor f = target
+ * nodes / those nodes and carry the band of ds_comm_band_multipliers. */
+
+#define DS_PROFILE_GROUP_SIZES 32
+
+typedef struct ds_profile_shape {
+    int ranks;          /* of the allocation */
+    int nodes;          /* nodes holding them */
+    int ranks_per_node; /* on its fullest node */
+    int intra_sizes[DS_PROFILE_GROUP_SIZES]; /* group sizes measured inside a node, ascending */
+    int num_intra_sizes;
+    int cross_nodes[DS_PROFILE_GROUP_SIZES]; /* node counts measured one rank per node, ascending */
+    int num_cross_nodes;
+    int cross_ranks_per_node; /* most ranks per node in a group across nodes (0: none) */
+    int tree_depth_min;       /* ceil(log2) of the fewest and most nodes measured (0: none) */
+    int tree_depth_max;
+    int64_t target_nodes;
+    int target_gpus_per_node;
+    int target_tree_depth;    /* ceil(log2 target nodes) */
+    double factor;            /* target nodes / most nodes measured (0: no network measured) */
+    double band_low;          /* the band's multipliers at factor (1 when factor <= 1, */
+    double band_high;         /* 0 when no network is measured: inter-node costs are assumed) */
+    int lacks_intra_pair;     /* the target has several GPUs per node; no group inside a node */
+    int lacks_network;        /* the target has several nodes; no group across nodes */
+} ds_profile_shape_t;
+
+/* What an allocation of `num_ranks` ranks, rank r on node node_of_rank[r]
+ * (0, 1, ...), measures for `target`, with the band rates `slow` and `fast`
+ * (ds_comm_band_rates).  DS_ERR_INVALID_ARG on an empty allocation, a node
+ * index outside 0..num_ranks-1 or an empty target.  Not collective. */
+DS_API ds_status_t ds_profile_shape_of(int num_ranks, const int *node_of_rank,
+                                       const ds_cluster_t *target, double slow, double fast,
+                                       ds_profile_shape_t *shape_p);
+
+/* Every nodes x ranks-per-node factorisation of `num_ranks` whose nodes a
+ * node of `target` holds (ranks per node <= its GPUs per node), the most
+ * nodes first, each as ds_profile_shape_of describes it; *best_p is the
+ * index of the one that measures most for the target: one that measures
+ * both an intra-node group (where the target has several GPUs per node) and
+ * groups across nodes (where it has several nodes) before one that does
+ * not, then the most nodes up to the target's (the narrowest band), then
+ * the largest intra-node group.  Caller frees *shapes_p with
+ * ds_profile_shapes_free.  Not collective. */
+DS_API ds_status_t ds_profile_shapes_compare(int num_ranks, const ds_cluster_t *target, double slow,
+                                             double fast, ds_profile_shape_t **shapes_p,
+                                             int *count_p, int *best_p);
+DS_API void ds_profile_shapes_free(ds_profile_shape_t *shapes);
+
+/* The node of each rank of the profiler's communicator (summary.ranks
+ * entries, owned by the profiler). */
+DS_API const int *ds_profiler_node_of_rank(const ds_profiler_t *profiler);
+
 /* Asks a running profiler to stop after the event in hand, save what was
  * measured and return DS_ERR_INTERRUPTED.  Async-signal-safe: call it from
  * SIGTERM / SIGUSR1 handlers (what Slurm sends before a time limit). */

@@ -73,3 +73,14 @@ void dsi_comm_band(double time_s, double factor, double slow, double fast, doubl
     *low_p = time_s * exp(-fast * doublings);
     *high_p = time_s * exp(slow * doublings);
 }
+
+void ds_comm_band_rates(const char *leave_out, double *slow_p, double *fast_p)
+{
+    dsi_comm_band_rates(leave_out, slow_p, fast_p);
+}
+
+void ds_comm_band_multipliers(double factor, double slow, double fast, double *low_p,
+                              double *high_p)
+{
+    dsi_comm_band(1.0, factor, slow, fast, low_p, high_p);
+}

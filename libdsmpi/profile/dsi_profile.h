@@ -85,6 +85,10 @@ ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks, con
                                     const ds_cost_table_t *measured, const ds_device_spec_t *device,
                                     int64_t sweep_min, int64_t sweep_max);
 
+/* Replaces the plan's group shapes with those of `num_ranks` ranks, rank r
+ * on node node_of_rank[r] (what dsi_profile_plan_assign measures). */
+ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank);
+
 /* ---- how long measuring the plan takes (estimate.c, calibrate.c) ------------------------------
  * The estimate runs the measurement loop's own rules (dsi_measure_expect)
  * on a time model of every layer pass and communication task, with the

@@ -215,7 +215,7 @@ static ds_status_t assign_units(dsi_profile_plan_t *plan, const ds_cost_table_t 
 /* ---- communication -------------------------------------------------------------- */
 
 static ds_status_t add_shape(dsi_profile_plan_t *plan, int size, int nodes, int per_node,
-                             int num_groups, const int *const *node_ranks)
+                             int num_groups, const int **node_ranks)
 {
     DSI_TRY(dsi_realloc_array(&plan->shapes, (size_t)plan->num_shapes + 1, sizeof(*plan->shapes)));
     dsi_group_shape_t *shape = &plan->shapes[plan->num_shapes];
@@ -242,48 +242,90 @@ static int next_size(int size, int largest)
     return size * 2 <= largest ? size * 2 : largest;
 }
 
+/* Nodes by how many ranks they hold, the fullest first (ties: lower index first). */
+static void order_nodes(const int *counts, int num_nodes, int *order)
+{
+    for (int n = 0; n < num_nodes; n++) {
+        int at = n;
+        while (at > 0 && counts[order[at - 1]] < counts[n]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = n;
+    }
+}
+
+/* The `m` fullest nodes' ranks, in node order (groups list their members node by node). */
+static void fullest_nodes(int *const *node_ranks, const int *order, int num_nodes, int m,
+                          const int **chosen)
+{
+    int k = 0;
+    for (int n = 0; n < num_nodes && k < m; n++)
+        for (int i = 0; i < m; i++)
+            if (order[i] == n)
+                chosen[k++] = node_ranks[n];
+}
+
+/* Every node count the allocation forms (powers of two, then all its nodes:
+ * each depth of a tree over the nodes), on the fullest nodes, with one rank
+ * per node and with as many per node as the m-th fullest holds; inside the
+ * fullest node every group size; two groups at once inside a node and
+ * across two nodes. */
 static ds_status_t make_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank)
 {
     ds_status_t status = DS_OK;
     int num_nodes = 0;
     for (int r = 0; r < num_ranks; r++)
         num_nodes = DSI_MAX(num_nodes, node_of_rank[r] + 1);
-    int *counts = NULL, **node_ranks = NULL;
+    int *counts = NULL, **node_ranks = NULL, *order = NULL;
+    const int **chosen = NULL;
     DSI_TRY_GOTO(dsi_calloc((size_t)num_nodes, sizeof(*counts), &counts), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)num_nodes, sizeof(*node_ranks), &node_ranks), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)num_nodes, sizeof(*order), &order), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)num_nodes, sizeof(*chosen), &chosen), status, out);
     for (int r = 0; r < num_ranks; r++)
         counts[node_of_rank[r]]++;
-    int min_local = num_ranks, max_local = 0;
     for (int n = 0; n < num_nodes; n++) {
-        min_local = DSI_MIN(min_local, counts[n]);
-        max_local = DSI_MAX(max_local, counts[n]);
         DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(counts[n], 1), sizeof(int), &node_ranks[n]), status, out);
         counts[n] = 0;
     }
     for (int r = 0; r < num_ranks; r++)
         node_ranks[node_of_rank[r]][counts[node_of_rank[r]]++] = r;
+    order_nodes(counts, num_nodes, order);
     /* The fullest node hosts the intra-node groups. */
-    int full = 0;
-    for (int n = 1; n < num_nodes; n++)
-        if (counts[n] > counts[full])
-            full = n;
-    const int *intra[1] = {node_ranks[full]};
+    int max_local = counts[order[0]];
+    const int *intra[1] = {node_ranks[order[0]]};
     for (int k = 2; k <= max_local; k = next_size(k, max_local))
         DSI_TRY_GOTO(add_shape(plan, k, 1, k, 1, intra), status, out);
     if (max_local >= 4) /* two pairs at once inside a node */
         DSI_TRY_GOTO(add_shape(plan, 2, 1, 2, 2, intra), status, out);
     /* Across nodes: m nodes with p ranks each; two one-per-node groups at once. */
-    for (int m = 2; m <= num_nodes; m = next_size(m, num_nodes))
-        for (int p = 1; p <= min_local; p = next_size(p, min_local))
-            DSI_TRY_GOTO(add_shape(plan, m * p, m, p, 1, (const int *const *)node_ranks), status, out);
-    if (num_nodes >= 2 && min_local >= 2)
-        DSI_TRY_GOTO(add_shape(plan, 2, 2, 1, 2, (const int *const *)node_ranks), status, out);
+    for (int m = 2; m <= num_nodes; m = next_size(m, num_nodes)) {
+        int local = counts[order[m - 1]];
+        fullest_nodes(node_ranks, order, num_nodes, m, chosen);
+        for (int p = 1; p <= local; p = next_size(p, local))
+            DSI_TRY_GOTO(add_shape(plan, m * p, m, p, 1, chosen), status, out);
+    }
+    if (num_nodes >= 2 && counts[order[1]] >= 2) {
+        fullest_nodes(node_ranks, order, num_nodes, 2, chosen);
+        DSI_TRY_GOTO(add_shape(plan, 2, 2, 1, 2, chosen), status, out);
+    }
 out:
     for (int n = 0; node_ranks != NULL && n < num_nodes; n++)
         dsi_free(node_ranks[n]);
+    dsi_free(chosen);
+    dsi_free(order);
     dsi_free(node_ranks);
     dsi_free(counts);
     return status;
+}
+
+ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank)
+{
+    for (int i = 0; i < plan->num_shapes; i++)
+        dsi_free(plan->shapes[i].ranks);
+    plan->num_shapes = 0;
+    return make_shapes(plan, num_ranks, node_of_rank);
 }
 
 static ds_status_t add_task(dsi_profile_plan_t *plan, int shape, ds_comm_op_t op, ds_dtype_t dtype,
@@ -386,13 +428,10 @@ ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks, con
                          num_ranks, (long long)sweep_min, (long long)sweep_max);
     dsi_free(plan->rank_load_s);
     plan->rank_load_s = NULL;
-    for (int i = 0; i < plan->num_shapes; i++)
-        dsi_free(plan->shapes[i].ranks);
-    plan->num_shapes = 0;
     plan->num_tasks = 0;
     plan->num_ranks = num_ranks;
     DSI_TRY(dsi_calloc((size_t)num_ranks, sizeof(double), &plan->rank_load_s));
     DSI_TRY(assign_units(plan, measured, device));
-    DSI_TRY(make_shapes(plan, num_ranks, node_of_rank));
+    DSI_TRY(dsi_profile_plan_shapes(plan, num_ranks, node_of_rank));
     return make_tasks(plan, sweep_min, sweep_max);
 }

@@ -100,6 +100,22 @@ void ds_profiler_destroy(ds_profiler_t *p)
     dsi_free(p);
 }
 
+/* DS_COMM_FAKE_NODES=N (tests): every N consecutive ranks on a node of
+ * their own, as the backend places the members of a communicator (the same
+ * nodes for N = 1), so that one machine plans as several nodes. */
+static void fake_nodes(ds_profiler_t *p)
+{
+    int64_t fake = dsi_param_int(DSI_PARAM_COMM_FAKE_NODES);
+    if (fake <= 0)
+        return;
+    int per_node = (int)DSI_MIN(fake, (int64_t)p->size);
+    for (int r = 0; r < p->size; r++)
+        p->node_of_rank[r] = r / per_node;
+    p->allocation.num_nodes = (p->size + per_node - 1) / per_node;
+    p->allocation.max_local_size = per_node;
+    p->allocation.min_local_size = p->size % per_node ? p->size % per_node : per_node;
+}
+
 ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *options,
                                ds_profiler_t **profiler_p)
 {
@@ -130,6 +146,7 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
     DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(int), &p->node_of_rank), status, err);
     DSI_MPI_TRY_GOTO(MPI_Allgather(&p->allocation.node_index, 1, MPI_INT, p->node_of_rank, 1,
                                    MPI_INT, p->comm), status, err);
+    fake_nodes(p);
     DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(double), &p->rank_predicted_s), status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(double), &p->rank_busy_s), status, err);
     DSI_TRY_GOTO(ds_backend_open(options->backend, p->comm, &p->backend), status, err);
@@ -191,6 +208,11 @@ ds_backend_t *ds_profiler_backend(ds_profiler_t *p)
 ds_profile_db_t *ds_profiler_db(ds_profiler_t *p)
 {
     return p->db;
+}
+
+const int *ds_profiler_node_of_rank(const ds_profiler_t *p)
+{
+    return p->node_of_rank;
 }
 
 const double *ds_profiler_rank_predicted_s(const ds_profiler_t *p)

@@ -127,6 +127,196 @@ static void test_comm_tasks(void)
     dsi_profile_plan_destroy(plan);
 }
 
+/* The plan's group shapes as "NxP" (nodes x ranks per node), "NxP*2" for two
+ * groups at once, in plan order. */
+static void shapes_text(const dsi_profile_plan_t *plan, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < plan->num_shapes && used < size; i++) {
+        const dsi_group_shape_t *s = &plan->shapes[i];
+        used += (size_t)snprintf(text + used, size - used, "%s%dx%d%s", i ? " " : "", s->nodes,
+                                 s->ranks_per_node, s->num_groups == 2 ? "*2" : "");
+    }
+}
+
+static void check_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank,
+                         const char *expected, const char *what)
+{
+    ds_device_spec_t cpu;
+    CHECK_OK(ds_device_spec_lookup("cpu", &cpu));
+    CHECK_OK(dsi_profile_plan_assign(plan, num_ranks, node_of_rank, NULL, &cpu, 1024, 4096));
+    char text[256];
+    shapes_text(plan, text, sizeof(text));
+    CHECK_MSG(strcmp(text, expected) == 0, "%s: shapes '%s', expected '%s'", what, text, expected);
+}
+
+/* Every node count the allocation forms is measured with one rank per node
+ * (each depth of a tree over its nodes), on fake allocations. */
+static void test_shapes_every_node_count(void)
+{
+    dsi_profile_plan_t *plan = plan_for("gpt2-medium", "dp=4,tp=2,pp=2,mbs=1,gbs=32", 16);
+    const int four_by_one[4] = {0, 1, 2, 3}, two_by_two[4] = {0, 0, 1, 1};
+    const int one_by_four[4] = {0, 0, 0, 0}, eight_by_one[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    const int six_by_one[6] = {0, 1, 2, 3, 4, 5};
+    check_shapes(plan, 4, four_by_one, "2x1 4x1", "4 nodes x 1");
+    check_shapes(plan, 4, two_by_two, "1x2 2x1 2x2 2x1*2", "2 nodes x 2");
+    check_shapes(plan, 4, one_by_four, "1x2 1x4 1x2*2", "1 node x 4");
+    check_shapes(plan, 8, eight_by_one, "2x1 4x1 8x1", "8 nodes x 1");
+    check_shapes(plan, 6, six_by_one, "2x1 4x1 6x1", "6 nodes x 1");
+    /* Three nodes holding 2, 1 and 2 ranks: the two full nodes measure two
+     * ranks per node and two pairs at once; all three one rank each. */
+    const int uneven[5] = {0, 0, 1, 2, 2};
+    check_shapes(plan, 5, uneven, "1x2 2x1 2x2 3x1 2x1*2", "3 uneven nodes");
+    const int expected_ranks[][6] = {
+        {0, 1}, {0, 3}, {0, 1, 3, 4}, {0, 2, 3}, {0, 3, 1, 4},
+    };
+    for (int i = 0; i < plan->num_shapes && i < 5; i++) {
+        const dsi_group_shape_t *s = &plan->shapes[i];
+        for (int k = 0; k < s->size * s->num_groups; k++)
+            CHECK_MSG(s->ranks[k] == expected_ranks[i][k],
+                      "uneven shape %d member %d: rank %d, expected %d", i, k, s->ranks[k],
+                      expected_ranks[i][k]);
+    }
+    const int uneven_first_small[5] = {0, 1, 1, 2, 2};
+    check_shapes(plan, 5, uneven_first_small, "1x2 2x1 2x2 3x1 2x1*2", "3 nodes, the first with 1");
+    dsi_profile_plan_destroy(plan);
+}
+
+static void sizes_text(const int *sizes, int count, char *text, size_t size)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < count && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "%s%d", i ? "," : "", sizes[i]);
+}
+
+/* One allocation's shape as ds_profile_shape_of describes it: group sizes
+ * inside a node, node counts across nodes, ranks per node across nodes,
+ * tree depths, extrapolation factor and band multipliers. */
+static void check_shape(const ds_profile_shape_t *s, const char *intra, const char *cross,
+                        int cross_per_node, int depth_min, int depth_max, double factor,
+                        double low, double high, const char *what)
+{
+    char text[128];
+    sizes_text(s->intra_sizes, s->num_intra_sizes, text, sizeof(text));
+    CHECK_MSG(strcmp(text, intra) == 0, "%s: inside a node '%s', expected '%s'", what, text, intra);
+    sizes_text(s->cross_nodes, s->num_cross_nodes, text, sizeof(text));
+    CHECK_MSG(strcmp(text, cross) == 0, "%s: across nodes '%s', expected '%s'", what, text, cross);
+    CHECK_MSG(s->cross_ranks_per_node == cross_per_node, "%s: %d per node across", what,
+              s->cross_ranks_per_node);
+    CHECK_MSG(s->tree_depth_min == depth_min && s->tree_depth_max == depth_max,
+              "%s: depth %d-%d, expected %d-%d", what, s->tree_depth_min, s->tree_depth_max,
+              depth_min, depth_max);
+    CHECK_NEAR(s->factor, factor, 1e-12);
+    CHECK_NEAR(s->band_low, low, 1e-8);
+    CHECK_NEAR(s->band_high, high, 1e-8);
+}
+
+/* What each allocation measures for a target of 64 nodes x 8 GPUs (tree
+ * depth 6), with band rates slow = 0.5 and fast = 0.25 per doubling: at
+ * f = 16 the band is exp(-0.25 x 4) = 0.3679 to exp(0.5 x 4) = 7.389. */
+static void test_shape_of_allocations(void)
+{
+    ds_cluster_t target;
+    CHECK_OK(ds_cluster_init(&target, 64, 8, NULL));
+    const double slow = 0.5, fast = 0.25;
+    ds_profile_shape_t s;
+    const int four_by_one[4] = {0, 1, 2, 3}, two_by_two[4] = {0, 0, 1, 1};
+    const int one_by_four[4] = {0, 0, 0, 0}, eight_by_one[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    const int uneven[5] = {0, 0, 1, 2, 2};
+    CHECK_OK(ds_profile_shape_of(4, four_by_one, &target, slow, fast, &s));
+    CHECK(s.ranks == 4 && s.nodes == 4 && s.ranks_per_node == 1 && s.target_tree_depth == 6);
+    CHECK(s.lacks_intra_pair && !s.lacks_network);
+    check_shape(&s, "", "2,4", 1, 1, 2, 16.0, 0.367879441, 7.3890561, "4x1");
+    CHECK_OK(ds_profile_shape_of(4, two_by_two, &target, slow, fast, &s));
+    CHECK(s.nodes == 2 && s.ranks_per_node == 2 && !s.lacks_intra_pair && !s.lacks_network);
+    check_shape(&s, "2", "2", 2, 1, 1, 32.0, 0.286504797, 12.182494, "2x2");
+    CHECK_OK(ds_profile_shape_of(4, one_by_four, &target, slow, fast, &s));
+    CHECK(s.nodes == 1 && s.ranks_per_node == 4 && !s.lacks_intra_pair && s.lacks_network);
+    check_shape(&s, "2,4", "", 0, 0, 0, 0.0, 0.0, 0.0, "1x4");
+    CHECK_OK(ds_profile_shape_of(8, eight_by_one, &target, slow, fast, &s));
+    check_shape(&s, "", "2,4,8", 1, 1, 3, 8.0, 0.472366553, 4.48168907, "8x1");
+    /* 64 / 3 nodes: log2 = 4.415, the band exp(-1.104) to exp(2.208). */
+    CHECK_OK(ds_profile_shape_of(5, uneven, &target, slow, fast, &s));
+    CHECK(s.nodes == 3 && s.ranks_per_node == 2);
+    check_shape(&s, "2", "2,3", 2, 1, 2, 64.0 / 3.0, 0.331622046, 9.09312606, "3 uneven nodes");
+    /* A target smaller than the allocation: nothing extrapolated, the band is 1. */
+    ds_cluster_t small;
+    CHECK_OK(ds_cluster_init(&small, 2, 8, NULL));
+    CHECK_OK(ds_profile_shape_of(4, four_by_one, &small, slow, fast, &s));
+    check_shape(&s, "", "2,4", 1, 1, 2, 0.5, 1.0, 1.0, "4x1 for 2 nodes");
+    CHECK_INT(s.target_tree_depth, 1);
+
+    const int outside[2] = {0, 2};
+    CHECK_FAILS(ds_profile_shape_of(2, outside, &target, slow, fast, &s), DS_ERR_INVALID_ARG,
+                "rank 1 on node 2");
+    CHECK_FAILS(ds_profile_shape_of(0, outside, &target, slow, fast, &s), DS_ERR_INVALID_ARG,
+                "0 ranks");
+    ds_cluster_t empty = target;
+    empty.nodes = 0;
+    CHECK_FAILS(ds_profile_shape_of(2, two_by_two, &empty, slow, fast, &s), DS_ERR_INVALID_ARG,
+                "0 nodes");
+}
+
+/* The factorisations of a rank count, the most nodes first, and the best. */
+static void check_compare(int ranks, int64_t nodes, int gpus_per_node, const char *expected,
+                          int expected_best)
+{
+    ds_cluster_t target;
+    CHECK_OK(ds_cluster_init(&target, nodes, gpus_per_node, NULL));
+    ds_profile_shape_t *shapes = NULL;
+    int count = 0, best = -1;
+    CHECK_OK(ds_profile_shapes_compare(ranks, &target, 0.5, 0.25, &shapes, &count, &best));
+    char text[256];
+    size_t used = 0;
+    text[0] = '\0';
+    for (int i = 0; i < count && used < sizeof(text); i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%dx%d", i ? " " : "",
+                                 shapes[i].nodes, shapes[i].ranks_per_node);
+    CHECK_MSG(strcmp(text, expected) == 0 && best == expected_best,
+              "%d ranks for %lld x %d: '%s' best %d, expected '%s' best %d", ranks, (long long)nodes,
+              gpus_per_node, text, best, expected, expected_best);
+    ds_profile_shapes_free(shapes);
+}
+
+static void test_shapes_compare(void)
+{
+    /* 8 GPUs per node: an intra-node pair and the most nodes (2x2, not 4x1). */
+    check_compare(4, 64, 8, "4x1 2x2 1x4", 1);
+    /* One GPU per node: nothing inside a node to measure, the most nodes. */
+    check_compare(4, 64, 1, "4x1", 0);
+    /* One node: no network, the largest group inside it. */
+    check_compare(4, 1, 8, "4x1 2x2 1x4", 2);
+    /* Two ranks cannot have both: the network (the levels of the tree) first. */
+    check_compare(2, 64, 8, "2x1 1x2", 0);
+    check_compare(8, 64, 8, "8x1 4x2 2x4 1x8", 1);
+    /* No more ranks per node than a target node has GPUs. */
+    check_compare(16, 64, 4, "16x1 8x2 4x4", 1);
+    /* More nodes than the target has add nothing: 2x2 measures its 2 nodes and a pair. */
+    check_compare(4, 2, 8, "4x1 2x2 1x4", 1);
+    check_compare(6, 64, 8, "6x1 3x2 2x3 1x6", 1);
+    ds_cluster_t target;
+    CHECK_OK(ds_cluster_init(&target, 64, 8, NULL));
+    ds_profile_shape_t *shapes = NULL;
+    int count = 0, best = 0;
+    CHECK_FAILS(ds_profile_shapes_compare(0, &target, 0.5, 0.25, &shapes, &count, &best),
+                DS_ERR_INVALID_ARG, "0 ranks");
+}
+
+/* The band's multipliers (comm.h) at f = 4 are exp(-2 fast) and exp(2 slow). */
+static void test_band_multipliers(void)
+{
+    double low = 0, high = 0, slow = 0, fast = 0;
+    ds_comm_band_multipliers(4.0, 0.5, 0.25, &low, &high);
+    CHECK_NEAR(low, exp(-0.5), 1e-12);
+    CHECK_NEAR(high, exp(1.0), 1e-12);
+    ds_comm_band_multipliers(0.5, 0.5, 0.25, &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
+    ds_comm_band_rates(NULL, &slow, &fast);
+    CHECK(slow > 0.0 && fast > 0.0);
+}
+
 /* The loop's rules on a time model, worked out by hand with the default
  * tunables: warm-up 2 runs and 0.02 s (one run once it took a quarter of
  * the 1 s budget), 5 to 1000 repetitions, a CI target of 2%. */
@@ -369,6 +559,10 @@ int main(void)
 {
     test_units_and_balance();
     test_comm_tasks();
+    test_shapes_every_node_count();
+    test_shape_of_allocations();
+    test_shapes_compare();
+    test_band_multipliers();
     test_loop_expectation();
     test_estimate_by_hand();
     test_progress_eta();
