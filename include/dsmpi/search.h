@@ -155,7 +155,12 @@ DS_API ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *cos
 typedef struct ds_search_result {
     ds_strategy_t strategy;
     int64_t candidate; /* index in ds_search_candidate_at */
-    double iteration_s;
+    double iteration_s; /* ranks the results */
+    /* The band of iteration_s (ds_sim_options_t.band: every communication
+     * cost at the low, then the high end of its band), simulated for the
+     * ranked results and the worst only; equal to iteration_s when no cost
+     * has a band. */
+    double iteration_low_s, iteration_high_s;
     double samples_per_s, tokens_per_s;
     double model_tflops_per_gpu, mfu, hfu;
     double bubble_fraction;

@@ -265,7 +265,8 @@ static void test_keys_and_sets(void)
     CHECK(low == 0.75 && high == 2.5);
     CHECK_FAILS(ds_cost_table_set_band(table, &key, 1.5, 2.0), DS_ERR_INVALID_ARG,
                 "band 1.5 .. 2 (accepted: 0 < low <= 1 <= high");
-    CHECK_FAILS(ds_cost_table_set_band(table, &key, 0.5, 0.9), DS_ERR_INVALID_ARG, "band 0.5 .. 0.9");
+    CHECK_FAILS(ds_cost_table_set_band(table, &key, 0.5, 0.9), DS_ERR_INVALID_ARG,
+                "band 0.5 .. 0.9");
     ds_cost_t again = *cost;
     CHECK_OK(ds_cost_table_set(table, &key, &again));
     ds_cost_table_band(table, &key, &low, &high);

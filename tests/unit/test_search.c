@@ -623,6 +623,28 @@ static void test_band_runs(void)
                     "band end 7");
         ds_cost_table_destroy(filled);
         ds_event_set_destroy(set);
+        /* The search's results shown carry the same band. */
+        static const char *const fixes[] = {"mbs=1", "recompute=none", NULL};
+        ds_search_options_t o;
+        ds_search_options_init(&o);
+        o.estimate_missing = 1;
+        o.comm_model = comm;
+        o.top_k = 2;
+        ds_search_t *search = make(model, &cluster, 64, &o, fixes);
+        CHECK_OK(ds_search_run(search, NULL, MPI_COMM_NULL));
+        CHECK_INT(ds_search_result_count(search), 2);
+        for (size_t i = 0; i < ds_search_result_count(search); i++) {
+            ds_search_result_t r;
+            CHECK_OK(ds_search_result_at(search, i, &r));
+            CHECK(r.iteration_low_s ==
+                  band_run(sim, model, &r.strategy, &cluster, NULL, comm, DS_SIM_BAND_LOW));
+            CHECK(r.iteration_high_s ==
+                  band_run(sim, model, &r.strategy, &cluster, NULL, comm, DS_SIM_BAND_HIGH));
+            CHECK(r.iteration_low_s <= r.iteration_s && r.iteration_s <= r.iteration_high_s);
+            if (nodes == 2)
+                CHECK(r.iteration_low_s == r.iteration_s && r.iteration_high_s == r.iteration_s);
+        }
+        ds_search_destroy(search);
         ds_comm_model_destroy(comm);
     }
     ds_sim_destroy(sim);
