@@ -66,6 +66,8 @@
  *   service units         node-hours x charge factor
  *   cost                  GPU-hours x price per GPU-hour x charge factor
  *   scaling efficiency    GPU-hours(smallest N) / GPU-hours(N)
+ *   low, high             the same with T at the ends of its band
+ *                         (ds_search_result_t.iteration_low_s, _high_s)
  *   scaling stops         at a size whose time to train is longer than that of
  *                         a size with fewer GPUs
  * Goodput (first-order checkpoint/restart model, Young/Daly): checkpoints
