@@ -51,6 +51,20 @@ assert rows and all(float(r["iter_time_low_s"]) < float(r["iter_time_s"]) <
                     float(r["iter_time_high_s"]) for r in rows), rows[0]
 PY
 
+# search --json: the rows shown carry the band, ranked by the expected time.
+expect_ok search --model gpt2-medium --target-gpus 64 --gpus-per-node 8 --device a100-80g \
+    --fix tp=1 --nccl-tests "$logs/all_reduce_8.log" "$logs/all_reduce_16.log" --estimate-missing \
+    --top 3 --json
+python3 - "$tmp/out" <<'PY' || fail "search --json: band of the rows shown"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"] + [d["worst"]]
+assert len(d["results"]) == 3
+assert all(r["iter_time_low_s"] < r["iter_time_s"] < r["iter_time_high_s"] for r in rows), rows
+times = [r["iter_time_s"] for r in d["results"]]
+assert times == sorted(times), times
+PY
+
 # plan --json: low / expected / high per size; GPU-hours in the ratio of the
 # iteration times (the same steps, goodput and GPUs at each end).
 plan=(plan --model gpt2-medium --tokens 10B --gpus 16,64 --gpus-per-node 8 --device a100-80g

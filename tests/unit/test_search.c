@@ -616,6 +616,20 @@ static void test_band_runs(void)
         CHECK(band_run(sim, model, &s, &cluster, filled, NULL, DS_SIM_BAND_LOW) == low);
         CHECK(band_run(sim, model, &s, &cluster, filled, NULL, DS_SIM_BAND_EXPECTED) == mid);
         CHECK(band_run(sim, model, &s, &cluster, filled, NULL, DS_SIM_BAND_HIGH) == high);
+        /* The same costs set as measured (no band): the band collapses. */
+        ds_cost_table_t *measured = NULL;
+        CHECK_OK(ds_cost_table_create(&measured));
+        for (size_t i = 0; i < ds_cost_table_size(filled); i++) {
+            const ds_event_key_t *key;
+            const ds_cost_t *cost;
+            ds_cost_table_at(filled, i, &key, &cost);
+            ds_cost_t c = *cost;
+            c.provenance = DS_PROV_MEASURED;
+            CHECK_OK(ds_cost_table_set(measured, key, &c));
+        }
+        CHECK(band_run(sim, model, &s, &cluster, measured, NULL, DS_SIM_BAND_LOW) == mid);
+        CHECK(band_run(sim, model, &s, &cluster, measured, NULL, DS_SIM_BAND_HIGH) == mid);
+        ds_cost_table_destroy(measured);
         ds_sim_options_t bad;
         ds_sim_options_init(&bad);
         bad.band = (ds_sim_band_t)7;
