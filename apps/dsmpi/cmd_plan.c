@@ -742,13 +742,15 @@ int cmd_plan(app_t *app)
         goto out;
     }
     /* Efficiency against the smallest size with a strategy. */
-    ds_plan_row_t rows[MAX_SIZES];
+    ds_plan_row_t rows[MAX_SIZES], lows[MAX_SIZES], highs[MAX_SIZES];
     double assumed[MAX_SIZES];
     int map[MAX_SIZES], nrows = 0;
     for (int i = 0; i < o->num_gpus; i++)
         if (e[i].found) {
             map[nrows] = i;
             assumed[nrows] = e[i].best.assumed_share;
+            lows[nrows] = e[i].low;
+            highs[nrows] = e[i].high;
             rows[nrows++] = e[i].row;
         }
     ds_plan_set_efficiency(rows, (size_t)nrows);
@@ -778,7 +780,8 @@ int cmd_plan(app_t *app)
                        sizeof(budget));
             snprintf(title, sizeof(title), "%s: %s %s on %s", info.name, budget,
                      o->tokens > 0 ? "tokens" : "samples", first.device.name);
-            ds_plan_chart_t chart = {title, assumed};
+            ds_plan_chart_t chart = {
+                .title = title, .assumed_share = assumed, .low = lows, .high = highs};
             status = ds_plan_write_svg(rows, (size_t)nrows, &chart, o->svg);
             if (status != DS_OK)
                 code = app_fail(app, status);

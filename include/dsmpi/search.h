@@ -268,11 +268,17 @@ typedef struct ds_plan_chart {
     /* Per row (count of them): the share of its predicted time resting on
      * assumed costs (ds_search_result_t.assumed_share); NULL: all measured. */
     const double *assumed_share;
+    /* Per row (count of them): the row at the low and at the high end of
+     * the iteration time's band, drawn as a shaded band around each series;
+     * NULL: none. */
+    const ds_plan_row_t *low;
+    const ds_plan_row_t *high;
 } ds_plan_chart_t;
 
 /* SVG chart against GPUs (log2 axis): days to train, GPU-hours and, when
  * the rows have a cost, cost, each in its own panel from 0; the legend in a
- * band above the panels; under each size its scaling efficiency and, when
+ * band above the panels, the band of each series shaded when the chart has
+ * one; under each size its scaling efficiency and, when
  * some cost is assumed, its assumed share (and "ASSUMED" under the title).
  * `chart` may be NULL.  Nothing is left at `path` on failure. */
 DS_API ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count,

@@ -811,10 +811,31 @@ static void test_plan_chart(void)
     CHECK(strstr(svg, "ASSUMED") == NULL);
     double none[2] = {0.0, 0.0}, all[2] = {1.0, 1.0}, some[2] = {0.5, 0.25},
            almost[2] = {0.9996, 0.9996};
-    ds_plan_chart_t chart = {"a title", none};
+    ds_plan_chart_t chart = {.title = "a title", .assumed_share = none};
     CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
     svg = slurp(path);
     CHECK(strstr(svg, ">a title</text>") != NULL);
+    CHECK(strstr(svg, "class=\"band\"") == NULL);
+    /* A band: shaded around each series, named in the legend and the tooltips. */
+    ds_plan_row_t lows[2] = {rows[0], rows[1]}, highs[2] = {rows[0], rows[1]};
+    for (int i = 0; i < 2; i++) {
+        lows[i].days *= 0.5;
+        lows[i].gpu_hours *= 0.5;
+        highs[i].days *= 2.0;
+        highs[i].gpu_hours *= 2.0;
+    }
+    chart.low = lows;
+    chart.high = highs;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    svg = slurp(path);
+    CHECK(strstr(svg, "<polygon class=\"band\" data-band=\"days to train\"") != NULL);
+    CHECK(strstr(svg, "<polygon class=\"band\" data-band=\"GPU-hours\"") != NULL);
+    CHECK(strstr(svg, ">band</text>") != NULL && strstr(svg, " (band ") != NULL);
+    /* Every size without a band: nothing shaded. */
+    chart.low = chart.high = rows;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    CHECK(strstr(slurp(path), "class=\"band\"") == NULL);
+    chart.low = chart.high = NULL;
     CHECK(strstr(svg, "ASSUMED") == NULL && strstr(svg, ">assumed<") == NULL);
     chart.assumed_share = all;
     CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
