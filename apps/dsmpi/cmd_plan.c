@@ -41,7 +41,10 @@ static void help(void)
         "  goodput     = tau / (tau + delta) x (1 - lambda (R + (tau + delta) / 2)), checkpoints\n"
         "                every tau of training costing delta, restarts of R, interruptions at\n"
         "                lambda = GPUs / MTBF per GPU (1 without checkpoints and failures)\n"
-        "  efficiency  = GPU-hours(smallest size) / GPU-hours(size)\n\n");
+        "  efficiency  = GPU-hours(smallest size) / GPU-hours(size)\n"
+        "  low, high   = the same at each end of the iteration time's band: every communication\n"
+        "                cost extrapolated beyond the nodes measured at the low or high end of its\n"
+        "                band (dsmpi comm); compute costs carry no band\n\n");
     printf("Budget and sizes:\n"
            "  --tokens N               training tokens, K/M/B/T = powers of 1000 (e.g. 1T, 300B)\n"
            "  --samples N              or training samples (sequences)\n"
@@ -88,6 +91,9 @@ typedef struct plan_entry {
     bool found;
     ds_search_result_t best;
     ds_plan_row_t row;
+    /* The row at the low and the high end of the iteration time's band
+     * (best.iteration_low_s, best.iteration_high_s). */
+    ds_plan_row_t low, high;
     ds_search_stats_t stats;
     char note[160];
     int faster; /* scaling stops here: the entry with fewer GPUs that trains faster; -1: none */
@@ -379,6 +385,39 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
         prefix);
 }
 
+/* The band of each size: its low and high ends (the table above: expected). */
+static void print_band(const options_t *o, const plan_entry_t *e, int n)
+{
+    printf("#\n# band: every communication cost extrapolated beyond the node counts measured at\n"
+           "#   the low and the high end of its band (compute costs carry no band)\n");
+    printf("# %7s %10s %10s %9s %9s %12s %12s %12s %12s", "gpus", "iter_low", "iter_high",
+           "days_low", "days_high", "GPU-h_low", "GPU-h_high", "node-h_low", "node-h_high");
+    if (o->charge_given)
+        printf(" %12s %12s", "SU_low", "SU_high");
+    if (o->price > 0)
+        printf(" %14s %14s", "cost_low", "cost_high");
+    printf("\n# %7s %10s %10s %9s %9s %12s %12s %12s %12s", "(count)", "(s)", "(s)", "(day)",
+           "(day)", "(GPU-h)", "(GPU-h)", "(node-h)", "(node-h)");
+    if (o->charge_given)
+        printf(" %12s %12s", "(SU)", "(SU)");
+    if (o->price > 0)
+        printf(" %14s %14s", "(currency)", "(currency)");
+    printf("\n");
+    for (int i = 0; i < n; i++) {
+        if (!e[i].found)
+            continue;
+        const ds_plan_row_t *l = &e[i].low, *h = &e[i].high;
+        printf("  %7lld %10.4f %10.4f %9.3f %9.3f %12.4g %12.4g %12.4g %12.4g", (long long)l->gpus,
+               l->iteration_s, h->iteration_s, l->days, h->days, l->gpu_hours, h->gpu_hours,
+               l->node_hours, h->node_hours);
+        if (o->charge_given)
+            printf(" %12.4g %12.4g", l->service_units, h->service_units);
+        if (o->price > 0)
+            printf(" %14.2f %14.2f", l->cost, h->cost);
+        printf("\n");
+    }
+}
+
 static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
                        const ds_plan_inputs_t *p, const ds_cluster_t *first, const plan_entry_t *e,
                        int n)
@@ -420,6 +459,7 @@ static void print_text(const app_t *app, const inputs_t *in, const options_t *o,
             printf("# %7lld GPUs: %s\n", (long long)r->gpus, note);
         }
     }
+    print_band(o, e, n);
     for (int i = 0; i < n; i++)
         if (e[i].found)
             printf(
@@ -438,27 +478,32 @@ static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan
     count_text(o->tokens > 0 ? (double)o->tokens : (double)o->samples, budget, sizeof(budget));
     printf(
         "| GPUs | nodes | best strategy | iteration (s) | tokens/s | MFU | goodput | days to train "
-        "| GPU-hours | node-hours |%s%s scaling efficiency |\n",
-        o->charge_given ? " service units |" : "", o->price > 0 ? " cost |" : "");
-    printf("|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|%s%s---:|\n",
-           o->charge_given ? "---:|" : "", o->price > 0 ? "---:|" : "");
+        "| (low - high) | GPU-hours | (low - high) | node-hours | (low - high) |%s%s scaling "
+        "efficiency |\n",
+        o->charge_given ? " service units | (low - high) |" : "",
+        o->price > 0 ? " cost | (low - high) |" : "");
+    printf("|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s%s---:|\n",
+           o->charge_given ? "---:|---:|" : "", o->price > 0 ? "---:|---:|" : "");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
-            printf("| %lld | %lld | %s | | | | | | | |%s%s |\n", (long long)o->gpus[i],
-                   (long long)r->nodes, e[i].note, o->charge_given ? " |" : "",
-                   o->price > 0 ? " |" : "");
+            printf("| %lld | %lld | %s | | | | | | | | | | |%s%s |\n", (long long)o->gpus[i],
+                   (long long)r->nodes, e[i].note, o->charge_given ? " | |" : "",
+                   o->price > 0 ? " | |" : "");
             continue;
         }
         char text[DS_STRATEGY_TEXT_MAX];
         strategy_text(&e[i].best.strategy, text, sizeof(text));
-        printf("| %lld | %lld | `%s` | %.3f | %.3g | %.1f%% | %.1f%% | %.1f | %.0f | %.0f |",
+        const ds_plan_row_t *l = &e[i].low, *h = &e[i].high;
+        printf("| %lld | %lld | `%s` | %.3f | %.3g | %.1f%% | %.1f%% | %.1f | %.1f - %.1f | %.0f | "
+               "%.0f - %.0f | %.0f | %.0f - %.0f |",
                (long long)r->gpus, (long long)r->nodes, text, r->iteration_s, r->tokens_per_s,
-               100.0 * e[i].best.mfu, 100.0 * r->goodput, r->days, r->gpu_hours, r->node_hours);
+               100.0 * e[i].best.mfu, 100.0 * r->goodput, r->days, l->days, h->days, r->gpu_hours,
+               l->gpu_hours, h->gpu_hours, r->node_hours, l->node_hours, h->node_hours);
         if (o->charge_given)
-            printf(" %.0f |", r->service_units);
+            printf(" %.0f | %.0f - %.0f |", r->service_units, l->service_units, h->service_units);
         if (o->price > 0)
-            printf(" %.0f |", r->cost);
+            printf(" %.0f | %.0f - %.0f |", r->cost, l->cost, h->cost);
         printf(" %.1f%% |\n", 100.0 * r->efficiency);
     }
     for (int i = 0; i < n; i++)
@@ -476,7 +521,9 @@ static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan
            "%s from %s. "
            "Days = steps x iteration time / goodput; GPU-hours = GPUs x days x 24; efficiency = "
            "GPU-hours "
-           "of the smallest size / GPU-hours.*\n",
+           "of the smallest size / GPU-hours. Low - high: every communication cost extrapolated "
+           "beyond the node counts measured at the ends of its band (compute costs carry "
+           "none).*\n",
            info.name, budget, o->tokens > 0 ? "tokens" : "samples", first->device.name,
            first->gpus_per_node, (long long)plan_global_batch(in, e, n), info.seq_len,
            DS_VERSION_STRING, basis);
@@ -493,22 +540,28 @@ static void print_csv(const inputs_t *in, const options_t *o, const ds_cluster_t
     printf(
         "gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goodput,train_s,days,gpu_hours,node_hours,"
         "service_units,cost,efficiency,strategy,assumed_share,seq_len,global_batch,device,"
-        "scaling_stops\n");
+        "scaling_stops,iter_time_low_s,iter_time_high_s,days_low,days_high,gpu_hours_low,"
+        "gpu_hours_high,node_hours_low,node_hours_high,service_units_low,service_units_high,"
+        "cost_low,cost_high\n");
     for (int i = 0; i < n; i++) {
         const ds_plan_row_t *r = &e[i].row;
         if (!e[i].found) {
-            printf("%lld,%lld,,,,,,,,,,,,,,,%d,%lld,%s,\n", (long long)o->gpus[i],
+            printf("%lld,%lld,,,,,,,,,,,,,,,%d,%lld,%s,,,,,,,,,,,,,\n", (long long)o->gpus[i],
                    (long long)r->nodes, info.seq_len, gbs, first->device.name);
             continue;
         }
         char text[DS_STRATEGY_TEXT_MAX];
         ds_strategy_format(&e[i].best.strategy, text, sizeof(text));
         printf("%lld,%lld,%.9g,%.6g,%.6f,%.0f,%.6f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6f,\"%s\","
-               "%.6f,%d,%lld,%s,%d\n",
+               "%.6f,%d,%lld,%s,%d,",
                (long long)r->gpus, (long long)r->nodes, r->iteration_s, r->tokens_per_s,
                e[i].best.mfu, r->steps, r->goodput, r->train_s, r->days, r->gpu_hours,
                r->node_hours, r->service_units, r->cost, r->efficiency, text,
                e[i].best.assumed_share, info.seq_len, gbs, first->device.name, e[i].faster >= 0);
+        const ds_plan_row_t *l = &e[i].low, *h = &e[i].high;
+        printf("%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", l->iteration_s,
+               h->iteration_s, l->days, h->days, l->gpu_hours, h->gpu_hours, l->node_hours,
+               h->node_hours, l->service_units, h->service_units, l->cost, h->cost);
     }
 }
 
@@ -557,7 +610,15 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
             e[i].best.assumed_share, e[i].faster >= 0 ? "true" : "false");
         if (e[i].faster >= 0)
             printf(", \"faster_with_fewer_gpus\": %lld", (long long)e[e[i].faster].row.gpus);
-        printf("}");
+        const ds_plan_row_t *l = &e[i].low, *h = &e[i].high;
+        printf(",\n   \"iter_time_low_s\": %.9g, \"iter_time_high_s\": %.9g, \"train_s_low\": "
+               "%.6g, \"train_s_high\": %.6g, \"days_low\": %.6g, \"days_high\": %.6g, "
+               "\"gpu_hours_low\": %.6g, \"gpu_hours_high\": %.6g, \"node_hours_low\": %.6g, "
+               "\"node_hours_high\": %.6g, \"service_units_low\": %.6g, \"service_units_high\": "
+               "%.6g, \"cost_low\": %.6g, \"cost_high\": %.6g}",
+               l->iteration_s, h->iteration_s, l->train_s, h->train_s, l->days, h->days,
+               l->gpu_hours, h->gpu_hours, l->node_hours, h->node_hours, l->service_units,
+               h->service_units, l->cost, h->cost);
     }
     printf("]}\n");
 }
@@ -586,8 +647,14 @@ static ds_status_t plan_size(const app_t *app, const inputs_t *in, const options
             ds_model_info_t info;
             ds_model_get_info(in->model, &info);
             int64_t tokens = info.arch == DS_ARCH_LAYER_LIST ? 1 : info.seq_len;
-            status = ds_plan_row_compute(p, ds_cluster_num_gpus(cluster), e->best.iteration_s,
-                                         e->best.strategy.gbs, tokens, &e->row);
+            int64_t gpus = ds_cluster_num_gpus(cluster), gbs = e->best.strategy.gbs;
+            status = ds_plan_row_compute(p, gpus, e->best.iteration_s, gbs, tokens, &e->row);
+            if (status == DS_OK)
+                status =
+                    ds_plan_row_compute(p, gpus, e->best.iteration_low_s, gbs, tokens, &e->low);
+            if (status == DS_OK)
+                status =
+                    ds_plan_row_compute(p, gpus, e->best.iteration_high_s, gbs, tokens, &e->high);
         } else {
             e->row.nodes = cluster->nodes;
             if (e->stats.out_of_memory > 0)
@@ -675,13 +742,15 @@ int cmd_plan(app_t *app)
         goto out;
     }
     /* Efficiency against the smallest size with a strategy. */
-    ds_plan_row_t rows[MAX_SIZES];
+    ds_plan_row_t rows[MAX_SIZES], lows[MAX_SIZES], highs[MAX_SIZES];
     double assumed[MAX_SIZES];
     int map[MAX_SIZES], nrows = 0;
     for (int i = 0; i < o->num_gpus; i++)
         if (e[i].found) {
             map[nrows] = i;
             assumed[nrows] = e[i].best.assumed_share;
+            lows[nrows] = e[i].low;
+            highs[nrows] = e[i].high;
             rows[nrows++] = e[i].row;
         }
     ds_plan_set_efficiency(rows, (size_t)nrows);
@@ -711,7 +780,8 @@ int cmd_plan(app_t *app)
                        sizeof(budget));
             snprintf(title, sizeof(title), "%s: %s %s on %s", info.name, budget,
                      o->tokens > 0 ? "tokens" : "samples", first.device.name);
-            ds_plan_chart_t chart = {title, assumed};
+            ds_plan_chart_t chart = {
+                .title = title, .assumed_share = assumed, .low = lows, .high = highs};
             status = ds_plan_write_svg(rows, (size_t)nrows, &chart, o->svg);
             if (status != DS_OK)
                 code = app_fail(app, status);

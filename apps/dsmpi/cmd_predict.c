@@ -153,6 +153,12 @@ bad:
 
 typedef predict_options_t options_t;
 
+/* The iteration time with every communication cost at the low and at the
+ * high end of its band (equal to the expected one when no cost has a band). */
+typedef struct band {
+    double low_s, high_s;
+} band_t;
+
 static const char *mode_name(ds_sim_mode_t m)
 {
     return m == DS_SIM_FULL ? "full" : "symmetric";
@@ -250,7 +256,8 @@ static const char *basis(double assumed_share, char *text, size_t size)
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void print_table(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim)
+static void print_table(const app_t *app, const inputs_t *in, const options_t *o, ds_sim_t *sim,
+                        const band_t *band)
 {
     ds_model_info_t info;
     ds_model_get_info(in->model, &info);
@@ -296,6 +303,14 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     printf("# MFU = model TFLOP/s per GPU / %.3g TFLOP/s peak (recompute excluded); HFU includes "
            "recompute\n",
            sum.peak_tflops);
+    printf("# iteration time  %.6f s (band %.6f - %.6f s)\n", sum.iteration_s, band->low_s,
+           band->high_s);
+    if (band->low_s < sum.iteration_s || band->high_s > sum.iteration_s)
+        printf("#   band: simulated again with every communication cost extrapolated beyond the\n"
+               "#   node counts measured at the low and the high end of its band; compute costs\n"
+               "#   carry no band\n");
+    else
+        printf("#   band: no communication cost extrapolated beyond the node counts measured\n");
 
     /* Per GPU, devices with equal numbers on one row. */
     row_t *rows = calloc(MAX_ROWS, sizeof(*rows));
@@ -405,7 +420,7 @@ static void json_device(const ds_sim_device_t *d)
            d->memory.device_B / GIB, d->memory.oom ? "true" : "false");
 }
 
-static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
+static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim, const band_t *band)
 {
     ds_sim_summary_t s;
     ds_sim_get_summary(sim, &s);
@@ -431,19 +446,20 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
            (long long)s.simulated_devices, (long long)s.graph_nodes, (long long)s.graph_edges,
            s.build_s, s.evaluate_s);
     printf(
-        " \"summary\": {\"iter_time_s\": %.9g, \"samples_per_s\": %.6g, \"tokens_per_s\": %.6g, "
-        "\"model_flops\": %.6e, \"hardware_flops\": %.6e, \"model_tflops_per_gpu\": %.6g, "
+        " \"summary\": {\"iter_time_s\": %.9g, \"iter_time_low_s\": %.9g, \"iter_time_high_s\": "
+        "%.9g, \"samples_per_s\": %.6g, \"tokens_per_s\": %.6g, \"model_flops\": %.6e, "
+        "\"hardware_flops\": %.6e, \"model_tflops_per_gpu\": %.6g, "
         "\"hardware_tflops_per_gpu\": %.6g, \"peak_tflops\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
         "\"bubble_fraction\": %.6f, \"compute_s\": %.9g, \"comm_s\": %.9g, \"comm_exposed_s\": "
         "%.9g, "
         "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"peak_memory_GiB\": %.6f, \"oom\": %s, "
         "\"assumed_share\": %.6f, \"critical_assumed_share\": %.6f, \"assumed_keys\": %lld, "
         "\"keys\": %zu, \"basis\": \"%s\"},\n",
-        s.iteration_s, s.samples_per_s, s.tokens_per_s, s.model_flops, s.hardware_flops,
-        s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu, s.hfu,
-        s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s, s.idle_s,
-        s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share, s.critical_assumed_share,
-        (long long)s.assumed_keys, ds_sim_key_count(sim),
+        s.iteration_s, band->low_s, band->high_s, s.samples_per_s, s.tokens_per_s, s.model_flops,
+        s.hardware_flops, s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu,
+        s.hfu, s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s,
+        s.idle_s, s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share,
+        s.critical_assumed_share, (long long)s.assumed_keys, ds_sim_key_count(sim),
         s.assumed_keys > 0 ? "assumed" : "measured");
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
@@ -487,25 +503,26 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim)
     printf("]}\n");
 }
 
-/* A row per simulated device; the iteration time (the same on every row)
- * last. */
-static void print_csv(ds_sim_t *sim)
+/* A row per simulated device; the iteration time and its band (the same on
+ * every row) last. */
+static void print_csv(ds_sim_t *sim, const band_t *band)
 {
     ds_sim_summary_t sum;
     ds_sim_get_summary(sim, &sum);
     printf(
         "rank,node,tp,dp,pp,represents,speed_factor,compute_s,comm_s,comm_exposed_s,comm_hidden_s,"
-        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share,iter_time_s\n");
+        "idle_s,tp_s,pp_s,dp_s,other_s,mem_GiB,oom,assumed_share,iter_time_s,iter_time_low_s,"
+        "iter_time_high_s\n");
     for (size_t i = 0; i < ds_sim_device_count(sim); i++) {
         ds_sim_device_t d;
         if (ds_sim_device_at(sim, i, &d) != DS_OK)
             continue;
         printf("%lld,%lld,%d,%d,%d,%lld,%g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%d,%."
-               "6f,%.9g\n",
+               "6f,%.9g,%.9g,%.9g\n",
                (long long)d.rank, (long long)d.node, d.coords.tp, d.coords.dp, d.coords.pp,
                (long long)d.represents, d.speed_factor, d.compute_s, d.comm_s, d.comm_exposed_s,
                d.comm_hidden_s, d.idle_s, d.tp_s, d.pp_s, d.dp_s, d.other_s, d.memory.total_B / GIB,
-               d.memory.oom, d.assumed_share, sum.iteration_s);
+               d.memory.oom, d.assumed_share, sum.iteration_s, band->low_s, band->high_s);
     }
 }
 
@@ -812,7 +829,24 @@ int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_pro
     so.slow_devices = o->slow;
     so.num_slow_devices = o->num_slow;
     so.peak_tflops = o->peak_tflops;
+    /* The band's ends first, the expected run last: the reports and exports
+     * read the simulator's last run. */
+    band_t band = {0.0, 0.0};
+    ds_sim_summary_t sum;
+    so.band = DS_SIM_BAND_LOW;
     status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
+    ds_sim_get_summary(sim, &sum);
+    band.low_s = sum.iteration_s;
+    if (status == DS_OK) {
+        so.band = DS_SIM_BAND_HIGH;
+        status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
+        ds_sim_get_summary(sim, &sum);
+        band.high_s = sum.iteration_s;
+    }
+    if (status == DS_OK) {
+        so.band = DS_SIM_BAND_EXPECTED;
+        status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
+    }
     if (status == DS_ERR_NOT_FOUND && ds_sim_missing_count(sim) > 0) {
         report_missing(app, in, o, sim);
         code = APP_EXIT_USAGE;
@@ -823,11 +857,11 @@ int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_pro
         goto done;
     }
     if (in->format == OUTPUT_JSON)
-        print_json(in, o, sim);
+        print_json(in, o, sim, &band);
     else if (in->format == OUTPUT_CSV)
-        print_csv(sim);
+        print_csv(sim, &band);
     else if (!in->quiet)
-        print_table(app, in, o, sim);
+        print_table(app, in, o, sim, &band);
     code = exports(app, in, o, sim);
     if (code == APP_EXIT_OK)
         code = oom_verdict(app, in, o, sim);

@@ -73,10 +73,11 @@ static void print_row(const ds_search_t *search, const char *label, const ds_sea
     char text[DS_STRATEGY_TEXT_MAX], also[1024] = "";
     strategy_text(&r->strategy, text, sizeof(text));
     ds_search_variants_text(search, r, also, sizeof(also));
-    printf("  %5s %11.6f %11.2f %12.4g %9.2f %6.2f %6.2f %9.5f %8.2f  %s%s%s%s\n", label,
-           r->iteration_s, r->samples_per_s, r->tokens_per_s, r->model_tflops_per_gpu,
-           100.0 * r->mfu, 100.0 * r->bubble_fraction, r->comm_exposed_s, r->memory_GiB, text,
-           also[0] ? "  (also: " : "", also, also[0] ? ")" : "");
+    printf("  %5s %11.6f %11.2f %12.4g %9.2f %6.2f %6.2f %9.5f %8.2f %11.6f %11.6f  %s%s%s%s\n",
+           label, r->iteration_s, r->samples_per_s, r->tokens_per_s, r->model_tflops_per_gpu,
+           100.0 * r->mfu, 100.0 * r->bubble_fraction, r->comm_exposed_s, r->memory_GiB,
+           r->iteration_low_s, r->iteration_high_s, text, also[0] ? "  (also: " : "", also,
+           also[0] ? ")" : "");
 }
 
 static void print_counts(const ds_search_stats_t *st)
@@ -128,14 +129,18 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     printf("# simulation: symmetric mode, %s level; exposed = communication not under compute "
            "(mean per GPU); mem = busiest GPU\n",
            o->si.layer_level ? "layer" : "stage");
+    printf("# band: iter_low and iter_high simulate the rows shown again with every communication "
+           "cost\n#   extrapolated beyond the node counts measured at the low and the high end of "
+           "its band\n#   (compute costs carry none); the ranking is by iter_time\n");
     size_t n = ds_search_result_count(search);
     int64_t variants = 0;
     ds_search_result_t worst;
     bool have_worst = ds_search_worst(search, &worst) == DS_OK;
-    printf("#\n# %5s %11s %11s %12s %9s %6s %6s %9s %8s  %s\n", "rank", "iter_time", "samples/s",
-           "tokens/s", "TFLOP/s", "MFU", "bubble", "exposed", "mem", "strategy");
-    printf("# %5s %11s %11s %12s %9s %6s %6s %9s %8s\n", "", "(s)", "(sample/s)", "(token/s)",
-           "(per GPU)", "(%)", "(%)", "(s)", "(GiB)");
+    printf("#\n# %5s %11s %11s %12s %9s %6s %6s %9s %8s %11s %11s  %s\n", "rank", "iter_time",
+           "samples/s", "tokens/s", "TFLOP/s", "MFU", "bubble", "exposed", "mem", "iter_low",
+           "iter_high", "strategy");
+    printf("# %5s %11s %11s %12s %9s %6s %6s %9s %8s %11s %11s\n", "", "(s)", "(sample/s)",
+           "(token/s)", "(per GPU)", "(%)", "(%)", "(s)", "(GiB)", "(s)", "(s)");
     for (size_t i = 0; i < n; i++) {
         ds_search_result_t r;
         char label[32];
@@ -174,15 +179,15 @@ static void print_result_json(const ds_search_t *search, const ds_search_result_
     printf("{\"rank\": %d, \"candidate\": %lld, \"strategy\": ", rank, (long long)r->candidate);
     output_json_string(stdout, text);
     printf(", \"dp\": %d, \"tp\": %d, \"pp\": %d, \"mbs\": %d, \"iter_time_s\": %.9g, "
-           "\"samples_per_s\": %.6g, "
+           "\"iter_time_low_s\": %.9g, \"iter_time_high_s\": %.9g, \"samples_per_s\": %.6g, "
            "\"tokens_per_s\": %.6g, \"model_tflops_per_gpu\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
            "\"bubble_fraction\": %.6f, \"comm_exposed_s\": %.9g, \"mem_GiB\": %.6f, "
            "\"lower_bound_s\": %.9g, "
            "\"assumed_share\": %.6f",
            r->strategy.dp, r->strategy.tp, r->strategy.pp, r->strategy.mbs, r->iteration_s,
-           r->samples_per_s, r->tokens_per_s, r->model_tflops_per_gpu, r->mfu, r->hfu,
-           r->bubble_fraction, r->comm_exposed_s, r->memory_GiB, r->lower_bound_s,
-           r->assumed_share);
+           r->iteration_low_s, r->iteration_high_s, r->samples_per_s, r->tokens_per_s,
+           r->model_tflops_per_gpu, r->mfu, r->hfu, r->bubble_fraction, r->comm_exposed_s,
+           r->memory_GiB, r->lower_bound_s, r->assumed_share);
     /* Equivalent variants: how many, the stored ones in full, what they change. */
     printf(", \"variant_count\": %d, \"variants\": [", (int)r->num_variants);
     int stored = r->num_variants < DS_SEARCH_MAX_VARIANTS ? r->num_variants : DS_SEARCH_MAX_VARIANTS;
@@ -255,7 +260,7 @@ static void print_csv(ds_search_t *search)
 {
     printf("row,candidate,iter_time_s,samples_per_s,tokens_per_s,model_tflops_per_gpu,mfu,hfu,"
            "bubble_fraction,comm_exposed_s,mem_GiB,lower_bound_s,assumed_share,dp,tp,pp,mbs,"
-           "strategy,variants,also\n");
+           "strategy,variants,also,iter_time_low_s,iter_time_high_s\n");
     size_t n = ds_search_result_count(search);
     for (size_t i = 0; i <= n; i++) {
         ds_search_result_t r;
@@ -272,12 +277,13 @@ static void print_csv(ds_search_t *search)
         char text[DS_STRATEGY_TEXT_MAX], also[1024];
         ds_strategy_format(&r.strategy, text, sizeof(text));
         ds_search_variants_text(search, &r, also, sizeof(also));
-        printf("%s,%lld,%.9g,%.6g,%.6g,%.6g,%.6f,%.6f,%.6f,%.9g,%.6f,%.9g,%.6f,%d,%d,%d,%d,\"%s\",%d,"
-               "\"%s\"\n",
-               label, (long long)r.candidate, r.iteration_s, r.samples_per_s, r.tokens_per_s,
-               r.model_tflops_per_gpu, r.mfu, r.hfu, r.bubble_fraction, r.comm_exposed_s,
-               r.memory_GiB, r.lower_bound_s, r.assumed_share, r.strategy.dp, r.strategy.tp,
-               r.strategy.pp, r.strategy.mbs, text, (int)r.num_variants, also);
+        printf(
+            "%s,%lld,%.9g,%.6g,%.6g,%.6g,%.6f,%.6f,%.6f,%.9g,%.6f,%.9g,%.6f,%d,%d,%d,%d,\"%s\",%d,"
+            "\"%s\",%.9g,%.9g\n",
+            label, (long long)r.candidate, r.iteration_s, r.samples_per_s, r.tokens_per_s,
+            r.model_tflops_per_gpu, r.mfu, r.hfu, r.bubble_fraction, r.comm_exposed_s, r.memory_GiB,
+            r.lower_bound_s, r.assumed_share, r.strategy.dp, r.strategy.tp, r.strategy.pp,
+            r.strategy.mbs, text, (int)r.num_variants, also, r.iteration_low_s, r.iteration_high_s);
     }
 }
 

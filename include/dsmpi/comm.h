@@ -343,8 +343,16 @@ typedef struct ds_comm_prediction {
 DS_API ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_key_t *key,
                                          ds_comm_prediction_t *prediction_p);
 
+/* The band beyond the measured node counts as multiples of cost.mean_s:
+ * low_s / mean and high_s / mean when the prediction extrapolates (factor >
+ * 1), else 1, 1 (measured, or inside the node counts measured: the
+ * ring-only / tree-only spread is not a band of the prediction). */
+DS_API void ds_comm_prediction_band(const ds_comm_prediction_t *prediction, double *low_p,
+                                    double *high_p);
+
 /* Sets in `table` the predicted cost of every communication key of `set`
- * that `table` does not hold yet (measured costs already there are kept).
+ * that `table` does not hold yet (measured costs already there are kept),
+ * with its band (ds_comm_prediction_band, ds_cost_table_set_band).
  * `filled_p` (may be NULL) receives the number of keys added. */
 DS_API ds_status_t ds_comm_model_fill(const ds_comm_model_t *model, const ds_event_set_t *set,
                                       ds_cost_table_t *table, size_t *filled_p);

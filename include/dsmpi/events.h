@@ -224,6 +224,17 @@ DS_API size_t ds_cost_table_size(const ds_cost_table_t *table);
 DS_API void ds_cost_table_at(const ds_cost_table_t *table, size_t index, const ds_event_key_t **key_p,
                              const ds_cost_t **cost_p);
 
+/* The band of a cost: how far its true value may lie below and above
+ * cost.mean_s, as multiples of it (low <= 1 <= high).  The communication
+ * model sets one on every cost it extrapolates beyond the node counts that
+ * were measured (ds_comm_prediction_band); every other cost, and a cost set
+ * again with ds_cost_table_set, has the band 1, 1. */
+DS_API ds_status_t ds_cost_table_set_band(ds_cost_table_t *table, const ds_event_key_t *key,
+                                          double low, double high);
+/* The band of `key` (1, 1 when the table has none or lacks the key). */
+DS_API void ds_cost_table_band(const ds_cost_table_t *table, const ds_event_key_t *key,
+                               double *low_p, double *high_p);
+
 /* One measurement of a collective or point-to-point transfer at one size, as
  * the profiler measures it or an nccl-tests log reports it.  The
  * communication model is fitted on these. */

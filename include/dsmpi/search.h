@@ -66,6 +66,8 @@
  *   service units         node-hours x charge factor
  *   cost                  GPU-hours x price per GPU-hour x charge factor
  *   scaling efficiency    GPU-hours(smallest N) / GPU-hours(N)
+ *   low, high             the same with T at the ends of its band
+ *                         (ds_search_result_t.iteration_low_s, _high_s)
  *   scaling stops         at a size whose time to train is longer than that of
  *                         a size with fewer GPUs
  * Goodput (first-order checkpoint/restart model, Young/Daly): checkpoints
@@ -155,7 +157,12 @@ DS_API ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *cos
 typedef struct ds_search_result {
     ds_strategy_t strategy;
     int64_t candidate; /* index in ds_search_candidate_at */
-    double iteration_s;
+    double iteration_s; /* ranks the results */
+    /* The band of iteration_s (ds_sim_options_t.band: every communication
+     * cost at the low, then the high end of its band), simulated for the
+     * ranked results and the worst only; equal to iteration_s when no cost
+     * has a band. */
+    double iteration_low_s, iteration_high_s;
     double samples_per_s, tokens_per_s;
     double model_tflops_per_gpu, mfu, hfu;
     double bubble_fraction;
@@ -261,11 +268,17 @@ typedef struct ds_plan_chart {
     /* Per row (count of them): the share of its predicted time resting on
      * assumed costs (ds_search_result_t.assumed_share); NULL: all measured. */
     const double *assumed_share;
+    /* Per row (count of them): the row at the low and at the high end of
+     * the iteration time's band, drawn as a shaded band around each series;
+     * NULL: none. */
+    const ds_plan_row_t *low;
+    const ds_plan_row_t *high;
 } ds_plan_chart_t;
 
 /* SVG chart against GPUs (log2 axis): days to train, GPU-hours and, when
  * the rows have a cost, cost, each in its own panel from 0; the legend in a
- * band above the panels; under each size its scaling efficiency and, when
+ * band above the panels, the band of each series shaded when the chart has
+ * one; under each size its scaling efficiency and, when
  * some cost is assumed, its assumed share (and "ASSUMED" under the title).
  * `chart` may be NULL.  Nothing is left at `path` on failure. */
 DS_API ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count,

@@ -102,6 +102,13 @@ typedef struct ds_sim_slow_device {
     double factor;
 } ds_sim_slow_device_t;
 
+/* Which end of the communication band a run takes. */
+typedef enum ds_sim_band {
+    DS_SIM_BAND_EXPECTED = 0, /* every cost as the table or the model gives it */
+    DS_SIM_BAND_LOW = 1,      /* each communication cost times its band's low multiple */
+    DS_SIM_BAND_HIGH = 2,     /* ... times its high multiple */
+} ds_sim_band_t;
+
 typedef struct ds_sim_options {
     ds_sim_mode_t mode;
     ds_sim_granularity_t granularity;
@@ -132,6 +139,14 @@ typedef struct ds_sim_options {
      * costs, taken as independent normals), and the wait E[max of N] x sigma
      * is counted as idle time inside the pass.  0: members arrive together. */
     int collective_skew;
+    /* DS_SIM_BAND_EXPECTED (default); LOW or HIGH: every communication cost
+     * is taken at that end of its band (ds_cost_table_band for a cost of
+     * the table, ds_comm_prediction_band for one comm_model predicts), so
+     * that a run per end gives the iteration time's band with overlap and
+     * the critical path simulated, not scaled.  A cost without a band
+     * (measured, inside the measured node counts, compute) is the same in
+     * the three runs. */
+    ds_sim_band_t band;
 } ds_sim_options_t;
 
 /* Defaults: symmetric, layer level, no estimates, keep the timeline,

@@ -273,6 +273,13 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
     return DS_OK;
 }
 
+void ds_comm_prediction_band(const ds_comm_prediction_t *p, double *low_p, double *high_p)
+{
+    bool band = p->extrapolation > 1.0 && p->cost.mean_s > 0;
+    *low_p = band ? fmin(p->low_s / p->cost.mean_s, 1.0) : 1.0;
+    *high_p = band ? fmax(p->high_s / p->cost.mean_s, 1.0) : 1.0;
+}
+
 ds_status_t ds_comm_model_fill(const ds_comm_model_t *model, const ds_event_set_t *set,
                                ds_cost_table_t *table, size_t *filled_p)
 {
@@ -284,6 +291,10 @@ ds_status_t ds_comm_model_fill(const ds_comm_model_t *model, const ds_event_set_
         ds_comm_prediction_t p;
         DSI_TRY(ds_comm_model_predict(model, key, &p));
         DSI_TRY(ds_cost_table_set(table, key, &p.cost));
+        double low, high;
+        ds_comm_prediction_band(&p, &low, &high);
+        if (low != 1.0 || high != 1.0)
+            DSI_TRY(ds_cost_table_set_band(table, key, low, high));
         filled++;
     }
     if (filled_p != NULL)

@@ -18,6 +18,7 @@ typedef struct entry {
     ds_event_key_t key;
     uint64_t hash;
     ds_cost_t cost;
+    double band_low, band_high; /* multiples of cost.mean_s */
 } entry_t;
 
 struct ds_cost_table {
@@ -78,7 +79,9 @@ ds_status_t ds_cost_table_set(ds_cost_table_t *t, const ds_event_key_t *key, con
     uint64_t hash = ds_event_key_hash(key);
     size_t i = find_slot(t, key, hash);
     if (t->slots[i] != 0) {
-        t->entries[t->slots[i] - 1].cost = *cost;
+        entry_t *e = &t->entries[t->slots[i] - 1];
+        e->cost = *cost;
+        e->band_low = e->band_high = 1.0;
         return DS_OK;
     }
     if (t->count == t->capacity) {
@@ -86,7 +89,7 @@ ds_status_t ds_cost_table_set(ds_cost_table_t *t, const ds_event_key_t *key, con
         DSI_TRY(dsi_realloc_array(&t->entries, capacity, sizeof(*t->entries)));
         t->capacity = capacity;
     }
-    t->entries[t->count] = (entry_t){*key, hash, *cost};
+    t->entries[t->count] = (entry_t){*key, hash, *cost, 1.0, 1.0};
     t->slots[i] = (uint32_t)(++t->count);
     return DS_OK;
 }
@@ -97,6 +100,40 @@ const ds_cost_t *ds_cost_table_find(const ds_cost_table_t *t, const ds_event_key
         return NULL;
     uint32_t slot = t->slots[find_slot(t, key, ds_event_key_hash(key))];
     return slot ? &t->entries[slot - 1].cost : NULL;
+}
+
+static entry_t *find_entry(const ds_cost_table_t *t, const ds_event_key_t *key)
+{
+    if (t->num_slots == 0)
+        return NULL;
+    uint32_t slot = t->slots[find_slot(t, key, ds_event_key_hash(key))];
+    return slot ? &t->entries[slot - 1] : NULL;
+}
+
+ds_status_t ds_cost_table_set_band(ds_cost_table_t *t, const ds_event_key_t *key, double low,
+                                   double high)
+{
+    entry_t *e = find_entry(t, key);
+    if (e == NULL) {
+        char text[256];
+        ds_event_key_format(key, text, sizeof(text));
+        return DSI_ERROR(DS_ERR_NOT_FOUND, "a band for '%s', which has no cost in the table", text);
+    }
+    if (!(low > 0.0 && low <= 1.0) || !(high >= 1.0 && high < 1e12))
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "band %g .. %g (accepted: 0 < low <= 1 <= high, multiples of the cost)",
+                         low, high);
+    e->band_low = low;
+    e->band_high = high;
+    return DS_OK;
+}
+
+void ds_cost_table_band(const ds_cost_table_t *t, const ds_event_key_t *key, double *low_p,
+                        double *high_p)
+{
+    const entry_t *e = find_entry(t, key);
+    *low_p = e != NULL ? e->band_low : 1.0;
+    *high_p = e != NULL ? e->band_high : 1.0;
 }
 
 size_t ds_cost_table_size(const ds_cost_table_t *t)

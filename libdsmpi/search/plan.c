@@ -185,6 +185,8 @@ typedef struct plan_series {
     const char *colour;
     const char *unit;   /* in the tooltips */
     double values[256]; /* in increasing GPU order */
+    double low[256], high[256]; /* the band, when `band` */
+    bool band;
 } plan_series_t;
 
 typedef struct plan_frame {
@@ -204,7 +206,8 @@ static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *se
 {
     double vmax = 0.0;
     for (size_t i = 0; i < n; i++)
-        vmax = fmax(vmax, series->values[i]);
+        vmax = fmax(vmax, series->band ? fmax(series->values[i], series->high[i])
+                                       : series->values[i]);
     /* About five ticks of 1, 2, 2.5 or 5 times a power of ten, the top one at or above
      * the largest value. */
     double step = nice_step(vmax / 5.0);
@@ -236,6 +239,19 @@ static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *se
         fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", x,
                 top, x, bottom);
     }
+    if (series->band) {
+        fprintf(out,
+                "<polygon class=\"band\" data-band=\"%s\" fill=\"%s\" fill-opacity=\"0.15\" "
+                "stroke=\"none\" points=\"",
+                series->name, series->colour);
+        for (size_t i = 0; i < n; i++)
+            fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus),
+                    bottom - series->low[i] / vmax * height);
+        for (size_t i = n; i-- > 0;)
+            fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus),
+                    bottom - series->high[i] / vmax * height);
+        fprintf(out, "\"/>\n");
+    }
     fprintf(out,
             "<polyline class=\"series\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" "
             "stroke-width=\"2\" points=\"",
@@ -245,13 +261,18 @@ static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *se
                 bottom - series->values[i] / vmax * height);
     fprintf(out, "\"/>\n");
     for (size_t i = 0; i < n; i++) {
-        char value[32];
+        char value[32], low[32], high[32], band[80] = "";
         short_number(series->values[i], value, sizeof(value));
+        if (series->band) {
+            short_number(series->low[i], low, sizeof(low));
+            short_number(series->high[i], high, sizeof(high));
+            snprintf(band, sizeof(band), " (band %s - %s)", low, high);
+        }
         fprintf(out,
-                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%lld GPUs: %s %s"
+                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%lld GPUs: %s %s%s"
                 "</title></circle>\n",
                 plan_x(f, (double)sorted[i]->gpus), bottom - series->values[i] / vmax * height,
-                series->colour, (long long)sorted[i]->gpus, value, series->unit);
+                series->colour, (long long)sorted[i]->gpus, value, series->unit, band);
     }
     fprintf(out, "</g>\n");
 }
@@ -261,15 +282,17 @@ ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const ds_
 {
     if (count == 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no rows to chart");
-    static const ds_plan_chart_t plain = {NULL, NULL};
+    static const ds_plan_chart_t plain = {NULL, NULL, NULL, NULL};
     if (chart == NULL)
         chart = &plain;
     /* Rows in increasing GPU order, with their assumed shares. */
     const ds_plan_row_t *sorted[256];
     double shares[256];
+    size_t index[256]; /* of sorted[i] in rows */
     size_t n = DSI_MIN(count, DSI_ARRAY_SIZE(sorted));
     for (size_t i = 0; i < n; i++) {
         sorted[i] = &rows[i];
+        index[i] = i;
         shares[i] = chart->assumed_share != NULL ? chart->assumed_share[i] : 0.0;
     }
     for (size_t i = 1; i < n; i++)
@@ -280,6 +303,9 @@ ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const ds_
             double share = shares[j];
             shares[j] = shares[j - 1];
             shares[j - 1] = share;
+            size_t k = index[j];
+            index[j] = index[j - 1];
+            index[j - 1] = k;
         }
     double smin = 1.0, smax = 0.0, rate = 0.0;
     bool priced = false;
@@ -294,14 +320,33 @@ ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const ds_
     plan_series_t series[3];
     char cost_name[64];
     snprintf(cost_name, sizeof(cost_name), "cost at %.4g per GPU-hour", rate);
-    series[0] = (plan_series_t){"days to train", "days to train", "#1f5fbf", "days", {0}};
-    series[1] = (plan_series_t){"GPU-hours", "GPU-hours", "#c0392b", "GPU-hours", {0}};
-    series[2] = (plan_series_t){cost_name, "cost", "#2e8b57", "(currency)", {0}};
+    series[0] = (plan_series_t){
+        .name = "days to train", .axis = "days to train", .colour = "#1f5fbf", .unit = "days"};
+    series[1] = (plan_series_t){
+        .name = "GPU-hours", .axis = "GPU-hours", .colour = "#c0392b", .unit = "GPU-hours"};
+    series[2] = (plan_series_t){
+        .name = cost_name, .axis = "cost", .colour = "#2e8b57", .unit = "(currency)"};
+    /* The band only where some size has one (a plan from measured costs has none). */
+    bool band = false;
+    for (size_t i = 0; chart->low != NULL && chart->high != NULL && i < n; i++)
+        band = band || chart->low[index[i]].days != sorted[i]->days ||
+               chart->high[index[i]].days != sorted[i]->days;
     for (size_t i = 0; i < n; i++) {
         series[0].values[i] = sorted[i]->days;
         series[1].values[i] = sorted[i]->gpu_hours;
         series[2].values[i] = sorted[i]->cost;
+        if (!band)
+            continue;
+        const ds_plan_row_t *low = &chart->low[index[i]], *high = &chart->high[index[i]];
+        series[0].low[i] = low->days;
+        series[0].high[i] = high->days;
+        series[1].low[i] = low->gpu_hours;
+        series[1].high[i] = high->gpu_hours;
+        series[2].low[i] = low->cost;
+        series[2].high[i] = high->cost;
     }
+    for (size_t k = 0; k < 3; k++)
+        series[k].band = band;
     size_t panels = priced ? 3 : 2;
     bool assumed = smax > 0.0;
     /* Layout, top to bottom: title, assumed note, legend band, panels, the GPU axis with
@@ -354,6 +399,11 @@ ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const ds_
         fprintf(out, "</text>\n");
         lx += 60 + 7.0 * (double)strlen(series[k].name);
     }
+    if (band)
+        fprintf(out,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"24\" height=\"10\" fill=\"#888\" "
+                "fill-opacity=\"0.3\"/><text x=\"%.1f\" y=\"%.1f\">band</text>\n",
+                lx + 10, legend_top + 6, lx + 40, legend_top + 15);
     fprintf(out, "</g>\n");
     for (size_t k = 0; k < panels; k++)
         plan_panel(out, &frame, &series[k], sorted, n, panels_top + (double)k * (panel_h + gap),

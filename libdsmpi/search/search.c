@@ -391,7 +391,7 @@ static ds_status_t simulate(ds_search_t *search, int64_t index, const ds_cost_ta
     memset(&r, 0, sizeof(r));
     r.strategy = c->strategy;
     r.candidate = index;
-    r.iteration_s = sum.iteration_s;
+    r.iteration_s = r.iteration_low_s = r.iteration_high_s = sum.iteration_s;
     r.samples_per_s = sum.samples_per_s;
     r.tokens_per_s = sum.tokens_per_s;
     r.model_tflops_per_gpu = sum.model_tflops_per_gpu;
@@ -518,12 +518,15 @@ static ds_status_t merge(ds_search_t *search, const unsigned char *blocks, const
 }
 
 /* The numbers a run without the timeline leaves out (bubble, exposed
- * communication), for the results shown: the ranked ones and the worst. */
+ * communication) and the band of the iteration time, for the results shown:
+ * the ranked ones and the worst. */
 static ds_status_t add_details(ds_search_t *search, const ds_cost_table_t *costs,
                                const ds_sim_options_t *so)
 {
-    ds_sim_options_t full = *so;
+    ds_sim_options_t full = *so, low = *so, high = *so;
     full.keep_timeline = 1;
+    low.band = DS_SIM_BAND_LOW;
+    high.band = DS_SIM_BAND_HIGH;
     size_t n = search->num_results + (search->have_worst ? 1 : 0);
     for (size_t i = 0; i < n; i++) {
         ds_search_result_t *r = i < search->num_results ? &search->results[i] : &search->worst;
@@ -535,6 +538,14 @@ static ds_status_t add_details(ds_search_t *search, const ds_cost_table_t *costs
                              r->iteration_s, sum.iteration_s);
         r->bubble_fraction = sum.bubble_fraction;
         r->comm_exposed_s = sum.comm_exposed_s;
+        DSI_TRY(
+            ds_sim_run(search->sim, search->model, &r->strategy, &search->cluster, costs, &low));
+        ds_sim_get_summary(search->sim, &sum);
+        r->iteration_low_s = sum.iteration_s;
+        DSI_TRY(
+            ds_sim_run(search->sim, search->model, &r->strategy, &search->cluster, costs, &high));
+        ds_sim_get_summary(search->sim, &sum);
+        r->iteration_high_s = sum.iteration_s;
     }
     return DS_OK;
 }

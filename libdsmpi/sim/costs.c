@@ -63,14 +63,17 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
     memset(&e, 0, sizeof(e));
     e.key = *key;
     const ds_cost_t *cost = sim->costs != NULL ? ds_cost_table_find(sim->costs, key) : NULL;
+    double low = 1.0, high = 1.0;
     if (cost != NULL) {
         e.seconds = cost->mean_s;
         e.provenance = cost->provenance;
+        ds_cost_table_band(sim->costs, key, &low, &high);
     } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
         ds_comm_prediction_t prediction;
         DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
         e.seconds = prediction.cost.mean_s;
         e.provenance = prediction.cost.provenance;
+        ds_comm_prediction_band(&prediction, &low, &high);
     } else if (sim->opt.estimate_missing) {
         DSI_TRY(dsi_estimate_seconds(key, flops, bytes, &sim->cluster, &e.seconds));
         e.provenance = DS_PROV_ASSUMED;
@@ -84,6 +87,10 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
         }
         sim->missing[sim->num_missing++] = *key;
     }
+    if (sim->opt.band == DS_SIM_BAND_LOW)
+        e.seconds *= low;
+    else if (sim->opt.band == DS_SIM_BAND_HIGH)
+        e.seconds *= high;
     e.ns = dsi_ns(e.seconds);
     if (sim->num_keys == sim->keys_cap) {
         size_t cap = sim->keys_cap ? 2 * sim->keys_cap : 128;

@@ -189,6 +189,10 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     if (options->mode != DS_SIM_SYMMETRIC && options->mode != DS_SIM_FULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "simulation mode %d (accepted: symmetric, full)",
                          (int)options->mode);
+    if (options->band != DS_SIM_BAND_EXPECTED && options->band != DS_SIM_BAND_LOW &&
+        options->band != DS_SIM_BAND_HIGH)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "band end %d (accepted: expected, low, high)",
+                         (int)options->band);
     if (options->granularity != DS_SIM_LAYER && options->granularity != DS_SIM_STAGE)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "granularity %d (accepted: layer, stage)",
                          (int)options->granularity);

@@ -144,8 +144,8 @@ run 0 $stops --json
 py '[s["scaling_stops"] for s in d["sizes"]] == [False, True] and d["sizes"][1]["faster_with_fewer_gpus"] == 8' out
 py 'd["sizes"][1]["days"] > d["sizes"][0]["days"]' out
 run 0 $stops --csv
-has ",scaling_stops$" out "plan --csv: scaling_stops column"
-has "^16,.*,1$" out "plan --csv: 16 GPUs stop scaling"
+has ",scaling_stops,iter_time_low_s,iter_time_high_s,days_low,days_high," out "plan --csv: scaling_stops and band columns"
+has "^16,.*,1(,[0-9.e+-]+){12}$" out "plan --csv: 16 GPUs stop scaling"
 run 0 $stops --checkpoint-interval-min 30 --checkpoint-cost-s 60
 has "^# goodput: checkpoint every 30 min \(60 s each\); no failures modelled" out "no failures modelled"
 lacks "MTBF 0 h" out "MTBF 0 h"

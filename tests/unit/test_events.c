@@ -255,6 +255,28 @@ static void test_keys_and_sets(void)
     CHECK(cost != NULL && cost->mean_s == 1e-4 && cost->median_s == 1e-4 && cost->provenance == DS_PROV_MEASURED);
     CHECK_FAILS(ds_cost_table_parse(table, "gemm fwd bf16 NT m=1 n=1 k=1 = fast\n", "c.txt"),
                 DS_ERR_BAD_FILE, "c.txt:1: the cost after '=' is not a number");
+    /* A band: 1, 1 until set, kept until the cost is set again; only on a
+     * key the table holds, around the cost. */
+    double low = 0.0, high = 0.0;
+    ds_cost_table_band(table, &key, &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
+    CHECK_OK(ds_cost_table_set_band(table, &key, 0.75, 2.5));
+    ds_cost_table_band(table, &key, &low, &high);
+    CHECK(low == 0.75 && high == 2.5);
+    CHECK_FAILS(ds_cost_table_set_band(table, &key, 1.5, 2.0), DS_ERR_INVALID_ARG,
+                "band 1.5 .. 2 (accepted: 0 < low <= 1 <= high");
+    CHECK_FAILS(ds_cost_table_set_band(table, &key, 0.5, 0.9), DS_ERR_INVALID_ARG,
+                "band 0.5 .. 0.9");
+    ds_cost_t again = *cost;
+    CHECK_OK(ds_cost_table_set(table, &key, &again));
+    ds_cost_table_band(table, &key, &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
+    ds_event_key_t absent;
+    CHECK_OK(ds_event_key_parse("gemm fwd bf16 NT m=8 n=8 k=8", &absent));
+    CHECK_FAILS(ds_cost_table_set_band(table, &absent, 0.5, 2.0), DS_ERR_NOT_FOUND,
+                "which has no cost in the table");
+    ds_cost_table_band(table, &absent, &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
     ds_cost_table_destroy(table);
 }
 

@@ -538,6 +538,133 @@ static void test_comm_model_costs(void)
     ds_model_destroy(model);
 }
 
+/* All-reduce samples of 8 GPUs per node on 1 and 2 nodes: NVLink inside a
+ * node, a slower network across. */
+static ds_comm_model_t *two_node_model(const ds_cluster_t *cluster)
+{
+    ds_comm_sample_t samples[2 * 21];
+    size_t n = 0;
+    for (int nodes = 1; nodes <= 2; nodes++)
+        for (int64_t bytes = 1024; bytes <= (1LL << 30); bytes *= 2) {
+            ds_comm_sample_t *x = &samples[n++];
+            memset(x, 0, sizeof(*x));
+            int group = 8 * nodes;
+            double busbw = nodes == 1 ? 200e9 : 40e9;
+            double t = 10e-6 * nodes + (double)bytes * 2.0 * (group - 1) / group / busbw;
+            x->op = DS_COMM_ALLREDUCE;
+            x->dtype = DS_DTYPE_FP32;
+            x->bytes = bytes;
+            x->group_size = group;
+            x->nodes = nodes;
+            x->ranks_per_node = 8;
+            x->concurrency = 1;
+            x->mean_s = x->median_s = x->p10_s = x->p90_s = t;
+            x->repetitions = 20;
+            x->provenance = DS_PROV_IMPORTED;
+            snprintf(x->source, sizeof(x->source), "synthetic");
+        }
+    ds_comm_model_t *comm = NULL;
+    CHECK_OK(ds_comm_model_create(cluster, samples, n, NULL, &comm));
+    return comm;
+}
+
+/* The iteration time of `strategy` at one end of the band, the
+ * communication costs from `costs` or else from `comm`. */
+static double band_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy_t *strategy,
+                       const ds_cluster_t *cluster, const ds_cost_table_t *costs,
+                       const ds_comm_model_t *comm, ds_sim_band_t band)
+{
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.estimate_missing = 1;
+    so.comm_model = comm;
+    so.band = band;
+    CHECK_OK(ds_sim_run(sim, model, strategy, cluster, costs, &so));
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(sim, &sum);
+    return sum.iteration_s;
+}
+
+/* The band of the iteration time: three runs, communication at the low end,
+ * as given, at the high end.  Data parallelism over 8 nodes from logs of 1
+ * and 2 widens it, whether the costs come from the model during the run or
+ * from a table it filled; on the 2 nodes measured it collapses. */
+static void test_band_runs(void)
+{
+    ds_model_t *model = load("gpt2-medium", 256);
+    ds_sim_t *sim = NULL;
+    CHECK_OK(ds_sim_create(&sim));
+    for (int nodes = 8; nodes >= 2; nodes -= 6) {
+        ds_cluster_t cluster = cluster_of(nodes, 8, "a100-80g");
+        ds_comm_model_t *comm = two_node_model(&cluster);
+        ds_strategy_t s;
+        ds_strategy_init(&s);
+        CHECK_OK(ds_strategy_parse("tp=1,pp=1,mbs=1", &s));
+        CHECK_OK(ds_strategy_resolve(&s, model, ds_cluster_num_gpus(&cluster), 8));
+        double low = band_run(sim, model, &s, &cluster, NULL, comm, DS_SIM_BAND_LOW);
+        double mid = band_run(sim, model, &s, &cluster, NULL, comm, DS_SIM_BAND_EXPECTED);
+        double high = band_run(sim, model, &s, &cluster, NULL, comm, DS_SIM_BAND_HIGH);
+        if (nodes > 2)
+            CHECK_MSG(low < mid && mid < high, "%d nodes: %g < %g < %g", nodes, low, mid, high);
+        else
+            CHECK_MSG(low == mid && mid == high, "%d nodes: %g, %g, %g", nodes, low, mid, high);
+        ds_event_set_t *set = NULL;
+        ds_cost_table_t *filled = NULL;
+        CHECK_OK(ds_events_generate(model, &s, &cluster, &set));
+        CHECK_OK(ds_cost_table_create(&filled));
+        CHECK_OK(ds_comm_model_fill(comm, set, filled, NULL));
+        CHECK(band_run(sim, model, &s, &cluster, filled, NULL, DS_SIM_BAND_LOW) == low);
+        CHECK(band_run(sim, model, &s, &cluster, filled, NULL, DS_SIM_BAND_EXPECTED) == mid);
+        CHECK(band_run(sim, model, &s, &cluster, filled, NULL, DS_SIM_BAND_HIGH) == high);
+        /* The same costs set as measured (no band): the band collapses. */
+        ds_cost_table_t *measured = NULL;
+        CHECK_OK(ds_cost_table_create(&measured));
+        for (size_t i = 0; i < ds_cost_table_size(filled); i++) {
+            const ds_event_key_t *key;
+            const ds_cost_t *cost;
+            ds_cost_table_at(filled, i, &key, &cost);
+            ds_cost_t c = *cost;
+            c.provenance = DS_PROV_MEASURED;
+            CHECK_OK(ds_cost_table_set(measured, key, &c));
+        }
+        CHECK(band_run(sim, model, &s, &cluster, measured, NULL, DS_SIM_BAND_LOW) == mid);
+        CHECK(band_run(sim, model, &s, &cluster, measured, NULL, DS_SIM_BAND_HIGH) == mid);
+        ds_cost_table_destroy(measured);
+        ds_sim_options_t bad;
+        ds_sim_options_init(&bad);
+        bad.band = (ds_sim_band_t)7;
+        CHECK_FAILS(ds_sim_run(sim, model, &s, &cluster, filled, &bad), DS_ERR_INVALID_ARG,
+                    "band end 7");
+        ds_cost_table_destroy(filled);
+        ds_event_set_destroy(set);
+        /* The search's results shown carry the same band. */
+        static const char *const fixes[] = {"mbs=1", "recompute=none", NULL};
+        ds_search_options_t o;
+        ds_search_options_init(&o);
+        o.estimate_missing = 1;
+        o.comm_model = comm;
+        o.top_k = 2;
+        ds_search_t *search = make(model, &cluster, 64, &o, fixes);
+        CHECK_OK(ds_search_run(search, NULL, MPI_COMM_NULL));
+        CHECK_INT(ds_search_result_count(search), 2);
+        for (size_t i = 0; i < ds_search_result_count(search); i++) {
+            ds_search_result_t r;
+            CHECK_OK(ds_search_result_at(search, i, &r));
+            CHECK(r.iteration_low_s ==
+                  band_run(sim, model, &r.strategy, &cluster, NULL, comm, DS_SIM_BAND_LOW));
+            CHECK(r.iteration_high_s ==
+                  band_run(sim, model, &r.strategy, &cluster, NULL, comm, DS_SIM_BAND_HIGH));
+            CHECK(r.iteration_low_s <= r.iteration_s && r.iteration_s <= r.iteration_high_s);
+            if (nodes == 2)
+                CHECK(r.iteration_low_s == r.iteration_s && r.iteration_high_s == r.iteration_s);
+        }
+        ds_search_destroy(search);
+        ds_comm_model_destroy(comm);
+    }
+    ds_sim_destroy(sim);
+    ds_model_destroy(model);
+}
+
 /* Missing costs stop the search with the first missing key. */
 static void test_missing_costs(void)
 {
@@ -684,10 +811,31 @@ static void test_plan_chart(void)
     CHECK(strstr(svg, "ASSUMED") == NULL);
     double none[2] = {0.0, 0.0}, all[2] = {1.0, 1.0}, some[2] = {0.5, 0.25},
            almost[2] = {0.9996, 0.9996};
-    ds_plan_chart_t chart = {"a title", none};
+    ds_plan_chart_t chart = {.title = "a title", .assumed_share = none};
     CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
     svg = slurp(path);
     CHECK(strstr(svg, ">a title</text>") != NULL);
+    CHECK(strstr(svg, "class=\"band\"") == NULL);
+    /* A band: shaded around each series, named in the legend and the tooltips. */
+    ds_plan_row_t lows[2] = {rows[0], rows[1]}, highs[2] = {rows[0], rows[1]};
+    for (int i = 0; i < 2; i++) {
+        lows[i].days *= 0.5;
+        lows[i].gpu_hours *= 0.5;
+        highs[i].days *= 2.0;
+        highs[i].gpu_hours *= 2.0;
+    }
+    chart.low = lows;
+    chart.high = highs;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    svg = slurp(path);
+    CHECK(strstr(svg, "<polygon class=\"band\" data-band=\"days to train\"") != NULL);
+    CHECK(strstr(svg, "<polygon class=\"band\" data-band=\"GPU-hours\"") != NULL);
+    CHECK(strstr(svg, ">band</text>") != NULL && strstr(svg, " (band ") != NULL);
+    /* Every size without a band: nothing shaded. */
+    chart.low = chart.high = rows;
+    CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
+    CHECK(strstr(slurp(path), "class=\"band\"") == NULL);
+    chart.low = chart.high = NULL;
     CHECK(strstr(svg, "ASSUMED") == NULL && strstr(svg, ">assumed<") == NULL);
     chart.assumed_share = all;
     CHECK_OK(ds_plan_write_svg(rows, 2, &chart, path));
@@ -721,6 +869,7 @@ int main(void)
     test_equivalent_variants();
     test_events_union();
     test_comm_model_costs();
+    test_band_runs();
     test_missing_costs();
     test_plan_arithmetic();
     test_plan_chart();

@@ -1,0 +1,110 @@
+#!/bin/bash
+# The band of communication extrapolated beyond the nodes measured, carried
+# through predict and plan: all-reduce logs of 1 and 2 nodes of A100s, data
+# parallelism over 8 nodes (beyond them: low < expected < high) and over 2
+# (inside them: the three are equal); plan's days and GPU-hours follow the
+# iteration time's band.
+#   band_cli.sh DSMPI DATA_DIR
+set -u
+dsmpi=$1
+logs=$2/nccl-tests/a100-azure-ndv4
+failures=0 checks=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+. "$(dirname "$0")/lib_expect.bash"
+
+common=(--model gpt2-medium --strategy tp=1,pp=1,mbs=1 --gpus-per-node 8 --device a100-80g
+        --nccl-tests "$logs/all_reduce_8.log" "$logs/all_reduce_16.log" --estimate-missing)
+
+# predict --json: the keys once each, the band around the expected time.
+band_json() { # gpus, relation (beyond | inside)
+    expect_ok predict "${common[@]}" --target-gpus "$1" --json
+    python3 - "$tmp/out" "$2" <<'PY' || fail "predict --target-gpus $1 --json: band not $2"
+import json, sys
+def unique(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+s = d["summary"]
+low, mid, high = s["iter_time_low_s"], s["iter_time_s"], s["iter_time_high_s"]
+if sys.argv[2] == "beyond":
+    assert 0 < low < mid < high, (low, mid, high)
+else:
+    assert low == mid == high, (low, mid, high)
+PY
+}
+band_json 64 beyond
+band_json 16 inside
+
+# predict's table: "iteration time  X s (band L - H s)", the JSON's numbers.
+expect_ok predict "${common[@]}" --target-gpus 64
+grep -Eq "^# iteration time  [0-9.]+ s \(band [0-9.]+ - [0-9.]+ s\)$" "$tmp/out" ||
+    fail "predict's table has no 'iteration time X s (band L - H s)' line: $(grep -i band "$tmp/out")"
+# CSV: the band's two columns after iter_time_s, on every row.
+expect_ok predict "${common[@]}" --target-gpus 64 --csv
+python3 - "$tmp/out" <<'PY' || fail "predict --csv: $(head -2 "$tmp/out")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert rows and all(float(r["iter_time_low_s"]) < float(r["iter_time_s"]) <
+                    float(r["iter_time_high_s"]) for r in rows), rows[0]
+PY
+
+# search --json: the rows shown carry the band, ranked by the expected time.
+expect_ok search --model gpt2-medium --target-gpus 64 --gpus-per-node 8 --device a100-80g \
+    --fix tp=1 --nccl-tests "$logs/all_reduce_8.log" "$logs/all_reduce_16.log" --estimate-missing \
+    --top 3 --json
+python3 - "$tmp/out" <<'PY' || fail "search --json: band of the rows shown"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"] + [d["worst"]]
+assert len(d["results"]) == 3
+assert all(r["iter_time_low_s"] < r["iter_time_s"] < r["iter_time_high_s"] for r in rows), rows
+times = [r["iter_time_s"] for r in d["results"]]
+assert times == sorted(times), times
+PY
+
+# plan --json: low / expected / high per size; GPU-hours in the ratio of the
+# iteration times (the same steps, goodput and GPUs at each end).
+plan=(plan --model gpt2-medium --tokens 10B --gpus 16,64 --gpus-per-node 8 --device a100-80g
+      --fix tp=1,pp=1,mbs=1 --nccl-tests "$logs/all_reduce_8.log" "$logs/all_reduce_16.log"
+      --estimate-missing --price-per-gpu-hour 2)
+expect_ok "${plan[@]}" --json
+python3 - "$tmp/out" <<'PY' || fail "plan --json: band per size"
+import json, sys
+def unique(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+sizes = {s["gpus"]: s for s in d["sizes"]}
+for gpus, s in sizes.items():
+    for what in ("iter_time", "days", "gpu_hours", "node_hours", "cost"):
+        low, mid, high = s[what + "_low" + ("_s" if what == "iter_time" else "")], \
+            s[what + ("_s" if what == "iter_time" else "")], \
+            s[what + "_high" + ("_s" if what == "iter_time" else "")]
+        if gpus == 16:
+            assert low == mid == high, (gpus, what, low, mid, high)
+        else:
+            assert 0 < low < mid < high, (gpus, what, low, mid, high)
+    ratio = s["iter_time_high_s"] / s["iter_time_s"]
+    assert abs(s["gpu_hours_high"] / s["gpu_hours"] - ratio) < 1e-5 * ratio, (gpus, ratio)
+    ratio = s["iter_time_low_s"] / s["iter_time_s"]
+    assert abs(s["gpu_hours_low"] / s["gpu_hours"] - ratio) < 1e-5 * ratio, (gpus, ratio)
+PY
+# CSV and Markdown carry the three values; the table says what the band is.
+expect_ok "${plan[@]}" --csv
+head -1 "$tmp/out" | grep -q "iter_time_low_s,iter_time_high_s" ||
+    fail "plan --csv header has no band: $(head -1 "$tmp/out")"
+head -1 "$tmp/out" | grep -q "days_low,days_high" || fail "plan --csv: no days_low,days_high"
+expect_ok "${plan[@]}" --markdown
+grep -qF "days to train | (low - high)" "$tmp/out" || fail "plan --markdown: no band column"
+expect_ok "${plan[@]}"
+grep -q "band" "$tmp/out" || fail "plan's table does not say what the band is"
+
+# Bad input stays one line, exit 2.
+expect_error 2 "cannot open" predict "${common[@]}" --target-gpus 64 --nccl-tests "$tmp/absent.log"
+
+echo "$checks checks, $failures failures"
+[ "$failures" -eq 0 ]
