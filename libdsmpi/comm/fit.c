@@ -299,25 +299,37 @@ static bool invert_point(const ds_comm_model_t *model, ds_comm_op_t op, int leve
     const dsi_comm_algo_t *algos[8];
     int num = candidate_algos(model, op, shape, algos);
     double best = INFINITY, remainder = 0;
+    (void)levels; /* read through model->levels by dsi_comm_proto_latency */
     for (int a = 0; a < num; a++) {
         dsi_comm_terms_t terms;
         algos[a]->terms(model, op, bytes, shape, &terms);
         if (terms.volume[level] <= 0)
             continue;
-        double rest = t - lower_latency(levels, &terms, level + 1);
-        double lower = 0;
-        for (int l = 0; l < level; l++)
-            if (terms.volume[l] > 0)
-                lower = fmax(lower, terms.volume[l] /
-                                        dsi_comm_level_bandwidth(model, op, l, bytes, shape));
-        if (rest <= 0 || rest <= lower * (1.0 + 1e-9))
-            continue;
-        double bw = terms.volume[level] / rest;
-        if (level > 0)
-            bw *= dsi_comm_oversubscription(model, shape->top) / dsi_comm_nic_share(model, shape);
-        if (bw < best) {
-            best = bw;
-            remainder = rest;
+        int protos = terms.protos != NULL && terms.num_protos > 0 ? terms.num_protos : 1;
+        for (int proto = 0; proto < protos; proto++) {
+            double rest = t - dsi_comm_proto_latency(model, op, &terms, proto, level + 1);
+            double lower = 0;
+            for (int l = 0; l < level; l++)
+                if (terms.volume[l] > 0)
+                    lower =
+                        fmax(lower, terms.volume[l] /
+                                        dsi_comm_proto_bandwidth(
+                                            model, &terms, proto, l, shape,
+                                            dsi_comm_level_bandwidth(model, op, l, bytes, shape)));
+            if (rest <= 0 || rest <= lower * (1.0 + 1e-9))
+                continue;
+            double efficiency = dsi_comm_proto_efficiency(&terms, proto);
+            double bw = terms.volume[level] / (rest * efficiency);
+            /* A protocol capped below what the point needs cannot explain it. */
+            if (efficiency < 1.0 && bw > dsi_comm_level_nominal(model, level, shape))
+                continue;
+            if (level > 0)
+                bw *=
+                    dsi_comm_oversubscription(model, shape->top) / dsi_comm_nic_share(model, shape);
+            if (bw < best) {
+                best = bw;
+                remainder = rest;
+            }
         }
     }
     if (!isfinite(best))

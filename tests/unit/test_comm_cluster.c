@@ -66,32 +66,60 @@ static double slowest_Bps(double oversubscription, int nics, int span)
     return fmin(NIC_GBPS * 1e9 * fmin(PER_NODE, nics) / divisor, NVLINK_GBPS * 1e9);
 }
 
+/* NCCL's protocols as the model prices them: bandwidth efficiency, then
+ * the prior per-hop latency (us) inside a node and across the network; a
+ * protocol adds its own over LL's to the cluster's latencies (LL's). */
+static const double RING_PROTOS[3][3] = {
+    {0.25, 0.6, 2.7}, {0.95 * 120.0 / 128.0, 1.9, 4.0}, {1.0, 3.4, 14.0}};
+static const double TREE_PROTOS[3][3] = {
+    {1.0 / 3.8, 0.6, 5.0}, {120.0 / 128.0, 1.25, 8.5}, {1.0, 4.0, 14.0}};
+
 /* NCCL's ring: 2(units[L] - units[L+1]) hops at each level L crossed, the
- * bus volume S 2(n-1)/n through the slowest level. */
+ * bus volume S 2(n-1)/n through the slowest level; the fastest protocol. */
 static double ring_allreduce_s(double bytes, double oversubscription, int nics, int span)
 {
     double n = NODES * PER_NODE, nodes = NODES, groups = groups_spanned(span);
-    double hops = 2.0 * (n - nodes) * NVLINK_US;
-    if (groups > 1.0)
-        hops += 2.0 * (nodes - groups) * GROUP_US + 2.0 * (groups - 1.0) * GLOBAL_US;
-    else
-        hops += 2.0 * (nodes - 1.0) * GROUP_US;
-    return hops * 1e-6 + bytes * 2.0 * (n - 1.0) / n / slowest_Bps(oversubscription, nics, span);
+    double best = INFINITY;
+    for (int p = 0; p < 3; p++) {
+        double intra = RING_PROTOS[p][1] - RING_PROTOS[0][1];
+        double net = RING_PROTOS[p][2] - RING_PROTOS[0][2];
+        double hops = 2.0 * (n - nodes) * (NVLINK_US + intra);
+        if (groups > 1.0)
+            hops += 2.0 * (nodes - groups) * (GROUP_US + net) +
+                    2.0 * (groups - 1.0) * (GLOBAL_US + net);
+        else
+            hops += 2.0 * (nodes - 1.0) * (GROUP_US + net);
+        double t =
+            hops * 1e-6 + bytes * 2.0 * (n - 1.0) / n /
+                              (slowest_Bps(oversubscription, nics, span) * RING_PROTOS[p][0]);
+        best = fmin(best, t);
+    }
+    return best;
 }
 
 /* NCCL's double binary tree: the chain of a node's 4 ranks, then
  * log2(domains) - log2(domains above) hops up and down each level; 2S /
- * efficiency (DS_COMM_TREE_EFFICIENCY, 0.92) through the slowest level. */
+ * efficiency (DS_COMM_TREE_EFFICIENCY, 0.92) through the slowest level;
+ * the fastest protocol. */
 static double tree_allreduce_s(double bytes, double oversubscription, int nics, int span)
 {
     double groups = groups_spanned(span);
-    double hops = 2.0 * (PER_NODE - 1) * NVLINK_US;
-    if (groups > 1.0)
-        hops += 2.0 * (log2(NODES) - ceil(log2(groups))) * GROUP_US +
-                2.0 * ceil(log2(groups)) * GLOBAL_US;
-    else
-        hops += 2.0 * log2(NODES) * GROUP_US;
-    return hops * 1e-6 + 2.0 * bytes / 0.92 / slowest_Bps(oversubscription, nics, span);
+    double best = INFINITY;
+    for (int p = 0; p < 3; p++) {
+        double intra = TREE_PROTOS[p][1] - TREE_PROTOS[0][1];
+        double net = TREE_PROTOS[p][2] - TREE_PROTOS[0][2];
+        double hops = 2.0 * (PER_NODE - 1) * (NVLINK_US + intra);
+        if (groups > 1.0)
+            hops += 2.0 * (log2(NODES) - ceil(log2(groups))) * (GROUP_US + net) +
+                    2.0 * ceil(log2(groups)) * (GLOBAL_US + net);
+        else
+            hops += 2.0 * log2(NODES) * (GROUP_US + net);
+        double t =
+            hops * 1e-6 +
+            2.0 * bytes / 0.92 / (slowest_Bps(oversubscription, nics, span) * TREE_PROTOS[p][0]);
+        best = fmin(best, t);
+    }
+    return best;
 }
 
 /* What NCCL picks: the faster. */
@@ -117,13 +145,13 @@ static void test_model_reads_every_level(void)
     CHECK_NEAR(p1.cost.mean_s, allreduce_s((double)S, 1.0, PER_NODE, 32), 1e-9);
     CHECK_NEAR(p2.cost.mean_s, allreduce_s((double)S, 2.0, PER_NODE, 32), 1e-9);
     CHECK_NEAR(p16.cost.mean_s, allreduce_s((double)S, 16.0, PER_NODE, 32), 1e-9);
-    /* At 1:1 the tree's few hops win (23.4 ms against the ring's 1536
-     * NVLink and 496 group hops, 4.6 ms, on 21.5 ms of transfer); at 16:1
-     * the ring's smaller volume (344 ms against 373 ms). */
+    /* At 1:1 the tree's few hops win (23.6 ms against the ring's 1536
+     * NVLink and 496 group hops at the Simple protocol's latencies, 14.7
+     * ms, on 21.5 ms of transfer); at 16:1 the ring's smaller volume. */
     CHECK_INT(p1.algo, DS_COMM_ALGO_TREE);
     CHECK_INT(p16.algo, DS_COMM_ALGO_RING);
-    /* 16:1 against 1:1: 348.6 / 23.4 ms, 14.9 times slower; against 2:1
-     * (the tree's 46.8 ms), 7.5 times. */
+    /* 16:1 against 1:1: 368.7 / 23.6 ms, 15.6 times slower; against 2:1
+     * (the tree's 46.9 ms), 7.9 times. */
     CHECK(p16.cost.mean_s > 14.0 * p1.cost.mean_s && p16.cost.mean_s < 16.0 * p1.cost.mean_s);
     CHECK(p16.cost.mean_s > 7.0 * p2.cost.mean_s);
 
