@@ -85,8 +85,10 @@ double dsi_comm_oversubscription(const ds_comm_model_t *model, int level)
  * (domains spanned, ranks per node), the span weighing double (NCCL tunes
  * two nodes and more than two differently). */
 static double curve_at(const dsi_comm_level_t *lv, int level, const dsi_comm_shape_t *shape,
-                       double bytes)
+                       double bytes, int64_t *units_p)
 {
+    if (units_p != NULL)
+        *units_p = lv->num_curves > 0 ? lv->curves[0].units : 1;
     if (lv->num_curves == 0)
         return 0.0;
     if (lv->num_curves == 1)
@@ -120,6 +122,8 @@ static double curve_at(const dsi_comm_level_t *lv, int level, const dsi_comm_sha
             best = c;
         }
     }
+    if (units_p != NULL)
+        *units_p = best->units;
     return dsi_comm_curve_eval(&best->curve, bytes);
 }
 
@@ -128,11 +132,18 @@ double dsi_comm_level_bandwidth(const ds_comm_model_t *model, ds_comm_op_t op, i
 {
     const dsi_comm_level_t *lv = &model->levels[dsi_comm_fit_op(op)][level];
     if (level == 0)
-        return curve_at(lv, level, shape, bytes);
+        return curve_at(lv, level, shape, bytes, NULL);
     /* Per interface: each of the group's interfaces carries its share of the
-     * message, and runs at the rate that share ran at when measured. */
+     * message, and runs at the rate that share ran at when measured; less
+     * the congestion of every doubling of the span beyond the curve's. */
     double share = dsi_comm_nic_share(model, shape);
-    double bw = curve_at(lv, level, shape, bytes / share);
+    int64_t units = 1;
+    double bw = curve_at(lv, level, shape, bytes / share, &units);
+    /* Two domains are what the nominal or measured bandwidth holds for. */
+    double measured = fmax((double)units, 2.0);
+    if (model->library->congestion && lv->congestion > 0.0 &&
+        (double)shape->units[level] > measured)
+        bw *= pow(1.0 - lv->congestion, log2((double)shape->units[level] / measured));
     return bw * share / dsi_comm_oversubscription(model, shape->top);
 }
 
@@ -432,7 +443,7 @@ static double p2p_time(const ds_comm_model_t *model, int level, double m, double
     const dsi_comm_level_t *lv = model->levels[DS_COMM_SENDRECV];
     dsi_comm_shape_t pair;
     dsi_comm_shape_init(model, 2, level == 0 ? 1 : 2, level == 0 ? 2 : 1, 1, 0, &pair);
-    double bw = curve_at(&lv[level], level, &pair, m);
+    double bw = curve_at(&lv[level], level, &pair, m, NULL);
     if (!(bw > 0.0))
         return INFINITY;
     const dsi_comm_series_t *measured = model->p2p[level == 0 ? 0 : 1];
@@ -731,8 +742,8 @@ static int ompi_choose(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *sh
 }
 
 static const dsi_comm_library_t libraries[DS_COMM_LIBRARY_COUNT_] = {
-    {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos), NULL},
-    {"ompi", ompi_algos, ompi_automatic, DSI_ARRAY_SIZE(ompi_algos), ompi_choose},
+    {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos), NULL, true},
+    {"ompi", ompi_algos, ompi_automatic, DSI_ARRAY_SIZE(ompi_algos), ompi_choose, false},
 };
 
 const char *ds_comm_library_name(ds_comm_library_t library)

@@ -115,6 +115,11 @@ typedef struct dsi_comm_level {
     ds_comm_op_t from_op;
     double base_s; /* level 0: constant per operation */
     double hop_s;
+    /* Share of the bandwidth lost per doubling of the domains spanned
+     * beyond a curve's layout (level >= 1), fitted where curves of two
+     * spans exist, else the cluster file's prior. */
+    double congestion;
+    bool congestion_fitted;
     int num_curves;
     dsi_comm_layout_curve_t curves[DSI_COMM_MAX_CURVES];
     size_t points;
@@ -211,6 +216,9 @@ struct dsi_comm_library {
     size_t count;
     int (*choose)(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *shape,
                   const double *times);
+    /* Whether bandwidth is lost to congestion beyond the measured spans
+     * (dsi_comm_level_t.congestion); Open MPI's rules path keeps its own. */
+    bool congestion;
 };
 
 const dsi_comm_library_t *dsi_comm_library_get(ds_comm_library_t library);

@@ -249,8 +249,50 @@ static void test_estimated_path(void)
     ds_model_destroy(model);
 }
 
+/* Congestion per doubling of the span, a prior from the cluster file: a
+ * bandwidth-bound all-reduce on 8 nodes (two doublings beyond two) takes
+ * 1 / (1 - c)^2 of the time without it; two nodes are not slowed; the fit
+ * reports the prior as one. */
+static void test_congestion_prior(void)
+{
+#define LEAF_JSON(congestion)                                                                      \
+    "{\"name\": \"leaf\", \"nodes\": 64, \"gpus_per_node\": 4, \"device\": \"h100-sxm\",\n"        \
+    " \"levels\": [{\"name\": \"nvlink\", \"latency_us\": 2, \"bandwidth_GBps\": 450},\n"          \
+    "  {\"name\": \"ib\", \"latency_us\": 3, \"bandwidth_GBps\": 25,"                              \
+    " \"congestion_per_doubling\": " congestion "}]}"
+    ds_cluster_t plain, congested;
+    const char *plain_json = LEAF_JSON("0"), *congested_json = LEAF_JSON("0.1");
+    CHECK_OK(ds_cluster_load_json(plain_json, strlen(plain_json), "plain.json", &plain));
+    CHECK_OK(
+        ds_cluster_load_json(congested_json, strlen(congested_json), "congested.json", &congested));
+    CHECK_NEAR(congested.levels[1].congestion_per_doubling, 0.1, 1e-12);
+    const int64_t S = 16LL << 30;
+    double t0 = predict(&plain, DS_COMM_ALLREDUCE, S, 32).cost.mean_s;
+    double tc = predict(&congested, DS_COMM_ALLREDUCE, S, 32).cost.mean_s;
+    CHECK_MSG(tc / t0 > 0.999 / (0.9 * 0.9) && tc / t0 <= 1.0 / (0.9 * 0.9) * 1.000001,
+              "8 nodes: %.4f times slower, expected 1 / 0.81 less the latency", tc / t0);
+    CHECK_NEAR(predict(&congested, DS_COMM_ALLREDUCE, S, 8).cost.mean_s,
+               predict(&plain, DS_COMM_ALLREDUCE, S, 8).cost.mean_s, 1e-12);
+    ds_comm_model_t *model = NULL;
+    CHECK_OK(ds_comm_model_create(&congested, NULL, 0, NULL, &model));
+    ds_comm_level_fit_t f;
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_NEAR(f.congestion, 0.1, 1e-12);
+    CHECK_INT(f.congestion_fitted, 0);
+    ds_comm_model_destroy(model);
+    /* Open MPI's rules path keeps its own: no congestion. */
+    ds_comm_model_options_t options;
+    ds_comm_model_options_init(&options);
+    options.library = DS_COMM_LIBRARY_OMPI;
+    CHECK_OK(ds_comm_model_create(&congested, NULL, 0, &options, &model));
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_NEAR(f.congestion, 0.0, 1e-12);
+    ds_comm_model_destroy(model);
+}
+
 int main(void)
 {
+    test_congestion_prior();
     test_model_reads_every_level();
     test_estimated_path();
     return check_summary("test_comm_cluster");
