@@ -240,8 +240,8 @@ double dsi_comm_terms_time(const ds_comm_model_t *model, ds_comm_op_t op,
  * LL128 (128-byte lines, 8 bytes of flags), Simple (chunks behind fences).
  * Efficiencies are the share of the fitted (Simple) bandwidth a protocol
  * reaches, the fitted one capped at the level's nominal bandwidth; the
- * per-hop latencies (us, NVLink and network) are priors, used as ratios to
- * the first row's, whose scale the fit sets from the smallest sizes. */
+ * per-hop latencies (us, NVLink and network) are priors: a protocol's hop
+ * costs the fitted hop (the smallest sizes', LL's) plus its prior over LL's. */
 static const dsi_comm_proto_t ring_protos[] = {
     /* LL: bus bandwidth x 1/4 across nodes; hwLat NVLink 0.6, NET 2.7
      * (NVIDIA/nccl src/graph/tuning.cc, ring row) */
