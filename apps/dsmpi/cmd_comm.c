@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What the model takes from NCCL's tuning model and never fits. */
+#define PRIORS_TEXT                                                                                \
+    "the protocols' (LL, LL128, Simple) bandwidth efficiencies and per-hop latencies over LL's "   \
+    "(NCCL's tuning model)"
+
 enum {
     OPT_NCCL_TESTS = 512,
     OPT_OP,
@@ -387,6 +392,7 @@ static int run(app_t *app, const options_t *o)
                    cluster.levels[l].latency_us, cluster.levels[l].bandwidth_GBps);
         printf("\n");
         ds_comm_model_print(model, o->op, stdout, "# fit: ");
+        printf("# priors: %s\n", PRIORS_TEXT);
         printf("# busbw = algbw x %s, algbw = size / time; provenance: imported/measured = the "
                "log's value,\n#   interpolated = between logged sizes, extrapolated = fitted "
                "model, assumed = cluster's nominal links\n",
@@ -460,8 +466,23 @@ static int run(app_t *app, const options_t *o)
         if (o->format == OUTPUT_JSON)
             printf("]}");
     }
-    if (o->format == OUTPUT_JSON)
-        printf("]}\n");
+    if (o->format == OUTPUT_JSON) {
+        /* What the fit found per level, and what rests on priors. */
+        static const char *const sources[] = {"fitted", "borrowed", "assumed"};
+        printf("], \"fit\": [");
+        for (int l = 0; l < ds_comm_model_num_levels(model); l++) {
+            ds_comm_level_fit_t f;
+            if (ds_comm_model_level_fit(model, l, o->op, &f) != DS_OK)
+                continue;
+            printf("%s{\"level\": %d, \"source\": \"%s\", \"hop_us\": %.6g, "
+                   "\"congestion_per_doubling\": %.6g, \"congestion_source\": \"%s\"}",
+                   l ? ", " : "", l, sources[f.source], f.hop_us, f.congestion,
+                   l == 0                ? "none"
+                   : f.congestion_fitted ? "fitted"
+                                         : "prior");
+        }
+        printf("], \"priors\": \"%s\"}\n", PRIORS_TEXT);
+    }
     goto out;
 fail:
     code = app_fail(app, status);

@@ -52,6 +52,11 @@ typedef struct ds_net_level {
                                 bandwidth divided by the larger of levels L-1 and L's (the
                                 uplinks of a level L-1 domain, said on either level) */
     int nics_per_node;       /* level 1: network interfaces per node (the model reads level 1's) */
+    double congestion_per_doubling; /* level >= 1, 0 to 0.9: share of the level's bandwidth lost
+                                       per doubling of the domains a group spans beyond those
+                                       measured (flows of many rings and trees sharing uplinks,
+                                       routing, congestion); the prior where the logs do not
+                                       cover two node counts across nodes (0 = none) */
 } ds_net_level_t;
 
 /* The target cluster. */

@@ -376,6 +376,9 @@ typedef struct ds_comm_level_fit {
     int curves;             /* group layouts with a curve */
     int knots;              /* knots over all curves */
     size_t points;          /* samples (sizes) the curves were fitted on */
+    double congestion;      /* level >= 1: bandwidth lost per doubling of the span beyond the
+                               measured ones (0 to 0.9) */
+    int congestion_fitted;  /* 1: fitted on two spans; 0: the cluster file's prior */
 } ds_comm_level_fit_t;
 
 DS_API int ds_comm_model_num_levels(const ds_comm_model_t *model);

@@ -129,10 +129,17 @@ static const char *const file_keys[] = {"name",        "nodes",      "gpus_per_n
 /* Level 0 joins the devices of a node; NICs and oversubscription are the network's. */
 static const char *const node_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span", NULL};
 /* Level 1: the nodes' own interfaces. */
-static const char *const first_network_keys[] = {"name", "latency_us", "bandwidth_GBps", "span",
-                                                 "oversubscription", "nics_per_node", NULL};
-static const char *const upper_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span",
-                                               "oversubscription", NULL};
+static const char *const first_network_keys[] = {"name",
+                                                 "latency_us",
+                                                 "bandwidth_GBps",
+                                                 "span",
+                                                 "oversubscription",
+                                                 "nics_per_node",
+                                                 "congestion_per_doubling",
+                                                 NULL};
+static const char *const upper_level_keys[] = {
+    "name", "latency_us", "bandwidth_GBps", "span", "oversubscription", "congestion_per_doubling",
+    NULL};
 
 /* Refuses the first member of `object` that `accepted` (NULL-terminated)
  * does not list; `where` names the object in the message, `hint` (may be
@@ -189,6 +196,8 @@ static ds_status_t parse_level(const json_t *object, const char *origin, int ind
     DSI_TRY(dsi_json_double(object, "oversubscription", where, 1.0, 1024.0, false,
                             &level->oversubscription));
     DSI_TRY(dsi_json_int32(object, "nics_per_node", where, 1, 1024, false, &level->nics_per_node));
+    DSI_TRY(dsi_json_double(object, "congestion_per_doubling", where, 0.0, 0.9, false,
+                            &level->congestion_per_doubling));
     if (index == 1 && count == 2 && level->oversubscription != 1.0)
         return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"oversubscription\" = %g has no level above levels[1] to apply to (accepted: 1 on a last levels[1]; or add the level its domains' uplinks reach)",
                          where, level->oversubscription);

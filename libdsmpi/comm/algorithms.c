@@ -85,8 +85,10 @@ double dsi_comm_oversubscription(const ds_comm_model_t *model, int level)
  * (domains spanned, ranks per node), the span weighing double (NCCL tunes
  * two nodes and more than two differently). */
 static double curve_at(const dsi_comm_level_t *lv, int level, const dsi_comm_shape_t *shape,
-                       double bytes)
+                       double bytes, int64_t *units_p)
 {
+    if (units_p != NULL)
+        *units_p = lv->num_curves > 0 ? lv->curves[0].units : 1;
     if (lv->num_curves == 0)
         return 0.0;
     if (lv->num_curves == 1)
@@ -120,6 +122,8 @@ static double curve_at(const dsi_comm_level_t *lv, int level, const dsi_comm_sha
             best = c;
         }
     }
+    if (units_p != NULL)
+        *units_p = best->units;
     return dsi_comm_curve_eval(&best->curve, bytes);
 }
 
@@ -128,11 +132,18 @@ double dsi_comm_level_bandwidth(const ds_comm_model_t *model, ds_comm_op_t op, i
 {
     const dsi_comm_level_t *lv = &model->levels[dsi_comm_fit_op(op)][level];
     if (level == 0)
-        return curve_at(lv, level, shape, bytes);
+        return curve_at(lv, level, shape, bytes, NULL);
     /* Per interface: each of the group's interfaces carries its share of the
-     * message, and runs at the rate that share ran at when measured. */
+     * message, and runs at the rate that share ran at when measured; less
+     * the congestion of every doubling of the span beyond the curve's. */
     double share = dsi_comm_nic_share(model, shape);
-    double bw = curve_at(lv, level, shape, bytes / share);
+    int64_t units = 1;
+    double bw = curve_at(lv, level, shape, bytes / share, &units);
+    /* Two domains are what the nominal or measured bandwidth holds for. */
+    double measured = fmax((double)units, 2.0);
+    if (model->library->congestion && lv->congestion > 0.0 &&
+        (double)shape->units[level] > measured)
+        bw *= pow(1.0 - lv->congestion, log2((double)shape->units[level] / measured));
     return bw * share / dsi_comm_oversubscription(model, shape->top);
 }
 
@@ -141,23 +152,119 @@ ds_comm_op_t dsi_comm_fit_op(ds_comm_op_t op)
     return op == DS_COMM_PS_PUSH || op == DS_COMM_PS_PULL ? DS_COMM_SENDRECV : op;
 }
 
+double dsi_comm_proto_hop_extra_s(const dsi_comm_terms_t *terms, int proto, int level)
+{
+    if (terms->protos == NULL || proto <= 0 || proto >= terms->num_protos)
+        return 0.0;
+    int where = level > 0 ? 1 : 0;
+    return fmax(terms->protos[proto].hop_us[where] - terms->protos[0].hop_us[where], 0.0) * 1e-6;
+}
+
+double dsi_comm_proto_efficiency(const dsi_comm_terms_t *terms, int proto)
+{
+    if (terms->protos == NULL || proto < 0 || proto >= terms->num_protos)
+        return 1.0;
+    return terms->protos[proto].bw_efficiency;
+}
+
+double dsi_comm_proto_latency(const ds_comm_model_t *model, ds_comm_op_t op,
+                              const dsi_comm_terms_t *terms, int proto, int below)
+{
+    const dsi_comm_level_t *lv = model->levels[dsi_comm_fit_op(op)];
+    double latency = lv[0].base_s;
+    for (int level = 0; level < below; level++)
+        latency += terms->hops[level] *
+                   (lv[level].hop_s + dsi_comm_proto_hop_extra_s(terms, proto, level));
+    return latency;
+}
+
+double dsi_comm_level_nominal(const ds_comm_model_t *model, int level,
+                              const dsi_comm_shape_t *shape)
+{
+    double bw = model->cluster.levels[level].bandwidth_GBps * 1e9;
+    if (level == 0)
+        return bw;
+    return bw * dsi_comm_nic_share(model, shape) / dsi_comm_oversubscription(model, shape->top);
+}
+
+double dsi_comm_proto_bandwidth(const ds_comm_model_t *model, const dsi_comm_terms_t *terms,
+                                int proto, int level, const dsi_comm_shape_t *shape, double bw)
+{
+    double efficiency = dsi_comm_proto_efficiency(terms, proto);
+    if (efficiency >= 1.0)
+        return bw;
+    return efficiency * fmin(bw, dsi_comm_level_nominal(model, level, shape));
+}
+
+double dsi_comm_terms_time_proto(const ds_comm_model_t *model, ds_comm_op_t op,
+                                 const dsi_comm_shape_t *shape, const dsi_comm_terms_t *terms,
+                                 double bytes, int *proto_p)
+{
+    double bw[DS_MAX_NET_LEVELS];
+    for (int level = 0; level <= shape->top; level++)
+        bw[level] = terms->volume[level] > 0.0
+                        ? dsi_comm_level_bandwidth(model, op, level, bytes, shape)
+                        : 0.0;
+    int count = terms->protos != NULL && terms->num_protos > 0 ? terms->num_protos : 1;
+    double best = INFINITY;
+    int best_proto = 0;
+    for (int proto = 0; proto < count; proto++) {
+        double latency = dsi_comm_proto_latency(model, op, terms, proto, shape->top + 1);
+        double transfer = 0.0;
+        for (int level = 0; level <= shape->top; level++) {
+            if (terms->volume[level] <= 0.0)
+                continue;
+            double rate = dsi_comm_proto_bandwidth(model, terms, proto, level, shape, bw[level]);
+            transfer = fmax(transfer, rate > 0.0 ? terms->volume[level] / rate : INFINITY);
+        }
+        if (latency + transfer < best) {
+            best = latency + transfer;
+            best_proto = proto;
+        }
+    }
+    if (proto_p != NULL)
+        *proto_p = best_proto;
+    return best;
+}
+
 double dsi_comm_terms_time(const ds_comm_model_t *model, ds_comm_op_t op,
                            const dsi_comm_shape_t *shape, const dsi_comm_terms_t *terms,
                            double bytes)
 {
-    const dsi_comm_level_t *lv = model->levels[dsi_comm_fit_op(op)];
-    double latency = lv[0].base_s, transfer = 0.0;
-    for (int level = 0; level <= shape->top; level++) {
-        latency += terms->hops[level] * lv[level].hop_s;
-        if (terms->volume[level] > 0.0) {
-            double bw = dsi_comm_level_bandwidth(model, op, level, bytes, shape);
-            transfer = fmax(transfer, bw > 0.0 ? terms->volume[level] / bw : INFINITY);
-        }
-    }
-    return latency + transfer;
+    return dsi_comm_terms_time_proto(model, op, shape, terms, bytes, NULL);
 }
 
 /* ---- NCCL's algorithms -------------------------------------------------------------------- */
+
+/* NCCL's protocols per algorithm: LL (8-byte stores, half of them flags),
+ * LL128 (128-byte lines, 8 bytes of flags), Simple (chunks behind fences).
+ * Efficiencies are the share of the fitted (Simple) bandwidth a protocol
+ * reaches, the fitted one capped at the level's nominal bandwidth; the
+ * per-hop latencies (us, NVLink and network) are priors: a protocol's hop
+ * costs the fitted hop (the smallest sizes', LL's) plus its prior over LL's. */
+static const dsi_comm_proto_t ring_protos[] = {
+    /* LL: bus bandwidth x 1/4 across nodes; hwLat NVLink 0.6, NET 2.7
+     * (NVIDIA/nccl src/graph/tuning.cc, ring row) */
+    {"LL", 0.25, {0.6, 2.7}},
+    /* LL128: 120 of 128 bytes are data, x 0.95 in tuning.cc; hwLat NVLink
+     * 1.9, NET 4.0 (tuning.cc, ring row) */
+    {"LL128", 0.95 * 120.0 / 128.0, {1.9, 4.0}},
+    /* Simple: the full bus bandwidth; hwLat NVLink 3.4, NET 14 (tuning.cc, ring row) */
+    {"Simple", 1.0, {3.4, 14.0}},
+};
+
+static const dsi_comm_proto_t tree_protos[] = {
+    /* LL: bus bandwidth / 3.8 on trees; hwLat NVLink 0.6, NET 5.0
+     * (tuning.cc, tree row) */
+    {"LL", 1.0 / 3.8, {0.6, 5.0}},
+    /* LL128: 120 of 128 bytes are data; hwLat NVLink 1.25, NET 8.5
+     * (tuning.cc, tree row) */
+    {"LL128", 120.0 / 128.0, {1.25, 8.5}},
+    /* Simple: hwLat NVLink 4, NET 14 (tuning.cc, tree row) */
+    {"Simple", 1.0, {4.0, 14.0}},
+};
+_Static_assert(DSI_ARRAY_SIZE(ring_protos) <= DSI_COMM_MAX_PROTOS, "too many protocols");
+_Static_assert(DSI_ARRAY_SIZE(tree_protos) <= DSI_COMM_MAX_PROTOS, "too many protocols");
 
 static bool ring_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
 {
@@ -181,6 +288,8 @@ static void ring_terms(const ds_comm_model_t *model, ds_comm_op_t op, double byt
         if (level > 0 || shape->r >= 2)
             terms->volume[level] = volume;
     }
+    terms->protos = ring_protos;
+    terms->num_protos = (int)DSI_ARRAY_SIZE(ring_protos);
 }
 
 static bool tree_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
@@ -214,6 +323,8 @@ static void tree_terms(const ds_comm_model_t *model, ds_comm_op_t op, double byt
         terms->hops[level] = 2.0 * fmax(hops, 0.0);
         terms->volume[level] = volume;
     }
+    terms->protos = tree_protos;
+    terms->num_protos = (int)DSI_ARRAY_SIZE(tree_protos);
 }
 
 static bool direct_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
@@ -332,7 +443,7 @@ static double p2p_time(const ds_comm_model_t *model, int level, double m, double
     const dsi_comm_level_t *lv = model->levels[DS_COMM_SENDRECV];
     dsi_comm_shape_t pair;
     dsi_comm_shape_init(model, 2, level == 0 ? 1 : 2, level == 0 ? 2 : 1, 1, 0, &pair);
-    double bw = curve_at(&lv[level], level, &pair, m);
+    double bw = curve_at(&lv[level], level, &pair, m, NULL);
     if (!(bw > 0.0))
         return INFINITY;
     const dsi_comm_series_t *measured = model->p2p[level == 0 ? 0 : 1];
@@ -631,8 +742,8 @@ static int ompi_choose(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *sh
 }
 
 static const dsi_comm_library_t libraries[DS_COMM_LIBRARY_COUNT_] = {
-    {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos), NULL},
-    {"ompi", ompi_algos, ompi_automatic, DSI_ARRAY_SIZE(ompi_algos), ompi_choose},
+    {"nccl", nccl_algos, nccl_automatic, DSI_ARRAY_SIZE(nccl_algos), NULL, true},
+    {"ompi", ompi_algos, ompi_automatic, DSI_ARRAY_SIZE(ompi_algos), ompi_choose, false},
 };
 
 const char *ds_comm_library_name(ds_comm_library_t library)

@@ -10,8 +10,9 @@
  * most `fit_nodes` nodes of a data set, predicting `target_nodes`; `hi`
  * and `lo` are the largest and smallest log(measured / predicted) over every
  * size of the logs (hi > 0: the prediction was too fast).  Measured with
- * tests/bench/comm_scale.sh --verbose on the point model of this version;
- * the logs are in ../shared/data/nccl-tests (their README names the source).
+ * tests/bench/comm_scale.sh --verbose on the point model of this version
+ * (NCCL's protocols LL, LL128, Simple priced per ring and tree); the logs
+ * are in ../shared/data/nccl-tests (their README names the source).
  * Rerun and update these rows when the point model changes. */
 typedef struct band_row {
     const char *data_set;
@@ -22,18 +23,18 @@ typedef struct band_row {
 
 static const band_row_t band_rows[] = {
     /* ABCI "A" nodes: 8 x A100 per node, InfiniBand HDR (all_reduce_perf) */
-    {"abci-a100-hdr", "allreduce", 2, 4, 0.118, -0.156},
-    {"abci-a100-hdr", "allreduce", 2, 8, 0.717, -0.226},
-    {"abci-a100-hdr", "allreduce", 2, 16, 0.296, -0.253},
+    {"abci-a100-hdr", "allreduce", 2, 4, 0.160, -0.233},
+    {"abci-a100-hdr", "allreduce", 2, 8, 0.688, -0.267},
+    {"abci-a100-hdr", "allreduce", 2, 16, 0.205, -0.252},
     /* ABCI "V" nodes: 4 x V100 per node, InfiniBand EDR (all_reduce_perf) */
-    {"abci-v100-edr", "allreduce", 2, 4, 0.432, -0.045},
-    {"abci-v100-edr", "allreduce", 2, 8, 0.863, -0.022},
-    {"abci-v100-edr", "allreduce", 2, 16, 1.356, 0.058},
-    {"abci-v100-edr", "allreduce", 2, 32, 1.477, 0.066},
+    {"abci-v100-edr", "allreduce", 2, 4, 0.329, -0.066},
+    {"abci-v100-edr", "allreduce", 2, 8, 0.699, -0.088},
+    {"abci-v100-edr", "allreduce", 2, 16, 1.143, 0.043},
+    {"abci-v100-edr", "allreduce", 2, 32, 1.227, 0.066},
     /* An H100 cluster: 8 x H100 per node, InfiniBand (every collective) */
-    {"h100-ib-cluster01", "allreduce", 2, 10, 1.157, 0.060},
-    {"h100-ib-cluster01", "allgather", 2, 10, 0.791, 0.104},
-    {"h100-ib-cluster01", "reduce_scatter", 2, 10, 0.886, 0.073},
+    {"h100-ib-cluster01", "allreduce", 2, 10, 1.003, -0.001},
+    {"h100-ib-cluster01", "allgather", 2, 10, 0.527, 0.072},
+    {"h100-ib-cluster01", "reduce_scatter", 2, 10, 0.613, 0.044},
     {"h100-ib-cluster01", "alltoall", 2, 10, 0.064, -0.015},
     {"h100-ib-cluster01", "sendrecv", 2, 10, 1.130, 1.100},
 };

@@ -28,10 +28,43 @@ typedef struct dsi_comm_shape {
  * time = base + sum_L hops[L] x hop_L + max_L volume[L] / bandwidth_L(S).
  * Volumes are in the level's bus-bandwidth units: per rank at level 0, per
  * node (the group's share of the node's interfaces) at level >= 1. */
+/* A protocol of an algorithm (NCCL's LL, LL128, Simple): the share of the
+ * Simple protocol's bandwidth it reaches and its prior per-hop latency
+ * inside a node and across the network.  The fitted per-hop latency of a
+ * level is the protocol of the smallest sizes' (the first row); the others
+ * add their prior latency over the first row's. */
+typedef struct dsi_comm_proto {
+    const char *name;
+    double bw_efficiency;
+    double hop_us[2]; /* [0] inside a node, [1] across the network */
+} dsi_comm_proto_t;
+
+#define DSI_COMM_MAX_PROTOS 3
+
 typedef struct dsi_comm_terms {
     double hops[DS_MAX_NET_LEVELS];
     double volume[DS_MAX_NET_LEVELS];
+    /* The algorithm's protocols (NULL: one, at the fitted latency and bandwidth). */
+    const dsi_comm_proto_t *protos;
+    int num_protos;
 } dsi_comm_terms_t;
+
+/* Per-hop latency (s) protocol `proto` of `terms` adds at `level` to the
+ * fitted one, and its bandwidth efficiency (1 without protocols). */
+double dsi_comm_proto_hop_extra_s(const dsi_comm_terms_t *terms, int proto, int level);
+double dsi_comm_proto_efficiency(const dsi_comm_terms_t *terms, int proto);
+/* The cluster's nominal bandwidth at `level` for a group of `shape`, in
+ * the units of dsi_comm_level_bandwidth. */
+double dsi_comm_level_nominal(const ds_comm_model_t *model, int level,
+                              const dsi_comm_shape_t *shape);
+/* Bandwidth of protocol `proto` at `level` where the fitted curve gives
+ * `bw`: a protocol below full efficiency reaches its share of `bw` capped
+ * at the nominal bandwidth (NCCL caps LL and LL128 the same way). */
+double dsi_comm_proto_bandwidth(const ds_comm_model_t *model, const dsi_comm_terms_t *terms,
+                                int proto, int level, const dsi_comm_shape_t *shape, double bw);
+/* Latency of protocol `proto` over levels 0 .. `below` - 1 (base included). */
+double dsi_comm_proto_latency(const ds_comm_model_t *model, ds_comm_op_t op,
+                              const dsi_comm_terms_t *terms, int proto, int below);
 
 /* ---- bandwidth curves --------------------------------------------------------------- */
 
@@ -82,6 +115,11 @@ typedef struct dsi_comm_level {
     ds_comm_op_t from_op;
     double base_s; /* level 0: constant per operation */
     double hop_s;
+    /* Share of the bandwidth lost per doubling of the domains spanned
+     * beyond a curve's layout (level >= 1), fitted where curves of two
+     * spans exist, else the cluster file's prior. */
+    double congestion;
+    bool congestion_fitted;
     int num_curves;
     dsi_comm_layout_curve_t curves[DSI_COMM_MAX_CURVES];
     size_t points;
@@ -133,7 +171,11 @@ double dsi_comm_nic_share(const ds_comm_model_t *model, const dsi_comm_shape_t *
 /* Bandwidth divisor for groups whose top level is `level`. */
 double dsi_comm_oversubscription(const ds_comm_model_t *model, int level);
 
-/* Time of cost terms on the model's level parameters. */
+/* Time of cost terms on the model's level parameters: the fastest of the
+ * terms' protocols, whose index goes to `*proto_p` (may be NULL). */
+double dsi_comm_terms_time_proto(const ds_comm_model_t *model, ds_comm_op_t op,
+                                 const dsi_comm_shape_t *shape, const dsi_comm_terms_t *terms,
+                                 double bytes, int *proto_p);
 double dsi_comm_terms_time(const ds_comm_model_t *model, ds_comm_op_t op,
                            const dsi_comm_shape_t *shape, const dsi_comm_terms_t *terms,
                            double bytes);
@@ -174,6 +216,9 @@ struct dsi_comm_library {
     size_t count;
     int (*choose)(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *shape,
                   const double *times);
+    /* Whether bandwidth is lost to congestion beyond the measured spans
+     * (dsi_comm_level_t.congestion); Open MPI's rules path keeps its own. */
+    bool congestion;
 };
 
 const dsi_comm_library_t *dsi_comm_library_get(ds_comm_library_t library);

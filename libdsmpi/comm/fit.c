@@ -299,25 +299,37 @@ static bool invert_point(const ds_comm_model_t *model, ds_comm_op_t op, int leve
     const dsi_comm_algo_t *algos[8];
     int num = candidate_algos(model, op, shape, algos);
     double best = INFINITY, remainder = 0;
+    (void)levels; /* read through model->levels by dsi_comm_proto_latency */
     for (int a = 0; a < num; a++) {
         dsi_comm_terms_t terms;
         algos[a]->terms(model, op, bytes, shape, &terms);
         if (terms.volume[level] <= 0)
             continue;
-        double rest = t - lower_latency(levels, &terms, level + 1);
-        double lower = 0;
-        for (int l = 0; l < level; l++)
-            if (terms.volume[l] > 0)
-                lower = fmax(lower, terms.volume[l] /
-                                        dsi_comm_level_bandwidth(model, op, l, bytes, shape));
-        if (rest <= 0 || rest <= lower * (1.0 + 1e-9))
-            continue;
-        double bw = terms.volume[level] / rest;
-        if (level > 0)
-            bw *= dsi_comm_oversubscription(model, shape->top) / dsi_comm_nic_share(model, shape);
-        if (bw < best) {
-            best = bw;
-            remainder = rest;
+        int protos = terms.protos != NULL && terms.num_protos > 0 ? terms.num_protos : 1;
+        for (int proto = 0; proto < protos; proto++) {
+            double rest = t - dsi_comm_proto_latency(model, op, &terms, proto, level + 1);
+            double lower = 0;
+            for (int l = 0; l < level; l++)
+                if (terms.volume[l] > 0)
+                    lower =
+                        fmax(lower, terms.volume[l] /
+                                        dsi_comm_proto_bandwidth(
+                                            model, &terms, proto, l, shape,
+                                            dsi_comm_level_bandwidth(model, op, l, bytes, shape)));
+            if (rest <= 0 || rest <= lower * (1.0 + 1e-9))
+                continue;
+            double efficiency = dsi_comm_proto_efficiency(&terms, proto);
+            double bw = terms.volume[level] / (rest * efficiency);
+            /* A protocol capped below what the point needs cannot explain it. */
+            if (efficiency < 1.0 && bw > dsi_comm_level_nominal(model, level, shape))
+                continue;
+            if (level > 0)
+                bw *=
+                    dsi_comm_oversubscription(model, shape->top) / dsi_comm_nic_share(model, shape);
+            if (bw < best) {
+                best = bw;
+                remainder = rest;
+            }
         }
     }
     if (!isfinite(best))
@@ -383,6 +395,52 @@ static ds_status_t fit_curves(ds_comm_model_t *model, ds_comm_op_t op, int level
 
 /* ---- per level ----------------------------------------------------------------------------- */
 
+/* Congestion at level >= 1 from curves of one ranks-per-node layout on two
+ * spans (the pair farthest apart): the median over the bandwidth regime
+ * (sizes from CONGESTION_MIN_BYTES to the largest both were measured at,
+ * per octave) of the bandwidth lost per doubling of the span; else the
+ * cluster file's prior. */
+#define CONGESTION_MIN_BYTES 1048576.0
+static void fit_congestion(const ds_comm_model_t *model, int level, dsi_comm_level_t *lv)
+{
+    lv->congestion = model->cluster.levels[level].congestion_per_doubling;
+    lv->congestion_fitted = false;
+    const dsi_comm_layout_curve_t *low = NULL, *high = NULL;
+    double best_doublings = 0.0;
+    for (int i = 0; i < lv->num_curves; i++)
+        for (int j = 0; j < lv->num_curves; j++) {
+            const dsi_comm_layout_curve_t *a = &lv->curves[i], *b = &lv->curves[j];
+            if (a->r != b->r || b->units <= a->units || a->curve.count == 0 || b->curve.count == 0)
+                continue;
+            double doublings = log2((double)b->units / (double)a->units);
+            if (doublings > best_doublings) {
+                best_doublings = doublings;
+                low = a;
+                high = b;
+            }
+        }
+    if (low == NULL)
+        return;
+    double largest = exp(fmin(low->curve.log_bytes[low->curve.count - 1],
+                              high->curve.log_bytes[high->curve.count - 1]));
+    double losses[64];
+    int count = 0;
+    for (double bytes = CONGESTION_MIN_BYTES; bytes <= largest * 1.0001 && count < 64;
+         bytes *= 2.0) {
+        double ratio =
+            dsi_comm_curve_eval(&high->curve, bytes) / dsi_comm_curve_eval(&low->curve, bytes);
+        if (ratio > 0.0)
+            losses[count++] = 1.0 - pow(ratio, 1.0 / best_doublings);
+    }
+    if (count == 0)
+        return;
+    qsort(losses, (size_t)count, sizeof(double), compare_double);
+    double median =
+        count % 2 ? losses[count / 2] : 0.5 * (losses[count / 2 - 1] + losses[count / 2]);
+    lv->congestion = DSI_MIN(DSI_MAX(median, 0.0), 0.9);
+    lv->congestion_fitted = true;
+}
+
 static ds_status_t fit_from_data(ds_comm_model_t *model, ds_comm_op_t op, int level)
 {
     int members[256];
@@ -410,6 +468,8 @@ static ds_status_t fit_from_data(ds_comm_model_t *model, ds_comm_op_t op, int le
         memset(lv, 0, sizeof(*lv));
         return DS_OK;
     }
+    if (level > 0)
+        fit_congestion(model, level, lv);
     lv->resolved = true;
     lv->source = DS_COMM_FIT_DATA;
     lv->from_op = op;
@@ -451,6 +511,7 @@ static void assume_level(ds_comm_model_t *model, ds_comm_op_t op, int level)
     lv->source = DS_COMM_FIT_ASSUMED;
     lv->from_op = op;
     lv->hop_s = c->levels[level].latency_us * 1e-6;
+    lv->congestion = level > 0 ? c->levels[level].congestion_per_doubling : 0.0;
     const dsi_comm_level_t *below = level > 0 ? &model->levels[op][level - 1] : NULL;
     if (below != NULL && below->source != DS_COMM_FIT_ASSUMED && level >= 2 &&
         c->levels[level - 1].latency_us > 0.0)

@@ -330,6 +330,8 @@ ds_status_t ds_comm_model_level_fit(const ds_comm_model_t *model, int level, ds_
     }
     fit.curves = lv->num_curves;
     fit.points = lv->points;
+    fit.congestion = level > 0 && model->library->congestion ? lv->congestion : 0.0;
+    fit.congestion_fitted = level > 0 && model->library->congestion && lv->congestion_fitted;
     *fit_p = fit;
     return DS_OK;
 }
@@ -355,7 +357,12 @@ void ds_comm_model_print(const ds_comm_model_t *model, ds_comm_op_t op, FILE *ou
             fprintf(out, ": %.2f us + %.3f us/hop", f.base_us, f.hop_us);
         else
             fprintf(out, ": %.3f us/hop", f.hop_us);
-        fprintf(out, ", bus bandwidth up to %.1f GB/s %s (%d knots)\n", f.peak_busbw_GBps,
+        fprintf(out, ", bus bandwidth up to %.1f GB/s %s (%d knots)", f.peak_busbw_GBps,
                 level == 0 ? "per rank" : "per NIC", f.knots);
+        if (level > 0 && model->library->congestion)
+            fprintf(out, ", %.1f%% of it lost per doubling of the span beyond the measured (%s)",
+                    100.0 * f.congestion,
+                    f.congestion_fitted ? "fitted on two spans" : "prior: the cluster file's");
+        fputc('\n', out);
     }
 }

@@ -51,7 +51,7 @@ check "a typo inside a level is bad input" expect_rc 2 "$DSMPI" search --model g
     --cluster spann.json --estimate-missing
 check "one line" one_line
 check "it names the level, the key and the keys accepted there" grep -q \
-    '^dsmpi search: spann.json: levels\[1\]: key "spann" is not known (accepted: name, latency_us, bandwidth_GBps, span, oversubscription, nics_per_node)$' err.txt
+    '^dsmpi search: spann.json: levels\[1\]: key "spann" is not known (accepted: name, latency_us, bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling)$' err.txt
 check "plan refuses it too" expect_rc 2 "$DSMPI" plan --model gpt2-medium --cluster spann.json \
     --gpus 256 --estimate-missing --tokens 1T
 
@@ -101,5 +101,30 @@ check "oversubscription below 1 is bad input" expect_rc 2 "$DSMPI" comm --cluste
 check "one line" one_line
 check "it names the value and the range" grep -q \
     '^dsmpi comm: os_half.json: levels\[2\]: "oversubscription" = 0.5 is out of range (accepted: 1 to 1024)$' err.txt
+
+# Congestion per doubling of the span: 0 to 0.9; out of range refused the
+# same way; a prior that the output names, and that slows a wide group.
+sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": 1.5}/' os2.json > cong15.json
+sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": -0.1}/' os2.json > congneg.json
+sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": 0.2}/' os2.json > cong02.json
+check "congestion above 0.9 is bad input" expect_rc 2 "$DSMPI" comm --cluster cong15.json --gpus 256
+check "one line" one_line
+check "it names the value and the range" grep -q \
+    '^dsmpi comm: cong15.json: levels\[1\]: "congestion_per_doubling" = 1.5 is out of range (accepted: 0 to 0.9)$' err.txt
+check "negative congestion is bad input" expect_rc 2 "$DSMPI" comm --cluster congneg.json --gpus 256
+check "one line" one_line
+check "it names the value" grep -q '"congestion_per_doubling" = -0.1 is out of range' err.txt
+comm_us() { # cluster file: all-reduce of 1 GiB on 128 GPUs (32 nodes), microseconds
+    "$DSMPI" comm --cluster "$1" --op allreduce --gpus 128 --min-bytes 1GiB --max-bytes 1GiB \
+        --csv 2>/dev/null | tail -1 | cut -d, -f5
+}
+c0=$(comm_us os2.json) c2=$(comm_us cong02.json)
+echo "1 GiB on 32 nodes: $c0 us without congestion, $c2 us at 20% per doubling"
+# 32 nodes are 4 doublings beyond two: the bandwidth x 0.8^4 = 0.41.
+check "20% per doubling slows a 32-node group by more than 2x" slower "$c2" "$c0" 2.0
+check "and by less than 1 / 0.8^4" slower "$(python3 -c "print($c0 / 0.8 ** 4)")" "$c2" 1.0
+check "the output says it is a prior" sh -c \
+    "'$DSMPI' comm --cluster cong02.json --gpus 128 --max-bytes 8 | grep -q \
+    '20.0% of it lost per doubling of the span beyond the measured (prior: the cluster file.s)'"
 
 exit $fail

@@ -72,15 +72,17 @@ static void test_cluster_file_refusals(void)
                 "device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels)");
     CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"spann\": 16"), &c), DS_ERR_BAD_FILE,
                 "c.json: levels[1]: key \"spann\" is not known (accepted: name, latency_us, "
-                "bandwidth_GBps, span, oversubscription, nics_per_node)");
+                "bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling)");
     CHECK_FAILS(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"nics_per_node\": 8}", &c),
                 DS_ERR_BAD_FILE,
                 "c.json: levels[0]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
                 "bandwidth_GBps, span; level 0 joins the devices of a node");
-    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"nics_per_node\": 4"), &c),
-                DS_ERR_BAD_FILE,
-                "c.json: levels[2]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
-                "bandwidth_GBps, span, oversubscription; a node's NICs are given on levels[1])");
+    CHECK_FAILS(
+        load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"nics_per_node\": 4"), &c),
+        DS_ERR_BAD_FILE,
+        "c.json: levels[2]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
+        "bandwidth_GBps, span, oversubscription, congestion_per_doubling; a node's NICs are given "
+        "on levels[1])");
     /* A key with a newline is shown on one line. */
     const char *odd = "{\"nodes\": 4, \"gpus_per_node\": 8, \"a\\nb\": 1}";
     CHECK_FAILS(ds_cluster_load_json(odd, strlen(odd), "odd.json", &c), DS_ERR_BAD_FILE,

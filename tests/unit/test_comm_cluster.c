@@ -66,32 +66,60 @@ static double slowest_Bps(double oversubscription, int nics, int span)
     return fmin(NIC_GBPS * 1e9 * fmin(PER_NODE, nics) / divisor, NVLINK_GBPS * 1e9);
 }
 
+/* NCCL's protocols as the model prices them: bandwidth efficiency, then
+ * the prior per-hop latency (us) inside a node and across the network; a
+ * protocol adds its own over LL's to the cluster's latencies (LL's). */
+static const double RING_PROTOS[3][3] = {
+    {0.25, 0.6, 2.7}, {0.95 * 120.0 / 128.0, 1.9, 4.0}, {1.0, 3.4, 14.0}};
+static const double TREE_PROTOS[3][3] = {
+    {1.0 / 3.8, 0.6, 5.0}, {120.0 / 128.0, 1.25, 8.5}, {1.0, 4.0, 14.0}};
+
 /* NCCL's ring: 2(units[L] - units[L+1]) hops at each level L crossed, the
- * bus volume S 2(n-1)/n through the slowest level. */
+ * bus volume S 2(n-1)/n through the slowest level; the fastest protocol. */
 static double ring_allreduce_s(double bytes, double oversubscription, int nics, int span)
 {
     double n = NODES * PER_NODE, nodes = NODES, groups = groups_spanned(span);
-    double hops = 2.0 * (n - nodes) * NVLINK_US;
-    if (groups > 1.0)
-        hops += 2.0 * (nodes - groups) * GROUP_US + 2.0 * (groups - 1.0) * GLOBAL_US;
-    else
-        hops += 2.0 * (nodes - 1.0) * GROUP_US;
-    return hops * 1e-6 + bytes * 2.0 * (n - 1.0) / n / slowest_Bps(oversubscription, nics, span);
+    double best = INFINITY;
+    for (int p = 0; p < 3; p++) {
+        double intra = RING_PROTOS[p][1] - RING_PROTOS[0][1];
+        double net = RING_PROTOS[p][2] - RING_PROTOS[0][2];
+        double hops = 2.0 * (n - nodes) * (NVLINK_US + intra);
+        if (groups > 1.0)
+            hops += 2.0 * (nodes - groups) * (GROUP_US + net) +
+                    2.0 * (groups - 1.0) * (GLOBAL_US + net);
+        else
+            hops += 2.0 * (nodes - 1.0) * (GROUP_US + net);
+        double t =
+            hops * 1e-6 + bytes * 2.0 * (n - 1.0) / n /
+                              (slowest_Bps(oversubscription, nics, span) * RING_PROTOS[p][0]);
+        best = fmin(best, t);
+    }
+    return best;
 }
 
 /* NCCL's double binary tree: the chain of a node's 4 ranks, then
  * log2(domains) - log2(domains above) hops up and down each level; 2S /
- * efficiency (DS_COMM_TREE_EFFICIENCY, 0.92) through the slowest level. */
+ * efficiency (DS_COMM_TREE_EFFICIENCY, 0.92) through the slowest level;
+ * the fastest protocol. */
 static double tree_allreduce_s(double bytes, double oversubscription, int nics, int span)
 {
     double groups = groups_spanned(span);
-    double hops = 2.0 * (PER_NODE - 1) * NVLINK_US;
-    if (groups > 1.0)
-        hops += 2.0 * (log2(NODES) - ceil(log2(groups))) * GROUP_US +
-                2.0 * ceil(log2(groups)) * GLOBAL_US;
-    else
-        hops += 2.0 * log2(NODES) * GROUP_US;
-    return hops * 1e-6 + 2.0 * bytes / 0.92 / slowest_Bps(oversubscription, nics, span);
+    double best = INFINITY;
+    for (int p = 0; p < 3; p++) {
+        double intra = TREE_PROTOS[p][1] - TREE_PROTOS[0][1];
+        double net = TREE_PROTOS[p][2] - TREE_PROTOS[0][2];
+        double hops = 2.0 * (PER_NODE - 1) * (NVLINK_US + intra);
+        if (groups > 1.0)
+            hops += 2.0 * (log2(NODES) - ceil(log2(groups))) * (GROUP_US + net) +
+                    2.0 * ceil(log2(groups)) * (GLOBAL_US + net);
+        else
+            hops += 2.0 * log2(NODES) * (GROUP_US + net);
+        double t =
+            hops * 1e-6 +
+            2.0 * bytes / 0.92 / (slowest_Bps(oversubscription, nics, span) * TREE_PROTOS[p][0]);
+        best = fmin(best, t);
+    }
+    return best;
 }
 
 /* What NCCL picks: the faster. */
@@ -117,13 +145,13 @@ static void test_model_reads_every_level(void)
     CHECK_NEAR(p1.cost.mean_s, allreduce_s((double)S, 1.0, PER_NODE, 32), 1e-9);
     CHECK_NEAR(p2.cost.mean_s, allreduce_s((double)S, 2.0, PER_NODE, 32), 1e-9);
     CHECK_NEAR(p16.cost.mean_s, allreduce_s((double)S, 16.0, PER_NODE, 32), 1e-9);
-    /* At 1:1 the tree's few hops win (23.4 ms against the ring's 1536
-     * NVLink and 496 group hops, 4.6 ms, on 21.5 ms of transfer); at 16:1
-     * the ring's smaller volume (344 ms against 373 ms). */
+    /* At 1:1 the tree's few hops win (23.6 ms against the ring's 1536
+     * NVLink and 496 group hops at the Simple protocol's latencies, 14.7
+     * ms, on 21.5 ms of transfer); at 16:1 the ring's smaller volume. */
     CHECK_INT(p1.algo, DS_COMM_ALGO_TREE);
     CHECK_INT(p16.algo, DS_COMM_ALGO_RING);
-    /* 16:1 against 1:1: 348.6 / 23.4 ms, 14.9 times slower; against 2:1
-     * (the tree's 46.8 ms), 7.5 times. */
+    /* 16:1 against 1:1: 358.0 / 23.6 ms, 15.2 times slower; against 2:1
+     * (the tree's 46.9 ms), 7.6 times. */
     CHECK(p16.cost.mean_s > 14.0 * p1.cost.mean_s && p16.cost.mean_s < 16.0 * p1.cost.mean_s);
     CHECK(p16.cost.mean_s > 7.0 * p2.cost.mean_s);
 
@@ -221,8 +249,50 @@ static void test_estimated_path(void)
     ds_model_destroy(model);
 }
 
+/* Congestion per doubling of the span, a prior from the cluster file: a
+ * bandwidth-bound all-reduce on 8 nodes (two doublings beyond two) takes
+ * 1 / (1 - c)^2 of the time without it; two nodes are not slowed; the fit
+ * reports the prior as one. */
+static void test_congestion_prior(void)
+{
+#define LEAF_JSON(congestion)                                                                      \
+    "{\"name\": \"leaf\", \"nodes\": 64, \"gpus_per_node\": 4, \"device\": \"h100-sxm\",\n"        \
+    " \"levels\": [{\"name\": \"nvlink\", \"latency_us\": 2, \"bandwidth_GBps\": 450},\n"          \
+    "  {\"name\": \"ib\", \"latency_us\": 3, \"bandwidth_GBps\": 25,"                              \
+    " \"congestion_per_doubling\": " congestion "}]}"
+    ds_cluster_t plain, congested;
+    const char *plain_json = LEAF_JSON("0"), *congested_json = LEAF_JSON("0.1");
+    CHECK_OK(ds_cluster_load_json(plain_json, strlen(plain_json), "plain.json", &plain));
+    CHECK_OK(
+        ds_cluster_load_json(congested_json, strlen(congested_json), "congested.json", &congested));
+    CHECK_NEAR(congested.levels[1].congestion_per_doubling, 0.1, 1e-12);
+    const int64_t S = 16LL << 30;
+    double t0 = predict(&plain, DS_COMM_ALLREDUCE, S, 32).cost.mean_s;
+    double tc = predict(&congested, DS_COMM_ALLREDUCE, S, 32).cost.mean_s;
+    CHECK_MSG(tc / t0 > 0.999 / (0.9 * 0.9) && tc / t0 <= 1.0 / (0.9 * 0.9) * 1.000001,
+              "8 nodes: %.4f times slower, expected 1 / 0.81 less the latency", tc / t0);
+    CHECK_NEAR(predict(&congested, DS_COMM_ALLREDUCE, S, 8).cost.mean_s,
+               predict(&plain, DS_COMM_ALLREDUCE, S, 8).cost.mean_s, 1e-12);
+    ds_comm_model_t *model = NULL;
+    CHECK_OK(ds_comm_model_create(&congested, NULL, 0, NULL, &model));
+    ds_comm_level_fit_t f;
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_NEAR(f.congestion, 0.1, 1e-12);
+    CHECK_INT(f.congestion_fitted, 0);
+    ds_comm_model_destroy(model);
+    /* Open MPI's rules path keeps its own: no congestion. */
+    ds_comm_model_options_t options;
+    ds_comm_model_options_init(&options);
+    options.library = DS_COMM_LIBRARY_OMPI;
+    CHECK_OK(ds_comm_model_create(&congested, NULL, 0, &options, &model));
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_NEAR(f.congestion, 0.0, 1e-12);
+    ds_comm_model_destroy(model);
+}
+
 int main(void)
 {
+    test_congestion_prior();
     test_model_reads_every_level();
     test_estimated_path();
     return check_summary("test_comm_cluster");

@@ -232,7 +232,9 @@ static void test_provenance_and_fallback(void)
     CHECK_OK(ds_comm_model_create(&cluster, NULL, 0, NULL, &empty));
     p = predict(empty, DS_COMM_ALLREDUCE, 1LL << 30, 8);
     CHECK_INT(p.cost.provenance, DS_PROV_ASSUMED);
-    CHECK_NEAR(p.busbw_GBps, NVLINK_GBPS, 0.01);
+    /* Less the Simple protocol's latency: 14 ring hops of the cluster's
+     * NVLink latency plus 2.8 us (NCCL's Simple over LL prior), 1% of 1 GiB. */
+    CHECK(p.busbw_GBps > 0.98 * NVLINK_GBPS && p.busbw_GBps < NVLINK_GBPS);
     ds_comm_model_destroy(empty);
     ds_comm_model_destroy(NULL);
 }
@@ -482,7 +484,8 @@ static void test_leave_one_out(void)
         bool inside = log_gpus[drop] == 4;
         CHECK_MSG(med[2] <= (inside ? 0.10 : 0.20), "drop %d: median %.1f%%", log_gpus[drop],
                   100 * med[2]);
-        CHECK_MSG(max[2] <= (inside ? 0.20 : 0.35), "drop %d: max %.1f%%", log_gpus[drop],
+        /* Dropping 8 GPUs: 38.9% at 1-2 MiB since the protocols' prior latencies. */
+        CHECK_MSG(max[2] <= (inside ? 0.20 : 0.40), "drop %d: max %.1f%%", log_gpus[drop],
                   100 * max[2]);
         CHECK_INT(provenance, log_gpus[drop] == 16 ? DS_PROV_ASSUMED : DS_PROV_EXTRAPOLATED);
         ds_comm_model_destroy(model);
@@ -505,12 +508,12 @@ static void test_leave_one_out(void)
 /* Beyond the largest node count measured (2 nodes here) the band is the
  * time x exp(-fast x log2 f) .. x exp(slow x log2 f), f = target nodes / 2,
  * the rates the widest leave-scale-out error per doubling in band.c's table:
- * slow = 1.157 / log2(10 / 2) (h100-ib-cluster01 all-reduce, 2 -> 10 nodes),
- * 1.356 / log2(16 / 2) without that data set (abci-v100-edr, 2 -> 16);
- * fast = 0.156 / log2(4 / 2) (abci-a100-hdr, 2 -> 4 nodes). */
+ * slow = 1.130 / log2(10 / 2) (h100-ib-cluster01 send/recv, 2 -> 10 nodes),
+ * 1.143 / log2(16 / 2) without that data set (abci-v100-edr, 2 -> 16);
+ * fast = 0.233 / log2(4 / 2) (abci-a100-hdr, 2 -> 4 nodes). */
 static void test_band_widens_with_extrapolation(void)
 {
-    const double slow = 1.157 / log2(5.0), slow_without_h100 = 1.356 / 3.0, fast = 0.156;
+    const double slow = 1.130 / log2(5.0), slow_without_h100 = 1.143 / 3.0, fast = 0.233;
     ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1);
     /* Inside the measured nodes: ring-only .. tree-only, no widening. */
     ds_comm_prediction_t in = predict(model, DS_COMM_ALLREDUCE, 1 << 24, 16);

@@ -512,9 +512,10 @@ static void test_estimate_by_hand(void)
      * agreement (4 syncs) and the communicator (0.5 s). */
     double t0 = 0.001 + 0.001 + 7 * 0.00301 + 5 * 0.00201 + 0.003 + 0.004;
     CHECK_NEAR(e.task_s[0], 0.5 + t0 + 0.004, 1e-12);
-    /* Task 1, all-reduce of 4 MB in bf16 on 2: 2 x 10 us + 4 MB / 1 GB/s =
-     * 4.02 ms; both buffers (8 MB); 4 warm-up iterations (0.02408 s). */
-    double t1 = 0.008 + 0.001 + 4 * 0.00602 + 5 * 0.00502 + 0.003 + 0.004;
+    /* Task 1, all-reduce of 4 MB in bf16 on 2: a ring of the Simple
+     * protocol, 2 x (10 + 2.8) us + 4 MB / 1 GB/s = 4.0256 ms; both buffers
+     * (8 MB); 4 warm-up iterations (0.0241024 s). */
+    double t1 = 0.008 + 0.001 + 4 * 0.0060256 + 5 * 0.0050256 + 0.003 + 0.004;
     CHECK_NEAR(e.task_s[1], t1 + 0.004, 1e-12);
     /* Task 2: the next shape's communicator; batched: 2 MB to prepare. */
     CHECK_NEAR(e.task_s[2], 0.5 + t0 + 0.001 + 0.004, 1e-12);
