@@ -62,26 +62,46 @@ int app_mpi_require(app_t *app)
  * long as it takes (rank 0 may predict for minutes after profiling). */
 #define APP_EXIT_WAIT_S 10.0
 
+/* Every rank's exit code, gathered at exit; false when the others did not
+ * come within APP_EXIT_WAIT_S (only a rank that failed stops waiting). */
+static bool exit_codes_meet(app_t *app, int code, int *codes)
+{
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Iallgather(&code, 1, MPI_INT, codes, 1, MPI_INT, app->exit_comm, &request) !=
+        MPI_SUCCESS)
+        return false;
+    double deadline = MPI_Wtime() + APP_EXIT_WAIT_S;
+    int met = 0;
+    while (!met && (code == APP_EXIT_OK || MPI_Wtime() < deadline)) {
+        if (MPI_Test(&request, &met, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return false;
+        if (!met)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return met != 0;
+}
+
 void app_mpi_stop(app_t *app, int code)
 {
     if (!app->mpi)
         return;
-    if (app->size > 1 && app->exit_comm != MPI_COMM_NULL) {
-        MPI_Request request = MPI_REQUEST_NULL;
-        int met = 0;
-        if (MPI_Ibarrier(app->exit_comm, &request) == MPI_SUCCESS) {
-            double deadline = MPI_Wtime() + APP_EXIT_WAIT_S;
-            while (!met && (code == APP_EXIT_OK || MPI_Wtime() < deadline)) {
-                if (MPI_Test(&request, &met, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                    break;
-                if (!met)
-                    nanosleep(&(struct timespec){0, 1000000}, NULL);
-            }
-        }
+    int *codes = app->size > 1 && app->exit_comm != MPI_COMM_NULL
+                     ? calloc((size_t)app->size, sizeof(int))
+                     : NULL;
+    if (codes != NULL) {
+        bool met = exit_codes_meet(app, code, codes);
+        int first_failed = -1;
+        for (int r = 0; met && r < app->size && first_failed < 0; r++)
+            if (codes[r] != APP_EXIT_OK)
+                first_failed = r;
+        /* Rank 0 said why it failed; a rank that failed alone says it here,
+         * once: the lowest such rank, when rank 0 succeeded. */
+        if (code != APP_EXIT_OK && app->rank != 0 &&
+            (!met || (codes[0] == APP_EXIT_OK && first_failed == app->rank)))
+            fprintf(stderr, "dsmpi %s: rank %d: %s\n", app->command, app->rank,
+                    ds_last_error());
+        free(codes);
         if (!met && code != APP_EXIT_OK) {
-            if (app->rank != 0) /* rank 0 said why already */
-                fprintf(stderr, "dsmpi %s: rank %d: %s\n", app->command, app->rank,
-                        ds_last_error());
             fflush(NULL);
             MPI_Abort(MPI_COMM_WORLD, code);
         }
