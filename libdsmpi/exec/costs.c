@@ -696,28 +696,30 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
         for (int bnd = 0; bnd < boundaries && result[0] < 0.0; bnd++) {
             ds_comm_t *comm = NULL;
             int boundary = bnd;
-            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
             double mine[5] = {-1.0, 0, 0, 0, 0};
-            if (comm != NULL) {
+            /* A member that fails tells every rank before the all-reduce. */
+            ds_status_t local = group_for(model, s, &groups, &pl, me, key, &boundary, &comm);
+            if (local == DS_OK && comm != NULL) {
                 ds_comm_measurement_t m;
                 ds_event_key_t producer;
                 ds_kernel_t *kernel = NULL;
                 if (o->comm_in_situ && key->group == DS_GROUP_TP &&
                     producer_of(model, s, &ctx, me.pp, key, &producer))
-                    DSI_TRY_GOTO(ds_kernel_prepare(b, &producer, &kernel), status, out);
-                if (kernel != NULL)
-                    status = ds_comm_measure_after(comm, key, kernel, &o->measure, &m);
-                else
-                    status = ds_comm_measure(comm, key, &o->measure, &m);
+                    local = ds_kernel_prepare(b, &producer, &kernel);
+                if (local == DS_OK && kernel != NULL)
+                    local = ds_comm_measure_after(comm, key, kernel, &o->measure, &m);
+                else if (local == DS_OK)
+                    local = ds_comm_measure(comm, key, &o->measure, &m);
                 ds_kernel_destroy(kernel);
-                if (status != DS_OK)
-                    goto out;
-                mine[0] = m.cost.cost.mean_s;
-                mine[1] = m.cost.cost.median_s;
-                mine[2] = m.cost.cost.p10_s;
-                mine[3] = m.cost.cost.p90_s;
-                mine[4] = (double)m.cost.cost.repetitions;
+                if (local == DS_OK) {
+                    mine[0] = m.cost.cost.mean_s;
+                    mine[1] = m.cost.cost.median_s;
+                    mine[2] = m.cost.cost.p10_s;
+                    mine[3] = m.cost.cost.p90_s;
+                    mine[4] = (double)m.cost.cost.repetitions;
+                }
             }
+            DSI_TRY_GOTO(dsi_mpi_agree(b->comm, local), status, out);
             DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, result, 5, MPI_DOUBLE, MPI_MAX, b->comm), status,
                              out);
         }
@@ -747,13 +749,13 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
             double mine[2] = {0.0, 0.0}, sum[2] = {0.0, 0.0}; /* seconds, members */
             ds_comm_t *comm = NULL;
             int boundary = 0;
-            DSI_TRY_GOTO(group_for(model, s, &groups, &pl, me, key, &boundary, &comm), status, out);
-            if (comm != NULL) {
-                DSI_TRY_GOTO(
-                    measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s, &mine[0]),
-                    status, out);
+            ds_status_t local = group_for(model, s, &groups, &pl, me, key, &boundary, &comm);
+            if (local == DS_OK && comm != NULL) {
+                local =
+                    measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s, &mine[0]);
                 mine[1] = 1.0;
             }
+            DSI_TRY_GOTO(dsi_mpi_agree(b->comm, local), status, out);
             /* The members' mean (every device pays it), at least 0. */
             DSI_MPI_TRY_GOTO(MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, b->comm), status,
                              out);
@@ -805,18 +807,11 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                             ? measure_operators(backend, events, options, costs, &mine)
                             : measure_units(backend, model, strategy, cluster, options, costs,
                                             &mine, &unit_times, &num_units);
-    int failed = local != DS_OK, any = 0;
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, backend->comm), status, out);
-    if (local != DS_OK) {
-        status = local;
-        goto out;
-    }
-    if (any) {
-        status = DSI_ERROR(DS_ERR_INTERNAL, "another rank failed to measure its compute events");
-        goto out;
-    }
-    DSI_TRY_GOTO(dsi_calloc((size_t)backend->size + 1, sizeof(int), &first), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)backend->size, sizeof(double), &speed), status, out);
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)backend->size + 1, sizeof(int), &first);
+    if (local == DS_OK)
+        local = dsi_calloc((size_t)backend->size, sizeof(double), &speed);
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, local), status, out);
     DSI_TRY_GOTO(share_sums(backend->comm, backend->size, &mine, &all, first), status, out);
     /* Together, every rank ran the same units: their times compare the devices. */
     bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;

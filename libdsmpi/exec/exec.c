@@ -392,16 +392,7 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
         local = prepare_p2p(x);
     if (local == DS_OK)
         local = prepare_end(x);
-    int failed = local != DS_OK, any = 0;
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, x->comm), status, err);
-    if (local != DS_OK) {
-        status = local;
-        goto err;
-    }
-    if (any) {
-        status = DSI_ERROR(DS_ERR_NO_MEMORY, "another rank could not prepare its stage");
-        goto err;
-    }
+    DSI_TRY_GOTO(dsi_mpi_agree(x->comm, local), status, err);
     x->clock_offset_s = dsi_comm_clock_offset(x->groups.world, &x->clock_error_s);
     *exec_p = x;
     return DS_OK;
