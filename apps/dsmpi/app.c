@@ -71,12 +71,13 @@ static bool exit_codes_meet(app_t *app, int code, int *codes)
         MPI_SUCCESS)
         return false;
     double deadline = MPI_Wtime() + APP_EXIT_WAIT_S;
+    const struct timespec pause = {0, 1000000}; /* SMPI's nanosleep is a macro: no literal */
     int met = 0;
     while (!met && (code == APP_EXIT_OK || MPI_Wtime() < deadline)) {
         if (MPI_Test(&request, &met, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return false;
         if (!met)
-            nanosleep(&(struct timespec){0, 1000000}, NULL);
+            nanosleep(&pause, NULL);
     }
     return met != 0;
 }
