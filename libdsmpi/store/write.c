@@ -210,7 +210,10 @@ static ds_status_t gather_run_hosts(ds_profile_db_t *db)
     char mine[DS_NAME_MAX];
     memset(mine, 0, sizeof(mine));
     snprintf(mine, sizeof(mine), "%s", dsi_hostname());
-    DSI_TRY_GOTO(dsi_calloc((size_t)db->size, DS_NAME_MAX, &all), status, agree);
+    /* Every rank has its buffer, or none goes on to the all-gather. */
+    status = dsi_store_agree(db, dsi_calloc((size_t)db->size, DS_NAME_MAX, &all));
+    if (status != DS_OK)
+        goto out;
     if (db->comm == MPI_COMM_NULL)
         memcpy(all, mine, sizeof(mine));
     else
@@ -231,6 +234,7 @@ static ds_status_t gather_run_hosts(ds_profile_db_t *db)
     db->run_max_ranks_per_node = most;
 agree:
     status = dsi_store_agree(db, status);
+out:
     db->run_hosts_known = status == DS_OK;
     dsi_free(per_host);
     dsi_free(all);
