@@ -201,6 +201,17 @@ static double plan_x(const plan_frame_t *f, double gpus)
            (log2(gpus) - f->lmin) / (f->lmax - f->lmin) * (f->width - 2.0 * f->inset);
 }
 
+/* The points "x,y " of `values` over the sizes, last to first with `reverse`
+ * (a band's polygon goes out along its low edge and back along its high). */
+static void svg_points(FILE *out, const plan_frame_t *f, const ds_plan_row_t *const *sorted,
+                       size_t n, const double *values, double bottom, double scale, bool reverse)
+{
+    for (size_t k = 0; k < n; k++) {
+        size_t i = reverse ? n - 1 - k : k;
+        fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus), bottom - values[i] * scale);
+    }
+}
+
 static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *series,
                        const ds_plan_row_t *const *sorted, size_t n, double top, double height)
 {
@@ -244,21 +255,15 @@ static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *se
                 "<polygon class=\"band\" data-band=\"%s\" fill=\"%s\" fill-opacity=\"0.15\" "
                 "stroke=\"none\" points=\"",
                 series->name, series->colour);
-        for (size_t i = 0; i < n; i++)
-            fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus),
-                    bottom - series->low[i] / vmax * height);
-        for (size_t i = n; i-- > 0;)
-            fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus),
-                    bottom - series->high[i] / vmax * height);
+        svg_points(out, f, sorted, n, series->low, bottom, height / vmax, false);
+        svg_points(out, f, sorted, n, series->high, bottom, height / vmax, true);
         fprintf(out, "\"/>\n");
     }
     fprintf(out,
             "<polyline class=\"series\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" "
             "stroke-width=\"2\" points=\"",
             series->name, series->colour);
-    for (size_t i = 0; i < n; i++)
-        fprintf(out, "%.1f,%.1f ", plan_x(f, (double)sorted[i]->gpus),
-                bottom - series->values[i] / vmax * height);
+    svg_points(out, f, sorted, n, series->values, bottom, height / vmax, false);
     fprintf(out, "\"/>\n");
     for (size_t i = 0; i < n; i++) {
         char value[32], low[32], high[32], band[80] = "";
