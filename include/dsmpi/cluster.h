@@ -9,6 +9,7 @@
 #include <dsmpi/core.h>
 
 #include <mpi.h>
+#include <stdbool.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +58,10 @@ typedef struct ds_net_level {
                                        measured (flows of many rings and trees sharing uplinks,
                                        routing, congestion); the prior where the logs do not
                                        cover two node counts across nodes (0 = none) */
+    bool nvls;  /* level 0: NVLink SHARP, the NVSwitches reduce and multicast (H100/H200/B200
+                   with NVLink 4+ switches; default false) */
+    bool sharp; /* level >= 1: the level's switches reduce (InfiniBand SHARP, NCCL's CollNet;
+                   default false) */
 } ds_net_level_t;
 
 /* The target cluster. */
@@ -67,6 +72,8 @@ typedef struct ds_cluster {
     ds_device_spec_t device;
     int num_levels;
     ds_net_level_t levels[DS_MAX_NET_LEVELS];
+    bool pat; /* NCCL 2.23+ runs PAT all-gather / reduce-scatter at one device per node
+                 (default false: as NCCL before 2.23) */
 } ds_cluster_t;
 
 /* A cluster of `nodes` x `gpus_per_node` devices named `device` (NULL: the

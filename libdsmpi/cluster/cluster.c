@@ -125,9 +125,11 @@ ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus
 
 static const char *const file_keys[] = {"name",        "nodes",      "gpus_per_node",
                                         "device",      "device_memory_GiB", "peak_tflops",
-                                        "mem_bw_GBps", "levels",     NULL};
+                                        "mem_bw_GBps", "levels",     "pat",
+                                        NULL};
 /* Level 0 joins the devices of a node; NICs and oversubscription are the network's. */
-static const char *const node_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span", NULL};
+static const char *const node_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span",
+                                              "nvls", NULL};
 /* Level 1: the nodes' own interfaces. */
 static const char *const first_network_keys[] = {"name",
                                                  "latency_us",
@@ -136,10 +138,11 @@ static const char *const first_network_keys[] = {"name",
                                                  "oversubscription",
                                                  "nics_per_node",
                                                  "congestion_per_doubling",
+                                                 "sharp",
                                                  NULL};
 static const char *const upper_level_keys[] = {
     "name", "latency_us", "bandwidth_GBps", "span", "oversubscription", "congestion_per_doubling",
-    NULL};
+    "sharp", NULL};
 
 /* Refuses the first member of `object` that `accepted` (NULL-terminated)
  * does not list; `where` names the object in the message, `hint` (may be
@@ -198,6 +201,8 @@ static ds_status_t parse_level(const json_t *object, const char *origin, int ind
     DSI_TRY(dsi_json_int32(object, "nics_per_node", where, 1, 1024, false, &level->nics_per_node));
     DSI_TRY(dsi_json_double(object, "congestion_per_doubling", where, 0.0, 0.9, false,
                             &level->congestion_per_doubling));
+    DSI_TRY(dsi_json_bool(object, "nvls", where, false, &level->nvls));
+    DSI_TRY(dsi_json_bool(object, "sharp", where, false, &level->sharp));
     if (index == 1 && count == 2 && level->oversubscription != 1.0)
         return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"oversubscription\" = %g has no level above levels[1] to apply to (accepted: 1 on a last levels[1]; or add the level its domains' uplinks reach)",
                          where, level->oversubscription);
@@ -251,6 +256,7 @@ ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *orig
     DSI_TRY_GOTO(dsi_json_double(root, "device_memory_GiB", origin, 0.001, 1e6, false, &c.device.memory_GiB), status, out);
     DSI_TRY_GOTO(dsi_json_double(root, "peak_tflops", origin, 1e-6, 1e6, false, &c.device.peak_tflops_bf16), status, out);
     DSI_TRY_GOTO(dsi_json_double(root, "mem_bw_GBps", origin, 1e-6, 1e7, false, &c.device.mem_bw_GBps), status, out);
+    DSI_TRY_GOTO(dsi_json_bool(root, "pat", origin, false, &c.pat), status, out);
     const json_t *levels = json_object_get(root, "levels");
     if (levels != NULL && !json_is_null(levels)) {
         size_t count = json_array_size(levels);
@@ -264,6 +270,7 @@ ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *orig
             if (i >= (size_t)c.num_levels) { /* a level beyond the defaults starts from the one below */
                 *level = c.levels[i - 1];
                 level->span = 0;
+                level->sharp = false; /* declared per level */
             }
             if (i == 0)
                 level->span = 0; /* given or not: checked below */

@@ -45,15 +45,31 @@ check "a top-level typo is bad input" expect_rc 2 "$DSMPI" predict --model gpt2-
     --cluster topology.json --estimate-missing
 check "one line" one_line
 check "it names the key, the file and the accepted keys" grep -q \
-    '^dsmpi predict: topology.json: key "topology" is not known (accepted: name, nodes, gpus_per_node, device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels)$' err.txt
+    '^dsmpi predict: topology.json: key "topology" is not known (accepted: name, nodes, gpus_per_node, device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels, pat)$' err.txt
 sed 's/"span": 32/"spann": 32/' os2.json > spann.json
 check "a typo inside a level is bad input" expect_rc 2 "$DSMPI" search --model gpt2-medium \
     --cluster spann.json --estimate-missing
 check "one line" one_line
 check "it names the level, the key and the keys accepted there" grep -q \
-    '^dsmpi search: spann.json: levels\[1\]: key "spann" is not known (accepted: name, latency_us, bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling)$' err.txt
+    '^dsmpi search: spann.json: levels\[1\]: key "spann" is not known (accepted: name, latency_us, bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling, sharp)$' err.txt
 check "plan refuses it too" expect_rc 2 "$DSMPI" plan --model gpt2-medium --cluster spann.json \
     --gpus 256 --estimate-missing --tokens 1T
+
+# The in-switch reductions are booleans: anything else is one line, exit 2.
+sed 's/"nics_per_node": 4}/"nics_per_node": 4, "sharp": "yes"}/' os2.json > sharp.json
+check "a sharp that is not a boolean is bad input" expect_rc 2 \
+    "$DSMPI" comm --cluster sharp.json --gpus 256
+check "one line" one_line
+check "it names the file, the level and the key" grep -q \
+    '^dsmpi comm: sharp.json: levels\[1\]: "sharp" is not true or false$' err.txt
+sed 's/"bandwidth_GBps": 450}/"bandwidth_GBps": 450, "nvls": 1}/' os2.json > nvls.json
+check "an nvls that is not a boolean is bad input" expect_rc 2 \
+    "$DSMPI" comm --cluster nvls.json --gpus 256
+check "one line" one_line
+sed 's/"name": "df",/"name": "df", "pat": 2,/' os2.json > pat.json
+check "a pat that is not a boolean is bad input" expect_rc 2 \
+    "$DSMPI" comm --cluster pat.json --gpus 256
+check "one line" one_line
 
 # Options against the file: devices per node that contradict it are an error.
 check "--gpus-per-node against the file is bad input" expect_rc 2 "$DSMPI" predict \

@@ -69,24 +69,41 @@ static void test_cluster_file_refusals(void)
     const char *top = "{\"nodes\": 4, \"gpus_per_node\": 8, \"topology\": \"dragonfly\"}";
     CHECK_FAILS(ds_cluster_load_json(top, strlen(top), "df.json", &c), DS_ERR_BAD_FILE,
                 "df.json: key \"topology\" is not known (accepted: name, nodes, gpus_per_node, "
-                "device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels)");
+                "device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels, pat)");
     CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"spann\": 16"), &c), DS_ERR_BAD_FILE,
                 "c.json: levels[1]: key \"spann\" is not known (accepted: name, latency_us, "
-                "bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling)");
+                "bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling, sharp)");
     CHECK_FAILS(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"nics_per_node\": 8}", &c),
                 DS_ERR_BAD_FILE,
                 "c.json: levels[0]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
-                "bandwidth_GBps, span; level 0 joins the devices of a node");
+                "bandwidth_GBps, span, nvls; level 0 joins the devices of a node");
     CHECK_FAILS(
         load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"nics_per_node\": 4"), &c),
         DS_ERR_BAD_FILE,
         "c.json: levels[2]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
-        "bandwidth_GBps, span, oversubscription, congestion_per_doubling; a node's NICs are given "
-        "on levels[1])");
+        "bandwidth_GBps, span, oversubscription, congestion_per_doubling, sharp; a node's NICs are "
+        "given on levels[1])");
     /* A key with a newline is shown on one line. */
     const char *odd = "{\"nodes\": 4, \"gpus_per_node\": 8, \"a\\nb\": 1}";
     CHECK_FAILS(ds_cluster_load_json(odd, strlen(odd), "odd.json", &c), DS_ERR_BAD_FILE,
                 "odd.json: key \"a?b\" is not known");
+    /* The in-switch reductions and PAT: booleans, off unless declared. */
+    CHECK_OK(load_levels(NVLINK ", " LEAF(""), &c));
+    CHECK(!c.levels[0].nvls && !c.levels[1].sharp && !c.pat);
+    CHECK_OK(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"nvls\": true}, " LEAF(
+                             ", \"span\": 16, \"sharp\": true") ", " LEAF(""),
+                         &c));
+    CHECK(c.levels[0].nvls && c.levels[1].sharp && !c.levels[2].sharp);
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"sharp\": 1"), &c), DS_ERR_BAD_FILE,
+                "c.json: levels[1]: \"sharp\" is not true or false");
+    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"nvls\": true"), &c), DS_ERR_BAD_FILE,
+                "c.json: levels[1]: key \"nvls\" is not known");
+    const char *pat = "{\"nodes\": 4, \"gpus_per_node\": 1, \"pat\": \"yes\"}";
+    CHECK_FAILS(ds_cluster_load_json(pat, strlen(pat), "pat.json", &c), DS_ERR_BAD_FILE,
+                "pat.json: \"pat\" is not true or false");
+    pat = "{\"nodes\": 4, \"gpus_per_node\": 1, \"pat\": true}";
+    CHECK_OK(ds_cluster_load_json(pat, strlen(pat), "pat.json", &c));
+    CHECK(c.pat);
     CHECK(strchr(ds_last_error(), '\n') == NULL);
     /* Placements the model would ignore. */
     CHECK_FAILS(load_levels(NVLINK ", " LEAF("") ", " LEAF(""), &c), DS_ERR_BAD_FILE,
