@@ -314,6 +314,9 @@ typedef enum ds_comm_algo {
     DS_COMM_ALGO_BRUCK = 8,              /* MPI all-gather, all-to-all */
     DS_COMM_ALGO_NEIGHBOR = 9,           /* MPI all-gather */
     DS_COMM_ALGO_PAIRWISE = 10,          /* MPI all-to-all */
+    DS_COMM_ALGO_NVLS = 11,    /* NCCL all-reduce reduced in the NVSwitches (cluster "nvls") */
+    DS_COMM_ALGO_COLLNET = 12, /* NCCL all-reduce reduced in the network switches ("sharp") */
+    DS_COMM_ALGO_PAT = 13,     /* NCCL all-gather, reduce-scatter at one device per node ("pat") */
 } ds_comm_algo_t;
 
 DS_API const char *ds_comm_algo_name(ds_comm_algo_t algo);

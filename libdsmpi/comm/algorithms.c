@@ -154,10 +154,12 @@ ds_comm_op_t dsi_comm_fit_op(ds_comm_op_t op)
 
 double dsi_comm_proto_hop_extra_s(const dsi_comm_terms_t *terms, int proto, int level)
 {
-    if (terms->protos == NULL || proto <= 0 || proto >= terms->num_protos)
+    if (terms->protos == NULL || proto < 0 || proto >= terms->num_protos)
         return 0.0;
+    const dsi_comm_proto_t *reference =
+        terms->reference != NULL ? terms->reference : &terms->protos[0];
     int where = level > 0 ? 1 : 0;
-    return fmax(terms->protos[proto].hop_us[where] - terms->protos[0].hop_us[where], 0.0) * 1e-6;
+    return fmax(terms->protos[proto].hop_us[where] - reference->hop_us[where], 0.0) * 1e-6;
 }
 
 double dsi_comm_proto_efficiency(const dsi_comm_terms_t *terms, int proto)
@@ -413,21 +415,181 @@ static double hierarchical_compose(const ds_comm_model_t *model, ds_comm_op_t op
 }
 
 static const dsi_comm_algo_t ring_algo = {DS_COMM_ALGO_RING, "ring", ring_applies, ring_terms,
-                                          NULL};
+                                          NULL, NULL};
 static const dsi_comm_algo_t tree_algo = {DS_COMM_ALGO_TREE, "tree", tree_applies, tree_terms,
-                                          NULL};
+                                          NULL, NULL};
 static const dsi_comm_algo_t direct_algo = {DS_COMM_ALGO_DIRECT, "direct", direct_applies,
-                                            direct_terms, NULL};
-static const dsi_comm_algo_t ps_algo = {DS_COMM_ALGO_PS, "ps", ps_applies, ps_terms, NULL};
-static const dsi_comm_algo_t hierarchical_algo = {DS_COMM_ALGO_HIERARCHICAL, "hierarchical",
-                                                  hierarchical_applies, NULL, hierarchical_compose};
+                                            direct_terms, NULL, NULL};
+static const dsi_comm_algo_t ps_algo = {DS_COMM_ALGO_PS, "ps", ps_applies, ps_terms, NULL, NULL};
+static const dsi_comm_algo_t hierarchical_algo = {
+    DS_COMM_ALGO_HIERARCHICAL, "hierarchical", hierarchical_applies, NULL, hierarchical_compose,
+    NULL};
 
-/* NCCL picks among ring and tree for all-reduce, runs the other
- * collectives as rings and point-to-point directly; hierarchical
- * all-reduce is what MPI and Horovod layer on top, used when forced. */
-static const dsi_comm_algo_t *const nccl_algos[] = {&ring_algo, &tree_algo, &direct_algo, &ps_algo,
-                                                    &hierarchical_algo};
-static const bool nccl_automatic[] = {true, true, true, true, false};
+/* ---- NCCL's algorithms on declared hardware ----------------------------------------------
+ * NVLS, CollNet and PAT run the Simple protocol only.  Their per-hop
+ * latencies are NCCL's priors (hwLat, Simple column: NVLink, network), priced
+ * over the ring's LL row, whose latency the fitted hop is.  They enter NCCL's
+ * choice only where the cluster file declares the hardware (or, for PAT, the
+ * NCCL version) and are not used to fit the levels. */
+
+/* NVLS: hwLat NVLink 25 (NVLS), network 20.9 (NVLS_TREE) (NVIDIA/nccl
+ * src/graph/tuning.cc, NCCL 2.2x defaults). */
+static const dsi_comm_proto_t nvls_protos[] = {{"Simple", 1.0, {25.0, 20.9}}};
+/* NVLS bandwidth efficiency: 0.85 on Hopper, 0.74 on Blackwell (nvlsEfficiency,
+ * NVIDIA/nccl src/graph/tuning.cc). */
+#define NVLS_EFFICIENCY_HOPPER 0.85
+#define NVLS_EFFICIENCY_BLACKWELL 0.74
+/* CollNet (direct): hwLat NVLink 3.7; network 31 for one reduction through
+ * the switches, taken as two traversals (up, down) of one switch level at
+ * 15.5 each (NVIDIA/nccl src/graph/tuning.cc, CollNetDirect row). */
+static const dsi_comm_proto_t collnet_protos[] = {{"Simple", 1.0, {3.7, 15.5}}};
+/* CollNet bus bandwidth x 0.9 (NVIDIA/nccl src/graph/tuning.cc). */
+#define COLLNET_EFFICIENCY 0.9
+/* PAT: network latency hwLat 14 / 3.5 per step; NVLink 4.0 (NVIDIA/nccl
+ * src/graph/tuning.cc, PAT row and its latency formula). */
+static const dsi_comm_proto_t pat_protos[] = {{"Simple", 1.0, {4.0, 14.0 / 3.5}}};
+/* PAT bus bandwidth x 0.75, and 2.8 us per rank added to its latency
+ * (NVIDIA/nccl src/graph/tuning.cc). */
+#define PAT_EFFICIENCY 0.75
+#define PAT_US_PER_RANK 2.8
+
+static double nvls_efficiency(const ds_comm_model_t *model)
+{
+    return strncmp(model->cluster.device.name, "b200", 4) == 0 ? NVLS_EFFICIENCY_BLACKWELL
+                                                               : NVLS_EFFICIENCY_HOPPER;
+}
+
+static double algo_terms_time(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                              const dsi_comm_shape_t *shape, const dsi_comm_terms_t *terms)
+{
+    return dsi_comm_terms_time(model, op, shape, terms, bytes);
+}
+
+static bool nvls_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
+{
+    return op == DS_COMM_ALLREDUCE && shape->r >= 2;
+}
+
+static bool nvls_declared(const ds_comm_model_t *model, const dsi_comm_shape_t *shape)
+{
+    (void)shape;
+    return model->cluster.levels[0].nvls;
+}
+
+/* NVLS all-reduce: each device hands its S to the NVSwitch, which reduces
+ * and multicasts; inside a node one switch operation (one hop) and, per
+ * device, S (r-1)/r over NVLink at the NVLS efficiency (half the ring's
+ * 2S (r-1)/r).  Across nodes (NCCL's NVLS_TREE) the node's result goes
+ * through the double binary tree: 2 log2(domains) hops and 2S / tree
+ * efficiency at each network level, as the tree. */
+static double nvls_compose(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                           const dsi_comm_shape_t *shape)
+{
+    dsi_comm_terms_t terms;
+    memset(&terms, 0, sizeof(terms));
+    double r = (double)shape->r;
+    terms.hops[0] = 1.0;
+    terms.volume[0] = bytes * (r - 1.0) / r / nvls_efficiency(model);
+    for (int level = 1; level <= shape->top; level++) {
+        double hops = ceil_log2(shape->units[level]) - ceil_log2(shape->units[level + 1]);
+        terms.hops[level] = 2.0 * fmax(hops, 0.0);
+        terms.volume[level] = 2.0 * bytes / model->tree_efficiency;
+    }
+    terms.protos = nvls_protos;
+    terms.num_protos = (int)DSI_ARRAY_SIZE(nvls_protos);
+    terms.reference = &ring_protos[0];
+    return algo_terms_time(model, op, bytes, shape, &terms);
+}
+
+static bool collnet_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
+{
+    return op == DS_COMM_ALLREDUCE && shape->top >= 1;
+}
+
+/* Every network level the group crosses reduces in its switches. */
+static bool collnet_declared(const ds_comm_model_t *model, const dsi_comm_shape_t *shape)
+{
+    for (int level = 1; level <= shape->top; level++)
+        if (!model->cluster.levels[level].sharp)
+            return false;
+    return true;
+}
+
+/* CollNet all-reduce (in-network reduction, InfiniBand SHARP): inside a
+ * node a direct reduce-scatter and all-gather over NVLink (one hop each,
+ * 2S (r-1)/r per device); each node sends its S up the switches once and
+ * receives the result once, S / 0.9 per node at every network level (the
+ * ring's is about 2S), and the latency is one traversal up and one down per
+ * switch level crossed, whatever the node count. */
+static double collnet_compose(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                              const dsi_comm_shape_t *shape)
+{
+    dsi_comm_terms_t terms;
+    memset(&terms, 0, sizeof(terms));
+    double r = (double)shape->r;
+    if (shape->r >= 2) {
+        terms.hops[0] = 2.0;
+        terms.volume[0] = 2.0 * bytes * (r - 1.0) / r;
+    }
+    for (int level = 1; level <= shape->top; level++) {
+        terms.hops[level] = 2.0;
+        terms.volume[level] = bytes / COLLNET_EFFICIENCY;
+    }
+    terms.protos = collnet_protos;
+    terms.num_protos = (int)DSI_ARRAY_SIZE(collnet_protos);
+    terms.reference = &ring_protos[0];
+    return algo_terms_time(model, op, bytes, shape, &terms);
+}
+
+static bool pat_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
+{
+    return (op == DS_COMM_ALLGATHER || op == DS_COMM_REDUCE_SCATTER) && shape->r == 1 &&
+           shape->top >= 1;
+}
+
+static bool pat_declared(const ds_comm_model_t *model, const dsi_comm_shape_t *shape)
+{
+    (void)shape;
+    return model->cluster.pat;
+}
+
+/* PAT (all-gather and reduce-scatter at one device per node, NCCL 2.23+):
+ * log2(n) steps instead of the ring's n-1, about log2(domains) of them at
+ * each level, plus NCCL's 2.8 us per rank; the ring's bus volume
+ * S (n-1)/n at the PAT efficiency. */
+static double pat_compose(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                          const dsi_comm_shape_t *shape)
+{
+    dsi_comm_terms_t terms;
+    memset(&terms, 0, sizeof(terms));
+    double volume = bytes * ds_comm_busbw_factor(op, (int)DSI_MIN(shape->n, INT32_MAX));
+    for (int level = 1; level <= shape->top; level++) {
+        double hops = ceil_log2(shape->units[level]) - ceil_log2(shape->units[level + 1]);
+        terms.hops[level] = fmax(hops, 0.0);
+        terms.volume[level] = volume / PAT_EFFICIENCY;
+    }
+    terms.protos = pat_protos;
+    terms.num_protos = (int)DSI_ARRAY_SIZE(pat_protos);
+    terms.reference = &ring_protos[0];
+    return algo_terms_time(model, op, bytes, shape, &terms) +
+           PAT_US_PER_RANK * 1e-6 * (double)shape->n;
+}
+
+static const dsi_comm_algo_t nvls_algo = {DS_COMM_ALGO_NVLS, "nvls", nvls_applies, NULL,
+                                          nvls_compose, nvls_declared};
+static const dsi_comm_algo_t collnet_algo = {DS_COMM_ALGO_COLLNET, "collnet", collnet_applies,
+                                             NULL, collnet_compose, collnet_declared};
+static const dsi_comm_algo_t pat_algo = {DS_COMM_ALGO_PAT, "pat", pat_applies, NULL, pat_compose,
+                                         pat_declared};
+
+/* NCCL picks among ring and tree for all-reduce (and NVLS and CollNet where
+ * the cluster has them), runs the other collectives as rings (or PAT) and
+ * point-to-point directly; hierarchical all-reduce is what MPI and Horovod
+ * layer on top, used when forced. */
+static const dsi_comm_algo_t *const nccl_algos[] = {
+    &ring_algo,         &tree_algo, &direct_algo,  &ps_algo,
+    &hierarchical_algo, &nvls_algo, &collnet_algo, &pat_algo};
+static const bool nccl_automatic[] = {true, true, true, true, false, true, true, true};
 _Static_assert(DSI_ARRAY_SIZE(nccl_algos) <= DSI_COMM_MAX_ALGOS, "too many algorithms");
 
 /* ---- Open MPI's algorithms ------------------------------------------------------------------
@@ -707,15 +869,17 @@ static bool ompi_direct_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
 }
 
 static const dsi_comm_algo_t ompi_algo_list[] = {
-    {DS_COMM_ALGO_RING, "ring", ompi_ring_applies, NULL, ompi_ring_compose},
-    {DS_COMM_ALGO_TREE, "tree", ompi_tree_applies, NULL, ompi_tree_compose},
-    {DS_COMM_ALGO_RECURSIVE_DOUBLING, "recursive-doubling", ompi_rd_applies, NULL, ompi_rd_compose},
-    {DS_COMM_ALGO_RABENSEIFNER, "rabenseifner", ompi_rab_applies, NULL, ompi_rab_compose},
-    {DS_COMM_ALGO_RECURSIVE_HALVING, "recursive-halving", ompi_rh_applies, NULL, ompi_rh_compose},
-    {DS_COMM_ALGO_BRUCK, "bruck", ompi_bruck_applies, NULL, ompi_bruck_compose},
-    {DS_COMM_ALGO_NEIGHBOR, "neighbor", ompi_neighbor_applies, NULL, ompi_neighbor_compose},
-    {DS_COMM_ALGO_PAIRWISE, "pairwise", ompi_pairwise_applies, NULL, ompi_pairwise_compose},
-    {DS_COMM_ALGO_DIRECT, "direct", ompi_direct_applies, direct_terms, NULL},
+    {DS_COMM_ALGO_RING, "ring", ompi_ring_applies, NULL, ompi_ring_compose, NULL},
+    {DS_COMM_ALGO_TREE, "tree", ompi_tree_applies, NULL, ompi_tree_compose, NULL},
+    {DS_COMM_ALGO_RECURSIVE_DOUBLING, "recursive-doubling", ompi_rd_applies, NULL, ompi_rd_compose,
+     NULL},
+    {DS_COMM_ALGO_RABENSEIFNER, "rabenseifner", ompi_rab_applies, NULL, ompi_rab_compose, NULL},
+    {DS_COMM_ALGO_RECURSIVE_HALVING, "recursive-halving", ompi_rh_applies, NULL, ompi_rh_compose,
+     NULL},
+    {DS_COMM_ALGO_BRUCK, "bruck", ompi_bruck_applies, NULL, ompi_bruck_compose, NULL},
+    {DS_COMM_ALGO_NEIGHBOR, "neighbor", ompi_neighbor_applies, NULL, ompi_neighbor_compose, NULL},
+    {DS_COMM_ALGO_PAIRWISE, "pairwise", ompi_pairwise_applies, NULL, ompi_pairwise_compose, NULL},
+    {DS_COMM_ALGO_DIRECT, "direct", ompi_direct_applies, direct_terms, NULL, NULL},
 };
 
 static const dsi_comm_algo_t *const ompi_algos[] = {
@@ -788,6 +952,9 @@ const char *ds_comm_algo_name(ds_comm_algo_t algo)
     case DS_COMM_ALGO_BRUCK: return "bruck";
     case DS_COMM_ALGO_NEIGHBOR: return "neighbor";
     case DS_COMM_ALGO_PAIRWISE: return "pairwise";
+    case DS_COMM_ALGO_NVLS: return "nvls";
+    case DS_COMM_ALGO_COLLNET: return "collnet";
+    case DS_COMM_ALGO_PAT: return "pat";
     }
     return "?";
 }
@@ -814,7 +981,8 @@ double dsi_comm_model_time(const ds_comm_model_t *model, ds_comm_op_t op, double
         const dsi_comm_algo_t *algo = lib->algos[i];
         bool forced_here = force && algo->id == forced;
         times[i] = -1.0;
-        if ((!lib->automatic[i] && !forced_here) || !algo->applies(op, shape))
+        if ((!lib->automatic[i] && !forced_here) || !algo->applies(op, shape) ||
+            (algo->declared != NULL && !algo->declared(model, shape)))
             continue;
         times[i] = algo_time(model, algo, op, bytes, shape);
         if (algo->id == DS_COMM_ALGO_RING)

@@ -47,6 +47,9 @@ typedef struct dsi_comm_terms {
     /* The algorithm's protocols (NULL: one, at the fitted latency and bandwidth). */
     const dsi_comm_proto_t *protos;
     int num_protos;
+    /* The row whose per-hop latency the fitted one is (NULL: protos[0]):
+     * algorithms without LL price their hops over the ring's LL. */
+    const dsi_comm_proto_t *reference;
 } dsi_comm_terms_t;
 
 /* Per-hop latency (s) protocol `proto` of `terms` adds at `level` to the
@@ -198,6 +201,8 @@ typedef struct dsi_comm_algo {
     /* Composite algorithms: the time from sub-predictions. */
     double (*compose)(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
                       const dsi_comm_shape_t *shape);
+    /* Whether the cluster has what the algorithm needs (NULL: every cluster). */
+    bool (*declared)(const ds_comm_model_t *model, const dsi_comm_shape_t *shape);
 } dsi_comm_algo_t;
 
 #define DSI_COMM_MAX_ALGOS 16
