@@ -387,12 +387,17 @@ static int run(app_t *app, const options_t *o)
             printf("# no measurements: every number rests on the cluster's nominal links\n");
         printf("# cluster %s: %d per node, device %s", cluster.name, gpus_per_node,
                cluster.device.name);
-        for (int l = 0; l < cluster.num_levels; l++)
-            printf("%s %s %.3g us %.4g GB/s", l ? ";" : ",", cluster.levels[l].name,
-                   cluster.levels[l].latency_us, cluster.levels[l].bandwidth_GBps);
-        printf("\n");
+        bool declared = cluster.pat;
+        for (int l = 0; l < cluster.num_levels; l++) {
+            printf("%s %s %.3g us %.4g GB/s%s%s", l ? ";" : ",", cluster.levels[l].name,
+                   cluster.levels[l].latency_us, cluster.levels[l].bandwidth_GBps,
+                   cluster.levels[l].nvls ? " nvls" : "", cluster.levels[l].sharp ? " sharp" : "");
+            declared = declared || cluster.levels[l].nvls || cluster.levels[l].sharp;
+        }
+        printf("%s\n", cluster.pat ? "; pat" : "");
         ds_comm_model_print(model, o->op, stdout, "# fit: ");
-        printf("# priors: %s\n", PRIORS_TEXT);
+        printf("# priors: %s%s\n", PRIORS_TEXT,
+               declared ? "; NVLS', CollNet's and PAT's efficiencies and per-hop latencies" : "");
         printf("# busbw = algbw x %s, algbw = size / time; provenance: imported/measured = the "
                "log's value,\n#   interpolated = between logged sizes, extrapolated = fitted "
                "model, assumed = cluster's nominal links\n",
