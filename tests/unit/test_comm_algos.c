@@ -23,11 +23,12 @@
 static ds_cluster_t cluster(int nodes, const char *level0, const char *level1, const char *top)
 {
     char json[1024];
-    snprintf(json, sizeof(json),
-             "{\"name\": \"leaf\", \"nodes\": %d, \"gpus_per_node\": 4, \"device\": \"h100-sxm\"%s,\n"
-             " \"levels\": [{\"name\": \"nvlink\", \"latency_us\": 2, \"bandwidth_GBps\": 450%s},\n"
-             "  {\"name\": \"ib\", \"latency_us\": 3, \"bandwidth_GBps\": 25%s}]}",
-             nodes, top, level0, level1);
+    snprintf(
+        json, sizeof(json),
+        "{\"name\": \"leaf\", \"nodes\": %d, \"gpus_per_node\": 4, \"device\": \"h100-sxm\"%s,\n"
+        " \"levels\": [{\"name\": \"nvlink\", \"latency_us\": 2, \"bandwidth_GBps\": 450%s},\n"
+        "  {\"name\": \"ib\", \"latency_us\": 3, \"bandwidth_GBps\": 25%s}]}",
+        nodes, top, level0, level1);
     ds_cluster_t c;
     memset(&c, 0, sizeof(c));
     CHECK_OK(ds_cluster_load_json(json, strlen(json), "leaf.json", &c));
@@ -41,8 +42,8 @@ static ds_comm_model_t *model_of(const ds_cluster_t *c)
     return model;
 }
 
-static double algo_s(const ds_comm_model_t *model, ds_comm_algo_t id, ds_comm_op_t op,
-                     double bytes, const dsi_comm_shape_t *shape)
+static double algo_s(const ds_comm_model_t *model, ds_comm_algo_t id, ds_comm_op_t op, double bytes,
+                     const dsi_comm_shape_t *shape)
 {
     const dsi_comm_algo_t *algo =
         dsi_comm_library_find(dsi_comm_library_get(DS_COMM_LIBRARY_NCCL), id);
@@ -116,10 +117,9 @@ static void test_collnet(void)
     dsi_comm_shape_t wide;
     dsi_comm_shape_init(model, 32, 8, 4, 1, 0, &wide);
     const double S = 1073741824.0;
-    double latency = 2.0 * (NVLINK_US + 3.7 - LL_NVLINK_US) * 1e-6 +
-                     2.0 * (IB_US + 15.5 - LL_NET_US) * 1e-6;
-    double collnet_s =
-        latency + fmax(2.0 * S * 0.75 / NVLINK_BPS, S / 0.9 / (4.0 * NIC_BPS));
+    double latency =
+        2.0 * (NVLINK_US + 3.7 - LL_NVLINK_US) * 1e-6 + 2.0 * (IB_US + 15.5 - LL_NET_US) * 1e-6;
+    double collnet_s = latency + fmax(2.0 * S * 0.75 / NVLINK_BPS, S / 0.9 / (4.0 * NIC_BPS));
     CHECK_NEAR(algo_s(model, DS_COMM_ALGO_COLLNET, DS_COMM_ALLREDUCE, S, &wide), collnet_s, 1e-9);
     /* The latency does not grow with the nodes under one switch level. */
     ds_cluster_t big = cluster(64, "", ", \"sharp\": true", "");
