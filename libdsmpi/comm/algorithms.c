@@ -430,26 +430,28 @@ static const dsi_comm_algo_t hierarchical_algo = {
  * latencies are NCCL's priors (hwLat, Simple column: NVLink, network), priced
  * over the ring's LL row, whose latency the fitted hop is.  They enter NCCL's
  * choice only where the cluster file declares the hardware (or, for PAT, the
- * NCCL version) and are not used to fit the levels. */
+ * NCCL version) and are not used to fit the levels.  Their numbers are NCCL
+ * 2.2x's tuning tables (src/graph/tuning.cc; src/tuning/ in later releases)
+ * as public analyses of them report (e.g. "Demystifying NCCL", arXiv
+ * 2507.04786): priors, not checked against every release; nvlsEfficiency,
+ * PAT's 0.75 and the network hwLat of NVLS_TREE (20.9), CollNetDirect (31)
+ * and PAT (14) were seen in more than one of them. */
 
-/* NVLS: hwLat NVLink 25 (NVLS), network 20.9 (NVLS_TREE) (NVIDIA/nccl
- * src/graph/tuning.cc, NCCL 2.2x defaults). */
+/* NVLS: hwLat NVLink 25 (NVLS), network 20.9 (NVLS_TREE). */
 static const dsi_comm_proto_t nvls_protos[] = {{"Simple", 1.0, {25.0, 20.9}}};
-/* NVLS bandwidth efficiency: 0.85 on Hopper, 0.74 on Blackwell (nvlsEfficiency,
- * NVIDIA/nccl src/graph/tuning.cc). */
+/* NVLS bandwidth efficiency: 0.85 on Hopper, 0.74 on Blackwell (nvlsEfficiency). */
 #define NVLS_EFFICIENCY_HOPPER 0.85
 #define NVLS_EFFICIENCY_BLACKWELL 0.74
 /* CollNet (direct): hwLat NVLink 3.7; network 31 for one reduction through
- * the switches, taken as two traversals (up, down) of one switch level at
- * 15.5 each (NVIDIA/nccl src/graph/tuning.cc, CollNetDirect row). */
+ * the switches (CollNetDirect), taken here as two traversals (up, down) of
+ * one switch level at 15.5 each: that split is this model's assumption. */
 static const dsi_comm_proto_t collnet_protos[] = {{"Simple", 1.0, {3.7, 15.5}}};
-/* CollNet bus bandwidth x 0.9 (NVIDIA/nccl src/graph/tuning.cc). */
+/* CollNet bus bandwidth x 0.9. */
 #define COLLNET_EFFICIENCY 0.9
-/* PAT: network latency hwLat 14 / 3.5 per step; NVLink 4.0 (NVIDIA/nccl
- * src/graph/tuning.cc, PAT row and its latency formula). */
+/* PAT: network latency hwLat 14 / 3.5 per step; NVLink 4.0 (the PAT row and
+ * its latency formula). */
 static const dsi_comm_proto_t pat_protos[] = {{"Simple", 1.0, {4.0, 14.0 / 3.5}}};
-/* PAT bus bandwidth x 0.75, and 2.8 us per rank added to its latency
- * (NVIDIA/nccl src/graph/tuning.cc). */
+/* PAT bus bandwidth x 0.75, and 2.8 us per rank added to its latency. */
 #define PAT_EFFICIENCY 0.75
 #define PAT_US_PER_RANK 2.8
 
