@@ -30,7 +30,7 @@ typedef struct ds_device_spec {
     double network_latency_us;
 } ds_device_spec_t;
 
-/* Looks up a device by name (a100-40g, a100-80g, h100-sxm, h200, b200, cpu). */
+/* Looks up a device by name (a100-40g, a100-80g, h100-sxm, h100-pcie, h200, gh200, b200, cpu). */
 DS_API ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec);
 /* The spec of a device as a backend names it ("NVIDIA H200", "NVIDIA
  * A100-SXM4-80GB", a CPU model name for kind "cpu"); DS_ERR_NOT_FOUND when

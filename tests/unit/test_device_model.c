@@ -51,6 +51,17 @@ static void test_facts(void)
                           spec.mem_bw_GBps == m.mem_bw_GBps && spec.memory_GiB == m.memory_GiB,
                       "%s: spec and model agree", m.name);
     }
+    /* Backend names: the GH200 is not an H200, the PCIe H100 not the SXM one. */
+    static const char *const backend_names[][2] = {{"NVIDIA GH200 480GB", "gh200"},
+                                                   {"NVIDIA H200", "h200"},
+                                                   {"NVIDIA H100 PCIe", "h100-pcie"},
+                                                   {"NVIDIA H100 80GB HBM3", "h100-sxm"}};
+    for (size_t i = 0; i < sizeof(backend_names) / sizeof(backend_names[0]); i++) {
+        ds_device_spec_t spec;
+        CHECK_OK(ds_device_spec_match("cuda", backend_names[i][0], &spec));
+        CHECK_MSG(strcmp(spec.name, backend_names[i][1]) == 0, "%s is %s", backend_names[i][0],
+                  spec.name);
+    }
     ds_device_model_t m;
     CHECK_FAILS(ds_device_model_lookup("tpu-v5", &m), DS_ERR_INVALID_ARG,
                 "device 'tpu-v5' is not known (accepted: a100-40g, a100-80g, h100-sxm, h100-pcie, "
