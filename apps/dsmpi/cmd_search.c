@@ -167,7 +167,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
                best.iteration_s > 0 ? worst.iteration_s / best.iteration_s : 0.0);
     }
     if (o->si.estimate)
-        printf("# ASSUMED: costs the table lacks come from the device roofline; the ranking rests "
+        printf("# ASSUMED: costs the table lacks come from the device model; the ranking rests "
                "on them\n");
 }
 
