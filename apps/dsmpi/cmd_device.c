@@ -129,8 +129,8 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
         printf("# GUESSED: the achieved fractions of peak and the tile efficiencies are guesses\n");
     printf("#\n# %12s %10s %7s %9s %8s %7s %7s %11s %11s %s\n", "time", "achieved", "of_peak",
            "tile", "tiles", "waves", "k_eff", "compute", "memory", "bound");
-    printf("# %12s %10s %7s %9s %8s %7s %7s %11s %11s\n", "(us)", "(TFLOP/s)", "(%)", "",
-           "(count)", "(count)", "", "(us)", "(us)");
+    printf("# %12s %10s %7s %9s %8s %7s %7s %11s %11s\n", "(us)", "(TFLOP/s)", "(%)", "", "(count)",
+           "(count)", "", "(us)", "(us)");
     char tile[24];
     snprintf(tile, sizeof(tile), "%dx%d", e->tile_m, e->tile_n);
     printf("  %12.3f %10.2f %7.1f %9s %8lld %7lld %7.3f %11.3f %11.3f %s\n", e->seconds * 1e6,
