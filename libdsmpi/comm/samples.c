@@ -266,7 +266,7 @@ static ds_status_t parse_sample_line(char *line, const char *origin, int number,
     if (p < 0)
         return DSI_ERROR(DS_ERR_BAD_FILE,
                          "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, "
-                         "imported, assumed)",
+                         "imported, assumed, modelled)",
                          origin, number, provenance);
     x->provenance = (ds_provenance_t)p;
     return DS_OK;

@@ -156,11 +156,27 @@ static void test_estimates(void)
     CHECK_NEAR(dsi_estimate_compute_seconds(&key, 0.0, bytes, &cpu), 4e-6 + bytes / 10e9, 1e-12);
 }
 
+/* The provenance of device-model costs reads back from a text cost table. */
+static void test_provenance(void)
+{
+    CHECK(strcmp(ds_provenance_name(DS_PROV_MODELLED), "modelled") == 0);
+    ds_cost_table_t *table = NULL;
+    CHECK_OK(ds_cost_table_create(&table));
+    CHECK_OK(ds_cost_table_parse(
+        table, "gemm fwd bf16 NN m=8 n=8 k=8 = 1e-5 1e-5 1e-5 1e-5 0 modelled\n", "inline"));
+    ds_event_key_t key;
+    CHECK_OK(ds_event_key_parse("gemm fwd bf16 NN m=8 n=8 k=8", &key));
+    const ds_cost_t *cost = ds_cost_table_find(table, &key);
+    CHECK(cost != NULL && cost->provenance == DS_PROV_MODELLED);
+    ds_cost_table_destroy(table);
+}
+
 int main(void)
 {
     test_facts();
     test_waves();
     test_monotone();
     test_estimates();
+    test_provenance();
     return check_summary("test_device_model");
 }
