@@ -14,13 +14,13 @@ static void help(void)
            "Breaks one training iteration into events on every device of the target,\n"
            "deduplicates them, and prints per kind the events in the iteration and the\n"
            "unique ones that need measuring, then the unique events by expected cost\n"
-           "(occurrences x an estimate on the target: the device roofline for compute, the\n"
+           "(occurrences x an estimate on the target: the device model for compute, the\n"
            "communication model over every network level for communication).\n\n");
     inputs_print_help(stdout);
     printf("Events:\n  --top N                  unique events to list by expected cost (default 10)\n"
-           "  --cost-table-out FILE    add the roofline estimates of the compute events on the\n"
+           "  --cost-table-out FILE    add the device-model estimates of the compute events on the\n"
            "                           target device to the text cost table FILE (created when\n"
-           "                           missing; costs already there are kept), marked assumed:\n"
+           "                           missing; costs already there are kept), marked modelled:\n"
            "                           synthetic costs for the replay backend\n");
 }
 
@@ -164,7 +164,7 @@ static ds_status_t write_estimates(const ds_event_set_t *set, const char *path)
         if (e->key.kind != DS_EVENT_COMPUTE || ds_cost_table_find(table, &e->key) != NULL)
             continue;
         ds_cost_t cost = {e->estimated_s, e->estimated_s, e->estimated_s, e->estimated_s, 0,
-                          DS_PROV_ASSUMED};
+                          DS_PROV_MODELLED};
         status = ds_cost_table_set(table, &e->key, &cost);
     }
     if (status == DS_OK) {
@@ -172,7 +172,7 @@ static ds_status_t write_estimates(const ds_event_set_t *set, const char *path)
         if (out == NULL)
             status = ds_set_error(DS_ERR_IO, "cannot write the cost table %s", path);
         else {
-            fprintf(out, "# roofline estimates (dsmpi events --cost-table-out), seconds\n");
+            fprintf(out, "# device-model estimates (dsmpi events --cost-table-out), seconds\n");
             status = ds_cost_table_write_text(table, out);
             if (fclose(out) != 0 && status == DS_OK)
                 status = ds_set_error(DS_ERR_IO, "cannot write the cost table %s", path);

@@ -51,7 +51,7 @@ static void help(void)
            "  --gpus N[,N...]          cluster sizes, e.g. 256,512,1024,2048\n"
            "  --gpus-per-node G        devices per node (default 8)\n"
            "  --cluster FILE           network and device of the cluster (nodes set per size)\n"
-           "  --device NAME            a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
+           "  --device NAME            a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n"
            "Money and reliability:\n"
            "  --price-per-gpu-hour X   price of one GPU-hour (currency of your choice)\n"
            "  --charge-factor F        the site's charge per unit of use (default 1)\n"

@@ -58,8 +58,9 @@ void predict_print_help(FILE *out)
         "                           model (several files, or the option repeated); read with\n"
         "                           --gpus-per-node G when given, else the logs' host names\n"
         "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
-        "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
-        "                           every number resting on them is marked assumed\n"
+        "  --estimate-missing       fill costs the table lacks: compute from the device model\n"
+        "                           (modelled), communication from the cluster's links\n"
+        "                           (assumed); every number resting on them is marked\n"
         "  --peak-tflops X          device peak for estimates and MFU/HFU (TFLOP/s)\n"
         "  --mem-bw-gbs X           device memory bandwidth for estimates (GB/s)\n"
         "Simulation:\n"
@@ -277,13 +278,16 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         printf("# note: %s\n", note);
     size_t keys = ds_sim_key_count(sim);
     printf("# costs: %s\n", o->cost_note);
-    printf("# %lld of %zu event costs assumed (roofline of %s: %.3g TFLOP/s, %.0f GB/s)\n",
-           (long long)sum.assumed_keys, keys, in->cluster.device.name,
-           in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps);
+    printf("# %lld of %zu event costs not measured: %lld compute modelled (device model of %s: "
+           "%.3g TFLOP/s, %.0f GB/s peak; see dsmpi device), %lld assumed\n",
+           (long long)sum.assumed_keys, keys, (long long)sum.modelled_keys, in->cluster.device.name,
+           in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps,
+           (long long)(sum.assumed_keys - sum.modelled_keys));
     if (sum.assumed_keys > 0)
         printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
                "on\n"
-               "#   assumed costs; columns 'basis' and 'assumed' mark every number that does.\n",
+               "#   modelled or assumed costs; columns 'basis' and 'assumed' mark every number that\n"
+               "#   does.\n",
                100.0 * sum.assumed_share, 100.0 * sum.critical_assumed_share);
     printf("# simulation: %s mode, %s level, %lld of %lld devices with their own timeline, %lld "
            "events,\n"
@@ -343,7 +347,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
         "#\n# critical path of the iteration: %lld events, %lld changes of stage, ends with %s\n",
         (long long)cr.events, (long long)cr.devices_crossed, cr.ends_with);
     if (sum.assumed_keys > 0)
-        printf("# ASSUMED: %.1f%% of this path rests on assumed costs\n",
+        printf("# ASSUMED: %.1f%% of this path rests on modelled or assumed costs\n",
                100.0 * sum.critical_assumed_share);
     printf("# %-12s %12s %7s\n", "waited_on", "time", "share");
     printf("# %-12s %12s %7s\n", "", "(s)", "(%)");
@@ -454,12 +458,13 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim, co
         "%.9g, "
         "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"peak_memory_GiB\": %.6f, \"oom\": %s, "
         "\"assumed_share\": %.6f, \"critical_assumed_share\": %.6f, \"assumed_keys\": %lld, "
+        "\"modelled_keys\": %lld, "
         "\"keys\": %zu, \"basis\": \"%s\"},\n",
         s.iteration_s, band->low_s, band->high_s, s.samples_per_s, s.tokens_per_s, s.model_flops,
         s.hardware_flops, s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu,
         s.hfu, s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s,
         s.idle_s, s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share,
-        s.critical_assumed_share, (long long)s.assumed_keys, ds_sim_key_count(sim),
+        s.critical_assumed_share, (long long)s.assumed_keys, (long long)s.modelled_keys, ds_sim_key_count(sim),
         s.assumed_keys > 0 ? "assumed" : "measured");
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
@@ -492,13 +497,13 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim, co
         ds_provenance_t prov;
         double secs;
         const ds_event_key_t *key = ds_sim_key_at(sim, i, &prov, &secs);
-        if (prov != DS_PROV_ASSUMED)
+        if (prov != DS_PROV_ASSUMED && prov != DS_PROV_MODELLED)
             continue;
         char text[256];
         ds_event_key_format(key, text, sizeof(text));
         printf("%s\n  {\"event\": ", shown++ ? "," : "");
         output_json_string(stdout, text);
-        printf(", \"seconds\": %.17g}", secs);
+        printf(", \"seconds\": %.17g, \"provenance\": \"%s\"}", secs, ds_provenance_name(prov));
     }
     printf("]}\n");
 }
@@ -589,8 +594,8 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
         fprintf(stderr, " --seq-len %lld", (long long)in->seq_len);
     if (in->dtype != NULL)
         fprintf(stderr, " --dtype %s", in->dtype);
-    fprintf(stderr, " --profile-db profile.h5\nor rerun with --estimate-missing (roofline "
-                    "estimates, marked assumed)\n");
+    fprintf(stderr, " --profile-db profile.h5\nor rerun with --estimate-missing (device-model "
+                    "estimates, marked modelled)\n");
 }
 
 static int parse_slow(const app_t *app, options_t *o, const char *arg)

@@ -38,7 +38,7 @@ static void help(void)
            "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
            "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
            "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
-           "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n");
+           "  --device a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n");
     search_inputs_print_help(stdout);
     printf("Output:\n"
            "  --json, --csv, --quiet\n"
@@ -167,7 +167,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
                best.iteration_s > 0 ? worst.iteration_s / best.iteration_s : 0.0);
     }
     if (o->si.estimate)
-        printf("# ASSUMED: costs the table lacks come from the device roofline; the ranking rests "
+        printf("# ASSUMED: costs the table lacks come from the device model; the ranking rests "
                "on them\n");
 }
 

@@ -6,6 +6,7 @@
 
 int cmd_comm(app_t *app);
 int cmd_allocation(app_t *app);
+int cmd_device(app_t *app);
 int cmd_events(app_t *app);
 int cmd_execute(app_t *app);
 int cmd_plan(app_t *app);

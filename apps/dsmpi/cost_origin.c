@@ -66,10 +66,10 @@ void cost_origin_describe(const cost_origin_t *c, char *text, size_t size)
             else
                 append(text, size, &used, ": compute events measured on %s", device);
             if (r->compute_scaled > 0 && c->counts)
-                append(text, size, &used, " (%zu scaled to the target device: ASSUMED)",
+                append(text, size, &used, " (%zu scaled to the target device: MODELLED)",
                        r->compute_scaled);
             else if (r->compute_scaled > 0)
-                append(text, size, &used, " (scaled to the target device: ASSUMED)");
+                append(text, size, &used, " (scaled to the target device: MODELLED)");
         }
     }
     if (r != NULL && r->comm_samples > 0) {
@@ -94,10 +94,10 @@ void cost_origin_describe(const cost_origin_t *c, char *text, size_t size)
     }
     if (c->estimate)
         append(text, size, &used, "%s",
-               used ? "; the rest estimated from the device roofline and "
+               used ? "; the rest estimated from the device model (MODELLED) and "
                       "the cluster's links (ASSUMED)"
                     : "no measurements: every cost estimated from the "
-                      "device roofline and the cluster's links (ASSUMED)");
+                      "device model (MODELLED) and the cluster's links (ASSUMED)");
     else if (used == 0)
         append(text, size, &used, "none given");
 }
@@ -139,13 +139,13 @@ void cost_origin_basis(const cost_origin_t *c, double min_assumed, double max_as
         snprintf(text, size, "measured costs (%s)", given[0] ? given : "none given");
     } else if (min_assumed >= 0.9995) {
         snprintf(text, size, "%s (assumed, not measured)",
-                 c->estimate ? "roofline estimates of the device"
-                             : "costs scaled from another device by the roofline");
+                 c->estimate ? "device-model estimates"
+                             : "costs scaled from another device by the device model");
     } else {
         char share[64];
         cost_origin_share_text(min_assumed, max_assumed, share, sizeof(share));
         snprintf(text, size, "%s%s (%s of the event time assumed)",
                  given[0] ? given : "measured costs",
-                 c->estimate ? " and roofline estimates of the device" : "", share);
+                 c->estimate ? " and device-model estimates" : "", share);
     }
 }

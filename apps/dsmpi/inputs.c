@@ -400,7 +400,7 @@ void inputs_print_help(FILE *out)
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
           "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
-          "  --device a100-40g|a100-80g|h100-sxm|h200|b200|cpu\n"
+          "  --device a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n"
           "Output:\n"
           "  --json, --csv, --quiet\n"
           "  --out DIR                write the command's files into DIR (created): predict's\n"

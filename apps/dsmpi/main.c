@@ -12,6 +12,7 @@ typedef struct command {
 static const command_t commands[] = {
     {"allocation", cmd_allocation, "show the allocation dsmpi runs on: MPI ranks, nodes, Slurm job"},
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
+    {"device", cmd_device, "the device model: devices' facts, one GEMM's predicted time and waves"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
     {"execute", cmd_execute, "run real iterations of a strategy on this allocation and report them"},
     {"import", cmd_import, "import measurements (text cost tables, samples) into a profile database"},

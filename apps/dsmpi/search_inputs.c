@@ -283,8 +283,9 @@ void search_inputs_print_help(FILE *out)
         "  --profile-db FILE.h5     measured costs (dsmpi profile); another device's are scaled\n"
         "  --fingerprint TEXT       which device's measurements (default: the one with most)\n"
         "  --cost-table FILE        event costs, one '<event key> = <seconds>' a line\n"
-        "  --estimate-missing       fill costs the table lacks from the device roofline;\n"
-        "                           every number resting on them is marked assumed\n"
+        "  --estimate-missing       fill costs the table lacks: compute from the device model\n"
+        "                           (modelled), communication from the cluster's links\n"
+        "                           (assumed); every number resting on them is marked\n"
         "  --nccl-tests LOG...      fit the communication model on nccl-tests logs of the\n"
         "                           target system (several files, or the option repeated;\n"
         "                           read with --gpus-per-node G when given, else the logs'\n"
@@ -354,7 +355,7 @@ void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, d
     fprintf(
         stderr,
         "%zu of the %zu unique events of the %zu candidates lack a cost: profile them on a "
-        "small allocation, or rerun with --estimate-missing (roofline estimates, marked assumed)\n",
+        "small allocation, or rerun with --estimate-missing (device-model estimates, marked modelled)\n",
         missing, ds_event_set_size(set), ds_search_candidate_count(search));
     ds_event_set_destroy(set);
 }

@@ -31,7 +31,7 @@ typedef struct ds_device_spec {
     double network_latency_us;
 } ds_device_spec_t;
 
-/* Looks up a device by name (a100-40g, a100-80g, h100-sxm, h200, b200, cpu). */
+/* Looks up a device by name (a100-40g, a100-80g, h100-sxm, h100-pcie, h200, gh200, b200, cpu). */
 DS_API ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec);
 /* The spec of a device as a backend names it ("NVIDIA H200", "NVIDIA
  * A100-SXM4-80GB", a CPU model name for kind "cpu"); DS_ERR_NOT_FOUND when
@@ -40,6 +40,63 @@ DS_API ds_status_t ds_device_spec_match(const char *backend_kind, const char *de
                                         ds_device_spec_t *spec);
 DS_API size_t ds_device_spec_count(void);
 DS_API const char *ds_device_spec_name(size_t index);
+
+/* ---- device model -------------------------------------------------------
+ * What decides the speed kernels achieve on a device, for devices that were
+ * not profiled: the facts of the datasheets (each row's source is beside it
+ * in libdsmpi/cluster/device_model.c) and the achieved fractions of peak,
+ * which are guesses where no measurement is cited (`guessed` says so). */
+
+typedef struct ds_device_model {
+    char name[32];
+    int sm_count;            /* streaming multiprocessors; 0: no wave quantisation (cpu) */
+    double boost_clock_MHz;
+    double peak_tflops_bf16; /* dense tensor peak, also fp16 */
+    double peak_tflops_fp32; /* without TF32 */
+    double peak_tflops_tf32; /* dense; 0 where the device has none */
+    double peak_tflops_fp8;  /* dense; 0 where the device has none */
+    double mem_bw_GBps;
+    double memory_GiB;
+    double l2_MiB;
+    double nvlink_GBps; /* per device, one direction */
+    double pcie_GBps;   /* one direction */
+    double launch_us;   /* kernel launch and synchronisation floor */
+    double gemm_fraction_bf16; /* of peak, large GEMMs (full waves, long K) */
+    double gemm_fraction_fp32;
+    double gemm_fraction_fp8;
+    double stream_fraction; /* of mem_bw_GBps, streaming kernels (STREAM-like) */
+    int guessed;            /* the fractions are guesses, not cited measurements */
+} ds_device_model_t;
+
+/* The model of a device named like ds_device_spec_lookup's names, plus
+ * h100-pcie and gh200; DS_ERR_INVALID_ARG naming the accepted ones. */
+DS_API ds_status_t ds_device_model_lookup(const char *name, ds_device_model_t *model_p);
+DS_API size_t ds_device_model_count(void);
+/* The index-th model (NULL past the end); static storage. */
+DS_API const ds_device_model_t *ds_device_model_at(size_t index);
+
+/* A GEMM as cuBLAS runs it on the model: output tiles, waves of tiles over
+ * the SMs, a K-loop efficiency, and the memory-bound regime. */
+typedef struct ds_gemm_estimate {
+    double seconds;        /* launch + max(compute, memory) */
+    double compute_s;      /* waves x one tile's time */
+    double memory_s;       /* bytes of A, B and C over the achievable bandwidth */
+    double achieved_tflops;
+    double peak_tflops;    /* of the dtype */
+    int tile_m, tile_n;    /* the output tile the estimate chose (the fastest) */
+    int64_t tiles;         /* output tiles, over the batch */
+    int64_t waves;         /* ceil(tiles / SMs); 1 without SMs */
+    double k_efficiency;   /* K / (K + the K-loop prologue and epilogue) */
+    int memory_bound;
+} ds_gemm_estimate_t;
+
+/* C[m,n] = A[m,k] B[k,n], `batch` times (1 for a plain GEMM), in `dtype`.
+ * The spec's peaks and bandwidth are those of `model` unless the caller
+ * changed them. DS_ERR_INVALID_ARG for dims below 1 or a dtype the device
+ * lacks. */
+DS_API ds_status_t ds_device_model_gemm(const ds_device_model_t *model, ds_dtype_t dtype,
+                                        int64_t m, int64_t n, int64_t k, int64_t batch,
+                                        ds_gemm_estimate_t *estimate_p);
 
 /* One level of the network: level 0 joins the devices of a node, level 1
  * the nodes of a leaf switch (or all nodes), higher levels what is above. */

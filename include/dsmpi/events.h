@@ -196,6 +196,7 @@ typedef enum ds_provenance {
     DS_PROV_EXTRAPOLATED = 2, /* from a model fitted on measurements, outside their range */
     DS_PROV_IMPORTED = 3,     /* imported from another tool's measurements (nccl-tests, traces) */
     DS_PROV_ASSUMED = 4,      /* from a device or cluster specification, not measured */
+    DS_PROV_MODELLED = 5,     /* compute from the device model (cluster.h), not measured */
     DS_PROV_COUNT_
 } ds_provenance_t;
 

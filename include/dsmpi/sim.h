@@ -112,7 +112,8 @@ typedef enum ds_sim_band {
 typedef struct ds_sim_options {
     ds_sim_mode_t mode;
     ds_sim_granularity_t granularity;
-    int estimate_missing; /* fill costs the table lacks from the device roofline ("assumed") */
+    int estimate_missing; /* fill costs the table lacks: compute from the device model
+                             ("modelled"), communication from the cluster's links ("assumed") */
     const ds_sim_slow_device_t *slow_devices; /* full mode only */
     size_t num_slow_devices;
     double peak_tflops; /* > 0: the peak MFU and HFU divide by (default: the device's) */
@@ -177,7 +178,8 @@ DS_API size_t ds_sim_missing_count(const ds_sim_t *sim);
 DS_API const ds_event_key_t *ds_sim_missing_at(const ds_sim_t *sim, size_t index);
 
 /* Event keys the last run looked up (unique), with the provenance of the
- * cost it used (DS_PROV_ASSUMED for roofline estimates). */
+ * cost it used (DS_PROV_MODELLED for compute from the device model,
+ * DS_PROV_ASSUMED for communication from the cluster's links). */
 DS_API size_t ds_sim_key_count(const ds_sim_t *sim);
 DS_API const ds_event_key_t *ds_sim_key_at(const ds_sim_t *sim, size_t index,
                                            ds_provenance_t *provenance_p, double *seconds_p);
@@ -221,10 +223,11 @@ typedef struct ds_sim_summary {
     /* Means over all target devices, seconds per iteration. */
     double compute_s, comm_s, comm_exposed_s, comm_hidden_s, idle_s;
     /* Share of the events' simulated time that rests on assumed costs, and
-     * of the critical path. */
+     * of the critical path (costs not measured: assumed and modelled). */
     double assumed_share;
     double critical_assumed_share;
-    int64_t assumed_keys; /* unique keys whose cost is assumed */
+    int64_t assumed_keys;  /* unique keys whose cost is assumed or modelled */
+    int64_t modelled_keys; /* of those, compute priced by the device model */
     int64_t graph_nodes, graph_edges;
     double build_s, evaluate_s; /* wall time of the last run */
     double peak_memory_GiB;     /* largest total over devices */

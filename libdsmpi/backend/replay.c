@@ -106,10 +106,10 @@ static ds_status_t key_seconds(replay_backend_t *rb, const ds_event_key_t *key, 
     memset(&c, 0, sizeof(c));
     DSI_TRY(dsi_estimate_seconds(key, key_flops(key), bytes, &rb->device, &c.mean_s));
     c.median_s = c.p10_s = c.p90_s = c.mean_s;
-    c.provenance = DS_PROV_ASSUMED;
+    c.provenance = key->kind == DS_EVENT_COMPUTE ? DS_PROV_MODELLED : DS_PROV_ASSUMED;
     DSI_TRY(ds_cost_table_set(rb->estimated, key, &c));
     ds_event_key_format(key, text, sizeof(text));
-    DSI_INFO("replay: '%s' is not in the cost table; it takes its roofline estimate on %s, %.3g us",
+    DSI_INFO("replay: '%s' is not in the cost table; it takes its device-model estimate on %s, %.3g us",
              text, rb->device.device.name, c.mean_s * 1e6);
     *seconds_p = c.mean_s;
     return DS_OK;

@@ -12,7 +12,9 @@ static const ds_device_spec_t devices[] = {
     {"a100-40g", 40.0, 312.0, 19.5, 1555.0, 300.0, 2.0, 25.0, 5.0},
     {"a100-80g", 80.0, 312.0, 19.5, 2039.0, 300.0, 2.0, 25.0, 5.0},
     {"h100-sxm", 80.0, 989.0, 67.0, 3350.0, 450.0, 2.0, 50.0, 5.0},
+    {"h100-pcie", 80.0, 756.0, 51.0, 2000.0, 300.0, 2.0, 50.0, 5.0},
     {"h200", 140.0, 989.0, 67.0, 4800.0, 450.0, 2.0, 50.0, 5.0},
+    {"gh200", 96.0, 989.0, 67.0, 4000.0, 450.0, 2.0, 50.0, 5.0},
     {"b200", 180.0, 2250.0, 80.0, 8000.0, 900.0, 2.0, 50.0, 5.0},
     /* One CPU core standing for a device (the CPU backend): AVX2 FMA peak of
      * a ~3 GHz core, its share of memory bandwidth, shared memory and 10 GbE. */
@@ -47,7 +49,8 @@ ds_status_t ds_device_spec_match(const char *backend_kind, const char *device_na
         const char *needle;
         const char *spec;
     } names[] = {
-        {"H200", "h200"},         {"H100", "h100-sxm"}, {"B200", "b200"},
+        {"GH200", "gh200"},       {"H200", "h200"},     {"H100 PCIe", "h100-pcie"},
+        {"H100", "h100-sxm"}, {"B200", "b200"},
         {"A100-SXM4-40GB", "a100-40g"}, {"A100-PCIE-40GB", "a100-40g"},
         {"A100", "a100-80g"},
     };

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const provenance_names[DS_PROV_COUNT_] = {
-    "measured", "interpolated", "extrapolated", "imported", "assumed"};
+    "measured", "interpolated", "extrapolated", "imported", "assumed", "modelled"};
 
 const char *ds_provenance_name(ds_provenance_t provenance)
 {
@@ -181,7 +181,7 @@ static ds_status_t parse_line(ds_cost_table_t *t, char *line, const char *origin
         if (strcmp(provenance, provenance_names[i]) == 0)
             p = i;
     if (p < 0)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, imported, assumed)",
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, imported, assumed, modelled)",
                          origin, number, provenance);
     cost.provenance = (ds_provenance_t)p;
     return ds_cost_table_set(t, &key, &cost);

@@ -107,8 +107,8 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
             continue;
         ds_cost_t c = *cost;
         if (e->key.kind == DS_EVENT_COMPUTE && !same) {
-            /* Another device: its time scaled by the ratio of the roofline
-             * estimates on the two devices; an assumption, said so. */
+            /* Another device: its time scaled by the ratio of the device
+             * model's estimates on the two devices; modelled, said so. */
             double on_target = dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, target);
             double on_source =
                 known ? dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, &on_measured) : 0.0;
@@ -119,7 +119,7 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
             c.median_s *= ratio;
             c.p10_s *= ratio;
             c.p90_s *= ratio;
-            c.provenance = DS_PROV_ASSUMED;
+            c.provenance = DS_PROV_MODELLED;
             report->compute_scaled++;
         }
         DSI_TRY_GOTO(ds_cost_table_set(table, &e->key, &c), status, out);

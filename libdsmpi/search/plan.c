@@ -383,8 +383,8 @@ ds_status_t ds_plan_write_svg(const ds_plan_row_t *rows, size_t count, const ds_
         share_text(smax, hi, sizeof(hi));
         fprintf(out,
                 "<text class=\"assumed\" x=\"%.0f\" y=\"42\" text-anchor=\"middle\" "
-                "fill=\"#b03a2e\">ASSUMED: %s%s%s of the predicted time rests on roofline "
-                "estimates, not measurements</text>\n",
+                "fill=\"#b03a2e\">ASSUMED: %s%s%s of the predicted time rests on modelled "
+                "or assumed estimates, not measurements</text>\n",
                 W / 2, strcmp(lo, hi) == 0 ? "" : lo, strcmp(lo, hi) == 0 ? "" : " to ", hi);
     }
     /* Legend in its own band above the panels. */

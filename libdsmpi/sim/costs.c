@@ -56,7 +56,7 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
     if (sim->key_slots[i] != 0) {
         const dsi_key_entry_t *e = &sim->keys[sim->key_slots[i] - 1];
         *ns_p = e->ns;
-        *assumed_p = e->provenance == DS_PROV_ASSUMED;
+        *assumed_p = e->provenance == DS_PROV_ASSUMED || e->provenance == DS_PROV_MODELLED;
         return DS_OK;
     }
     dsi_key_entry_t e;
@@ -76,7 +76,7 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
         ds_comm_prediction_band(&prediction, &low, &high);
     } else if (sim->opt.estimate_missing) {
         DSI_TRY(dsi_estimate_seconds(key, flops, bytes, &sim->cluster, &e.seconds));
-        e.provenance = DS_PROV_ASSUMED;
+        e.provenance = key->kind == DS_EVENT_COMPUTE ? DS_PROV_MODELLED : DS_PROV_ASSUMED;
     } else {
         e.seconds = 0.0;
         e.provenance = DS_PROV_ASSUMED;
@@ -100,7 +100,7 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
     sim->keys[sim->num_keys++] = e;
     sim->key_slots[i] = (uint32_t)sim->num_keys;
     *ns_p = e.ns;
-    *assumed_p = e.provenance == DS_PROV_ASSUMED;
+    *assumed_p = e.provenance == DS_PROV_ASSUMED || e.provenance == DS_PROV_MODELLED;
     return DS_OK;
 }
 

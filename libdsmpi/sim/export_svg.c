@@ -228,7 +228,7 @@ static ds_status_t row_label(const ds_strategy_t *s, const int64_t *ranks, size_
     return DS_OK;
 }
 
-/* "; ASSUMED: 100% of the event time rests on roofline costs", or nothing
+/* "; ASSUMED: 100% of the event time rests on modelled or assumed costs", or nothing
  * when no event time rests on assumed costs. */
 static void assumed_note(double share, char *text, size_t size)
 {
@@ -246,7 +246,7 @@ static void assumed_note(double share, char *text, size_t size)
         snprintf(amount, sizeof(amount), "under 0.5%%");
     else
         snprintf(amount, sizeof(amount), "%.0f%%", percent);
-    snprintf(text, size, "; ASSUMED: %s of the event time rests on roofline costs", amount);
+    snprintf(text, size, "; ASSUMED: %s of the event time rests on modelled or assumed costs", amount);
 }
 
 ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ranks,

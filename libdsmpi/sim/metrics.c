@@ -441,7 +441,11 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
     for (size_t i = 0; i < sim->num_keys; i++)
-        sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED;
+    {
+        sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
+                             sim->keys[i].provenance == DS_PROV_MODELLED;
+        sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
+    }
     if (Ts > 0) {
         sum->samples_per_s = (double)s->gbs / Ts;
         int64_t tokens = sim->info.arch == DS_ARCH_LAYER_LIST ? 1 : sim->info.seq_len;

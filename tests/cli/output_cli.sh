@@ -56,12 +56,12 @@ run 0 import --cost-table site.txt --profile-db site.h5 --fingerprint cpu:test
 
 plan="plan $bert --samples 1M --gpus 8,16 --profile-db db.h5 $fixed"
 run 0 $plan --estimate-missing
-has "^# costs: profile database db.h5: compute events measured on cpu; the rest estimated from the device roofline" out "plan --profile-db: costs line"
+has "^# costs: profile database db.h5: compute events measured on cpu; the rest estimated from the device model" out "plan --profile-db: costs line"
 lacks "no cost table" out "plan --profile-db"
 has "^# ASSUMED: [0-9.e-]+% to [0-9.e-]+% of the simulated event time" out "plan: assumed share"
 run 0 $plan --estimate-missing --markdown
-has "predicted with dsmpi [0-9.]+ from profile database db.h5 and roofline estimates of the device \([0-9.e-]+% to [0-9.e-]+% of the event time assumed\)" out "plan --markdown basis"
-lacks "from roofline estimates of the device \(assumed, not measured\)" out "plan --markdown with measured costs"
+has "predicted with dsmpi [0-9.]+ from profile database db.h5 and device-model estimates \([0-9.e-]+% to [0-9.e-]+% of the event time assumed\)" out "plan --markdown basis"
+lacks "from device-model estimates \(assumed, not measured\)" out "plan --markdown with measured costs"
 run 2 $plan
 has "^dsmpi plan: events of the space have no cost in profile database db.h5:" err "plan: missing costs"
 lacks "no --cost-table given" err "plan: missing costs with a database"

@@ -26,7 +26,7 @@ target="--target nodes=1,gpus-per-node=2,device=h100-sxm"
 # Synthetic compute costs, then the profile without a database.
 expect 0 "events --cost-table-out" "$dsmpi" events $model --strategy "$strategy" $target \
     --cost-table-out costs.txt --top 0
-grep -q "^gemm fwd bf16 .* assumed$" costs.txt || fail "events --cost-table-out: $(head -3 costs.txt)"
+grep -q "^gemm fwd bf16 .* modelled$" costs.txt || fail "events --cost-table-out: $(head -3 costs.txt)"
 expect 0 "profile to text files" "$mpiexec" "$np" 2 "$dsmpi" profile $model --strategy "$strategy" \
     $target --backend replay --costs-out measured.txt --comm-samples-out comm.txt \
     --sweep-min 1KiB --sweep-max 64KiB --quiet

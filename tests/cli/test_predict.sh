@@ -31,6 +31,10 @@ import json
 d = json.load(open("estimated.json"))
 s = d["summary"]
 assert s["basis"] == "assumed" and s["assumed_share"] == 1.0, s
+# Compute priced by the device model, communication by the cluster's links.
+assert {k["provenance"] for k in d["assumed_keys"] if "group=" not in k["event"]} == {"modelled"}
+assert {k["provenance"] for k in d["assumed_keys"] if "group=" in k["event"]} == {"assumed"}
+assert 0 < s["modelled_keys"] < s["assumed_keys"], s
 assert d["mode"] == "symmetric" and d["target_gpus"] == 1024
 assert len(d["devices"]) == 16 and sum(x["represents"] for x in d["devices"]) == 1024
 assert len(d["microbatches"]) == 4 * 8
@@ -140,7 +144,7 @@ assert "tp-comm" not in legend and "idle" in legend, legend
 assert {c for k, c in legend.items() if k != "idle"} == drawn, (legend, drawn)
 assert set(legend) == {"forward", "backward", "optimizer", "pp-p2p", "dp-comm", "other-comm",
                        "idle"}, legend
-assert "ASSUMED: 100% of the event time rests on roofline costs" in subtitle, subtitle
+assert "ASSUMED: 100% of the event time rests on modelled or assumed costs" in subtitle, subtitle
 assert "partly" not in subtitle, subtitle
 labels, rows, legend, drawn, subtitle = chart("measured.svg")
 assert len(rows) == 4 and "assumed" not in subtitle.lower(), subtitle

@@ -62,7 +62,7 @@ static void test_compute(ds_backend_t *b)
                   m.cost.median_s);
         ds_kernel_destroy(kernel);
     }
-    /* A key the table lacks: its roofline estimate on the A100 (tiny). */
+    /* A key the table lacks: its device-model estimate on the A100 (tiny). */
     key = gemm_key(64);
     CHECK_OK(ds_kernel_prepare(b, &key, &kernel));
     if (kernel != NULL) {

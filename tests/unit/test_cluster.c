@@ -22,7 +22,7 @@ static void test_targets(void)
     CHECK_FAILS(ds_cluster_parse_target("nodes=4,gpus-per-node=2000", &c), DS_ERR_INVALID_ARG,
                 "gpus-per-node 2000 is out of range (accepted: 1 to 1024)");
     CHECK_FAILS(ds_cluster_parse_target("nodes=4,device=tpu-v5", &c), DS_ERR_INVALID_ARG,
-                "device 'tpu-v5' is not known (accepted: a100-40g, a100-80g, h100-sxm, h200, b200, cpu)");
+                "device 'tpu-v5' is not known (accepted: a100-40g, a100-80g, h100-sxm, h100-pcie, h200, gh200, b200, cpu)");
     CHECK_FAILS(ds_cluster_parse_target("racks=4", &c), DS_ERR_INVALID_ARG, "target key 'racks' is not known");
     CHECK_FAILS(ds_cluster_parse_target("gpus-per-node=8", &c), DS_ERR_INVALID_ARG, "names no nodes");
 }

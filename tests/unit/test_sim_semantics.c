@@ -187,13 +187,15 @@ static void missing_costs(ds_sim_t *sim)
     ds_sim_summary_t sum;
     ds_sim_get_summary(sim, &sum);
     CHECK_INT(sum.assumed_keys, dropped);
+    CHECK_INT(sum.modelled_keys, dropped); /* compute: the device model's */
     CHECK(sum.assumed_share > 0.0 && sum.assumed_share < 0.5);
     size_t assumed = 0;
     for (size_t i = 0; i < ds_sim_key_count(sim); i++) {
         ds_provenance_t prov;
         double seconds;
         const ds_event_key_t *key = ds_sim_key_at(sim, i, &prov, &seconds);
-        if (prov == DS_PROV_ASSUMED) {
+        CHECK(prov != DS_PROV_ASSUMED);
+        if (prov == DS_PROV_MODELLED) {
             assumed++;
             CHECK(key->op == DS_OP_OPTIMIZER && seconds > 0.0);
         }

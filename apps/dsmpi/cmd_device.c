@@ -1,0 +1,210 @@
+/* dsmpi device: the device model that prices compute on devices that were
+ * not profiled; the devices with their facts, or one GEMM's predicted time. */
+#include "commands.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_DEVICE = 256, OPT_GEMM, OPT_DTYPE, OPT_JSON, OPT_HELP };
+
+static void help(void)
+{
+    printf("usage: dsmpi device [--device NAME --gemm M,N,K[,BATCH] [--dtype bf16]] [--json]\n\n"
+           "The device model that prices compute on a device that was not profiled\n"
+           "(the estimates predict, plan and search make for costs they lack).  Alone: every\n"
+           "device with the facts that decide the speed kernels achieve.  With --gemm: the\n"
+           "predicted time of "
+           "C[M,N] = A[M,K] B[K,N] (BATCH times) as cuBLAS runs it: output\n"
+           "tiles, waves of "
+           "tiles over the SMs, a K-loop efficiency, and the memory-bound regime\n"
+           "of thin shapes.  The achieved fractions of peak are guesses, not measurements.\n\n"
+           "  --device NAME            a100-40g, a100-80g, h100-sxm, h100-pcie, h200, gh200,\n"
+           "                           b200, cpu (default: every device)\n"
+           "  --gemm M,N,K[,BATCH]     one GEMM's dimensions (K suffix = 1024)\n"
+           "  --dtype T                bf16 (default), fp16, fp32, fp8\n"
+           "  --json                   one JSON object\n");
+}
+
+typedef struct gemm_dims {
+    int64_t m, n, k, batch;
+} gemm_dims_t;
+
+static ds_status_t parse_gemm(const char *text, gemm_dims_t *dims_p)
+{
+    static const char *const names[] = {"M", "N", "K", "BATCH"};
+    int64_t values[4] = {0, 0, 0, 1};
+    char copy[128];
+    int count = 0;
+    if (strlen(text) >= sizeof(copy))
+        return ds_set_error(DS_ERR_INVALID_ARG, "--gemm '%s' is too long", text);
+    snprintf(copy, sizeof(copy), "%s", text);
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
+        if (count == 4)
+            return ds_set_error(DS_ERR_INVALID_ARG,
+                                "--gemm '%s' has more than 4 values (accepted: M,N,K[,BATCH])",
+                                text);
+        char what[32];
+        snprintf(what, sizeof(what), "--gemm %s", names[count]);
+        ds_status_t status = ds_parse_size(item, what, 1, INT64_C(1) << 30, &values[count]);
+        if (status != DS_OK)
+            return status;
+        count++;
+    }
+    if (count < 3)
+        return ds_set_error(DS_ERR_INVALID_ARG,
+                            "--gemm '%s' needs 3 or 4 values (accepted: M,N,K[,BATCH])", text);
+    dims_p->m = values[0];
+    dims_p->n = values[1];
+    dims_p->k = values[2];
+    dims_p->batch = values[3];
+    return DS_OK;
+}
+
+static void print_devices_table(const app_t *app, const char *only)
+{
+    output_preamble(app, stdout);
+    printf("# dense peaks; fractions: of peak for large GEMMs and of bandwidth for streaming\n"
+           "# kernels (guesses where 'guessed' is yes); bandwidths one direction\n#\n");
+    printf("# %-9s %7s %6s %7s %6s %6s %7s %6s %5s %5s %6s %5s %6s %5s %5s %6s %7s\n", "device",
+           "SMs", "clock", "bf16", "fp32", "tf32", "fp8", "HBM", "HBM", "L2", "NVLink", "PCIe",
+           "launch", "gemm", "gemm", "stream", "guessed");
+    printf("# %-9s %7s %6s %7s %6s %6s %7s %6s %5s %5s %6s %5s %6s %5s %5s %6s %7s\n", "",
+           "(count)", "(MHz)", "(TF/s)", "(TF/s)", "(TF/s)", "(TF/s)", "(GB/s)", "(GiB)", "(MiB)",
+           "(GB/s)", "(GB/s)", "(us)", "bf16", "fp32", "", "");
+    for (size_t i = 0; i < ds_device_model_count(); i++) {
+        const ds_device_model_t *d = ds_device_model_at(i);
+        if (only != NULL && strcmp(d->name, only) != 0)
+            continue;
+        printf("  %-9s %7d %6.0f %7.1f %6.1f %6.0f %7.0f %6.0f %5.0f %5.0f %6.0f %5.0f %6.1f %5.2f "
+               "%5.2f %6.2f %7s\n",
+               d->name, d->sm_count, d->boost_clock_MHz, d->peak_tflops_bf16, d->peak_tflops_fp32,
+               d->peak_tflops_tf32, d->peak_tflops_fp8, d->mem_bw_GBps, d->memory_GiB, d->l2_MiB,
+               d->nvlink_GBps, d->pcie_GBps, d->launch_us, d->gemm_fraction_bf16,
+               d->gemm_fraction_fp32, d->stream_fraction, d->guessed ? "yes" : "no");
+    }
+}
+
+static void print_device_json(const ds_device_model_t *d)
+{
+    printf("{\"device\": ");
+    output_json_string(stdout, d->name);
+    printf(", \"sm_count\": %d, \"boost_clock_MHz\": %g, \"peak_tflops_bf16\": %g, "
+           "\"peak_tflops_fp32\": %g, \"peak_tflops_tf32\": %g, \"peak_tflops_fp8\": %g, "
+           "\"mem_bw_GBps\": %g, \"memory_GiB\": %g, \"l2_MiB\": %g, \"nvlink_GBps\": %g, "
+           "\"pcie_GBps\": %g, \"launch_us\": %g, \"gemm_fraction_bf16\": %g, "
+           "\"gemm_fraction_fp32\": %g, \"gemm_fraction_fp8\": %g, \"stream_fraction\": %g, "
+           "\"guessed\": %s}",
+           d->sm_count, d->boost_clock_MHz, d->peak_tflops_bf16, d->peak_tflops_fp32,
+           d->peak_tflops_tf32, d->peak_tflops_fp8, d->mem_bw_GBps, d->memory_GiB, d->l2_MiB,
+           d->nvlink_GBps, d->pcie_GBps, d->launch_us, d->gemm_fraction_bf16, d->gemm_fraction_fp32,
+           d->gemm_fraction_fp8, d->stream_fraction, d->guessed ? "true" : "false");
+}
+
+static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t dtype,
+                       const gemm_dims_t *g, const ds_gemm_estimate_t *e, output_format_t format)
+{
+    const char *bound = e->memory_bound ? "memory" : "compute";
+    if (format == OUTPUT_JSON) {
+        printf("{\"device\": ");
+        output_json_string(stdout, d->name);
+        printf(", \"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, "
+               "\"seconds\": %.9g, \"compute_s\": %.9g, \"memory_s\": %.9g, "
+               "\"achieved_tflops\": %.6g, \"peak_tflops\": %g, \"tile_m\": %d, \"tile_n\": %d, "
+               "\"tiles\": %lld, \"waves\": %lld, \"k_efficiency\": %.6f, \"bound\": \"%s\", "
+               "\"guessed\": %s}\n",
+               ds_dtype_name(dtype), (long long)g->m, (long long)g->n, (long long)g->k,
+               (long long)g->batch, e->seconds, e->compute_s, e->memory_s, e->achieved_tflops,
+               e->peak_tflops, e->tile_m, e->tile_n, (long long)e->tiles, (long long)e->waves,
+               e->k_efficiency, bound, d->guessed ? "true" : "false");
+        return;
+    }
+    output_preamble(app, stdout);
+    printf("# device: %s, %d SMs, %s peak %.4g TFLOP/s, %.0f GB/s\n", d->name, d->sm_count,
+           ds_dtype_name(dtype), e->peak_tflops, d->mem_bw_GBps);
+    printf("# gemm: C[%lld,%lld] = A[%lld,%lld] B[%lld,%lld], batch %lld\n", (long long)g->m,
+           (long long)g->n, (long long)g->m, (long long)g->k, (long long)g->k, (long long)g->n,
+           (long long)g->batch);
+    if (d->guessed)
+        printf("# GUESSED: the achieved fractions of peak and the tile efficiencies are guesses\n");
+    printf("#\n# %12s %10s %7s %9s %8s %7s %7s %11s %11s %s\n", "time", "achieved", "of_peak",
+           "tile", "tiles", "waves", "k_eff", "compute", "memory", "bound");
+    printf("# %12s %10s %7s %9s %8s %7s %7s %11s %11s\n", "(us)", "(TFLOP/s)", "(%)", "", "(count)",
+           "(count)", "", "(us)", "(us)");
+    char tile[24];
+    snprintf(tile, sizeof(tile), "%dx%d", e->tile_m, e->tile_n);
+    printf("  %12.3f %10.2f %7.1f %9s %8lld %7lld %7.3f %11.3f %11.3f %s\n", e->seconds * 1e6,
+           e->achieved_tflops, 100.0 * e->achieved_tflops / e->peak_tflops,
+           e->tile_m > 0 ? tile : "-", (long long)e->tiles, (long long)e->waves, e->k_efficiency,
+           e->compute_s * 1e6, e->memory_s * 1e6, bound);
+    printf("# time = launch (%.1f us) + max(compute, memory); compute = waves x one tile's time;\n"
+           "# memory = bytes of A, B and C / (%.2f x %.0f GB/s)\n",
+           d->launch_us, d->stream_fraction, d->mem_bw_GBps);
+}
+
+int cmd_device(app_t *app)
+{
+    static const struct option options[] = {
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"gemm", required_argument, NULL, OPT_GEMM},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    static const char *const accepted = "accepted: --device, --gemm, --dtype, --json, --help";
+    output_format_t format = OUTPUT_TABLE;
+    const char *device = NULL, *gemm_text = NULL, *dtype_text = "bf16";
+    int id;
+    opterr = 0;
+    optind = 1;
+    while ((id = getopt_long(app->argc, app->argv, "", options, NULL)) != -1) {
+        switch (id) {
+        case OPT_HELP: help(); return APP_EXIT_OK;
+        case OPT_DEVICE: device = optarg; break;
+        case OPT_GEMM: gemm_text = optarg; break;
+        case OPT_DTYPE: dtype_text = optarg; break;
+        case OPT_JSON: format = OUTPUT_JSON; break;
+        default: return app_option_error(app, accepted);
+        }
+    }
+    if (optind < app->argc)
+        return app_usage_error(app, "unexpected argument '%s' (%s)", app->argv[optind], accepted);
+    ds_device_model_t model;
+    ds_dtype_t dtype = DS_DTYPE_BF16;
+    gemm_dims_t dims = {0, 0, 0, 1};
+    ds_status_t status = DS_OK;
+    if (device != NULL && (status = ds_device_model_lookup(device, &model)) != DS_OK)
+        goto out;
+    if ((status = ds_dtype_parse(dtype_text, &dtype)) != DS_OK)
+        goto out;
+    if (gemm_text != NULL && (status = parse_gemm(gemm_text, &dims)) != DS_OK)
+        goto out;
+    if (gemm_text != NULL && device == NULL)
+        return app_usage_error(app, "--gemm needs --device (accepted: a100-40g, a100-80g, "
+                                    "h100-sxm, h100-pcie, h200, gh200, b200, cpu)");
+    int code = app_mpi_start(app, false);
+    if (code != APP_EXIT_OK || app->rank != 0)
+        return code;
+    if (gemm_text != NULL) {
+        ds_gemm_estimate_t estimate;
+        if ((status = ds_device_model_gemm(&model, dtype, dims.m, dims.n, dims.k, dims.batch,
+                                           &estimate)) != DS_OK)
+            goto out;
+        print_gemm(app, &model, dtype, &dims, &estimate, format);
+    } else if (format == OUTPUT_JSON) {
+        printf("{\"devices\": [");
+        for (size_t i = 0, shown = 0; i < ds_device_model_count(); i++) {
+            const ds_device_model_t *d = ds_device_model_at(i);
+            if (device != NULL && strcmp(d->name, device) != 0)
+                continue;
+            printf("%s\n  ", shown++ ? "," : "");
+            print_device_json(d);
+        }
+        printf("]}\n");
+    } else {
+        print_devices_table(app, device);
+    }
+out:
+    return status == DS_OK ? APP_EXIT_OK : app_fail(app, status);
+}

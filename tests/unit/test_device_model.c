@@ -1,0 +1,182 @@
+/* The device model: datasheet facts, tile and wave quantisation of GEMMs
+ * against hand-computed times, monotonicity, and the estimates that use it. */
+#include "check.h"
+
+#include "events/dsi_events.h"
+
+#include <string.h>
+
+static ds_gemm_estimate_t gemm_on(const char *device, ds_dtype_t dtype, int64_t m, int64_t n,
+                                  int64_t k, int64_t batch)
+{
+    ds_device_model_t model;
+    ds_gemm_estimate_t e;
+    memset(&e, 0, sizeof(e));
+    CHECK_OK(ds_device_model_lookup(device, &model));
+    CHECK_OK(ds_device_model_gemm(&model, dtype, m, n, k, batch, &e));
+    return e;
+}
+
+/* Each device's datasheet facts, and the cluster specs agree with them. */
+static void test_facts(void)
+{
+    static const struct {
+        const char *name;
+        int sms;
+        double bf16, fp32, fp8, bw, gib;
+    } sheet[] = {
+        {"a100-40g", 108, 312.0, 19.5, 0.0, 1555.0, 40.0},
+        {"a100-80g", 108, 312.0, 19.5, 0.0, 2039.0, 80.0},
+        {"h100-sxm", 132, 989.0, 67.0, 1979.0, 3350.0, 80.0},
+        {"h100-pcie", 114, 756.0, 51.0, 1513.0, 2000.0, 80.0},
+        {"h200", 132, 989.0, 67.0, 1979.0, 4800.0, 140.0},
+        {"gh200", 132, 989.0, 67.0, 1979.0, 4000.0, 96.0},
+        {"b200", 148, 2250.0, 80.0, 4500.0, 8000.0, 180.0},
+    };
+    CHECK_INT((int)ds_device_model_count(), 8);
+    for (size_t i = 0; i < sizeof(sheet) / sizeof(sheet[0]); i++) {
+        ds_device_model_t m;
+        CHECK_OK(ds_device_model_lookup(sheet[i].name, &m));
+        CHECK_MSG(m.sm_count == sheet[i].sms && m.peak_tflops_bf16 == sheet[i].bf16 &&
+                      m.peak_tflops_fp32 == sheet[i].fp32 && m.peak_tflops_fp8 == sheet[i].fp8 &&
+                      m.mem_bw_GBps == sheet[i].bw && m.memory_GiB == sheet[i].gib,
+                  "%s facts", sheet[i].name);
+        CHECK_MSG(m.gemm_fraction_bf16 > 0.5 && m.gemm_fraction_bf16 < 1.0 &&
+                      m.stream_fraction > 0.8 && m.stream_fraction < 1.0 && m.guessed,
+                  "%s: below peak, marked guessed", m.name);
+        ds_device_spec_t spec;
+        if (ds_device_spec_lookup(m.name, &spec) == DS_OK)
+            CHECK_MSG(spec.peak_tflops_bf16 == m.peak_tflops_bf16 &&
+                          spec.peak_tflops_fp32 == m.peak_tflops_fp32 &&
+                          spec.mem_bw_GBps == m.mem_bw_GBps && spec.memory_GiB == m.memory_GiB,
+                      "%s: spec and model agree", m.name);
+    }
+    /* Backend names: the GH200 is not an H200, the PCIe H100 not the SXM one. */
+    static const char *const backend_names[][2] = {{"NVIDIA GH200 480GB", "gh200"},
+                                                   {"NVIDIA H200", "h200"},
+                                                   {"NVIDIA H100 PCIe", "h100-pcie"},
+                                                   {"NVIDIA H100 80GB HBM3", "h100-sxm"}};
+    for (size_t i = 0; i < sizeof(backend_names) / sizeof(backend_names[0]); i++) {
+        ds_device_spec_t spec;
+        CHECK_OK(ds_device_spec_match("cuda", backend_names[i][0], &spec));
+        CHECK_MSG(strcmp(spec.name, backend_names[i][1]) == 0, "%s is %s", backend_names[i][0],
+                  spec.name);
+    }
+    ds_device_model_t m;
+    CHECK_FAILS(ds_device_model_lookup("tpu-v5", &m), DS_ERR_INVALID_ARG,
+                "device 'tpu-v5' is not known (accepted: a100-40g, a100-80g, h100-sxm, h100-pcie, "
+                "h200, gh200, b200, cpu)");
+    CHECK_OK(ds_device_model_lookup("a100-80g", &m));
+    ds_gemm_estimate_t e;
+    CHECK_FAILS(ds_device_model_gemm(&m, DS_DTYPE_FP8, 1024, 1024, 1024, 1, &e), DS_ERR_INVALID_ARG,
+                "device a100-80g has no fp8 peak");
+    CHECK_FAILS(ds_device_model_gemm(&m, DS_DTYPE_BF16, 0, 1024, 1024, 1, &e), DS_ERR_INVALID_ARG,
+                "every dimension must be at least 1");
+}
+
+/* On h100-sxm (132 SMs, bf16 989 TFLOP/s x 0.75 = 5.619 TFLOP/s an SM),
+ * 3072 x 1408 x 8192 is 12 x 11 = 132 tiles of 256 x 128: one wave of
+ * 2*256*128*8192 / (5.619e12 * 8192/8320) = 97.03 us, plus the 4 us launch.
+ * One more column (n = 1409) leaves 144 such tiles, two waves; the fastest
+ * tile is then 128 x 128 (288 tiles, 3 waves of 97.03 / 4 / 0.85 us):
+ * 171.2 us, 1.73x for 0.07% more work. */
+static void test_waves(void)
+{
+    ds_gemm_estimate_t full = gemm_on("h100-sxm", DS_DTYPE_BF16, 3072, 1408, 8192, 1);
+    CHECK(full.tile_m == 256 && full.tile_n == 128 && full.tiles == 132 && full.waves == 1);
+    CHECK(!full.memory_bound);
+    CHECK_NEAR(full.compute_s, 97.03e-6, 1e-3);
+    CHECK_NEAR(full.seconds, 101.03e-6, 1e-3);
+    ds_gemm_estimate_t over = gemm_on("h100-sxm", DS_DTYPE_BF16, 3072, 1409, 8192, 1);
+    CHECK(over.tile_m == 128 && over.tile_n == 128 && over.tiles == 288 && over.waves == 3);
+    CHECK_NEAR(over.compute_s, 171.23e-6, 1e-3);
+    CHECK(over.seconds / full.seconds > 1.7 && over.seconds / full.seconds < 2.0);
+    /* 108 SMs on A100: 108 tiles one wave, 109 more. */
+    ds_gemm_estimate_t a108 = gemm_on("a100-80g", DS_DTYPE_BF16, 256 * 12, 128 * 9, 8192, 1);
+    ds_gemm_estimate_t a109 = gemm_on("a100-80g", DS_DTYPE_BF16, 256 * 12, 128 * 9 + 1, 8192, 1);
+    CHECK(a108.tiles == 108 && a108.waves == 1);
+    CHECK(a109.seconds / a108.seconds > 1.6);
+    /* Thin shapes stream their operands: 8 x 8192 x 8192 reads 134 MB of B
+     * at 0.88 x 3350 GB/s = 45.5 us. */
+    ds_gemm_estimate_t thin = gemm_on("h100-sxm", DS_DTYPE_BF16, 8, 8192, 8192, 1);
+    CHECK(thin.memory_bound);
+    CHECK_NEAR(thin.memory_s, (8.0 * 8192 * 2 + 8192.0 * 8192) * 2 / (3350e9 * 0.88), 1e-9);
+    /* Large square GEMMs approach, never reach, the fraction of peak. */
+    ds_gemm_estimate_t big = gemm_on("h100-sxm", DS_DTYPE_BF16, 16384, 16384, 16384, 1);
+    CHECK(big.achieved_tflops > 0.9 * 0.75 * 989.0 && big.achieved_tflops < 0.75 * 989.0);
+}
+
+/* A larger GEMM in any dimension is never faster. */
+static void test_monotone(void)
+{
+    static const int64_t sizes[] = {1,   7,    64,   100,  128,  129,  255,  256,
+                                    257, 1000, 1408, 1409, 4096, 4097, 12288};
+    static const char *const devices[] = {"a100-80g", "h100-sxm", "b200", "cpu"};
+    size_t count = sizeof(sizes) / sizeof(sizes[0]);
+    int failures = 0;
+    for (size_t d = 0; d < sizeof(devices) / sizeof(devices[0]); d++)
+        for (size_t i = 0; i < count; i++)
+            for (size_t j = 0; j < count; j++)
+                for (size_t l = 0; l + 1 < count; l++) {
+                    int64_t a = sizes[i], b = sizes[j], k = sizes[l], up = sizes[l + 1];
+                    double base = gemm_on(devices[d], DS_DTYPE_BF16, a, b, k, 1).seconds;
+                    failures += gemm_on(devices[d], DS_DTYPE_BF16, up, a, b, 1).seconds <
+                                gemm_on(devices[d], DS_DTYPE_BF16, k, a, b, 1).seconds;
+                    failures += gemm_on(devices[d], DS_DTYPE_BF16, a, up, b, 1).seconds <
+                                gemm_on(devices[d], DS_DTYPE_BF16, a, k, b, 1).seconds;
+                    failures += gemm_on(devices[d], DS_DTYPE_BF16, a, b, up, 1).seconds < base;
+                    failures += gemm_on(devices[d], DS_DTYPE_BF16, a, b, k, 2).seconds < base;
+                }
+    CHECK_INT(failures, 0);
+}
+
+/* The estimates of --estimate-missing: GPUs below peak, the cpu as before. */
+static void test_estimates(void)
+{
+    ds_cluster_t h100, cpu;
+    CHECK_OK(ds_cluster_init(&h100, 1, 8, "h100-sxm"));
+    CHECK_OK(ds_cluster_init(&cpu, 1, 1, "cpu"));
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMPUTE;
+    key.op = DS_OP_GEMM;
+    key.dtype = DS_DTYPE_BF16;
+    key.dims[0] = key.dims[1] = key.dims[2] = 8192;
+    double flops = 2.0 * 8192 * 8192 * 8192, bytes = 3.0 * 8192 * 8192 * 2;
+    double h = dsi_estimate_compute_seconds(&key, flops, bytes, &h100);
+    CHECK_NEAR(h, gemm_on("h100-sxm", DS_DTYPE_BF16, 8192, 8192, 8192, 1).seconds, 1e-12);
+    CHECK(h > 4e-6 + flops / 989e12 * 1.3);
+    double c = dsi_estimate_compute_seconds(&key, flops, bytes, &cpu);
+    CHECK_NEAR(c, 4e-6 + flops / 0.1e12, 1e-12);
+    /* Streaming kernels at the bandwidth they achieve, not the datasheet's. */
+    key.op = DS_OP_ADD;
+    key.dims[2] = 0;
+    double add = dsi_estimate_compute_seconds(&key, 8192.0 * 8192, bytes, &h100);
+    CHECK_NEAR(add, 4e-6 + bytes / (3350e9 * 0.88), 1e-9);
+    CHECK_NEAR(dsi_estimate_compute_seconds(&key, 0.0, bytes, &cpu), 4e-6 + bytes / 10e9, 1e-12);
+}
+
+/* The provenance of device-model costs reads back from a text cost table. */
+static void test_provenance(void)
+{
+    CHECK(strcmp(ds_provenance_name(DS_PROV_MODELLED), "modelled") == 0);
+    ds_cost_table_t *table = NULL;
+    CHECK_OK(ds_cost_table_create(&table));
+    CHECK_OK(ds_cost_table_parse(
+        table, "gemm fwd bf16 NN m=8 n=8 k=8 = 1e-5 1e-5 1e-5 1e-5 0 modelled\n", "inline"));
+    ds_event_key_t key;
+    CHECK_OK(ds_event_key_parse("gemm fwd bf16 NN m=8 n=8 k=8", &key));
+    const ds_cost_t *cost = ds_cost_table_find(table, &key);
+    CHECK(cost != NULL && cost->provenance == DS_PROV_MODELLED);
+    ds_cost_table_destroy(table);
+}
+
+int main(void)
+{
+    test_facts();
+    test_waves();
+    test_monotone();
+    test_estimates();
+    test_provenance();
+    return check_summary("test_device_model");
+}
