@@ -11,6 +11,7 @@
 
 typedef struct assumed_entry {
     ds_cluster_t cluster; /* the network the model was built on */
+    ds_comm_library_t library;
     ds_comm_model_t *model;
     uint64_t last_use;
 } assumed_entry_t;
@@ -38,12 +39,13 @@ static bool same_network(const ds_cluster_t *a, const ds_cluster_t *b)
 
 /* The model of `cluster`, built on first use (the least recently used one
  * replaced).  Called with the lock held. */
-static ds_status_t assumed_model(const ds_cluster_t *cluster, const ds_comm_model_t **model_p)
+static ds_status_t assumed_model(const ds_cluster_t *cluster, ds_comm_library_t library,
+                                  const ds_comm_model_t **model_p)
 {
     assumed_entry_t *slot = &assumed_models[0];
     for (int i = 0; i < ASSUMED_MODELS; i++) {
         assumed_entry_t *e = &assumed_models[i];
-        if (e->model != NULL && same_network(&e->cluster, cluster)) {
+        if (e->model != NULL && e->library == library && same_network(&e->cluster, cluster)) {
             e->last_use = ++assumed_clock;
             *model_p = e->model;
             return DS_OK;
@@ -52,23 +54,27 @@ static ds_status_t assumed_model(const ds_cluster_t *cluster, const ds_comm_mode
             slot = e;
     }
     ds_comm_model_t *model = NULL;
-    DSI_TRY(ds_comm_model_create(cluster, NULL, 0, NULL, &model));
+    ds_comm_model_options_t options;
+    ds_comm_model_options_init(&options);
+    options.library = library;
+    DSI_TRY(ds_comm_model_create(cluster, NULL, 0, &options, &model));
     ds_comm_model_destroy(slot->model);
     slot->cluster = *cluster;
+    slot->library = library;
     slot->model = model;
     slot->last_use = ++assumed_clock;
     *model_p = model;
     return DS_OK;
 }
 
-ds_status_t dsi_comm_assumed_seconds(const ds_cluster_t *cluster, const ds_event_key_t *key,
-                                     double *seconds_p)
+ds_status_t dsi_comm_assumed_seconds(const ds_cluster_t *cluster, ds_comm_library_t library,
+                                     const ds_event_key_t *key, double *seconds_p)
 {
     if (pthread_mutex_lock(&assumed_lock) != 0)
         return DSI_ERROR(DS_ERR_INTERNAL, "the lock of the assumed communication models failed");
     const ds_comm_model_t *model = NULL;
     ds_comm_prediction_t prediction;
-    ds_status_t status = assumed_model(cluster, &model);
+    ds_status_t status = assumed_model(cluster, library, &model);
     if (status == DS_OK)
         status = ds_comm_model_predict(model, key, &prediction);
     pthread_mutex_unlock(&assumed_lock);

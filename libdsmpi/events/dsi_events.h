@@ -2,6 +2,7 @@
 #ifndef DSI_EVENTS_H
 #define DSI_EVENTS_H
 
+#include <dsmpi/comm.h>
 #include <dsmpi/events.h>
 
 #include "dsi_core.h"
@@ -17,6 +18,10 @@
  * estimate from a cruder formula would then differ from run to run. */
 ds_status_t dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
                                  const ds_cluster_t *cluster, double *seconds_p);
+/* A communication key's estimate with `library`'s algorithms (the
+ * profiler's own time budget runs on MPI, not NCCL); fails as above. */
+ds_status_t dsi_estimate_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *cluster,
+                                      ds_comm_library_t library, double *seconds_p);
 /* The roofline of a compute key on `cluster`'s device (never fails). */
 double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, double bytes,
                                     const ds_cluster_t *cluster);

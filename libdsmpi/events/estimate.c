@@ -105,6 +105,20 @@ double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, dou
     return model.launch_us * 1e-6 + (compute > memory ? compute : memory);
 }
 
+ds_status_t dsi_estimate_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *cluster,
+                                      ds_comm_library_t library, double *seconds_p)
+{
+    /* Every level, span, NIC count and oversubscription of the cluster, as
+     * the communication model reads them when it has no samples; the flat
+     * formula where that model refuses the cluster. */
+    double seconds = 0.0;
+    ds_status_t status = dsi_comm_assumed_seconds(cluster, library, key, &seconds);
+    if (status == DS_ERR_NO_MEMORY)
+        return status;
+    *seconds_p = status == DS_OK ? seconds : flat_comm_seconds(key, cluster);
+    return DS_OK;
+}
+
 ds_status_t dsi_estimate_seconds(const ds_event_key_t *key, double flops, double bytes,
                                  const ds_cluster_t *cluster, double *seconds_p)
 {
@@ -112,13 +126,5 @@ ds_status_t dsi_estimate_seconds(const ds_event_key_t *key, double flops, double
         *seconds_p = dsi_estimate_compute_seconds(key, flops, bytes, cluster);
         return DS_OK;
     }
-    /* Every level, span, NIC count and oversubscription of the cluster, as
-     * the communication model reads them when it has no samples; the flat
-     * formula where that model refuses the cluster. */
-    double seconds = 0.0;
-    ds_status_t status = dsi_comm_assumed_seconds(cluster, key, &seconds);
-    if (status == DS_ERR_NO_MEMORY)
-        return status;
-    *seconds_p = status == DS_OK ? seconds : flat_comm_seconds(key, cluster);
-    return DS_OK;
+    return dsi_estimate_comm_seconds(key, cluster, DS_COMM_LIBRARY_NCCL, seconds_p);
 }

@@ -15,6 +15,7 @@
 #define DSI_PROFILE_H
 
 #include <dsmpi/cluster.h>
+#include <dsmpi/comm.h>
 #include <dsmpi/backend.h>
 #include <dsmpi/events.h>
 
@@ -109,6 +110,8 @@ typedef struct dsi_speed_class {
 
 typedef struct dsi_profile_speed {
     ds_cluster_t here;          /* the allocation as a cluster of its device spec (rooflines) */
+    ds_comm_library_t comm_library; /* whose algorithms shape communication estimates: the
+                                       backend's (MPI's on the cpu backend, NCCL's on cuda) */
     dsi_speed_class_t classes[DSI_SPEED_CLASSES];
     int num_classes;
     double default_factor;      /* for a class not calibrated */

@@ -280,7 +280,7 @@ static ds_status_t task_seconds(const dsi_comm_task_t *task, const ds_measure_co
     key.dims[0] = c->bytes;
     double factor = comm_factor(speed, c->op, (double)c->bytes);
     double run_s = 0.0;
-    DSI_TRY(dsi_estimate_seconds(&key, 0.0, (double)c->bytes, &speed->here, &run_s));
+    DSI_TRY(dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library, &run_s));
     run_s *= factor;
     /* Preparing: the busiest member's buffers, then every member agrees. */
     double filled = 0.0;

@@ -302,6 +302,9 @@ static ds_status_t estimate_wall(ds_profiler_t *p)
         for (size_t t = 0; p->task_reused != NULL && t < p->plan->num_tasks; t++)
             tasks_left -= p->task_reused[t] ? 1 : 0;
         dsi_profile_speed_init(&p->speed, &here);
+        p->speed.comm_library = ds_backend_kind(p->backend) == DS_BACKEND_CUDA
+                                    ? DS_COMM_LIBRARY_NCCL
+                                    : DS_COMM_LIBRARY_OMPI;
         DSI_TRY(dsi_profile_calibrate(p->backend, p->comm, p->plan,
                                       !p->options.comm_only && p->plan->units_to_measure > 0,
                                       !p->options.compute_only && tasks_left > 0, &p->speed));
