@@ -5,6 +5,7 @@
  * to end-to-end training results. */
 #include <dsmpi/cluster.h>
 
+#include "dsi_cluster.h"
 #include "dsi_core.h"
 
 #include <math.h>
@@ -84,11 +85,11 @@ const ds_device_model_t *ds_device_model_at(size_t index)
 
 ds_status_t ds_device_model_lookup(const char *name, ds_device_model_t *model_p)
 {
-    const char *names[DSI_ARRAY_SIZE(models)];
-    for (size_t i = 0; i < DSI_ARRAY_SIZE(models); i++)
-        names[i] = models[i].name;
     int index = 0;
-    DSI_TRY(dsi_parse_choice(name, "device", names, DSI_ARRAY_SIZE(models), &index));
+    DSI_TRY(dsi_device_index(name, &index));
+    if ((size_t)index >= DSI_ARRAY_SIZE(models) ||
+        strcmp(models[index].name, ds_device_spec_name((size_t)index)) != 0)
+        return DSI_ERROR(DS_ERR_INTERNAL, "device '%s' has no model in the table's order", name);
     *model_p = models[index];
     return DS_OK;
 }

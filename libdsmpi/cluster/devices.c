@@ -3,6 +3,7 @@
  * as assumed until measured or imported. */
 #include <dsmpi/cluster.h>
 
+#include "dsi_cluster.h"
 #include "dsi_core.h"
 
 #include <string.h>
@@ -31,13 +32,18 @@ const char *ds_device_spec_name(size_t index)
     return index < DSI_ARRAY_SIZE(devices) ? devices[index].name : NULL;
 }
 
-ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec)
+ds_status_t dsi_device_index(const char *name, int *index_p)
 {
     const char *names[DSI_ARRAY_SIZE(devices)];
     for (size_t i = 0; i < DSI_ARRAY_SIZE(devices); i++)
         names[i] = devices[i].name;
+    return dsi_parse_choice(name, "device", names, DSI_ARRAY_SIZE(devices), index_p);
+}
+
+ds_status_t ds_device_spec_lookup(const char *name, ds_device_spec_t *spec)
+{
     int index = 0;
-    DSI_TRY(dsi_parse_choice(name, "device", names, DSI_ARRAY_SIZE(devices), &index));
+    DSI_TRY(dsi_device_index(name, &index));
     *spec = devices[index];
     return DS_OK;
 }

@@ -34,6 +34,12 @@ static void test_facts(void)
         {"b200", 148, 2250.0, 80.0, 4500.0, 8000.0, 180.0},
     };
     CHECK_INT((int)ds_device_model_count(), 8);
+    /* One device list: the models in the specifications' order (the lookup relies on it). */
+    CHECK_INT((int)ds_device_spec_count(), (int)ds_device_model_count());
+    for (size_t i = 0; i < ds_device_model_count(); i++)
+        CHECK_MSG(strcmp(ds_device_model_at(i)->name, ds_device_spec_name(i)) == 0,
+                  "model %zu is %s, spec %s", i, ds_device_model_at(i)->name,
+                  ds_device_spec_name(i));
     for (size_t i = 0; i < sizeof(sheet) / sizeof(sheet[0]); i++) {
         ds_device_model_t m;
         CHECK_OK(ds_device_model_lookup(sheet[i].name, &m));
