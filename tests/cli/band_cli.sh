@@ -22,11 +22,8 @@ band_json() { # gpus, relation (beyond | inside)
     expect_ok predict "${common[@]}" --target-gpus "$1" --json
     python3 - "$tmp/out" "$2" <<'PY' || fail "predict --target-gpus $1 --json: band not $2"
 import json, sys
-def unique(pairs):
-    keys = [k for k, _ in pairs]
-    assert len(keys) == len(set(keys)), keys
-    return dict(pairs)
-d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+from strict_json import load
+d = load(sys.argv[1])
 s = d["summary"]
 low, mid, high = s["iter_time_low_s"], s["iter_time_s"], s["iter_time_high_s"]
 if sys.argv[2] == "beyond":
@@ -73,11 +70,8 @@ plan=(plan --model gpt2-medium --tokens 10B --gpus 16,64 --gpus-per-node 8 --dev
 expect_ok "${plan[@]}" --json
 python3 - "$tmp/out" <<'PY' || fail "plan --json: band per size"
 import json, sys
-def unique(pairs):
-    keys = [k for k, _ in pairs]
-    assert len(keys) == len(set(keys)), keys
-    return dict(pairs)
-d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+from strict_json import load
+d = load(sys.argv[1])
 sizes = {s["gpus"]: s for s in d["sizes"]}
 for gpus, s in sizes.items():
     for what in ("iter_time", "days", "gpu_hours", "node_hours", "cost"):

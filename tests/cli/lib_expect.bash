@@ -2,6 +2,9 @@
 # and $tmp (a scratch directory); they count $checks and $failures.
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
+# Python checks import strict_json (JSON with no key twice in one object) from here.
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+
 # expect_error CODE SUBSTRING ARGS...: exit CODE, one stderr line with SUBSTRING, empty stdout.
 expect_error() {
     local code=$1 needle=$2

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import strict_json
+
 dsmpi, work, data, mpiexec, npflag = sys.argv[1:6]
 preflags = [a for a in sys.argv[6:] if a]
 shutil.rmtree(work, ignore_errors=True)
@@ -40,17 +42,8 @@ failures = []
 CASE_TIMEOUT_S = 90
 
 
-def unique_keys(pairs):
-    seen = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError("key %r twice in one object" % key)
-        seen.add(key)
-    return dict(pairs)
-
-
 def check_json(text):
-    json.loads(text, object_pairs_hook=unique_keys)
+    strict_json.loads(text)
 
 
 def check_csv(text):

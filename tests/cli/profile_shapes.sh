@@ -56,11 +56,8 @@ check test $? -eq 0
 check python3 -m json.tool one.json >/dev/null
 check python3 - one.json <<'PY'
 import json, math, sys
-def unique(pairs):
-    keys = [k for k, _ in pairs]
-    assert len(keys) == len(set(keys)), keys
-    return dict(pairs)
-d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+from strict_json import load
+d = load(sys.argv[1])
 here = d["allocation_measures"]
 assert d["target_nodes"] == 64 and d["target_gpus_per_node"] == 8, d
 assert here["nodes"] == 1 and here["inside_node"] == [2] and here["across_nodes"] == [], here

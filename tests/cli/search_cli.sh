@@ -109,11 +109,8 @@ grep -Eq '^1,5,.*,"dp=8,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,zero=1",3,"dp-algo
 expect_ok search $small --json --top 3
 python3 - "$tmp/out" <<'PY' || fail "search --json variants"
 import json, sys
-def unique(pairs):
-    keys = [k for k, _ in pairs]
-    assert len(keys) == len(set(keys)), keys
-    return dict(pairs)
-d = json.load(open(sys.argv[1]), object_pairs_hook=unique)
+from strict_json import load
+d = load(sys.argv[1])
 r = d["results"][0]
 assert r["variant_count"] == 3 and r["also"] == "dp-algo=ring,tree,hierarchical", r
 assert [v["candidate"] for v in r["variants"]] == [6, 7, 8], r["variants"]
