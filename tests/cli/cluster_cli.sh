@@ -105,31 +105,26 @@ check "that names the largest" grep -q \
 dragonfly os_half.json 0.5 4 32
 sed 's/"bandwidth_GBps": 25, "span"/"bandwidth_GBps": 0, "span"/' os2.json > bw0.json
 sed 's/"bandwidth_GBps": 25, "oversubscription"/"bandwidth_GBps": -3, "oversubscription"/' os2.json > bwneg.json
-check "zero bandwidth is bad input" expect_rc 2 "$DSMPI" comm --cluster bw0.json --gpus 256
-check "one line" one_line
-check "it names the value and the range" grep -q \
-    '^dsmpi comm: bw0.json: levels\[1\]: "bandwidth_GBps" = 0 is out of range (accepted: 1e-06 to 1e+06)$' err.txt
-check "negative bandwidth is bad input" expect_rc 2 "$DSMPI" comm --cluster bwneg.json --gpus 256
-check "one line" one_line
-check "it names the value" grep -q '"bandwidth_GBps" = -3 is out of range' err.txt
-check "oversubscription below 1 is bad input" expect_rc 2 "$DSMPI" comm --cluster os_half.json \
-    --gpus 256
-check "one line" one_line
-check "it names the value and the range" grep -q \
-    '^dsmpi comm: os_half.json: levels\[2\]: "oversubscription" = 0.5 is out of range (accepted: 1 to 1024)$' err.txt
+# refused DESCRIPTION FILE PATTERN: comm on FILE exits 2 with one stderr line matching PATTERN.
+refused() {
+    check "$1 is bad input" expect_rc 2 "$DSMPI" comm --cluster "$2" --gpus 256
+    check "one line" one_line
+    check "it names the value" grep -q "$3" err.txt
+}
+refused "zero bandwidth" bw0.json \
+    '^dsmpi comm: bw0.json: levels\[1\]: "bandwidth_GBps" = 0 is out of range (accepted: 1e-06 to 1e+06)$'
+refused "negative bandwidth" bwneg.json '"bandwidth_GBps" = -3 is out of range'
+refused "oversubscription below 1" os_half.json \
+    '^dsmpi comm: os_half.json: levels\[2\]: "oversubscription" = 0.5 is out of range (accepted: 1 to 1024)$'
 
 # Congestion per doubling of the span: 0 to 0.9; out of range refused the
 # same way; a prior that the output names, and that slows a wide group.
 sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": 1.5}/' os2.json > cong15.json
 sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": -0.1}/' os2.json > congneg.json
 sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": 0.2}/' os2.json > cong02.json
-check "congestion above 0.9 is bad input" expect_rc 2 "$DSMPI" comm --cluster cong15.json --gpus 256
-check "one line" one_line
-check "it names the value and the range" grep -q \
-    '^dsmpi comm: cong15.json: levels\[1\]: "congestion_per_doubling" = 1.5 is out of range (accepted: 0 to 0.9)$' err.txt
-check "negative congestion is bad input" expect_rc 2 "$DSMPI" comm --cluster congneg.json --gpus 256
-check "one line" one_line
-check "it names the value" grep -q '"congestion_per_doubling" = -0.1 is out of range' err.txt
+refused "congestion above 0.9" cong15.json \
+    '^dsmpi comm: cong15.json: levels\[1\]: "congestion_per_doubling" = 1.5 is out of range (accepted: 0 to 0.9)$'
+refused "negative congestion" congneg.json '"congestion_per_doubling" = -0.1 is out of range'
 comm_us() { # cluster file: all-reduce of 1 GiB on 128 GPUs (32 nodes), microseconds
     "$DSMPI" comm --cluster "$1" --op allreduce --gpus 128 --min-bytes 1GiB --max-bytes 1GiB \
         --csv 2>/dev/null | tail -1 | cut -d, -f5
