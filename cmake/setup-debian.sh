@@ -11,7 +11,7 @@ set -eu
 
 packages="build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
 hdf5-tools libopenblas-dev libjansson-dev python3 munge slurmctld slurmd slurm-client
-libsimgrid-dev"
+libsimgrid-dev clang-format"
 
 missing=""
 for p in $packages; do

@@ -25,10 +25,15 @@ extern "C" {
 #define DS_API
 #endif
 
+/* The one place the version is written: CMakeLists.txt reads these three. */
 #define DS_VERSION_MAJOR 0
 #define DS_VERSION_MINOR 1
 #define DS_VERSION_PATCH 0
-#define DS_VERSION_STRING "0.1.0"
+#define DS_VERSION_STR_(x) #x
+#define DS_VERSION_STR(x) DS_VERSION_STR_(x)
+#define DS_VERSION_STRING                                                                          \
+    DS_VERSION_STR(DS_VERSION_MAJOR)                                                               \
+    "." DS_VERSION_STR(DS_VERSION_MINOR) "." DS_VERSION_STR(DS_VERSION_PATCH)
 
 typedef enum ds_status {
     DS_OK = 0,

@@ -28,7 +28,7 @@
 #include "dsi_backend.h"
 #include "dsi_mpi_op.h"
 
-#include "backend/dsi_kernel_plan.h"
+#include "dsi_kernel_plan.h"
 #include "comm/dsi_ompi.h"
 #include "events/dsi_events.h"
 

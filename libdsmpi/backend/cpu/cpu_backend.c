@@ -14,7 +14,7 @@
 #define _GNU_SOURCE /* sched_setaffinity, MADV_HUGEPAGE */
 #include "dsi_cpu_backend.h"
 
-#include "backend/dsi_kernel_plan.h"
+#include "dsi_kernel_plan.h"
 
 #include <cblas.h>
 #include <dlfcn.h>

@@ -7,7 +7,7 @@
  */
 #include "dsi_cpu_backend.h"
 
-#include "backend/dsi_mpi_op.h"
+#include "dsi_mpi_op.h"
 
 #include <string.h>
 

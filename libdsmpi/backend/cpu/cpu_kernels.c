@@ -6,7 +6,7 @@
  */
 #include "dsi_cpu.h"
 
-#include "backend/dsi_rng.h"
+#include "dsi_rng.h"
 
 #include <dsmpi/events.h>
 

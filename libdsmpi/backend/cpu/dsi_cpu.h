@@ -11,7 +11,7 @@
 #ifndef DSI_CPU_H
 #define DSI_CPU_H
 
-#include "backend/dsi_kernel_plan.h"
+#include "dsi_kernel_plan.h"
 
 #include <stddef.h>
 #include <stdint.h>

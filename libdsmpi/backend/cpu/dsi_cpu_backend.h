@@ -3,7 +3,7 @@
 #define DSI_CPU_BACKEND_H
 
 #define _GNU_SOURCE /* cpu_set_t */
-#include "backend/dsi_backend.h"
+#include "dsi_backend.h"
 #include "dsi_cpu.h"
 
 #include <sched.h>

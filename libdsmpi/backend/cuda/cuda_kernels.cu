@@ -5,7 +5,7 @@
 // outputs agree between backends up to rounding.
 #include "dsi_cuda_impl.h"
 
-#include "backend/dsi_rng.h"
+#include "dsi_rng.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -12,7 +12,7 @@
 #ifndef DSI_CUDA_H
 #define DSI_CUDA_H
 
-#include "backend/dsi_comm_op.h"
+#include "dsi_comm_op.h"
 
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>

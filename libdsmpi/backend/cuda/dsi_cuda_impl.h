@@ -5,7 +5,7 @@
 
 #include "dsi_cuda.h"
 
-#include "backend/dsi_kernel_plan.h"
+#include "dsi_kernel_plan.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

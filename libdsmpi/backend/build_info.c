@@ -13,7 +13,7 @@
 #include <string.h>
 
 #ifdef DSMPI_HAVE_CUDA
-#include "backend/cuda/dsi_cuda.h"
+#include "cuda/dsi_cuda.h"
 #endif
 
 /* Components before the CUDA module's: dsmpi, mpi, hdf5, blas, jansson. */
