@@ -7,13 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-double dsi_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static const char *const kind_names[] = {"auto", "cpu", "cuda", "replay"};
 
 const char *ds_backend_kind_name(ds_backend_kind_t kind)

@@ -92,9 +92,6 @@ struct ds_comm {
 
 /* ---- shared helpers -------------------------------------------------------------------------- */
 
-/* Seconds on CLOCK_MONOTONIC (shared by every process of a node). */
-double dsi_now_s(void);
-
 /* The measurement configuration is usable (DS_ERR_INVALID_ARG otherwise). */
 ds_status_t dsi_measure_check_config(const ds_measure_config_t *config);
 /* Whether warm-up goes on after `done` runs and `elapsed_s` seconds: at

@@ -132,12 +132,6 @@ void dsi_measure_expect(const ds_measure_config_t *c, const dsi_loop_model_t *m,
 
 /* ---- statistics ------------------------------------------------------------------------------ */
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Quantile q of sorted samples by linear interpolation (type 7). */
 static double quantile(const double *sorted, size_t n, double q)
 {
@@ -193,7 +187,7 @@ ds_status_t ds_measurement_from_samples(const double *samples, size_t count,
     }
     DSI_TRY(dsi_malloc(count * sizeof(*sorted), &sorted));
     memcpy(sorted, samples, count * sizeof(*sorted));
-    qsort(sorted, count, sizeof(*sorted), compare_double);
+    qsort(sorted, count, sizeof(*sorted), dsi_compare_double);
     ds_measurement_t m;
     stats_of_sorted(sorted, count, sum, &m);
     *measurement_p = m;
@@ -266,7 +260,7 @@ size_t dsi_measure_drop_slow_copies(double *total, size_t count, double *const *
         size_t m = 0;
         for (size_t r = c; r < count; r += copies)
             v[m++] = total[r];
-        qsort(v, m, sizeof(*v), compare_double);
+        qsort(v, m, sizeof(*v), dsi_compare_double);
         median[c] = v[m / 2];
         fastest = DSI_MIN(fastest, median[c]);
     }

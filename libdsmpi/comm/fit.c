@@ -187,12 +187,6 @@ static double lower_latency(const dsi_comm_level_t *lv, const dsi_comm_terms_t *
     return t;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Level 0: base + hops x hop_s by least squares over the layouts; one
  * layout cannot separate them, so the cluster's per-hop latency is taken
  * where the floor allows it. */
@@ -281,7 +275,7 @@ static void fit_latency_upper(ds_comm_model_t *model, ds_comm_op_t op, int level
         lv->hop_s = model->cluster.levels[level].latency_us * 1e-6;
         return;
     }
-    qsort(solutions, (size_t)k, sizeof(double), compare_double);
+    qsort(solutions, (size_t)k, sizeof(double), dsi_compare_double);
     lv->hop_s = k % 2 ? solutions[k / 2] : 0.5 * (solutions[k / 2 - 1] + solutions[k / 2]);
 }
 
@@ -434,7 +428,7 @@ static void fit_congestion(const ds_comm_model_t *model, int level, dsi_comm_lev
     }
     if (count == 0)
         return;
-    qsort(losses, (size_t)count, sizeof(double), compare_double);
+    qsort(losses, (size_t)count, sizeof(double), dsi_compare_double);
     double median =
         count % 2 ? losses[count / 2] : 0.5 * (losses[count / 2 - 1] + losses[count / 2]);
     lv->congestion = DSI_MIN(DSI_MAX(median, 0.0), 0.9);

@@ -57,6 +57,14 @@ void dsi_free(void *ptr);
 bool dsi_mul_i64(int64_t a, int64_t b, int64_t *out);
 bool dsi_add_i64(int64_t a, int64_t b, int64_t *out);
 
+/* ---- numbers and time ------------------------------------------------------ */
+/* qsort comparator of doubles, ascending. */
+int dsi_compare_double(const void *a, const void *b);
+/* Median of v[0..n-1], which is sorted in place; 0 when n is 0. */
+double dsi_median(double *v, size_t n);
+/* Seconds on the monotonic clock. */
+double dsi_now_s(void);
+
 /* ---- hashing -------------------------------------------------------------- */
 uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed);
 uint64_t dsi_hash_mix64(uint64_t value);

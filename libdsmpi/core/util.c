@@ -1,4 +1,4 @@
-/* Hashing, the string buffer, number parsing and file reading. */
+/* Numbers and time, hashing, the string buffer, number parsing and file reading. */
 #include "dsi_core.h"
 
 #include <ctype.h>
@@ -9,6 +9,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+/* ---- numbers and time ---------------------------------------------------------- */
+
+int dsi_compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double dsi_median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof(*v), dsi_compare_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double dsi_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ---- hashing ---------------------------------------------------------------- */
 

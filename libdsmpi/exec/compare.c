@@ -8,12 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Measured value, spread and error of `predicted` against values v[0..n-1]. */
 static ds_exec_figure_t figure(double predicted, double *v, size_t n)
 {
@@ -22,8 +16,7 @@ static ds_exec_figure_t figure(double predicted, double *v, size_t n)
     f.predicted = predicted;
     if (n == 0)
         return f;
-    qsort(v, n, sizeof(*v), compare_double);
-    f.measured = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    f.measured = dsi_median(v, n); /* sorts v */
     f.spread = f.measured != 0.0 ? (v[n - 1] - v[0]) / fabs(f.measured) : 0.0;
     f.error = f.measured != 0.0 ? (predicted - f.measured) / f.measured : 0.0;
     f.within_noise = fabs(f.error) <= f.spread;

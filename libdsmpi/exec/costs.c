@@ -90,12 +90,6 @@ static void sums_drop_round(sums_t *s, int round)
     }
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median over the rounds that measured the key of sum[r] / count[r]. */
 static double round_median(const double *sum, const int64_t *count)
 {
@@ -104,10 +98,7 @@ static double round_median(const double *sum, const int64_t *count)
     for (int r = 0; r < MAX_ROUNDS; r++)
         if (count[r] > 0)
             v[n++] = sum[r] / (double)count[r];
-    if (n == 0)
-        return 0.0;
-    qsort(v, (size_t)n, sizeof(*v), compare_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return dsi_median(v, (size_t)n);
 }
 
 /* Every rank's sums to every rank: all->v holds rank 0's entries, then
@@ -658,7 +649,7 @@ static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, con
     double diff[OVERLAP_REPS];
     for (int r = 0; r < OVERLAP_REPS; r++)
         diff[r] = with[r] - alone[r];
-    qsort(diff, OVERLAP_REPS, sizeof(double), compare_double);
+    qsort(diff, OVERLAP_REPS, sizeof(double), dsi_compare_double);
     *seconds_p = diff[OVERLAP_REPS / 2];
     DSI_DEBUG("overlap of %zu-byte buckets: %d passes of %.3f ms, alone %.3f ms, with %.3f ms, "
               "cost %.3f ms",

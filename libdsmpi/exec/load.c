@@ -168,12 +168,6 @@ out:
     return status;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 ds_status_t dsi_speed_probe(ds_backend_t *backend, double *seconds_p)
 {
     ds_status_t status = DS_OK;
@@ -196,7 +190,7 @@ ds_status_t dsi_speed_probe(ds_backend_t *backend, double *seconds_p)
         if (i >= WARM)
             t[i - WARM] = dsi_now_s() - start;
     }
-    qsort(t, REPS, sizeof(*t), compare_double);
+    qsort(t, REPS, sizeof(*t), dsi_compare_double);
     *seconds_p = t[REPS / 2];
 out:
     ds_kernel_destroy(kernel);

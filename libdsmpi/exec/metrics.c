@@ -136,23 +136,6 @@ static double last_arrival(const ds_strategy_t *s, const match_table_t *t,
     return last;
 }
 
-/* ---- numbers ---------------------------------------------------------------------------------- */
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of n values (sorted in place). */
-static double median(double *v, size_t n)
-{
-    if (n == 0)
-        return 0.0;
-    qsort(v, n, sizeof(*v), compare_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 enum { F_COMPUTE, F_EXPOSED, F_WAIT, F_TP, F_PP, F_DP, F_OTHER, F_COUNT };
 
 typedef struct acc {
@@ -273,7 +256,7 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
         scratch[k] = run->iteration_s[k];
     }
     ds_exec_summary_t *sum = &run->summary;
-    sum->iteration_s = median(scratch, (size_t)a.K);
+    sum->iteration_s = dsi_median(scratch, (size_t)a.K);
     sum->iteration_min_s = scratch[0];
     sum->iteration_max_s = scratch[a.K - 1];
     sum->microbatches = microbatches;
@@ -295,7 +278,7 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
                              : f == F_COUNT       ? T - v[F_COMPUTE] - v[F_EXPOSED] /* idle */
                                                   : v[F_COMPUTE] + v[F_EXPOSED];    /* busy */
             }
-            med[f] = median(scratch, (size_t)a.K);
+            med[f] = dsi_median(scratch, (size_t)a.K);
         }
         dev->compute_s = med[F_COMPUTE];
         dev->comm_exposed_s = med[F_EXPOSED];
@@ -328,7 +311,7 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
                 double v = a.mb[((size_t)k * a.mb_slots + slot) * 4 + (size_t)j];
                 scratch[k] = isfinite(v) ? v : 0.0;
             }
-            *out4[j] = median(scratch, (size_t)a.K);
+            *out4[j] = dsi_median(scratch, (size_t)a.K);
         }
     }
 out:

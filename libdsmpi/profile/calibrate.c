@@ -86,19 +86,6 @@ ds_status_t dsi_profile_plan_buffers(dsi_profile_plan_t *plan, const ds_backend_
     return DS_OK;
 }
 
-static double median_of(double *v, size_t n)
-{
-    if (n == 0)
-        return 0.0;
-    for (size_t i = 1; i < n; i++) /* insertion sort: a few dozen values */
-        for (size_t j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ---- compute --------------------------------------------------------------------------------- */
 
 typedef struct probe {
@@ -319,8 +306,8 @@ static ds_status_t calibrate_compute(ds_backend_t *backend, MPI_Comm comm, int r
                   c % size, 100.0 * had);
     }
     if (known > 0) {
-        speed->default_factor = median_of(factors, (size_t)known);
-        speed->compute_spread = median_of(spreads, (size_t)known);
+        speed->default_factor = dsi_median(factors, (size_t)known);
+        speed->compute_spread = dsi_median(spreads, (size_t)known);
     }
     speed->fill_s_per_byte = fill / (double)size;
 out:
@@ -491,7 +478,7 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
     speed->comm_factor_bytes = CALIBRATE_LARGE;
     speed->comm_huge_bytes = CALIBRATE_HUGE;
     if (known > 0)
-        speed->comm_factor = median_of(factors, (size_t)known);
+        speed->comm_factor = dsi_median(factors, (size_t)known);
     if (filled > 0.0)
         speed->comm_fill_s_per_byte = fill_s / filled;
 out:

@@ -52,13 +52,6 @@ struct ds_profiler {
     dsi_profile_estimate_t estimate; /* of the last plan */
 };
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void ds_profile_options_init(ds_profile_options_t *options)
 {
     memset(options, 0, sizeof(*options));
@@ -441,9 +434,9 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
 {
     const ds_event_key_t *keys = &p->plan->keys[unit->first_key];
     ds_measurement_t total, per_op[DSI_MAX_LAYER_OPS];
-    double start = now_s();
+    double start = dsi_now_s();
     ds_status_t status = ds_measure_layer(p->backend, keys, unit->num_keys, &p->config, &total, per_op);
-    double took = now_s() - start;
+    double took = dsi_now_s() - start;
     *busy_s += took;
     if (status == DS_OK)
         DSI_DEBUG("%s: %.3f s, expected %.3f s (prepared in %.3f s; %lld runs of mean %.4f s, %s)",
@@ -586,10 +579,10 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
         const dsi_comm_task_t *task = &plan->tasks[t];
         if (sc.shape != task->shape) {
             shape_comm_free(&sc);
-            double start = now_s();
+            double start = dsi_now_s();
             DSI_TRY_GOTO(shape_comm_make(p, task->shape, &sc), status, out);
             DSI_DEBUG("communicators of shape %d (%d x %d ranks): %.3f s", task->shape,
-                      plan->shapes[task->shape].num_groups, plan->shapes[task->shape].size, now_s() - start);
+                      plan->shapes[task->shape].num_groups, plan->shapes[task->shape].size, dsi_now_s() - start);
         }
         if (sc.comm != NULL) {
             ds_event_key_t key;
@@ -601,9 +594,9 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
             key.flags = task->sample.batched ? DS_COMM_FLAG_BATCHED : 0;
             key.dims[0] = task->sample.bytes;
             ds_comm_measurement_t m;
-            double start = now_s();
+            double start = dsi_now_s();
             status = ds_comm_measure(sc.comm, &key, &p->config, &m);
-            double took = now_s() - start;
+            double took = dsi_now_s() - start;
             *busy_s += took;
             if (status == DS_OK)
                 DSI_DEBUG("%s of %lld bytes on %d ranks: %.3f s, expected %.3f s (loop %.3f s; %lld runs of median %.3g s, %s)",
@@ -787,18 +780,18 @@ out:;
 ds_status_t ds_profiler_run(ds_profiler_t *p, ds_profile_summary_t *summary)
 {
     ds_status_t status;
-    double start = now_s(), busy_s = 0.0;
+    double start = dsi_now_s(), busy_s = 0.0;
     int stop = 0;
     if (!p->planned)
         DSI_TRY(ds_profiler_plan(p, NULL));
     if (!p->options.comm_only)
         DSI_TRY(run_compute(p, &stop, &busy_s));
-    double compute_end = now_s(), comm_busy_s = 0.0;
+    double compute_end = dsi_now_s(), comm_busy_s = 0.0;
     if (!p->options.compute_only)
         DSI_TRY(run_comm(p, &stop, &comm_busy_s));
-    double comm_end = now_s();
+    double comm_end = dsi_now_s();
     status = p->db != NULL ? ds_profile_db_commit(p->db) : write_text_outputs(p);
-    double commit_end = now_s();
+    double commit_end = dsi_now_s();
     int gather = MPI_Gather(&busy_s, 1, MPI_DOUBLE, p->rank_busy_s, 1, MPI_DOUBLE, 0, p->comm);
     if (status == DS_OK && gather != MPI_SUCCESS)
         status = dsi_mpi_error(__FILE__, __LINE__, "MPI_Gather", gather);

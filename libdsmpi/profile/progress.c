@@ -6,13 +6,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void dsi_progress_start(dsi_progress_t *p, const char *what, size_t total, double expected_s,
                         bool enabled)
 {
@@ -23,7 +16,7 @@ void dsi_progress_start(dsi_progress_t *p, const char *what, size_t total, doubl
     p->expected_done_s = 0.0;
     p->enabled = enabled;
     p->terminal = enabled && isatty(STDERR_FILENO);
-    p->start_s = now_s();
+    p->start_s = dsi_now_s();
     p->last_print_s = p->start_s;
     p->last_done = 0;
 }
@@ -62,7 +55,7 @@ void dsi_progress_step(dsi_progress_t *p, size_t done, double expected_s)
     p->expected_done_s = expected_s;
     if (!p->enabled)
         return;
-    double now = now_s();
+    double now = dsi_now_s();
     double period = p->terminal ? 0.5 : (double)dsi_param_int(DSI_PARAM_PROGRESS_PERIOD_S);
     if (now - p->last_print_s >= period)
         print_line(p, now, false);
@@ -73,7 +66,7 @@ void dsi_progress_finish(dsi_progress_t *p)
     /* A terminal line is closed; a log gets the final count once. */
     if (p->enabled && (p->terminal || (p->total > 0 && p->last_print_s > p->start_s &&
                                         p->last_done != p->done)))
-        print_line(p, now_s(), true);
+        print_line(p, dsi_now_s(), true);
 }
 
 /* ---- stop requests ----------------------------------------------------------------

@@ -15,13 +15,6 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void ds_search_options_init(ds_search_options_t *options)
 {
     memset(options, 0, sizeof(*options));
@@ -146,7 +139,7 @@ static ds_status_t visit_combination(ds_search_t *search, const ds_strategy_t *c
 
 ds_status_t ds_search_enumerate(ds_search_t *search)
 {
-    double t0 = now_s();
+    double t0 = dsi_now_s();
     memset(&search->stats, 0, sizeof(search->stats));
     search->num_cand = 0;
     search->num_results = 0;
@@ -154,7 +147,7 @@ ds_status_t ds_search_enumerate(ds_search_t *search)
     search->enumerated = 0;
     DSI_TRY(dsi_search_each_combination(search, visit_combination, NULL));
     search->stats.candidates = (int64_t)search->num_cand;
-    search->stats.enumerate_s = now_s() - t0;
+    search->stats.enumerate_s = dsi_now_s() - t0;
     search->enumerated = 1;
     return DS_OK;
 }
@@ -366,10 +359,10 @@ static ds_status_t simulate(ds_search_t *search, int64_t index, const ds_cost_ta
                             const ds_sim_options_t *so, local_t *l)
 {
     const dsi_candidate_t *c = &search->cand[index];
-    double t0 = now_s();
+    double t0 = dsi_now_s();
     ds_status_t status =
         ds_sim_run(search->sim, search->model, &c->strategy, &search->cluster, costs, so);
-    l->sim_cpu_s += now_s() - t0;
+    l->sim_cpu_s += dsi_now_s() - t0;
     if (status == DS_ERR_NOT_FOUND || status == DS_ERR_NO_MEMORY)
         return status;
     if (status != DS_OK) {
@@ -646,12 +639,6 @@ static void share_fill(const local_t *l, int width, bool mine_done, double *out)
     out[width] = mine_done ? 1.0 : 0.0;
 }
 
-static int by_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* The K-th best time over every rank's shared times (or, for K above
  * SHARED_TIMES, the smallest of the ranks' K-th best); 1 in *all_done_p when
  * every rank is done.  With `distinct`, equal times count once: two ranks may
@@ -675,7 +662,7 @@ static double share_threshold(double *all, int size, int width, int k, bool dist
     for (int r = 0; r < size; r++)
         for (int i = 0; i < width; i++)
             all[n++] = all[(size_t)r * (width + 1) + i];
-    qsort(all, n, sizeof(*all), by_double);
+    qsort(all, n, sizeof(*all), dsi_compare_double);
     if (!distinct)
         return all[k - 1];
     int seen = 0;
@@ -777,9 +764,9 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
     so.peak_tflops = search->opt.peak_tflops;
     so.keep_timeline = 0;
 
-    double t0 = now_s();
+    double t0 = dsi_now_s();
     DSI_TRY_GOTO(compute_bounds(search, costs, &so, dup, rank, size), status, err_dup);
-    double t1 = now_s();
+    double t1 = dsi_now_s();
     search->stats.bound_s = t1 - t0;
 
     size_t n = search->num_cand;
@@ -862,7 +849,7 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
     status = agree(dup, rank, status);
     if (status == DS_OK && dup != MPI_COMM_NULL)
         status = share_results(search, dup, rank);
-    search->stats.simulate_s = now_s() - t1;
+    search->stats.simulate_s = dsi_now_s() - t1;
 err_blocks:
     dsi_free(blocks);
 err_block:
