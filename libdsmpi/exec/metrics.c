@@ -146,6 +146,167 @@ typedef struct acc {
     size_t mb_slots;
 } acc_t;
 
+static ds_status_t acc_init(acc_t *a, const ds_strategy_t *s, int64_t microbatches, int ranks,
+                            int warmup, int iterations)
+{
+    memset(a, 0, sizeof(*a));
+    a->W = warmup;
+    a->K = iterations;
+    a->total = a->W + a->K;
+    a->ranks = ranks;
+    a->mb_slots = (size_t)s->pp * s->vpp * (size_t)microbatches;
+    size_t cells = (size_t)a->K * a->ranks * F_COUNT;
+    DSI_TRY(dsi_calloc((size_t)a->total, sizeof(double), &a->end));
+    DSI_TRY(dsi_calloc((size_t)a->total, sizeof(double), &a->begin));
+    DSI_TRY(dsi_calloc(cells, sizeof(double), &a->field));
+    DSI_TRY(dsi_calloc((size_t)a->K * a->mb_slots * 4, sizeof(double), &a->mb));
+    for (int k = 0; k < a->total; k++) {
+        a->end[k] = -INFINITY;
+        a->begin[k] = INFINITY;
+    }
+    for (size_t i = 0; i < (size_t)a->K * a->mb_slots * 4; i++)
+        a->mb[i] = (i % 2 == 0) ? INFINITY : -INFINITY;
+    return DS_OK;
+}
+
+static void acc_free(acc_t *a)
+{
+    dsi_free(a->end);
+    dsi_free(a->begin);
+    dsi_free(a->field);
+    dsi_free(a->mb);
+}
+
+/* Iteration ends and begins; the matching table. */
+static ds_status_t index_records(acc_t *a, const dsi_xrec_t *recs, size_t n, match_table_t *table)
+{
+    size_t entries = 0;
+    for (size_t i = 0; i < n; i++)
+        entries += recs[i].kind == DSI_XK_P2P ? recs[i].nx : is_collective(recs[i].kind);
+    DSI_TRY(table_init(table, entries));
+    for (size_t i = 0; i < n; i++) {
+        const dsi_xrec_t *r = &recs[i];
+        if (r->iteration < 0 || r->iteration >= a->total || r->rank < 0 || r->rank >= a->ranks ||
+            r->kind >= DSI_XK_COUNT_ || r->nx > 4)
+            return DSI_ERROR(DS_ERR_INTERNAL, "a record of iteration %d rank %d kind %d",
+                             r->iteration, r->rank, r->kind);
+        a->end[r->iteration] = DSI_MAX(a->end[r->iteration], r->end_s);
+        a->begin[r->iteration] = DSI_MIN(a->begin[r->iteration], r->start_s);
+        if (r->kind == DSI_XK_P2P)
+            for (int j = 0; j < r->nx; j++)
+                table_put(table, (match_key_t){r->rank, DSI_XK_P2P, r->iteration, r->xid[j]}, i);
+        else if (is_collective(r->kind))
+            table_put(table, (match_key_t){r->rank, r->kind, r->iteration, r->match}, i);
+    }
+    return DS_OK;
+}
+
+/* One record of a measured iteration into its rank's fields and, for
+ * replica 0's TP rank 0, its pass's micro-batch slot. */
+static void accumulate_record(acc_t *a, const ds_strategy_t *s, int64_t microbatches,
+                              const match_table_t *table, const dsi_xrec_t *recs,
+                              const dsi_xrec_t *r, int64_t *members)
+{
+    int k = r->iteration - a->W;
+    double *f = &a->field[((size_t)k * a->ranks + (size_t)r->rank) * F_COUNT];
+    double d = r->end_s - r->start_s;
+    switch ((dsi_xkind_t)r->kind) {
+    case DSI_XK_COMPUTE:
+    case DSI_XK_OPT: f[F_COMPUTE] += d; break;
+    case DSI_XK_DP_START:
+    case DSI_XK_DP_TEST:
+        f[F_EXPOSED] += d;
+        f[F_DP] += d;
+        break;
+    case DSI_XK_TP:
+    case DSI_XK_SP:
+    case DSI_XK_P2P:
+    case DSI_XK_DP_WAIT:
+    case DSI_XK_EMB:
+    case DSI_XK_MP: {
+        double arrival = DSI_MIN(last_arrival(s, table, recs, r, members), r->end_s);
+        double exposed = r->end_s - arrival, wait = arrival - r->start_s;
+        f[F_EXPOSED] += exposed;
+        f[F_WAIT] += wait;
+        int which = r->kind == DSI_XK_TP || r->kind == DSI_XK_SP ? F_TP
+                    : r->kind == DSI_XK_P2P                      ? F_PP
+                    : r->kind == DSI_XK_DP_WAIT                  ? F_DP
+                                                                 : F_OTHER;
+        f[which] += exposed;
+        break;
+    }
+    case DSI_XK_COUNT_: break;
+    }
+    if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP)
+        return;
+    ds_coords_t c = ds_strategy_coords_of(s, r->rank);
+    if (c.dp != 0 || c.tp != 0 || r->mb < 0 || r->mb >= microbatches)
+        return;
+    size_t slot =
+        ((size_t)c.pp * s->vpp + (size_t)r->chunk) * (size_t)microbatches + (size_t)r->mb;
+    double *m4 = &a->mb[((size_t)k * a->mb_slots + slot) * 4 + (r->fwd ? 0 : 2)];
+    m4[0] = DSI_MIN(m4[0], r->start_s - a->begin[r->iteration]);
+    m4[1] = DSI_MAX(m4[1], r->end_s - a->begin[r->iteration]);
+}
+
+/* Per device: medians over the measured iterations. */
+static void summarise_devices(const acc_t *a, const ds_strategy_t *s, double *scratch,
+                              dsi_xrun_t *run)
+{
+    ds_exec_summary_t *sum = &run->summary;
+    for (int rank = 0; rank < a->ranks; rank++) {
+        ds_exec_device_t *dev = &run->devices[rank];
+        dev->rank = rank;
+        dev->coords = ds_strategy_coords_of(s, rank);
+        double med[F_COUNT + 2];
+        for (int f = 0; f < F_COUNT + 2; f++) {
+            for (int k = 0; k < a->K; k++) {
+                const double *v = &a->field[((size_t)k * a->ranks + (size_t)rank) * F_COUNT];
+                double T = run->iteration_s[k];
+                scratch[k] = f < F_COUNT          ? v[f]
+                             : f == F_COUNT       ? T - v[F_COMPUTE] - v[F_EXPOSED] /* idle */
+                                                  : v[F_COMPUTE] + v[F_EXPOSED];    /* busy */
+            }
+            med[f] = dsi_median(scratch, (size_t)a->K);
+        }
+        dev->compute_s = med[F_COMPUTE];
+        dev->comm_exposed_s = med[F_EXPOSED];
+        dev->wait_s = med[F_WAIT];
+        dev->tp_s = med[F_TP];
+        dev->pp_s = med[F_PP];
+        dev->dp_s = med[F_DP];
+        dev->other_s = med[F_OTHER];
+        dev->idle_s = DSI_MAX(med[F_COUNT], 0.0);
+        dev->busy_s = med[F_COUNT + 1];
+        sum->compute_s += dev->compute_s / a->ranks;
+        sum->comm_exposed_s += dev->comm_exposed_s / a->ranks;
+        sum->wait_s += dev->wait_s / a->ranks;
+        sum->idle_s += dev->idle_s / a->ranks;
+        sum->busy_s += dev->busy_s / a->ranks;
+    }
+    sum->bubble_fraction = sum->iteration_s > 0 ? sum->idle_s / sum->iteration_s : 0.0;
+}
+
+/* Per micro-batch slot: medians over the measured iterations. */
+static void summarise_microbatches(const acc_t *a, const ds_strategy_t *s, int64_t microbatches,
+                                   double *scratch, dsi_xrun_t *run)
+{
+    for (size_t slot = 0; slot < a->mb_slots; slot++) {
+        ds_exec_microbatch_t *mb = &run->mbs[slot];
+        mb->microbatch = (int)(slot % (size_t)microbatches);
+        mb->chunk = (int)(slot / (size_t)microbatches % (size_t)s->vpp);
+        mb->stage = (int)(slot / (size_t)microbatches / (size_t)s->vpp);
+        double *out4[4] = {&mb->fwd_start_s, &mb->fwd_end_s, &mb->bwd_start_s, &mb->bwd_end_s};
+        for (int j = 0; j < 4; j++) {
+            for (int k = 0; k < a->K; k++) {
+                double v = a->mb[((size_t)k * a->mb_slots + slot) * 4 + (size_t)j];
+                scratch[k] = isfinite(v) ? v : 0.0;
+            }
+            *out4[j] = dsi_median(scratch, (size_t)a->K);
+        }
+    }
+}
+
 ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, int ranks,
                                  int warmup, int iterations, const dsi_xrec_t *recs, size_t n,
                                  dsi_xrun_t *run)
@@ -159,95 +320,14 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
     if (warmup < 1 || iterations < 1 || ranks < 1 || microbatches < 1)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "run of %d + %d iterations on %d ranks", warmup,
                          iterations, ranks);
-    a.W = warmup;
-    a.K = iterations;
-    a.total = a.W + a.K;
-    a.ranks = ranks;
-    a.mb_slots = (size_t)s->pp * s->vpp * (size_t)microbatches;
-    size_t cells = (size_t)a.K * a.ranks * F_COUNT;
-    DSI_TRY_GOTO(dsi_calloc((size_t)a.total, sizeof(double), &a.end), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)a.total, sizeof(double), &a.begin), status, out);
-    DSI_TRY_GOTO(dsi_calloc(cells, sizeof(double), &a.field), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)a.K * a.mb_slots * 4, sizeof(double), &a.mb), status, out);
+    DSI_TRY_GOTO(acc_init(&a, s, microbatches, ranks, warmup, iterations), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(ranks, 2), sizeof(*members), &members), status, out);
     DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(a.K, ranks) + 1, sizeof(double), &scratch), status,
                  out);
-    for (int k = 0; k < a.total; k++) {
-        a.end[k] = -INFINITY;
-        a.begin[k] = INFINITY;
-    }
-    for (size_t i = 0; i < (size_t)a.K * a.mb_slots * 4; i++)
-        a.mb[i] = (i % 2 == 0) ? INFINITY : -INFINITY;
-
-    /* Iteration ends and begins; the matching table. */
-    size_t entries = 0;
+    DSI_TRY_GOTO(index_records(&a, recs, n, &table), status, out);
     for (size_t i = 0; i < n; i++)
-        entries += recs[i].kind == DSI_XK_P2P ? recs[i].nx : is_collective(recs[i].kind);
-    DSI_TRY_GOTO(table_init(&table, entries), status, out);
-    for (size_t i = 0; i < n; i++) {
-        const dsi_xrec_t *r = &recs[i];
-        if (r->iteration < 0 || r->iteration >= a.total || r->rank < 0 || r->rank >= a.ranks ||
-            r->kind >= DSI_XK_COUNT_ || r->nx > 4) {
-            status = DSI_ERROR(DS_ERR_INTERNAL, "a record of iteration %d rank %d kind %d",
-                               r->iteration, r->rank, r->kind);
-            goto out;
-        }
-        a.end[r->iteration] = DSI_MAX(a.end[r->iteration], r->end_s);
-        a.begin[r->iteration] = DSI_MIN(a.begin[r->iteration], r->start_s);
-        if (r->kind == DSI_XK_P2P)
-            for (int j = 0; j < r->nx; j++)
-                table_put(&table, (match_key_t){r->rank, DSI_XK_P2P, r->iteration, r->xid[j]}, i);
-        else if (is_collective(r->kind))
-            table_put(&table, (match_key_t){r->rank, r->kind, r->iteration, r->match}, i);
-    }
-
-    /* Per rank and measured iteration. */
-    for (size_t i = 0; i < n; i++) {
-        const dsi_xrec_t *r = &recs[i];
-        int k = r->iteration - a.W;
-        if (k < 0)
-            continue;
-        double *f = &a.field[((size_t)k * a.ranks + (size_t)r->rank) * F_COUNT];
-        double d = r->end_s - r->start_s;
-        switch ((dsi_xkind_t)r->kind) {
-        case DSI_XK_COMPUTE:
-        case DSI_XK_OPT: f[F_COMPUTE] += d; break;
-        case DSI_XK_DP_START:
-        case DSI_XK_DP_TEST:
-            f[F_EXPOSED] += d;
-            f[F_DP] += d;
-            break;
-        case DSI_XK_TP:
-        case DSI_XK_SP:
-        case DSI_XK_P2P:
-        case DSI_XK_DP_WAIT:
-        case DSI_XK_EMB:
-        case DSI_XK_MP: {
-            double arrival = DSI_MIN(last_arrival(s, &table, recs, r, members), r->end_s);
-            double exposed = r->end_s - arrival, wait = arrival - r->start_s;
-            f[F_EXPOSED] += exposed;
-            f[F_WAIT] += wait;
-            int which = r->kind == DSI_XK_TP || r->kind == DSI_XK_SP ? F_TP
-                        : r->kind == DSI_XK_P2P                      ? F_PP
-                        : r->kind == DSI_XK_DP_WAIT                  ? F_DP
-                                                                     : F_OTHER;
-            f[which] += exposed;
-            break;
-        }
-        case DSI_XK_COUNT_: break;
-        }
-        /* Passes of replica 0, TP rank 0. */
-        if ((r->kind == DSI_XK_COMPUTE || r->kind == DSI_XK_TP)) {
-            ds_coords_t c = ds_strategy_coords_of(s, r->rank);
-            if (c.dp == 0 && c.tp == 0 && r->mb >= 0 && r->mb < microbatches) {
-                size_t slot = ((size_t)c.pp * s->vpp + (size_t)r->chunk) * (size_t)microbatches +
-                              (size_t)r->mb;
-                double *m4 = &a.mb[((size_t)k * a.mb_slots + slot) * 4 + (r->fwd ? 0 : 2)];
-                m4[0] = DSI_MIN(m4[0], r->start_s - a.begin[r->iteration]);
-                m4[1] = DSI_MAX(m4[1], r->end_s - a.begin[r->iteration]);
-            }
-        }
-    }
+        if (recs[i].iteration >= a.W)
+            accumulate_record(&a, s, microbatches, &table, recs, &recs[i], members);
 
     /* Iteration times. */
     DSI_TRY_GOTO(dsi_calloc((size_t)a.K, sizeof(double), &run->iteration_s), status, out);
@@ -256,69 +336,20 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
         scratch[k] = run->iteration_s[k];
     }
     ds_exec_summary_t *sum = &run->summary;
-    sum->iteration_s = dsi_median(scratch, (size_t)a.K);
+    sum->iteration_s = dsi_median(scratch, (size_t)a.K); /* sorts scratch */
     sum->iteration_min_s = scratch[0];
     sum->iteration_max_s = scratch[a.K - 1];
     sum->microbatches = microbatches;
     sum->warmup = a.W;
     sum->iterations = a.K;
 
-    /* Devices: medians over iterations. */
     DSI_TRY_GOTO(dsi_calloc((size_t)a.ranks, sizeof(*run->devices), &run->devices), status, out);
-    for (int rank = 0; rank < a.ranks; rank++) {
-        ds_exec_device_t *dev = &run->devices[rank];
-        dev->rank = rank;
-        dev->coords = ds_strategy_coords_of(s, rank);
-        double med[F_COUNT + 2];
-        for (int f = 0; f < F_COUNT + 2; f++) {
-            for (int k = 0; k < a.K; k++) {
-                const double *v = &a.field[((size_t)k * a.ranks + (size_t)rank) * F_COUNT];
-                double T = run->iteration_s[k];
-                scratch[k] = f < F_COUNT          ? v[f]
-                             : f == F_COUNT       ? T - v[F_COMPUTE] - v[F_EXPOSED] /* idle */
-                                                  : v[F_COMPUTE] + v[F_EXPOSED];    /* busy */
-            }
-            med[f] = dsi_median(scratch, (size_t)a.K);
-        }
-        dev->compute_s = med[F_COMPUTE];
-        dev->comm_exposed_s = med[F_EXPOSED];
-        dev->wait_s = med[F_WAIT];
-        dev->tp_s = med[F_TP];
-        dev->pp_s = med[F_PP];
-        dev->dp_s = med[F_DP];
-        dev->other_s = med[F_OTHER];
-        dev->idle_s = DSI_MAX(med[F_COUNT], 0.0);
-        dev->busy_s = med[F_COUNT + 1];
-        sum->compute_s += dev->compute_s / a.ranks;
-        sum->comm_exposed_s += dev->comm_exposed_s / a.ranks;
-        sum->wait_s += dev->wait_s / a.ranks;
-        sum->idle_s += dev->idle_s / a.ranks;
-        sum->busy_s += dev->busy_s / a.ranks;
-    }
-    sum->bubble_fraction = sum->iteration_s > 0 ? sum->idle_s / sum->iteration_s : 0.0;
-
-    /* Micro-batches: medians over iterations. */
+    summarise_devices(&a, s, scratch, run);
     DSI_TRY_GOTO(dsi_calloc(a.mb_slots ? a.mb_slots : 1, sizeof(*run->mbs), &run->mbs), status,
                  out);
-    for (size_t slot = 0; slot < a.mb_slots; slot++) {
-        ds_exec_microbatch_t *mb = &run->mbs[slot];
-        mb->microbatch = (int)(slot % (size_t)microbatches);
-        mb->chunk = (int)(slot / (size_t)microbatches % (size_t)s->vpp);
-        mb->stage = (int)(slot / (size_t)microbatches / (size_t)s->vpp);
-        double *out4[4] = {&mb->fwd_start_s, &mb->fwd_end_s, &mb->bwd_start_s, &mb->bwd_end_s};
-        for (int j = 0; j < 4; j++) {
-            for (int k = 0; k < a.K; k++) {
-                double v = a.mb[((size_t)k * a.mb_slots + slot) * 4 + (size_t)j];
-                scratch[k] = isfinite(v) ? v : 0.0;
-            }
-            *out4[j] = dsi_median(scratch, (size_t)a.K);
-        }
-    }
+    summarise_microbatches(&a, s, microbatches, scratch, run);
 out:
-    dsi_free(a.end);
-    dsi_free(a.begin);
-    dsi_free(a.field);
-    dsi_free(a.mb);
+    acc_free(&a);
     dsi_free(members);
     dsi_free(scratch);
     table_free(&table);
