@@ -46,7 +46,9 @@ typedef enum ds_op {
     DS_OP_CROSS_ENTROPY = 14,/* dims: tokens, vocab (this rank's share) */
     DS_OP_OPTIMIZER = 15,    /* Adam step; dims: parameters */
     DS_OP_POOL = 16,         /* dims: rows, cols (layer-list models) */
-    DS_OP_FLASH_ATTENTION = 17, /* reserved: fused attention, not generated yet */
+    DS_OP_FLASH_ATTENTION = 17, /* fused attention (softmax(QK^T/sqrt(d)) V in tiles, no
+                                   scores stored); dims: see ds_attention_shape_t;
+                                   variant 1 = causal */
     DS_OP_COUNT_
 } ds_op_t;
 
@@ -115,6 +117,36 @@ typedef struct ds_event_key {
                                parameter servers, dims[2] with node_stride: nodes of the first
                                member's leaf with a group of this kind (0: unknown) */
 } ds_event_key_t;
+
+/* The shape of a fused-attention key, this rank's share: query heads and
+ * key/value heads (grouped-query attention when fewer), the query and the
+ * key/value lengths (they differ under context parallelism), the head width.
+ * Causal keys align the mask at the end: query i sees keys up to
+ * i + seq_k - seq_q.  Packed into the key's four dims: batch; heads << 32 |
+ * kv_heads; seq_q << 32 | seq_k; head_dim (each count below 2^31). */
+typedef struct ds_attention_shape {
+    int64_t batch, heads, kv_heads, seq_q, seq_k, head_dim;
+} ds_attention_shape_t;
+
+static inline ds_attention_shape_t ds_attention_shape_of(const ds_event_key_t *key)
+{
+    ds_attention_shape_t s;
+    s.batch = key->dims[0];
+    s.heads = (int64_t)((uint64_t)key->dims[1] >> 32);
+    s.kv_heads = key->dims[1] & 0xffffffffLL;
+    s.seq_q = (int64_t)((uint64_t)key->dims[2] >> 32);
+    s.seq_k = key->dims[2] & 0xffffffffLL;
+    s.head_dim = key->dims[3];
+    return s;
+}
+
+static inline void ds_attention_shape_set(ds_event_key_t *key, const ds_attention_shape_t *s)
+{
+    key->dims[0] = s->batch;
+    key->dims[1] = (int64_t)(((uint64_t)s->heads << 32) | ((uint64_t)s->kv_heads & 0xffffffffu));
+    key->dims[2] = (int64_t)(((uint64_t)s->seq_q << 32) | ((uint64_t)s->seq_k & 0xffffffffu));
+    key->dims[3] = s->head_dim;
+}
 
 /* An event with its number of occurrences in the iteration. */
 typedef struct ds_event {

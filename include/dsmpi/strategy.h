@@ -64,7 +64,7 @@ typedef struct ds_strategy {
     int overlap_grad_reduce; /* DP gradient sync overlaps the backward pass */
     ds_dtype_t grad_reduce_dtype; /* Megatron reduces in fp32 by default */
     int grad_clip;       /* gradient clipping: a global norm all-reduce */
-    int flash_attention; /* reserved: fused attention kernels, not modelled yet */
+    int flash_attention; /* attention as one fused operator (FlashAttention, cuDNN SDPA) */
     int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
     int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
     ds_dim_t order[3]; /* placement, innermost (fastest varying) first; default tp, dp, pp */

@@ -20,6 +20,7 @@
  *   cross-entropy logits, targets, softmax, loss ;  softmax, targets, dloss, dlogits
  *   optimizer     w, m, v, grad (fp32), w copy (bf16)
  *   pool          x, y, argmax ;  dy, argmax, dx
+ *   attention     q, k, v, o, lse ;  do, q, k, v, o, lse, dq, dk, dv
  */
 #ifndef DSI_KERNEL_PLAN_H
 #define DSI_KERNEL_PLAN_H
@@ -52,7 +53,7 @@ typedef enum dsi_fill {
     DSI_FILL_SAVED,      /* made by the forward at prepare (probabilities, statistics, masks) */
 } dsi_fill_t;
 
-#define DSI_PLAN_MAX_BUFFERS 8
+#define DSI_PLAN_MAX_BUFFERS 10
 
 typedef struct dsi_buffer_plan {
     int64_t count;
@@ -68,7 +69,8 @@ typedef struct dsi_kernel_plan {
     int in_index, out_index; /* main input and output, for layer chaining; -1 = none */
     int backward;            /* the pass runs backward work */
     int causal;              /* softmax: causal mask */
-    int64_t rows, cols;      /* row operators: rows x cols (output columns for GLUs) */
+    int64_t rows, cols;      /* row operators: rows x cols (output columns for GLUs);
+                                attention: queries x head dim */
     int64_t head_dim;        /* rope: rotated head width (0 = nothing rotates) */
 } dsi_kernel_plan_t;
 

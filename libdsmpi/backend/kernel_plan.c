@@ -247,11 +247,42 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
         if (!bwd)
             add(plan, n, DSI_ELEM_I8, DSI_FILL_NONE, 0.0f);
         return DS_OK;
-    case DS_OP_FLASH_ATTENTION:
-        snprintf(message, message_size,
-                 "flash-attention keys are reserved (their dims are not defined yet); attention "
-                 "runs as batched GEMMs and a softmax");
-        return DS_ERR_UNSUPPORTED;
+    case DS_OP_FLASH_ATTENTION: {
+        ds_attention_shape_t a = ds_attention_shape_of(key);
+        int64_t bh, bkv, nq, nkv;
+        if (a.batch < 1 || a.heads < 1 || a.kv_heads < 1 || a.seq_q < 1 || a.seq_k < 1 ||
+            a.head_dim < 1 || a.head_dim > 1024)
+            return fail(message, message_size, key,
+                        "batch, heads, kv-heads, seq, kv-seq must be positive and head-dim in "
+                        "1..1024");
+        if (a.heads % a.kv_heads != 0)
+            return fail(message, message_size, key, "heads must be a multiple of kv-heads");
+        if (!elements(a.batch, a.heads, &bh) || !elements(bh, a.seq_q, &bh) ||
+            !elements(bh, a.head_dim, &nq) || !elements(a.batch, a.kv_heads, &bkv) ||
+            !elements(bkv, a.seq_k, &bkv) || !elements(bkv, a.head_dim, &nkv))
+            return fail(message, message_size, key, "too many elements");
+        plan->causal = key->variant & 1;
+        plan->rows = bh; /* queries of every head */
+        plan->cols = a.head_dim;
+        if (!bwd) {
+            plan->in_index = stored(plan, nq, DSI_FILL_NORMAL, 1.0f);
+            stored(plan, nkv, DSI_FILL_NORMAL, 1.0f);
+            stored(plan, nkv, DSI_FILL_NORMAL, 1.0f);
+            plan->out_index = stored(plan, nq, DSI_FILL_NONE, 0.0f);
+            fp32(plan, plan->rows, DSI_FILL_NONE, 0.0f); /* log-sum-exp per query */
+        } else {
+            plan->in_index = stored(plan, nq, DSI_FILL_NORMAL, DSI_GRAD_STD);
+            stored(plan, nq, DSI_FILL_NORMAL, 1.0f);
+            stored(plan, nkv, DSI_FILL_NORMAL, 1.0f);
+            stored(plan, nkv, DSI_FILL_NORMAL, 1.0f);
+            stored(plan, nq, DSI_FILL_SAVED, 0.0f);        /* output of the forward */
+            fp32(plan, plan->rows, DSI_FILL_SAVED, 0.0f); /* its log-sum-exp */
+            plan->out_index = stored(plan, nq, DSI_FILL_NONE, 0.0f);
+            stored(plan, nkv, DSI_FILL_NONE, 0.0f);
+            stored(plan, nkv, DSI_FILL_NONE, 0.0f);
+        }
+        return DS_OK;
+    }
     case DS_OP_COUNT_: break;
     }
     return fail(message, message_size, key, "unknown operator");

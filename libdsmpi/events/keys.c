@@ -102,6 +102,13 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
                            (long long)key->dims[1], (long long)key->dims[2]);
         if (key->op == DS_OP_BATCHED_GEMM)
             dsi_strbuf_appendf(&buf, " batch=%lld", (long long)key->dims[3]);
+    } else if (key->op == DS_OP_FLASH_ATTENTION) {
+        ds_attention_shape_t a = ds_attention_shape_of(key);
+        dsi_strbuf_appendf(&buf, " batch=%lld heads=%lld kv-heads=%lld seq=%lld kv-seq=%lld head-dim=%lld",
+                           (long long)a.batch, (long long)a.heads, (long long)a.kv_heads,
+                           (long long)a.seq_q, (long long)a.seq_k, (long long)a.head_dim);
+        if (key->variant)
+            dsi_strbuf_append(&buf, " causal");
     } else if (key->op == DS_OP_OPTIMIZER) {
         dsi_strbuf_appendf(&buf, " params=%lld", (long long)key->dims[0]);
     } else if (key->op == DS_OP_EMBEDDING) {
@@ -127,6 +134,23 @@ static int find_name(const char *const *names, size_t count, const char *word)
 static ds_status_t bad_key(const char *text, const char *word, const char *why)
 {
     return DSI_ERROR(DS_ERR_INVALID_ARG, "event key '%s': '%s' %s", text, word, why);
+}
+
+/* A field of a fused-attention key (ds_attention_shape_t). */
+static ds_status_t parse_attention_field(const char *text, const char *name, const char *value,
+                                         ds_attention_shape_t *shape)
+{
+    static const char *const names[] = {"batch", "heads", "kv-heads", "seq", "kv-seq", "head-dim"};
+    int64_t *fields[] = {&shape->batch, &shape->heads,  &shape->kv_heads,
+                         &shape->seq_q, &shape->seq_k, &shape->head_dim};
+    int i = find_name(names, DSI_ARRAY_SIZE(names), name);
+    if (i < 0)
+        return bad_key(text, name,
+                       "is not an attention field (accepted: batch, heads, kv-heads, seq, kv-seq, "
+                       "head-dim)");
+    /* Heads and lengths share a dim two by two: each below 2^31. */
+    return dsi_parse_i64(value, name, 0, i == 0 || i == 5 ? INT64_MAX : INT32_MAX, false,
+                         fields[i]);
 }
 
 ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
@@ -161,6 +185,8 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
     if (word == NULL || ds_dtype_parse(word, &dtype) != DS_OK)
         return bad_key(text, word ? word : "", "is not a dtype (accepted: fp32, bf16, fp16, fp8)");
     key.dtype = (uint8_t)dtype;
+    bool attention = key.kind == DS_EVENT_COMPUTE && key.op == DS_OP_FLASH_ATTENTION;
+    ds_attention_shape_t shape = {0, 0, 0, 0, 0, 0};
     while ((word = strtok_r(NULL, " \t", &save)) != NULL) {
         if (strcmp(word, "batched") == 0) {
             key.flags |= DS_COMM_FLAG_BATCHED;
@@ -184,6 +210,10 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
             return bad_key(text, word, "is not a field (expected name=value)");
         *eq = '\0';
         const char *value = eq + 1;
+        if (attention) {
+            DSI_TRY(parse_attention_field(text, word, value, &shape));
+            continue;
+        }
         if (strcmp(word, "group") == 0) {
             char *colon = strchr(value, ':');
             if (colon == NULL)
@@ -234,6 +264,8 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
         else
             key.concurrency = (int32_t)number;
     }
+    if (attention)
+        ds_attention_shape_set(&key, &shape);
     *key_out = key;
     return DS_OK;
 }

@@ -375,4 +375,5 @@ void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_
     ctx->sp = s->sp && s->tp > 1;
     ctx->recompute = s->recompute;
     ctx->dtype = model->info.dtype;
+    ctx->flash = s->flash_attention;
 }

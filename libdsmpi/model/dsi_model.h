@@ -71,6 +71,7 @@ typedef struct dsi_shape_ctx {
     int sp;
     ds_recompute_t recompute;
     ds_dtype_t dtype;
+    int flash; /* attention as one fused operator (strategy flash=on) */
 } dsi_shape_ctx_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the

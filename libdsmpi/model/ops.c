@@ -125,6 +125,7 @@ typedef struct shape {
     int64_t ffn;        /* MLP columns on this rank */
     int64_t act_bytes;  /* bytes of a [tokens, h] activation */
     bool sp, gated, causal, dropout, rope, bias;
+    bool flash;         /* attention as one fused operator */
 } shape_t;
 
 static ds_op_t norm_op(const ds_model_info_t *info)
@@ -169,6 +170,7 @@ static shape_t make_shape(const ds_model_info_t *info, const dsi_shape_ctx_t *ct
     sh.dropout = info->dropout != 0;
     sh.rope = !info->learned_positions && info->arch != DS_ARCH_ENCODER_DECODER;
     sh.bias = info->linear_bias != 0;
+    sh.flash = ctx->flash != 0;
     return sh;
 }
 
@@ -186,9 +188,49 @@ static void tp_exit(op_list_t *list, const shape_t *sh, const char *label)
                   list->ctx->dtype);
 }
 
+/* Query-key pairs a causal mask leaves visible (aligned at the end). */
+static double visible_pairs(int64_t seq, int64_t kv_seq, bool causal)
+{
+    if (!causal)
+        return (double)seq * (double)kv_seq;
+    double pairs = 0.0;
+    for (int64_t i = 0; i < seq; i++) {
+        int64_t end = i + 1 + kv_seq - seq;
+        pairs += (double)(end < 0 ? 0 : end > kv_seq ? kv_seq : end);
+    }
+    return pairs;
+}
+
+/* Fused attention: one operator per pass.  FLOPs as FlashAttention counts
+ * them (forward QK^T and PV, 4 d per visible pair; backward 2.5 times that:
+ * the scores again, dV, dP, dQ, dK); memory traffic Q, K, V, O and their
+ * gradients once, the log-sum-exp per query, no scores. */
+static void flash_attention(op_list_t *list, const shape_t *sh, int64_t kv_seq)
+{
+    dsi_op_t *op = push(list, list->pass == DS_PASS_BACKWARD ? "attn.flash.bwd" : "attn.flash");
+    if (op == NULL)
+        return;
+    ds_attention_shape_t a = {sh->b, sh->q, sh->kv, sh->s, kv_seq, sh->d};
+    op->key.kind = DS_EVENT_COMPUTE;
+    op->key.op = DS_OP_FLASH_ATTENTION;
+    op->key.variant = sh->causal ? 1 : 0;
+    ds_attention_shape_set(&op->key, &a);
+    bool bwd = list->pass == DS_PASS_BACKWARD;
+    double heads = (double)sh->b * (double)sh->q;
+    op->flops = (bwd ? 10.0 : 4.0) * (double)sh->d * heads * visible_pairs(sh->s, kv_seq, sh->causal);
+    double q_side = heads * (double)sh->s * (double)sh->d;
+    double kv_side = (double)sh->b * (double)sh->kv * (double)kv_seq * (double)sh->d;
+    op->bytes = dsize(list) * (bwd ? 4.0 * (q_side + kv_side) : 2.0 * (q_side + kv_side)) +
+                4.0 * heads * (double)sh->s;
+}
+
 /* Core attention: scores, softmax, dropout, context. */
 static void attention_core_forward(op_list_t *list, const shape_t *sh, int64_t kv_seq)
 {
+    if (sh->flash) {
+        flash_attention(list, sh, kv_seq);
+        return;
+    }
     int64_t batch = sh->b * sh->q;
     batched_gemm(list, "attn.scores", sh->s, kv_seq, sh->d, batch, DS_GEMM_TRANS_B);
     elementwise(list, DS_OP_SOFTMAX, "attn.softmax", batch * sh->s, kv_seq, sh->causal ? 1 : 0,
@@ -200,6 +242,10 @@ static void attention_core_forward(op_list_t *list, const shape_t *sh, int64_t k
 
 static void attention_core_backward(op_list_t *list, const shape_t *sh, int64_t kv_seq)
 {
+    if (sh->flash) {
+        flash_attention(list, sh, kv_seq);
+        return;
+    }
     int64_t batch = sh->b * sh->q;
     batched_gemm(list, "attn.context.dprobs", sh->s, kv_seq, sh->d, batch, DS_GEMM_TRANS_B);
     batched_gemm(list, "attn.context.dvalue", kv_seq, sh->d, sh->s, batch, DS_GEMM_TRANS_A);

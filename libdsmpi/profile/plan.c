@@ -127,7 +127,8 @@ ds_status_t dsi_profile_plan_add(dsi_profile_plan_t *plan, const ds_model_t *mod
     DSI_TRY_GOTO(ds_event_set_merge(plan->events, events), status, out);
     ds_model_info_t info;
     ds_model_get_info(model, &info);
-    dsi_shape_ctx_t ctx = {s->mbs, s->tp, s->sp && s->tp > 1, s->recompute, info.dtype};
+    dsi_shape_ctx_t ctx;
+    dsi_shape_ctx_init(&ctx, model, s);
     for (int stage = 0; stage < s->pp; stage++) {
         for (int chunk = 0; chunk < s->vpp; chunk++) {
             int first, count;

@@ -480,8 +480,6 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
         return REFUSE(ctx, "cp=%d: context parallelism is not modelled yet (accepted: cp=1)", s.cp);
     if (s.ep != 1)
         return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
-    if (s.flash_attention)
-        return REFUSE(ctx, "flash attention is not modelled yet (accepted: flash=off)");
     int64_t model_parallel = (int64_t)s.tp * s.pp;
     if (s.dp == 0) {
         if (target_gpus % model_parallel != 0)

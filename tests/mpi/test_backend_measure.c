@@ -104,8 +104,20 @@ static void test_prepare_errors(ds_backend_t *b)
     key = compute_key(DS_OP_GEMM, DS_PASS_FORWARD, 8, 8, 8, 1, 0);
     key.dtype = DS_DTYPE_FP8;
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_UNSUPPORTED, "fp8");
-    key = compute_key(DS_OP_FLASH_ATTENTION, DS_PASS_FORWARD, 8, 8, 8, 1, 0);
-    CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_UNSUPPORTED, "flash-attention");
+    key = compute_key(DS_OP_FLASH_ATTENTION, DS_PASS_FORWARD, 8, 8, 8, 1, 0); /* no kv-heads */
+    CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_INVALID_ARG, "kv-heads");
+    /* A well-formed one runs both passes (the backward's saved output and
+     * log-sum-exp are made by the forward at prepare). */
+    ds_attention_shape_t shape = {1, 4, 2, 96, 96, 32};
+    for (int pass = 0; pass < 2; pass++) {
+        key = compute_key(DS_OP_FLASH_ATTENTION, pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD, 1, 1,
+                          1, 1, 1);
+        ds_attention_shape_set(&key, &shape);
+        CHECK_OK(ds_kernel_prepare(b, &key, &k));
+        CHECK_OK(ds_kernel_run(k));
+        ds_kernel_destroy(k);
+        k = NULL;
+    }
     key = compute_key(DS_OP_SOFTMAX, DS_PASS_FORWARD, 1LL << 20, 1LL << 20, 0, 0, 0);
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_NO_MEMORY, "GiB");
     key = compute_key(DS_OP_EMBEDDING, DS_PASS_FORWARD, 16, 8, 0, 0, 0);

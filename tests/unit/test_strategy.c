@@ -141,7 +141,6 @@ static void test_bad_strategies(void)
         {"gpt2-medium", "pp=2,zero=2", 8, "zero=2 cannot be combined with pp=2"},
         {"gpt2-medium", "cp=2", 8, "context parallelism is not modelled yet (accepted: cp=1)"},
         {"gpt2-medium", "ep=2", 8, "expert parallelism is not modelled yet"},
-        {"gpt2-medium", "flash", 8, "flash attention is not modelled yet"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8, "needs the 6 micro-batches to be a multiple of pp=4"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=9,mbs=1", 8, "gbs=9 is not a multiple of dp*mbs = 2*1 = 2 (accepted: multiples of 8)"},

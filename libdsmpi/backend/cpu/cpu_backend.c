@@ -147,6 +147,11 @@ static ds_status_t plan_kernel(const cpu_backend_t *cpu, const ds_event_key_t *k
     case DS_OP_EMBEDDING:
     case DS_OP_CROSS_ENTROPY: scratch = cols; break;
     case DS_OP_POOL: scratch = 3 * cols; break;
+    case DS_OP_FLASH_ATTENTION: {
+        ds_attention_shape_t shape = ds_attention_shape_of(key);
+        scratch = dsi_cpu_attention_scratch(&shape, plan->backward);
+        break;
+    }
     default: break;
     }
     *scratch_p = scratch;
@@ -199,7 +204,7 @@ static void fill_buffer(cpu_kernel_t *k, int index)
 static void make_saved_state(cpu_kernel_t *k)
 {
     const ds_event_key_t *key = &k->key;
-    int64_t rows = key->dims[0], cols = key->dims[1], n = rows * cols;
+    int64_t rows = k->plan.rows, cols = k->plan.cols, n = rows * cols;
     dsi_stype_t t = k->type;
     void **b = k->buf;
     float *s = k->scratch;
@@ -225,6 +230,11 @@ static void make_saved_state(cpu_kernel_t *k)
                             s);
         break;
     case DS_OP_POOL: /* dy argmax dx */ dsi_cpu_pool_fwd(t, rows, cols, b[0], b[2], b[1], s); break;
+    case DS_OP_FLASH_ATTENTION: { /* do q k v o lse dq dk dv: o and lse from q k v */
+        ds_attention_shape_t shape = ds_attention_shape_of(key);
+        dsi_cpu_attention_fwd(t, &shape, k->plan.causal, b[1], b[2], b[3], b[4], b[5], s);
+        break;
+    }
     case DS_OP_CROSS_ENTROPY: /* softmax targets dloss dlogits: in place, loss into dloss */
         dsi_cpu_cross_entropy_fwd(DSI_STYPE_F32, rows, cols, b[0], b[1], b[0], b[2], s);
         fill_buffer(k, 2);
@@ -295,7 +305,7 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
     cpu_kernel_t *k = impl;
     const ds_event_key_t *key = &k->key;
     const int64_t *d = key->dims;
-    int64_t rows = d[0], cols = d[1], n = rows * cols;
+    int64_t rows = k->plan.rows, cols = k->plan.cols, n = rows * cols;
     dsi_stype_t t = k->type;
     void **b = k->buf;
     const void *in = k->in;
@@ -397,7 +407,15 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
         else
             dsi_cpu_pool_bwd(t, rows, cols, in, b[1], b[2], s);
         break;
-    case DS_OP_FLASH_ATTENTION:
+    case DS_OP_FLASH_ATTENTION: {
+        ds_attention_shape_t shape = ds_attention_shape_of(key);
+        if (!bwd)
+            dsi_cpu_attention_fwd(t, &shape, k->plan.causal, in, b[1], b[2], b[3], b[4], s);
+        else
+            dsi_cpu_attention_bwd(t, &shape, k->plan.causal, in, b[1], b[2], b[3], b[4], b[5],
+                                  b[6], b[7], b[8], s);
+        break;
+    }
     case DS_OP_COUNT_:
         return DSI_ERROR(DS_ERR_INTERNAL, "a kernel of operator %u was prepared",
                          (unsigned)key->op);

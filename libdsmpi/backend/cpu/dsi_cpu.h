@@ -188,4 +188,15 @@ void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *
 void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
                       const int8_t *argmax, void *dx, float *scratch);
 
+/* Fused attention (cpu_attention.c): scratch floats of a pass, forward and
+ * backward (buffers as dsi_kernel_plan.h lists them). */
+int64_t dsi_cpu_attention_scratch(const ds_attention_shape_t *shape, int backward);
+void dsi_cpu_attention_fwd(dsi_stype_t type, const ds_attention_shape_t *shape, int causal,
+                           const void *q, const void *k, const void *v, void *o, float *lse,
+                           float *scratch);
+void dsi_cpu_attention_bwd(dsi_stype_t type, const ds_attention_shape_t *shape, int causal,
+                           const void *dout, const void *q, const void *k, const void *v,
+                           const void *o, const float *lse, void *dq, void *dk, void *dv,
+                           float *scratch);
+
 #endif /* DSI_CPU_H */

@@ -215,6 +215,10 @@ static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
     if (key->dtype > DS_DTYPE_FP8)
         return dsc_fail(DS_ERR_INVALID_ARG, "compute key dtype %u is not known",
                         (unsigned)key->dtype);
+    if (key->op == DS_OP_FLASH_ATTENTION)
+        return dsc_fail(DS_ERR_UNSUPPORTED,
+                        "the cuda backend has no fused attention kernel yet (cuDNN's is not "
+                        "built in); profile with flash=off, or on the cpu backend");
     int code = dsi_kernel_plan_make(key, plan, message, sizeof(message));
     if (code != DS_OK)
         return dsc_fail(code, "%s", message);
