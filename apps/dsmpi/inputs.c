@@ -65,6 +65,8 @@ static const struct {
     {"recompute-activations", no_argument},
     {"use-distributed-optimizer", no_argument},
     {"overlap-grad-reduce", no_argument},
+    {"use-flash-attn", no_argument},
+    {"attention-backend", required_argument},
     {"bf16", no_argument},
     {"fp16", no_argument},
 };
@@ -395,7 +397,8 @@ void inputs_print_help(FILE *out)
           "                           dp is derived from the target when left out\n"
           "  Megatron-LM names: --tensor-model-parallel-size, --pipeline-model-parallel-size,\n"
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
-          "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce\n"
+          "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
+          "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local\n"
           "Target:\n"
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"

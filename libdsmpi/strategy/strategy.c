@@ -203,7 +203,30 @@ static const struct {
     {"recompute-activations", NULL, "recompute=selective"},
     {"use-distributed-optimizer", NULL, "zero=1"},
     {"overlap-grad-reduce", NULL, "overlap"},
+    {"use-flash-attn", NULL, "flash"},
 };
+
+/* Megatron-Core's --attention-backend: flash, fused (cuDNN) and auto run a
+ * fused kernel; unfused and local the explicit softmax. */
+static ds_status_t attention_backend_item(const char *value, const char **item_p)
+{
+    static const char *const fused[] = {"flash", "fused", "auto"};
+    static const char *const explicit_softmax[] = {"unfused", "local"};
+    for (size_t i = 0; value != NULL && i < DSI_ARRAY_SIZE(fused); i++)
+        if (strcmp(value, fused[i]) == 0) {
+            *item_p = "flash=on";
+            return DS_OK;
+        }
+    for (size_t i = 0; value != NULL && i < DSI_ARRAY_SIZE(explicit_softmax); i++)
+        if (strcmp(value, explicit_softmax[i]) == 0) {
+            *item_p = "flash=off";
+            return DS_OK;
+        }
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "--attention-backend %s is not known (accepted: flash, fused, auto, unfused, "
+                     "local)",
+                     value != NULL ? value : "(none)");
+}
 
 static ds_status_t megatron_lookup(const char *option, const char *value, size_t *index_p)
 {
@@ -228,6 +251,11 @@ ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, con
         s->zero = s->zero > 1 ? s->zero : 1;
         return DS_OK;
     }
+    if (strcmp(option, "attention-backend") == 0) {
+        const char *item;
+        DSI_TRY(attention_backend_item(value, &item));
+        return ds_strategy_parse(item, s);
+    }
     size_t i;
     DSI_TRY(megatron_lookup(option, value, &i));
     if (megatron_names[i].key != NULL)
@@ -243,6 +271,15 @@ ds_status_t ds_strategy_megatron_item(const char *option, const char *value, cha
                          "--%s has no strategy item (accepted: vpp=N, the virtual stages per "
                          "pipeline rank)",
                          option);
+    if (strcmp(option, "attention-backend") == 0) {
+        const char *item;
+        DSI_TRY(attention_backend_item(value, &item));
+        int n = snprintf(text, size, "%s", item);
+        if (n < 0 || (size_t)n >= size)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s: the item does not fit in %zu characters",
+                             option, size);
+        return DS_OK;
+    }
     size_t i;
     DSI_TRY(megatron_lookup(option, value, &i));
     ds_strategy_t check;
@@ -271,6 +308,8 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
         dsi_strbuf_appendf(&buf, ",vpp=%d", s->vpp);
     if (s->sp)
         dsi_strbuf_append(&buf, ",sp");
+    if (s->flash_attention)
+        dsi_strbuf_append(&buf, ",flash");
     if (s->zero)
         dsi_strbuf_appendf(&buf, ",zero=%d", s->zero);
     if (s->recompute != DS_RECOMPUTE_NONE)

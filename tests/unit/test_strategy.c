@@ -49,6 +49,10 @@ static void test_parse_and_format(void)
     CHECK_OK(ds_strategy_apply_megatron(&m, "use-distributed-optimizer", NULL));
     CHECK_OK(ds_strategy_apply_megatron(&m, "recompute-granularity", "full"));
     CHECK_OK(ds_strategy_apply_megatron(&m, "num-layers-per-virtual-pipeline-stage", "3"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "attention-backend", "flash"));
+    CHECK_INT(m.flash_attention, 1);
+    CHECK_FAILS(ds_strategy_apply_megatron(&m, "attention-backend", "math"), DS_ERR_INVALID_ARG,
+                "accepted: flash, fused, auto, unfused, local");
     CHECK(m.tp == 4 && m.pp == 2 && m.mbs == 2 && m.sp && m.zero == 1 &&
           m.recompute == DS_RECOMPUTE_FULL && m.schedule == DS_SCHEDULE_INTERLEAVED);
     ds_model_t *gpt2 = model_named("gpt2-medium");
@@ -68,6 +72,9 @@ static void test_parse_and_format(void)
         {"micro-batch-size", "2", "mbs=2"},
         {"global-batch-size", "512", "gbs=512"},
         {"virtual-pipeline-model-parallel-size", "2", "vpp=2"},
+        {"use-flash-attn", NULL, "flash"},
+        {"attention-backend", "fused", "flash=on"},
+        {"attention-backend", "local", "flash=off"},
         {"recompute-granularity", "full", "recompute=full"},
         {"sequence-parallel", NULL, "sp"},
         {"recompute-activations", NULL, "recompute=selective"},
