@@ -68,7 +68,7 @@ static void help(void)
            "  Megatron-LM names the same: --tensor-model-parallel-size 8 is --fix tp=8;\n"
            "  --pipeline-model-parallel-size, --micro-batch-size, --sequence-parallel,\n"
            "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
-           "  --use-flash-attn, --attention-backend, --global-batch-size\n");
+           "  --use-flash-attn, --attention-backend, --fp8-format, --global-batch-size\n");
     search_inputs_print_help(stdout);
     printf("Output:\n"
            "  --markdown               a Markdown table to paste into a proposal\n"

@@ -67,6 +67,7 @@ static const struct {
     {"overlap-grad-reduce", no_argument},
     {"use-flash-attn", no_argument},
     {"attention-backend", required_argument},
+    {"fp8-format", required_argument},
     {"bf16", no_argument},
     {"fp16", no_argument},
 };
@@ -398,7 +399,8 @@ void inputs_print_help(FILE *out)
           "  Megatron-LM names: --tensor-model-parallel-size, --pipeline-model-parallel-size,\n"
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
-          "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local\n"
+          "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local,\n"
+          "  --fp8-format hybrid|e4m3\n"
           "Target:\n"
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"

@@ -49,6 +49,8 @@ typedef enum ds_op {
     DS_OP_FLASH_ATTENTION = 17, /* fused attention (softmax(QK^T/sqrt(d)) V in tiles, no
                                    scores stored); dims: see ds_attention_shape_t;
                                    variant 1 = causal */
+    DS_OP_FP8_CAST = 18,     /* a tensor to FP8 with its amax and scale (Transformer Engine's
+                                cast-transpose); dims: rows, cols; dtype: the source's */
     DS_OP_COUNT_
 } ds_op_t;
 

@@ -44,6 +44,17 @@ typedef enum ds_dim {
 
 /* A parallel strategy.  ds_strategy_init gives Megatron-LM's defaults; fields
  * left at 0 where noted are derived by ds_strategy_resolve. */
+/* FP8 training (Transformer Engine's recipes, Megatron's --fp8-format):
+ * hybrid = E4M3 forward, E5M2 gradients; e4m3 = E4M3 everywhere.  The
+ * layers' linear GEMMs run in FP8 with per-tensor scaling; attention,
+ * norms, the embedding and the output layer stay in the training dtype,
+ * the master weights in fp32. */
+typedef enum ds_fp8 {
+    DS_FP8_OFF = 0,
+    DS_FP8_HYBRID = 1,
+    DS_FP8_E4M3 = 2,
+} ds_fp8_t;
+
 typedef struct ds_strategy {
     int dp; /* data-parallel degree; 0 = target devices / (tp * pp) */
     int tp; /* tensor-parallel degree (Megatron-style) */
@@ -65,6 +76,7 @@ typedef struct ds_strategy {
     ds_dtype_t grad_reduce_dtype; /* Megatron reduces in fp32 by default */
     int grad_clip;       /* gradient clipping: a global norm all-reduce */
     int flash_attention; /* attention as one fused operator (FlashAttention, cuDNN SDPA) */
+    ds_fp8_t fp8;        /* FP8 GEMMs in the transformer layers, as Transformer Engine runs them */
     int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
     int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
     ds_dim_t order[3]; /* placement, innermost (fastest varying) first; default tp, dp, pp */
@@ -78,7 +90,7 @@ DS_API void ds_strategy_init(ds_strategy_t *strategy);
 /* Applies "key=value,key=value,flag" text onto *strategy (fields not named
  * keep their value).  Keys: dp tp pp cp ep mbs gbs schedule vpp sp zero
  * recompute dp-algo ps-servers bucket overlap grad-reduce-dtype clip flash
- * first-stage-layers last-stage-layers order.  Flags: sp, overlap, no-overlap,
+ * fp8 (off, hybrid, e4m3) first-stage-layers last-stage-layers order.  Flags: sp, overlap, no-overlap,
  * no-sp, no-clip. */
 DS_API ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy);
 

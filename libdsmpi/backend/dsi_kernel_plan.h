@@ -21,6 +21,7 @@
  *   optimizer     w, m, v, grad (fp32), w copy (bf16)
  *   pool          x, y, argmax ;  dy, argmax, dx
  *   attention     q, k, v, o, lse ;  do, q, k, v, o, lse, dq, dk, dv
+ *   fp8 cast      x, y (one byte each), amax (both passes)
  */
 #ifndef DSI_KERNEL_PLAN_H
 #define DSI_KERNEL_PLAN_H

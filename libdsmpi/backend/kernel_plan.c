@@ -283,6 +283,13 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
         }
         return DS_OK;
     }
+    case DS_OP_FP8_CAST:
+        if (!elements(d[0], d[1], &n))
+            return fail(message, message_size, key, "rows and cols must be positive");
+        plan->in_index = stored(plan, n, DSI_FILL_NORMAL, in_scale);
+        add(plan, n, DSI_ELEM_U8, DSI_FILL_NONE, 0.0f);
+        fp32(plan, 1, DSI_FILL_NONE, 0.0f);
+        return DS_OK;
     case DS_OP_COUNT_: break;
     }
     return fail(message, message_size, key, "unknown operator");

@@ -376,4 +376,5 @@ void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_
     ctx->recompute = s->recompute;
     ctx->dtype = model->info.dtype;
     ctx->flash = s->flash_attention;
+    ctx->fp8 = s->fp8;
 }

@@ -71,7 +71,8 @@ typedef struct dsi_shape_ctx {
     int sp;
     ds_recompute_t recompute;
     ds_dtype_t dtype;
-    int flash; /* attention as one fused operator (strategy flash=on) */
+    int flash;      /* attention as one fused operator (strategy flash=on) */
+    ds_fp8_t fp8;   /* FP8 GEMMs in the transformer layers (strategy fp8=) */
 } dsi_shape_ctx_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the

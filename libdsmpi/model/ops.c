@@ -21,6 +21,7 @@ typedef struct op_list {
     const dsi_shape_ctx_t *ctx;
     ds_pass_t pass; /* the pass of operators being appended */
     ds_status_t status;
+    bool fp8;       /* GEMMs in FP8: the transformer layers' linears under fp8= */
 } op_list_t;
 
 static dsi_op_t *push(op_list_t *list, const char *label)
@@ -57,8 +58,36 @@ static void gemm(op_list_t *list, const char *label, int64_t m, int64_t n, int64
     op->key.dims[1] = n;
     op->key.dims[2] = k;
     op->flops = 2.0 * (double)m * (double)n * (double)k;
-    op->bytes = dsize(list) * ((double)m * k + (double)k * n + (double)m * n);
+    /* FP8: one-byte operands, the output in the training dtype. */
+    double operand = list->fp8 ? 1.0 : dsize(list);
+    if (list->fp8)
+        op->key.dtype = DS_DTYPE_FP8;
+    op->bytes = operand * ((double)m * k + (double)k * n) + dsize(list) * (double)m * n;
     op->grad_params = grad_params;
+}
+
+/* Under fp8=: a tensor cast to FP8 before a GEMM that reads it, where
+ * Transformer Engine does not fuse the cast into the kernel that made it
+ * (the norms before qkv and fc1, the activation before fc2 do): the
+ * attention output in the forward, every linear's output gradient in the
+ * backward (cast and transposed for the weight gradient).  Reads the
+ * tensor twice (amax, then the cast), writes it in one byte (and its
+ * transpose backward). */
+static void fp8_cast(op_list_t *list, const char *label, int64_t rows, int64_t cols)
+{
+    if (!list->fp8)
+        return;
+    dsi_op_t *op = push(list, label);
+    if (op == NULL)
+        return;
+    op->key.kind = DS_EVENT_COMPUTE;
+    op->key.op = DS_OP_FP8_CAST;
+    op->key.dims[0] = rows;
+    op->key.dims[1] = cols;
+    double elements = (double)rows * (double)cols;
+    bool transpose = list->pass == DS_PASS_BACKWARD;
+    op->flops = 3.0 * elements;
+    op->bytes = elements * (2.0 * dsize(list) + (transpose ? 2.0 : 1.0));
 }
 
 static void batched_gemm(op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
@@ -264,6 +293,7 @@ static void column_linear_backward(op_list_t *list, const shape_t *sh, const cha
 {
     if (sh->sp) /* Megatron gathers the input again for the weight gradient */
         tp_collective(list, DS_COMM_ALLGATHER, comm, sh->act_bytes, list->ctx->dtype);
+    fp8_cast(list, "fp8.cast.grad", sh->tokens, out);
     gemm(list, dgrad, sh->tokens, in, out, 0, 0);
     tp_exit(list, sh, comm);
     gemm(list, wgrad, out, in, sh->tokens, DS_GEMM_TRANS_A, out * in + (sh->bias ? out : 0));
@@ -273,6 +303,7 @@ static void row_linear_backward(op_list_t *list, const shape_t *sh, const char *
                                 const char *wgrad, const char *comm, int64_t in, int64_t out)
 {
     tp_enter_forward(list, sh, comm); /* SP: gather the output gradient */
+    fp8_cast(list, "fp8.cast.grad", sh->tokens, out);
     gemm(list, dgrad, sh->tokens, in, out, 0, 0);
     gemm(list, wgrad, out, in, sh->tokens, DS_GEMM_TRANS_A, out * in + (sh->bias ? out : 0));
 }
@@ -286,6 +317,7 @@ static void self_attention_forward(op_list_t *list, const ds_model_info_t *info,
         elementwise(list, DS_OP_ROPE, "attn.rope", sh->tokens, (sh->q + sh->kv) * sh->d, 0, 6.0,
                     2.0, 0);
     attention_core_forward(list, sh, sh->s);
+    fp8_cast(list, "attn.proj.cast", sh->tokens, sh->q * sh->d);
     gemm(list, "attn.proj", sh->tokens, sh->h, sh->q * sh->d, DS_GEMM_TRANS_B, 0);
     tp_exit(list, sh, "attn.tp.reduce");
     elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows,
@@ -543,7 +575,7 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
         return DSI_ERROR(DS_ERR_INTERNAL, "layer operators exist for forward and backward only");
     if (layer < DSI_PART_HEAD || layer >= info->num_layers)
         return DSI_ERROR(DS_ERR_INTERNAL, "layer %d out of range", layer);
-    op_list_t list = {ops, 0, max_ops, ctx, pass, DS_OK};
+    op_list_t list = {ops, 0, max_ops, ctx, pass, DS_OK, false};
 
     if (info->arch == DS_ARCH_LAYER_LIST) {
         if (layer >= 0) {
@@ -575,10 +607,12 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
             head_forward(&list, info, &sh);
         else
             head_backward(&list, info, &sh);
-    } else if (pass == DS_PASS_FORWARD) {
-        transformer_forward(&list, info, &sh, t5_decoder);
     } else {
-        transformer_backward(&list, info, &sh, t5_decoder);
+        list.fp8 = ctx->fp8 != DS_FP8_OFF; /* the embedding and the head stay in bf16 */
+        if (pass == DS_PASS_FORWARD)
+            transformer_forward(&list, info, &sh, t5_decoder);
+        else
+            transformer_backward(&list, info, &sh, t5_decoder);
     }
     *count_p = list.count;
     return list.status;

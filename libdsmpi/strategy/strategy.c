@@ -10,6 +10,7 @@
 
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
 static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const fp8_names[] = {"off", "hybrid", "e4m3"};
 static const char *const dp_algo_names[] = {"auto", "ring", "tree", "hierarchical", "ps"};
 static const char *const dim_names[] = {"tp", "dp", "pp"};
 
@@ -144,6 +145,11 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         return parse_switch(value, "clip", &s->grad_clip);
     if (strcmp(key, "flash") == 0)
         return parse_switch(value, "flash", &s->flash_attention);
+    if (strcmp(key, "fp8") == 0) {
+        DSI_TRY(dsi_parse_choice(value, "fp8", fp8_names, 3, &index));
+        s->fp8 = (ds_fp8_t)index;
+        return DS_OK;
+    }
     if (strcmp(key, "grad-reduce-dtype") == 0) {
         ds_dtype_t dtype;
         DSI_TRY(ds_dtype_parse(value, &dtype));
@@ -156,7 +162,7 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         return dsi_parse_int(value, "last-stage-layers", 1, 1 << 20, &s->last_stage_layers);
     if (strcmp(key, "order") == 0)
         return parse_order(value, s->order);
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, grad-reduce-dtype, first-stage-layers, last-stage-layers, order)",
+    return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, fp8, grad-reduce-dtype, first-stage-layers, last-stage-layers, order)",
                      key);
 }
 
@@ -204,6 +210,7 @@ static const struct {
     {"use-distributed-optimizer", NULL, "zero=1"},
     {"overlap-grad-reduce", NULL, "overlap"},
     {"use-flash-attn", NULL, "flash"},
+    {"fp8-format", "fp8", NULL},
 };
 
 /* Megatron-Core's --attention-backend: flash, fused (cuDNN) and auto run a
@@ -310,6 +317,8 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
         dsi_strbuf_append(&buf, ",sp");
     if (s->flash_attention)
         dsi_strbuf_append(&buf, ",flash");
+    if (s->fp8 != DS_FP8_OFF)
+        dsi_strbuf_appendf(&buf, ",fp8=%s", fp8_names[s->fp8]);
     if (s->zero)
         dsi_strbuf_appendf(&buf, ",zero=%d", s->zero);
     if (s->recompute != DS_RECOMPUTE_NONE)
@@ -519,6 +528,10 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
         return REFUSE(ctx, "cp=%d: context parallelism is not modelled yet (accepted: cp=1)", s.cp);
     if (s.ep != 1)
         return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
+    if (s.fp8 != DS_FP8_OFF && info->dtype == DS_DTYPE_FP32)
+        return REFUSE(ctx, "fp8=%s needs bf16 or fp16 training (accepted: fp8=off with fp32, or "
+                           "--dtype bf16)",
+                      fp8_names[s.fp8]);
     int64_t model_parallel = (int64_t)s.tp * s.pp;
     if (s.dp == 0) {
         if (target_gpus % model_parallel != 0)

@@ -101,9 +101,6 @@ static void test_prepare_errors(ds_backend_t *b)
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_INVALID_ARG, "communication event");
     key = compute_key(DS_OP_GEMM, DS_PASS_FORWARD, 8, 0, 8, 1, 0);
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_INVALID_ARG, "positive");
-    key = compute_key(DS_OP_GEMM, DS_PASS_FORWARD, 8, 8, 8, 1, 0);
-    key.dtype = DS_DTYPE_FP8;
-    CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_UNSUPPORTED, "fp8");
     key = compute_key(DS_OP_FLASH_ATTENTION, DS_PASS_FORWARD, 8, 8, 8, 1, 0); /* no kv-heads */
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_INVALID_ARG, "kv-heads");
     /* A well-formed one runs both passes (the backward's saved output and
@@ -118,6 +115,21 @@ static void test_prepare_errors(ds_backend_t *b)
         ds_kernel_destroy(k);
         k = NULL;
     }
+    /* FP8 training's keys: an fp8 GEMM runs (at bf16 or fp32 here), the
+     * cast to fp8 runs; an fp8 key of another operator is refused. */
+    key = compute_key(DS_OP_GEMM, DS_PASS_FORWARD, 64, 64, 64, 1, DS_GEMM_TRANS_B);
+    key.dtype = DS_DTYPE_FP8;
+    CHECK_OK(ds_kernel_prepare(b, &key, &k));
+    CHECK_OK(ds_kernel_run(k));
+    ds_kernel_destroy(k);
+    key = compute_key(DS_OP_FP8_CAST, DS_PASS_BACKWARD, 64, 96, 0, 0, 0);
+    CHECK_OK(ds_kernel_prepare(b, &key, &k));
+    CHECK_OK(ds_kernel_run(k));
+    ds_kernel_destroy(k);
+    key = compute_key(DS_OP_SOFTMAX, DS_PASS_FORWARD, 8, 8, 0, 0, 0);
+    key.dtype = DS_DTYPE_FP8;
+    CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_UNSUPPORTED, "fp8 softmax");
+    k = NULL;
     key = compute_key(DS_OP_SOFTMAX, DS_PASS_FORWARD, 1LL << 20, 1LL << 20, 0, 0, 0);
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_NO_MEMORY, "GiB");
     key = compute_key(DS_OP_EMBEDDING, DS_PASS_FORWARD, 16, 8, 0, 0, 0);

@@ -1,7 +1,7 @@
 /* Fused attention: the CPU kernel's forward and backward against explicit
  * attention in double precision (partial tiles, grouped KV heads, causal
  * masks aligned at the end when the key sequence is longer), the key's
- * text round trip, and the plan's refusals. */
+ * text round trip, and the plan's refusals.  The cast to FP8 (E4M3). */
 #include "check.h"
 
 #include "backend/cpu/dsi_cpu.h"
@@ -18,6 +18,7 @@
 
 static float q[MAXQ], o[MAXQ], dout[MAXQ], dq[MAXQ], k[MAXK], v[MAXK], dk[MAXK], dv[MAXK];
 static float lse[2 * 4 * 100];
+static float scratch_cast[4096];
 static double ro[MAXQ], rdq[MAXQ], rdk[MAXK], rdv[MAXK];
 
 /* Explicit attention of every head: o, and the gradients for dout. */
@@ -172,9 +173,27 @@ static void test_key(void)
     CHECK(strstr(message, "multiple of kv-heads") != NULL);
 }
 
+/* The cast to E4M3: scaled so the amax lands on 448, rounded to nearest
+ * even, subnormals below 2^-6, saturating. */
+static void test_fp8_cast(void)
+{
+    const float x[6] = {0.5f, -1.0f, 2.0f, 0.0f, 0.001f, 0.0001f};
+    uint8_t y[6];
+    float amax = 0.0f;
+    dsi_cpu_fp8_cast(DSI_STYPE_F32, 6, x, y, &amax, scratch_cast);
+    CHECK(amax == 2.0f);
+    CHECK_INT(y[0], 0x6e); /* 112 = 1.75 x 2^6 */
+    CHECK_INT(y[1], 0xf6); /* -224 = -1.75 x 2^7 */
+    CHECK_INT(y[2], 0x7e); /* 448, the largest */
+    CHECK_INT(y[3], 0x00);
+    CHECK_INT(y[4], 0x26); /* 0.224: 1.75 x 2^-3 after rounding 1.792 */
+    CHECK_INT(y[5], 0x0b); /* 0.0224 = 1.4336 x 2^-6: 1.375 (mantissa 3) */
+}
+
 int main(void)
 {
     test_kernel();
     test_key();
+    test_fp8_cast();
     return check_summary("test_attention");
 }

@@ -9,7 +9,10 @@
  * time exports it; otherwise they are stored and computed in fp32, and the
  * fingerprint says so (Debian's OpenBLAS 0.3.21 is built without bf16).
  * fp16 keys are computed in fp32 (OpenBLAS has no half-precision GEMM).
- * fp8 keys are refused.
+ * fp8 GEMM keys are computed as bf16 keys are (a core has no fp8
+ * arithmetic): the same shapes of work at a wider precision, and the
+ * fingerprint says so; the casts to fp8 (fp8_cast keys) write real E4M3
+ * bytes.
  */
 #define _GNU_SOURCE /* sched_setaffinity, MADV_HUGEPAGE */
 #include "dsi_cpu_backend.h"
@@ -107,7 +110,8 @@ struct cpu_kernel {
 
 static dsi_stype_t storage_of(const cpu_backend_t *cpu, ds_dtype_t dtype)
 {
-    return dtype == DS_DTYPE_BF16 && cpu->sbgemm != NULL ? DSI_STYPE_BF16 : DSI_STYPE_F32;
+    return (dtype == DS_DTYPE_BF16 || dtype == DS_DTYPE_FP8) && cpu->sbgemm != NULL ? DSI_STYPE_BF16
+                                                                                   : DSI_STYPE_F32;
 }
 
 /* The plan of `key` on this backend, its scratch (floats) and bf16 GEMM rows. */
@@ -115,9 +119,12 @@ static ds_status_t plan_kernel(const cpu_backend_t *cpu, const ds_event_key_t *k
                                dsi_kernel_plan_t *plan, int64_t *scratch_p, int64_t *rows_p)
 {
     char message[256];
-    if (key->dtype == DS_DTYPE_FP8)
+    bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
+    if (key->dtype == DS_DTYPE_FP8 && !matmul)
         return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "the cpu backend has no fp8 kernels (fp8 keys are reserved)");
+                         "fp8 %s keys are not generated (accepted: fp8 GEMMs; casts to fp8 are "
+                         "fp8_cast keys of the source dtype)",
+                         ds_event_key_op_name(key));
     if (key->dtype > DS_DTYPE_FP8)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "compute key dtype %u is not known",
                          (unsigned)key->dtype);
@@ -147,6 +154,7 @@ static ds_status_t plan_kernel(const cpu_backend_t *cpu, const ds_event_key_t *k
     case DS_OP_EMBEDDING:
     case DS_OP_CROSS_ENTROPY: scratch = cols; break;
     case DS_OP_POOL: scratch = 3 * cols; break;
+    case DS_OP_FP8_CAST: scratch = DSI_CPU_CHUNK; break;
     case DS_OP_FLASH_ATTENTION: {
         ds_attention_shape_t shape = ds_attention_shape_of(key);
         scratch = dsi_cpu_attention_scratch(&shape, plan->backward);
@@ -416,6 +424,7 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
                                   b[6], b[7], b[8], s);
         break;
     }
+    case DS_OP_FP8_CAST: dsi_cpu_fp8_cast(t, n, in, b[1], b[2], s); break;
     case DS_OP_COUNT_:
         return DSI_ERROR(DS_ERR_INTERNAL, "a kernel of operator %u was prepared",
                          (unsigned)key->op);
@@ -633,9 +642,10 @@ ds_status_t dsi_cpu_open(ds_backend_t *b)
     if (space != NULL && (space = strchr(space + 1, ' ')) != NULL)
         *space = '\0';
     snprintf(b->fingerprint, sizeof(b->fingerprint),
-             "cpu: %.80s, 1 core | %s (%s), 1 thread | bf16: %s | mpi: %.40s | governor %.16s", model,
-             blas, openblas_get_corename(), cpu->sbgemm != NULL ? "sbgemm" : "fp32 sgemm", mpi,
-             governor);
+             "cpu: %.80s, 1 core | %s (%s), 1 thread | bf16: %s | fp8 gemm: as bf16 | mpi: %.40s | "
+             "governor %.16s",
+             model, blas, openblas_get_corename(), cpu->sbgemm != NULL ? "sbgemm" : "fp32 sgemm",
+             mpi, governor);
     if (cpu->pinned)
         snprintf(b->placement, sizeof(b->placement), "cpu core %d (pinned), local rank %d of %d",
                  cpu->core, b->local_rank, b->local_size);

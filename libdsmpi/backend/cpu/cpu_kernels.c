@@ -813,3 +813,44 @@ KERNEL void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const
         row_commit(dx, type, r * cols, cols, out);
     }
 }
+
+/* ---- fp8 cast -------------------------------------------------------------------------------- */
+
+/* |v| <= 448 to E4M3 (bias 7, 3 mantissa bits, no infinities), rounded to
+ * nearest even; the sign in bit 7. */
+static inline uint8_t e4m3_of(float v)
+{
+    uint32_t b = bits_of(v), sign = (b >> 24) & 0x80u;
+    float a = fabsf(v);
+    if (!(a < 448.0f))
+        return (uint8_t)(sign | 0x7eu); /* saturate (NaN too) */
+    if (a < 0.015625f) /* below 2^-6: subnormals in steps of 2^-9 */
+        return (uint8_t)(sign | (uint32_t)lrintf(a * 512.0f));
+    uint32_t m = bits_of(a);
+    m += 0x7ffffu + ((m >> 20) & 1u); /* round the 23-bit mantissa to 3 bits */
+    uint32_t exponent = (m >> 23) - 127u + 7u, mantissa = (m >> 20) & 7u;
+    return (uint8_t)(sign | (exponent << 3) | mantissa);
+}
+
+KERNEL void dsi_cpu_fp8_cast(dsi_stype_t type, int64_t n, const void *x, uint8_t *y, float *amax_p,
+                             float *scratch)
+{
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i += DSI_CPU_CHUNK) {
+        int64_t m = n - i < DSI_CPU_CHUNK ? n - i : DSI_CPU_CHUNK;
+        const float *in = row_in(x, type, i, m, scratch);
+#pragma omp simd reduction(max : amax)
+        for (int64_t j = 0; j < m; j++)
+            amax = amax > fabsf(in[j]) ? amax : fabsf(in[j]);
+    }
+    /* Transformer Engine's delayed scaling uses the amax of earlier steps;
+     * this one's is as good a stand-in for the work. */
+    float scale = amax > 0.0f ? 448.0f / amax : 1.0f;
+    for (int64_t i = 0; i < n; i += DSI_CPU_CHUNK) {
+        int64_t m = n - i < DSI_CPU_CHUNK ? n - i : DSI_CPU_CHUNK;
+        const float *in = row_in(x, type, i, m, scratch);
+        for (int64_t j = 0; j < m; j++)
+            y[i + j] = e4m3_of(scale * in[j]);
+    }
+    *amax_p = amax;
+}

@@ -188,6 +188,10 @@ void dsi_cpu_pool_fwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *
 void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *dy,
                       const int8_t *argmax, void *dx, float *scratch);
 
+/* x to E4M3 bytes scaled by its amax (written to *amax_p). */
+void dsi_cpu_fp8_cast(dsi_stype_t type, int64_t n, const void *x, uint8_t *y, float *amax_p,
+                      float *scratch);
+
 /* Fused attention (cpu_attention.c): scratch floats of a pass, forward and
  * backward (buffers as dsi_kernel_plan.h lists them). */
 int64_t dsi_cpu_attention_scratch(const ds_attention_shape_t *shape, int backward);

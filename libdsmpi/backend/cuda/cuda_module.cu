@@ -215,6 +215,8 @@ static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
     if (key->dtype > DS_DTYPE_FP8)
         return dsc_fail(DS_ERR_INVALID_ARG, "compute key dtype %u is not known",
                         (unsigned)key->dtype);
+    if (key->op == DS_OP_FP8_CAST)
+        return dsc_fail(DS_ERR_UNSUPPORTED, "the cuda backend has no fp8 kernels yet");
     if (key->op == DS_OP_FLASH_ATTENTION)
         return dsc_fail(DS_ERR_UNSUPPORTED,
                         "the cuda backend has no fused attention kernel yet (cuDNN's is not "
@@ -447,6 +449,7 @@ int dsc_kernel_run(void *handle)
         return bwd ? dsc_pool_bwd(s, t, rows, cols, in, static_cast<int8_t *>(b[1]), b[2])
                    : dsc_pool_fwd(s, t, rows, cols, in, b[1], static_cast<int8_t *>(b[2]));
     case DS_OP_FLASH_ATTENTION:
+    case DS_OP_FP8_CAST:
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
