@@ -12,20 +12,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static int next_stage(const ds_strategy_t *s, int p)
-{
-    if (p < s->pp - 1)
-        return p + 1;
-    return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? 0 : -1;
-}
-
-static int prev_stage(const ds_strategy_t *s, int p)
-{
-    if (p > 0)
-        return p - 1;
-    return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? s->pp - 1 : -1;
-}
-
 static int64_t scaled(int64_t dur, int64_t comp, double factor)
 {
     if (factor == 1.0)
@@ -179,7 +165,7 @@ static ds_status_t compute_layouts(ds_sim_t *sim)
             int n = dsi_group_members(pl, DSI_KIND_DP, p, t);
             sim->dp_lay[(size_t)p * s->tp + t] = dsi_group_layout(pl, DSI_KIND_DP, n);
         }
-        int q = next_stage(s, p);
+        int q = dsi_schedule_next_stage(s, p);
         if (q < 0)
             continue;
         for (int d = 0; d < s->dp; d++)
@@ -213,7 +199,7 @@ static ds_status_t column_signature(const ds_sim_t *sim, int d, sigbuf_t *b)
     b->len = 0;
     for (int p = 0; p < s->pp; p++) {
         TRY(sig_layout(b, &sim->tp_lay[(size_t)d * s->pp + p]));
-        if (next_stage(s, p) >= 0)
+        if (dsi_schedule_next_stage(s, p) >= 0)
             for (int t = 0; t < s->tp; t++) {
                 TRY(sig_layout(b, &sim->fwd_lay[((size_t)p * s->dp + d) * s->tp + t]));
                 TRY(sig_layout(b, &sim->bwd_lay[((size_t)p * s->dp + d) * s->tp + t]));
@@ -333,7 +319,7 @@ static ds_status_t setup_lanes(ds_sim_t *sim)
             l->column = c;
             l->dp_first = stage_first;
             l->dp_count = count;
-            int q = next_stage(s, p), r = prev_stage(s, p);
+            int q = dsi_schedule_next_stage(s, p), r = dsi_schedule_prev_stage(s, p);
             l->next = q >= 0 ? c * s->pp + q : -1;
             l->prev = r >= 0 ? c * s->pp + r : -1;
             for (int i = 0; i < 4; i++)
@@ -386,8 +372,8 @@ static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view,
         int any = 0;
         /* Forward: sender stage p -> next; backward: sender p -> prev, whose
          * forward boundary is prev -> p. */
-        int from_stage = ch == 0 ? l->p : prev_stage(s, l->p);
-        int into = ch == 0 ? next_stage(s, l->p) : l->p;
+        int from_stage = ch == 0 ? l->p : dsi_schedule_prev_stage(s, l->p);
+        int into = ch == 0 ? dsi_schedule_next_stage(s, l->p) : l->p;
         const dsi_layout_t *lay = ch == 0 ? sim->fwd_lay : sim->bwd_lay;
         int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
         for (int t = 0; t < s->tp; t++) {
@@ -630,8 +616,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             g->nparts[id] = (int16_t)pcount;
             set_assumed(sim, id, pr->fused_assumed[c * 2 + pass]);
         } else {
-            TRY(layer_node(sim, &pc, dur, comp, wait, pr->fused_assumed[c * 2 + pass], 0, pcount,
-                           0, 0, &id));
+            TRY(layer_node(sim, &pc, dur, comp, wait, pr->fused_assumed[c * 2 + pass], 0, pcount, 0,
+                           0, &id));
         }
         first_node = id;
     } else {
@@ -1186,7 +1172,7 @@ static ds_status_t setup_placement(ds_sim_t *sim)
     key.tp = s->tp;
     key.pp = s->pp;
     key.gpus_per_node = sim->cluster.gpus_per_node;
-    key.wrap = next_stage(s, s->pp - 1) >= 0;
+    key.wrap = dsi_schedule_next_stage(s, s->pp - 1) >= 0;
     key.tied = dsi_has_tied_copy(&sim->info, s);
     key.full = sim->opt.mode == DS_SIM_FULL;
     key.valid = sim->device_factor == NULL;
