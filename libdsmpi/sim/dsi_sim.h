@@ -285,9 +285,11 @@ struct ds_sim {
     int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
     int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
     int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
-    int32_t *zparts;    /* ZeRO-3: [lane][part] nodes of the current action */
-    int32_t zparts_stride;
-    int32_t *zpre; /* ZeRO-3: [lane] node before the current action */
+    int32_t *optimizer; /* [lane]: the optimizer step of the iteration */
+    bool split_parts;   /* a phase needs the passes part by part (dsi_phase_t.needs_parts) */
+    int32_t *part_end;  /* split_parts: [lane][part in pass order] last node of the current pass */
+    int32_t part_end_stride;
+    int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
 
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
     int32_t *xfer;
@@ -330,12 +332,14 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_
                                int32_t *profile_p);
 void dsi_sim_templates_reset(ds_sim_t *sim);
 
-/* build.c */
+/* build.c: the graph of two iterations, phase by phase (dsi_phase.h) */
 ds_status_t dsi_sim_build(ds_sim_t *sim);
-/* A readable description of a node for messages: "rank 3 (stage 1) bwd mb 4 layer 7". */
-void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t size);
 /* A representative global rank of the lane. */
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t);
+
+/* describe.c */
+/* A readable description of a node for messages: "rank 3 (stage 1) bwd mb 4 layer 7". */
+void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t size);
 
 /* metrics.c */
 ds_status_t dsi_sim_metrics(ds_sim_t *sim);

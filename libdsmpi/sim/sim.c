@@ -83,8 +83,9 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->ready);
     dsi_free(sim->gather);
     dsi_free(sim->round_end);
-    dsi_free(sim->zparts);
-    dsi_free(sim->zpre);
+    dsi_free(sim->optimizer);
+    dsi_free(sim->part_end);
+    dsi_free(sim->pass_start);
     dsi_free(sim->xfer);
     dsi_free(sim->xfer_sides);
     dsi_free(sim->xfer_flag);
