@@ -41,6 +41,8 @@ void dsi_sim_describe_node(const ds_sim_t *sim, int32_t id, char *text, size_t s
 {
     const dsi_graph_t *g = &sim->g;
     int32_t owner = g->owner[id];
+    int64_t place[4];
+    dsi_node_place(g, id, place);
     switch ((dsi_node_kind_t)g->kind[id]) {
     case DSI_N_FWD:
     case DSI_N_BWD:
@@ -55,24 +57,24 @@ void dsi_sim_describe_node(const ds_sim_t *sim, int32_t id, char *text, size_t s
                  : g->kind[id] == DSI_N_OPT ? "optimizer"
                  : g->kind[id] == DSI_N_TP  ? "sp-norm allreduce"
                                             : "wait",
-                 g->mb[id], g->chunk[id], g->iter[id]);
+                 (int)place[0], (int)place[1], g->iter[id]);
         return;
     }
     case DSI_N_XFER: {
         const dsi_lane_t *l = &sim->lanes[owner];
-        int ch = g->chunk[id];
+        int ch = g->payload[id].xfer.channel, seq = g->payload[id].xfer.seq;
         int32_t peer = ch == 0 ? l->next : l->prev;
         dsi_dir_t send_dir = ch == 0 ? DSI_SEND_NEXT : DSI_SEND_PREV;
         dsi_dir_t recv_dir = ch == 0 ? DSI_RECV_PREV : DSI_RECV_NEXT;
         char from[160] = "", to[160] = "";
-        describe_position(sim, owner, action_of_transfer(sim, owner, send_dir, g->mb[id]), from,
+        describe_position(sim, owner, action_of_transfer(sim, owner, send_dir, seq), from,
                           sizeof(from));
         if (peer >= 0)
-            describe_position(sim, peer, action_of_transfer(sim, peer, recv_dir, g->mb[id]), to,
+            describe_position(sim, peer, action_of_transfer(sim, peer, recv_dir, seq), to,
                               sizeof(to));
         snprintf(text, size,
                  "%s #%d of iteration %d from stage %d (rank %lld, %s) to stage %d (rank %lld, %s)",
-                 dir_names[send_dir], g->mb[id], g->iter[id], l->p,
+                 dir_names[send_dir], seq, g->iter[id], l->p,
                  (long long)dsi_sim_lane_rank(sim, owner, 0), from,
                  peer >= 0 ? sim->lanes[peer].p : -1,
                  peer >= 0 ? (long long)dsi_sim_lane_rank(sim, peer, 0) : -1LL, to);
@@ -81,7 +83,7 @@ void dsi_sim_describe_node(const ds_sim_t *sim, int32_t id, char *text, size_t s
     }
     case DSI_N_DP:
         snprintf(text, size, "%s bucket %d of the data-parallel group of stage %d, iteration %d",
-                 dsi_node_labels[g->label[id]], g->mb[id], sim->dpgroups[owner].p, g->iter[id]);
+                 dsi_node_labels[g->label[id]], (int)place[0], sim->dpgroups[owner].p, g->iter[id]);
         return;
     case DSI_N_COL:
         snprintf(text, size, "%s of replica %d, iteration %d", dsi_node_labels[g->label[id]],

@@ -13,6 +13,8 @@
 #include "model/dsi_model.h"
 #include "schedule/dsi_schedule.h"
 
+#include <string.h>
+
 /* ---- graph ----------------------------------------------------------------------------- */
 
 typedef enum dsi_node_kind {
@@ -29,6 +31,36 @@ typedef enum dsi_node_kind {
 
 #define DSI_NODE_ASSUMED 1u
 
+/* What a node stands for, one small struct per kind. */
+typedef struct dsi_pass_node { /* DSI_N_FWD, DSI_N_BWD */
+    int32_t mb;
+    int16_t chunk;
+    int16_t part0;    /* first part (layer) of the node in its chunk pass */
+    int16_t nparts;   /* parts it covers; 0: bucket interference after part0 */
+    int16_t op0, op1; /* operator range of a split single-part node; op1 = 0: whole */
+} dsi_pass_node_t;
+
+typedef struct dsi_xfer_node { /* DSI_N_XFER */
+    int32_t seq;               /* the channel's seq-th transfer of the iteration */
+    int16_t channel;           /* 0 forward (activations to the next stage), 1 backward */
+} dsi_xfer_node_t;
+
+typedef struct dsi_bucket_node { /* DSI_N_DP: gradient and parameter buckets */
+    int32_t bucket;
+    int16_t round; /* ZeRO-2: the backward whose gradients it reduces; else 0 */
+} dsi_bucket_node_t;
+
+typedef struct dsi_zero_node { /* DSI_N_DP with a DSI_L_Z3_* label */
+    int32_t part;              /* the layer part's position in the stage's chunk */
+} dsi_zero_node_t;
+
+typedef union dsi_node_payload {
+    dsi_pass_node_t pass;
+    dsi_xfer_node_t xfer;
+    dsi_bucket_node_t bucket;
+    dsi_zero_node_t zero;
+} dsi_node_payload_t;
+
 /* Struct-of-arrays node and edge storage, reused across runs. */
 typedef struct dsi_graph {
     int32_t n, cap;
@@ -40,13 +72,9 @@ typedef struct dsi_graph {
     uint8_t *kind;
     uint8_t *iter; /* 1-based iteration */
     uint8_t *flags;
-    int32_t *owner; /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
-    int32_t *mb;    /* micro-batch, bucket or ZeRO part; -1 */
-    int16_t *chunk;
-    int16_t *part0; /* first part (layer) of a lane node in its chunk pass */
-    int16_t *nparts;
-    int16_t *op0, *op1; /* operator range of a split single-part node; op1 = 0: whole */
-    uint8_t *label;     /* DP/COL/TP labels: index into dsi_node_labels */
+    int32_t *owner;              /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
+    dsi_node_payload_t *payload; /* by kind; zero where the kind has none */
+    uint8_t *label;              /* DP/COL/TP labels: index into dsi_node_labels */
     /* edges, appended in any order */
     int64_t ne, ecap;
     int32_t *efrom, *eto;
@@ -76,12 +104,7 @@ static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int it
     g->iter[id] = (uint8_t)iter;
     g->flags[id] = 0;
     g->owner[id] = owner;
-    g->mb[id] = -1;
-    g->chunk[id] = 0;
-    g->part0[id] = 0;
-    g->nparts[id] = 0;
-    g->op0[id] = 0;
-    g->op1[id] = 0;
+    memset(&g->payload[id], 0, sizeof(g->payload[id]));
     g->label[id] = 0;
     return id;
 }
@@ -121,6 +144,44 @@ enum {
     DSI_L_GRAD_NORM,
     DSI_L_COUNT_
 };
+
+static inline bool dsi_node_is_zero_part(const dsi_graph_t *g, int32_t id)
+{
+    return g->kind[id] == DSI_N_DP &&
+           (g->label[id] == DSI_L_Z3_GATHER || g->label[id] == DSI_L_Z3_RS);
+}
+
+/* The node's place flattened as (micro-batch, transfer, bucket or part: -1
+ * when none; chunk, channel or round; first part; parts), the form the
+ * timeline hash and the node descriptions are defined on. */
+static inline void dsi_node_place(const dsi_graph_t *g, int32_t id, int64_t place[4])
+{
+    const dsi_node_payload_t *pl = &g->payload[id];
+    place[0] = -1;
+    place[1] = place[2] = place[3] = 0;
+    switch ((dsi_node_kind_t)g->kind[id]) {
+    case DSI_N_FWD:
+    case DSI_N_BWD:
+        place[0] = pl->pass.mb;
+        place[1] = pl->pass.chunk;
+        place[2] = pl->pass.part0;
+        place[3] = pl->pass.nparts;
+        break;
+    case DSI_N_XFER:
+        place[0] = pl->xfer.seq;
+        place[1] = pl->xfer.channel;
+        break;
+    case DSI_N_DP:
+        if (dsi_node_is_zero_part(g, id)) {
+            place[0] = pl->zero.part;
+        } else {
+            place[0] = pl->bucket.bucket;
+            place[1] = pl->bucket.round;
+        }
+        break;
+    default: break;
+    }
+}
 
 /* ---- layer templates ------------------------------------------------------------------- */
 

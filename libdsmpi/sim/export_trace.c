@@ -75,13 +75,13 @@ static void emit_ops(ds_sim_t *sim, FILE *out, bool *first, int64_t rank, const 
     int64_t pid = rank / sim->cluster.gpus_per_node;
     int64_t at = e->start_ns, end = e->end_ns;
     bool fwd = e->category == DS_SIM_CAT_FORWARD;
-    for (int k = 0; k < g->nparts[id]; k++) {
+    const dsi_pass_node_t *pn = &g->payload[id].pass;
+    for (int k = 0; k < pn->nparts; k++) {
         /* A fused backward runs its parts in reverse. */
-        int index = g->nparts[id] == 1 ? g->part0[id] : fwd ? k : g->nparts[id] - 1 - k;
-        int32_t part = pr->part_first[g->chunk[id]] + index;
+        int index = pn->nparts == 1 ? pn->part0 : fwd ? k : pn->nparts - 1 - k;
+        int32_t part = pr->part_first[pn->chunk] + index;
         const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
-        int32_t op0 = g->op1[id] > 0 ? g->op0[id] : 0,
-                op1 = g->op1[id] > 0 ? g->op1[id] : t->op_count;
+        int32_t op0 = pn->op1 > 0 ? pn->op0 : 0, op1 = pn->op1 > 0 ? pn->op1 : t->op_count;
         for (int32_t i = op0; i < op1; i++) {
             int32_t o = t->op_first + i;
             int64_t d = sim->op_comm[o] ? sim->op_dur[o]

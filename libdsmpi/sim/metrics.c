@@ -104,7 +104,7 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
             if (g->kind[i] != DSI_N_XFER)
                 continue;
             const dsi_lane_t *l = &sim->lanes[g->owner[i]];
-            int32_t peer = g->chunk[i] == 0 ? l->next : l->prev;
+            int32_t peer = g->payload[i].xfer.channel == 0 ? l->next : l->prev;
             off[g->owner[i] + 1]++;
             off[peer + 1]++;
             total += 2;
@@ -118,7 +118,7 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
             if (g->kind[i] != DSI_N_XFER)
                 continue;
             const dsi_lane_t *l = &sim->lanes[g->owner[i]];
-            int32_t peer = g->chunk[i] == 0 ? l->next : l->prev;
+            int32_t peer = g->payload[i].xfer.channel == 0 ? l->next : l->prev;
             sim->xfer_lane_nodes[off[g->owner[i]]++] = i;
             sim->xfer_lane_nodes[off[peer]++] = i;
         }
@@ -226,8 +226,8 @@ static ds_status_t span_push(spanbuf_t *s, int64_t a, int64_t b)
 typedef struct lane_numbers {
     int64_t compute, tp, pp, other, assumed, total;
     int64_t dp_compute_stream; /* buckets' interference on the compute stream */
-    spanbuf_t busy;     /* compute stream, merged */
-    spanbuf_t blocking; /* transfers and column collectives */
+    spanbuf_t busy;            /* compute stream, merged */
+    spanbuf_t blocking;        /* transfers and column collectives */
 } lane_numbers_t;
 
 static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
@@ -412,8 +412,10 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
         int64_t end = node_end(g, i);
         if (g->kind[i] != DSI_N_JOIN) {
             /* Order-free: the sum of each event's own hash. */
-            int64_t event[] = {g->kind[i], it, g->owner[i], g->mb[i], g->chunk[i], g->part0[i],
-                               g->nparts[i], g->start[i], g->dur[i]};
+            int64_t place[4];
+            dsi_node_place(g, i, place);
+            int64_t event[] = {g->kind[i], it,       g->owner[i], place[0], place[1],
+                               place[2],   place[3], g->start[i], g->dur[i]};
             timeline += dsi_hash64(event, sizeof(event), 0x7157);
         }
         if (end > sim->it_end[it])
@@ -440,8 +442,7 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     sum->graph_nodes = g->n;
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
-    for (size_t i = 0; i < sim->num_keys; i++)
-    {
+    for (size_t i = 0; i < sim->num_keys; i++) {
         sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
                              sim->keys[i].provenance == DS_PROV_MODELLED;
         sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
@@ -606,21 +607,24 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
         int32_t i = sim->lane_nodes[k];
         fill_lane_event(sim, i, &e);
         e.stage = l->p;
-        e.chunk = g->chunk[i];
+        bool pass = g->kind[i] == DSI_N_FWD || g->kind[i] == DSI_N_BWD;
+        const dsi_pass_node_t *pn = &g->payload[i].pass;
+        e.chunk = pass ? pn->chunk : 0;
         if (g->kind[i] == DSI_N_TP) {
             e.stream = DS_SIM_STREAM_TP;
             e.name = dsi_node_labels[g->label[i]];
         } else {
             e.stream = DS_SIM_STREAM_COMPUTE;
-            e.name = g->kind[i] == DSI_N_FWD   ? "fwd"
-                     : g->kind[i] == DSI_N_BWD ? (g->label[i] != 0 ? "dp.overlap-interference" : "bwd")
-                                               : "optimizer";
+            e.name = g->kind[i] == DSI_N_FWD ? "fwd"
+                     : g->kind[i] == DSI_N_BWD
+                         ? (g->label[i] != 0 ? "dp.overlap-interference" : "bwd")
+                         : "optimizer";
             e.compute_ns = g->comp[i];
             if (g->kind[i] != DSI_N_OPT) {
-                e.microbatch = g->mb[i];
-                int32_t part = pr->part_first[g->chunk[i]] + g->part0[i];
+                e.microbatch = pn->mb;
+                int32_t part = pr->part_first[pn->chunk] + pn->part0;
                 e.layer = sim->part_layer[part];
-                e.num_layers = g->nparts[i];
+                e.num_layers = pn->nparts;
             }
         }
         DSI_TRY(event_push(sim, &count, &e));
@@ -658,7 +662,8 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
             fill_lane_event(sim, i, &e);
             e.stream = DS_SIM_STREAM_DP;
             e.stage = l->p;
-            e.bucket = g->mb[i];
+            e.bucket =
+                dsi_node_is_zero_part(g, i) ? g->payload[i].zero.part : g->payload[i].bucket.bucket;
             e.name = dsi_node_labels[g->label[i]];
             DSI_TRY(event_push(sim, &count, &e));
         }

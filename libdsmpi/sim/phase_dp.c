@@ -45,8 +45,7 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
             DSI_TRY(bucket_cost(sim, g, 0, op, s->grad_reduce_dtype, k, &ns, &assumed));
             int32_t x;
             DSI_TRY(dsi_build_node(sim, DSI_N_DP, it, g, ns, &x));
-            sim->g.mb[x] = (int32_t)k;
-            sim->g.chunk[x] = (int16_t)round;
+            sim->g.payload[x].bucket = (dsi_bucket_node_t){(int32_t)k, (int16_t)round};
             sim->g.label[x] = label;
             dsi_node_set_assumed(sim, x, assumed);
             if (grp->last >= 0)
@@ -156,7 +155,7 @@ static ds_status_t dp_parameters_at_end(ds_sim_t *sim, int it)
             DSI_TRY(bucket_cost(sim, g, 1, op, sim->ctx.dtype, k, &ns, &assumed));
             int32_t x;
             DSI_TRY(dsi_build_node(sim, DSI_N_DP, it, g, ns, &x));
-            sim->g.mb[x] = (int32_t)k;
+            sim->g.payload[x].bucket = (dsi_bucket_node_t){.bucket = (int32_t)k};
             sim->g.label[x] = ps ? DSI_L_PS_PULL : DSI_L_PARAM_AG;
             dsi_node_set_assumed(sim, x, assumed);
             if (grp->last >= 0)

@@ -84,12 +84,8 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
     dsi_graph_t *g = &sim->g;
     g->comp[id] = dsi_scaled(comp, comp, l->factor);
     g->wait[id] = wait;
-    g->mb[id] = pc->a->mb;
-    g->chunk[id] = pc->a->chunk;
-    g->part0[id] = (int16_t)part0;
-    g->nparts[id] = (int16_t)nparts;
-    g->op0[id] = (int16_t)op0;
-    g->op1[id] = (int16_t)op1;
+    g->payload[id].pass = (dsi_pass_node_t){pc->a->mb,       pc->a->chunk, (int16_t)part0,
+                                            (int16_t)nparts, (int16_t)op0, (int16_t)op1};
     dsi_node_set_assumed(sim, id, assumed);
     *id_p = id;
     return DS_OK;
@@ -165,9 +161,8 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
         if (interference > 0) {
             int32_t x;
             DSI_TRY(dsi_lane_node(sim, pc->lane, DSI_N_BWD, pc->it, interference, &x));
-            sim->g.mb[x] = pc->a->mb;
-            sim->g.chunk[x] = pc->a->chunk;
-            sim->g.part0[x] = (int16_t)index;
+            sim->g.payload[x].pass =
+                (dsi_pass_node_t){.mb = pc->a->mb, .chunk = pc->a->chunk, .part0 = (int16_t)index};
             sim->g.label[x] = DSI_L_GRAD_ALLREDUCE; /* communication on the compute stream */
         }
         seg_first = i + 1;
@@ -232,10 +227,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
             dsi_graph_t *g = &sim->g;
             g->comp[id] = comp;
             g->wait[id] = wait;
-            g->mb[id] = a->mb;
-            g->chunk[id] = (int16_t)c;
-            g->part0[id] = 0;
-            g->nparts[id] = (int16_t)pcount;
+            g->payload[id].pass =
+                (dsi_pass_node_t){.mb = a->mb, .chunk = (int16_t)c, .nparts = (int16_t)pcount};
             dsi_node_set_assumed(sim, id, pr->fused_assumed[c * 2 + pass]);
         } else {
             DSI_TRY(layer_node(sim, &pc, dur, comp, wait, pr->fused_assumed[c * 2 + pass], 0,
@@ -302,8 +295,7 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         int32_t x = sim->xfer[slot];
         if (x < 0) {
             DSI_TRY(dsi_build_node(sim, DSI_N_XFER, it, chan_lane, 0, &x));
-            sim->g.mb[x] = seq;
-            sim->g.chunk[x] = (int16_t)ch;
+            sim->g.payload[x].xfer = (dsi_xfer_node_t){seq, (int16_t)ch};
             sim->xfer[slot] = x;
             sim->xfer_sides[slot] = 1;
             sim->xfer_flag[slot] = view;

@@ -46,7 +46,7 @@ static ds_status_t zero3_collective(ds_sim_t *sim, const zero3_pass_t *zp, int32
                             sim->part_params[part], &ns, &assumed));
     int32_t x;
     DSI_TRY(dsi_build_node(sim, DSI_N_DP, zp->it, g, ns, &x));
-    sim->g.mb[x] = part - zp->part_first;
+    sim->g.payload[x].zero.part = part - zp->part_first;
     sim->g.label[x] = gather ? DSI_L_Z3_GATHER : DSI_L_Z3_RS;
     dsi_node_set_assumed(sim, x, assumed);
     if (grp->last >= 0)
