@@ -29,7 +29,7 @@ static const dsi_phase_t *const phases[] = {
 
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t)
 {
-    const dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
     return ds_strategy_rank_of(&sim->s, (ds_coords_t){t, l->d, l->p});
 }
 
@@ -47,7 +47,7 @@ ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t 
 
 /* The nodes the lane's next event waits for: the pending transfers and
  * collectives, or the last node. */
-ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_t *l, int32_t to)
+ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_cursor_t *l, int32_t to)
 {
     if (l->npend > 0) {
         for (int32_t i = 0; i < l->npend; i++)
@@ -62,7 +62,7 @@ ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_t *l, int32_t to)
 ds_status_t dsi_lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it, int64_t dur,
                           int32_t *id_p)
 {
-    dsi_lane_t *l = &sim->lanes[lane];
+    dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
     int32_t id;
     DSI_TRY(dsi_build_node(sim, kind, it, lane, dur, &id));
     DSI_TRY(dsi_lane_edges_to(sim, l, id));
@@ -75,7 +75,7 @@ ds_status_t dsi_lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int
 /* One node standing for the lane's current state (joins pending nodes). */
 ds_status_t dsi_lane_state(ds_sim_t *sim, int32_t lane, int it, int32_t *id_p)
 {
-    dsi_lane_t *l = &sim->lanes[lane];
+    dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
     if (l->npend == 0) {
         *id_p = l->last;
         return DS_OK;
@@ -96,7 +96,7 @@ ds_status_t dsi_lane_state(ds_sim_t *sim, int32_t lane, int it, int32_t *id_p)
 /* The lane also waits for `other` before its next event. */
 ds_status_t dsi_lane_wait(ds_sim_t *sim, int32_t lane, int it, int32_t other)
 {
-    dsi_lane_t *l = &sim->lanes[lane];
+    dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
     if (other < 0)
         return DS_OK;
     if (l->npend == 0 && l->last >= 0)
@@ -115,17 +115,17 @@ ds_status_t dsi_dp_cost(ds_sim_t *sim, int32_t group, ds_comm_op_t op, ds_dtype_
     const ds_strategy_t *s = &sim->s;
     int64_t bytes = params * (int64_t)ds_dtype_size(dtype);
     ds_event_key_t key = dsi_comm_step_key(s, op, DS_GROUP_DP, s->dp, dtype, bytes);
-    dsi_key_set_layout(&key, &sim->dpgroups[group].layout);
+    dsi_key_set_layout(&key, &sim->plan.dpgroups[group].layout);
     return dsi_sim_cost(sim, &key, 0.0, (double)bytes, ns_p, assumed_p);
 }
 
 ds_status_t dsi_lanes_wait_dp(ds_sim_t *sim, int it)
 {
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        const dsi_lane_t *l = &sim->lanes[lane];
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        const dsi_lane_t *l = &sim->plan.lanes[lane];
         for (int32_t i = 0; i < l->dp_count; i++)
-            DSI_TRY(
-                dsi_lane_wait(sim, lane, it, sim->dpgroups[sim->lane_dp[l->dp_first + i]].last));
+            DSI_TRY(dsi_lane_wait(sim, lane, it,
+                                  sim->builder.dp_last[sim->plan.lane_dp[l->dp_first + i]]));
     }
     return DS_OK;
 }
@@ -134,18 +134,18 @@ ds_status_t dsi_lanes_wait_dp(ds_sim_t *sim, int it)
 
 static void reset_iteration_state(ds_sim_t *sim)
 {
-    size_t xfer_slots = (size_t)sim->num_lanes * 2 * sim->xfer_per_lane;
+    size_t xfer_slots = (size_t)sim->plan.num_lanes * 2 * sim->builder.xfer_per_lane;
     for (size_t i = 0; i < xfer_slots; i++)
-        sim->xfer[i] = -1;
-    memset(sim->xfer_sides, 0, xfer_slots);
-    size_t ready_slots = (size_t)sim->num_lanes * sim->rounds * sim->max_buckets;
+        sim->builder.xfer[i] = -1;
+    memset(sim->builder.xfer_sides, 0, xfer_slots);
+    size_t ready_slots = (size_t)sim->plan.num_lanes * sim->plan.rounds * sim->plan.max_buckets;
     for (size_t i = 0; i < ready_slots; i++)
-        sim->ready[i] = -1;
-    for (size_t i = 0; i < (size_t)sim->num_lanes * sim->rounds; i++)
-        sim->round_end[i] = -1;
-    memset(sim->fwd_done_store, 0, (size_t)sim->num_lanes * sim->s.vpp);
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        dsi_lane_t *l = &sim->lanes[lane];
+        sim->builder.ready[i] = -1;
+    for (size_t i = 0; i < (size_t)sim->plan.num_lanes * sim->plan.rounds; i++)
+        sim->builder.round_end[i] = -1;
+    memset(sim->builder.fwd_done_store, 0, (size_t)sim->plan.num_lanes * sim->s.vpp);
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
         memset(l->seq, 0, sizeof(l->seq));
         l->nbwd = 0;
     }
@@ -169,8 +169,8 @@ static ds_status_t lane_action(ds_sim_t *sim, const dsi_phase_t *const *active, 
 static ds_status_t walk_lane_major(ds_sim_t *sim, const dsi_phase_t *const *active, int num_active,
                                    int it)
 {
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        const dsi_program_t *prog = &sim->programs[sim->lanes[lane].p];
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        const dsi_program_t *prog = &sim->plan.programs[sim->plan.lanes[lane].p];
         for (int32_t a = 0; a < prog->count; a++)
             DSI_TRY(lane_action(sim, active, num_active, it, lane, &prog->actions[a]));
     }
@@ -183,12 +183,12 @@ static ds_status_t walk_action_major(ds_sim_t *sim, const dsi_phase_t *const *ac
                                      int num_active, int it)
 {
     int32_t longest = 0;
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++)
-        longest = DSI_MAX(longest, sim->programs[sim->lanes[lane].p].count);
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++)
+        longest = DSI_MAX(longest, sim->plan.programs[sim->plan.lanes[lane].p].count);
     for (int32_t a = 0; a < longest; a++) {
         const dsi_action_t *shared = NULL;
-        for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-            const dsi_program_t *prog = &sim->programs[sim->lanes[lane].p];
+        for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+            const dsi_program_t *prog = &sim->plan.programs[sim->plan.lanes[lane].p];
             if (a >= prog->count)
                 continue;
             shared = &prog->actions[a];
@@ -208,12 +208,12 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
     const dsi_phase_t *active[NUM_PHASES];
     int num_active = 0;
     bool action_major = false;
-    sim->split_parts = false;
+    sim->builder.split_parts = false;
     for (int i = 0; i < NUM_PHASES; i++)
         if (phases[i]->applies(sim)) {
             active[num_active++] = phases[i];
             action_major |= phases[i]->after_action != NULL;
-            sim->split_parts |= phases[i]->needs_parts;
+            sim->builder.split_parts |= phases[i]->needs_parts;
         }
     reset_iteration_state(sim);
     if (action_major)
@@ -231,18 +231,18 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
 static ds_status_t setup_programs(ds_sim_t *sim)
 {
     const ds_strategy_t *s = &sim->s;
-    if (sim->num_programs < s->pp) {
-        DSI_TRY(dsi_realloc_array(&sim->programs, (size_t)s->pp, sizeof(*sim->programs)));
-        memset(sim->programs + sim->num_programs, 0,
-               (size_t)(s->pp - sim->num_programs) * sizeof(*sim->programs));
-        sim->num_programs = s->pp;
+    if (sim->plan.num_programs < s->pp) {
+        DSI_TRY(dsi_realloc_array(&sim->plan.programs, (size_t)s->pp, sizeof(*sim->plan.programs)));
+        memset(sim->plan.programs + sim->plan.num_programs, 0,
+               (size_t)(s->pp - sim->plan.num_programs) * sizeof(*sim->plan.programs));
+        sim->plan.num_programs = s->pp;
     }
     bool buckets_in_backward = s->dp > 1 && s->overlap_grad_reduce && s->zero != 3;
     int64_t key[5] = {s->schedule, s->pp, sim->m, s->vpp, sim->unbatched_p2p};
-    bool cached = memcmp(key, sim->program_key, sizeof(key)) == 0;
-    memset(sim->program_key, 0, sizeof(sim->program_key));
+    bool cached = memcmp(key, sim->plan.program_key, sizeof(key)) == 0;
+    memset(sim->plan.program_key, 0, sizeof(sim->plan.program_key));
     for (int p = 0; p < s->pp; p++) {
-        dsi_program_t *prog = &sim->programs[p];
+        dsi_program_t *prog = &sim->plan.programs[p];
         if (cached) {
             for (int32_t i = 0; i < prog->count; i++)
                 prog->actions[i].sync = 0;
@@ -263,64 +263,84 @@ static ds_status_t setup_programs(ds_sim_t *sim)
             }
         }
     }
-    memcpy(sim->program_key, key, sizeof(key));
+    memcpy(sim->plan.program_key, key, sizeof(key));
     return DS_OK;
 }
 
 static ds_status_t setup_buckets(ds_sim_t *sim)
 {
     const ds_strategy_t *s = &sim->s;
-    DSI_TRY(dsi_realloc_array(&sim->stage_params, (size_t)s->pp, sizeof(*sim->stage_params)));
-    DSI_TRY(dsi_realloc_array(&sim->num_buckets, (size_t)s->pp, sizeof(*sim->num_buckets)));
-    sim->bucket = dsi_dp_bucket_params(s);
-    sim->max_buckets = 1;
+    DSI_TRY(
+        dsi_realloc_array(&sim->plan.stage_params, (size_t)s->pp, sizeof(*sim->plan.stage_params)));
+    DSI_TRY(
+        dsi_realloc_array(&sim->plan.num_buckets, (size_t)s->pp, sizeof(*sim->plan.num_buckets)));
+    sim->plan.bucket = dsi_dp_bucket_params(s);
+    sim->plan.max_buckets = 1;
     for (int p = 0; p < s->pp; p++) {
-        sim->stage_params[p] = dsi_stage_params(sim->model, s, p);
-        int64_t nb = (sim->stage_params[p] + sim->bucket - 1) / sim->bucket;
+        sim->plan.stage_params[p] = dsi_stage_params(sim->model, s, p);
+        int64_t nb = (sim->plan.stage_params[p] + sim->plan.bucket - 1) / sim->plan.bucket;
         if (nb > (1 << 20))
             return DSI_ERROR(
                 DS_ERR_INVALID_ARG,
                 "bucket=%lld parameters makes %lld buckets on stage %d (accepted: at most 1048576)",
-                (long long)sim->bucket, (long long)nb, p);
-        sim->num_buckets[p] = (int32_t)nb;
-        sim->max_buckets = DSI_MAX(sim->max_buckets, (int32_t)nb);
+                (long long)sim->plan.bucket, (long long)nb, p);
+        sim->plan.num_buckets[p] = (int32_t)nb;
+        sim->plan.max_buckets = DSI_MAX(sim->plan.max_buckets, (int32_t)nb);
     }
-    sim->rounds = s->zero == 2 ? (int32_t)sim->m : 1;
+    sim->plan.rounds = s->zero == 2 ? (int32_t)sim->m : 1;
     return DS_OK;
 }
 
 static ds_status_t setup_state(ds_sim_t *sim)
 {
     const ds_strategy_t *s = &sim->s;
-    size_t lanes = (size_t)sim->num_lanes;
-    sim->xfer_per_lane = (int32_t)(sim->m * s->vpp + 1);
-    size_t xfer_slots = lanes * 2 * (size_t)sim->xfer_per_lane;
-    DSI_TRY(dsi_realloc_array(&sim->xfer, xfer_slots, sizeof(*sim->xfer)));
-    DSI_TRY(dsi_realloc_array(&sim->xfer_sides, xfer_slots, 1));
-    DSI_TRY(dsi_realloc_array(&sim->xfer_flag, xfer_slots, 1));
-    DSI_TRY(dsi_realloc_array(&sim->ready, lanes * sim->rounds * sim->max_buckets,
-                              sizeof(*sim->ready)));
-    DSI_TRY(dsi_realloc_array(&sim->round_end, lanes * sim->rounds, sizeof(*sim->round_end)));
-    DSI_TRY(dsi_realloc_array(&sim->optimizer, lanes, sizeof(*sim->optimizer)));
-    size_t gathers = (size_t)sim->num_dpgroups * sim->max_buckets;
-    DSI_TRY(dsi_realloc_array(&sim->gather, gathers ? gathers : 1, sizeof(*sim->gather)));
+    size_t lanes = (size_t)sim->plan.num_lanes;
+    sim->builder.xfer_per_lane = (int32_t)(sim->m * s->vpp + 1);
+    size_t xfer_slots = lanes * 2 * (size_t)sim->builder.xfer_per_lane;
+    DSI_TRY(dsi_realloc_array(&sim->builder.xfer, xfer_slots, sizeof(*sim->builder.xfer)));
+    DSI_TRY(dsi_realloc_array(&sim->builder.xfer_sides, xfer_slots, 1));
+    DSI_TRY(dsi_realloc_array(&sim->builder.xfer_flag, xfer_slots, 1));
+    DSI_TRY(dsi_realloc_array(&sim->builder.ready, lanes * sim->plan.rounds * sim->plan.max_buckets,
+                              sizeof(*sim->builder.ready)));
+    DSI_TRY(dsi_realloc_array(&sim->builder.round_end, lanes * sim->plan.rounds,
+                              sizeof(*sim->builder.round_end)));
+    DSI_TRY(dsi_realloc_array(&sim->builder.optimizer, lanes, sizeof(*sim->builder.optimizer)));
+    DSI_TRY(dsi_realloc_array(&sim->builder.cursors, lanes, sizeof(*sim->builder.cursors)));
+    DSI_TRY(
+        dsi_realloc_array(&sim->builder.channel_costs, lanes, sizeof(*sim->builder.channel_costs)));
+    memset(sim->builder.channel_costs, 0xff, lanes * sizeof(*sim->builder.channel_costs));
+    DSI_TRY(dsi_realloc_array(&sim->builder.fwd_done_store, lanes * (size_t)s->vpp, 1));
+    size_t groups = (size_t)sim->plan.num_dpgroups;
+    DSI_TRY(dsi_realloc_array(&sim->builder.dp_last, groups ? groups : 1,
+                              sizeof(*sim->builder.dp_last)));
+    for (size_t g = 0; g < groups; g++)
+        sim->builder.dp_last[g] = -1;
+    DSI_TRY(dsi_realloc_array(&sim->builder.bucket_costs, groups ? groups : 1,
+                              sizeof(*sim->builder.bucket_costs)));
+    memset(sim->builder.bucket_costs, 0xff, groups * sizeof(*sim->builder.bucket_costs));
+    size_t gathers = (size_t)sim->plan.num_dpgroups * sim->plan.max_buckets;
+    DSI_TRY(dsi_realloc_array(&sim->builder.gather, gathers ? gathers : 1,
+                              sizeof(*sim->builder.gather)));
     for (size_t i = 0; i < gathers; i++)
-        sim->gather[i] = -1;
+        sim->builder.gather[i] = -1;
     int32_t parts = 1;
     for (int32_t i = 0; i < sim->num_profiles; i++)
         for (int c = 0; c < s->vpp; c++)
             parts =
                 DSI_MAX(parts, sim->profiles[i].part_first[c + 1] - sim->profiles[i].part_first[c]);
-    sim->part_end_stride = parts;
-    DSI_TRY(dsi_realloc_array(&sim->part_end, lanes * parts, sizeof(*sim->part_end)));
-    DSI_TRY(dsi_realloc_array(&sim->pass_start, lanes, sizeof(*sim->pass_start)));
+    sim->builder.part_end_stride = parts;
+    DSI_TRY(
+        dsi_realloc_array(&sim->builder.part_end, lanes * parts, sizeof(*sim->builder.part_end)));
+    DSI_TRY(dsi_realloc_array(&sim->builder.pass_start, lanes, sizeof(*sim->builder.pass_start)));
     size_t mb_slots = (size_t)s->pp * s->vpp * (size_t)sim->m * 4;
-    DSI_TRY(dsi_realloc_array(&sim->mb_nodes, mb_slots, sizeof(*sim->mb_nodes)));
+    DSI_TRY(dsi_realloc_array(&sim->results.mb_nodes, mb_slots, sizeof(*sim->results.mb_nodes)));
     for (size_t i = 0; i < mb_slots; i++)
-        sim->mb_nodes[i] = -1;
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        sim->lanes[lane].last = -1;
-        sim->lanes[lane].npend = 0;
+        sim->results.mb_nodes[i] = -1;
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        dsi_lane_cursor_t *cursor = &sim->builder.cursors[lane];
+        cursor->last = -1;
+        cursor->npend = 0;
+        cursor->first_fwd_done = sim->builder.fwd_done_store + (size_t)lane * s->vpp;
     }
     return DS_OK;
 }

@@ -53,7 +53,7 @@ ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t 
                            int32_t *id_p);
 /* Edges from what the lane's next event waits for (its pending transfers
  * and collectives, or its last node) to `to`. */
-ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_t *l, int32_t to);
+ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_cursor_t *l, int32_t to);
 /* A node on the lane's compute stream, after everything the lane waits for. */
 ds_status_t dsi_lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it, int64_t dur,
                           int32_t *id_p);
@@ -88,7 +88,7 @@ static inline int64_t dsi_scaled(int64_t dur, int64_t comp, double factor)
 /* Parameters of bucket k of stage p: every bucket but the last is full. */
 static inline int64_t dsi_bucket_size(const ds_sim_t *sim, int p, int64_t k)
 {
-    int64_t P = sim->stage_params[p], B = sim->bucket;
+    int64_t P = sim->plan.stage_params[p], B = sim->plan.bucket;
     return DSI_MIN(B, P - k * B);
 }
 

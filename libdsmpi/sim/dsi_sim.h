@@ -221,31 +221,39 @@ typedef struct dsi_lane {
     int32_t prof;
     int32_t next, prev;         /* simulated lanes of the next / previous pipeline rank, -1 */
     int32_t column;             /* simulated column */
-    int32_t dp_first, dp_count; /* into sim->lane_dp: distinct DP instances of its members */
+    int32_t dp_first, dp_count; /* into plan.lane_dp: distinct DP instances of its members */
     double factor;              /* slowest member's speed factor */
-    /* Transfer costs of the channels this lane sends on, per flag
-     * (0 single, 1 batched); -1 until looked up. */
-    /* Point-to-point costs by [flag + 2 * (transfers sharing the link - 1)]. */
-    int64_t fwd_cost[4], bwd_cost[4];
+} dsi_lane_t;
+
+/* Costs a run has looked up for a lane's channels and a DP instance's
+ * buckets; -1 until looked up. */
+typedef struct dsi_channel_costs {
+    /* one transfer on the channels the lane sends on, by [flag (0 single,
+     * 1 batched) + 2 * (transfers sharing the link - 1)] */
+    int64_t fwd[4], bwd[4];
     uint8_t fwd_assumed[4], bwd_assumed[4];
-    /* build state */
-    int32_t last;
-    int32_t npend;
+} dsi_channel_costs_t;
+
+typedef struct dsi_bucket_costs {
+    int64_t ns[2][2]; /* gradient / parameter collective of a full / last bucket */
+    uint8_t assumed[2][2];
+} dsi_bucket_costs_t;
+
+/* Where a lane's compute stream stands while the builder walks its program. */
+typedef struct dsi_lane_cursor {
+    int32_t last;  /* the last node on the stream, -1 */
+    int32_t npend; /* nodes the next one waits for (instead of `last`) */
     int32_t pend[DSI_MAX_PENDING];
-    int32_t seq[4];
+    int32_t seq[4];          /* transfers posted per dsi_dir_t this iteration */
     uint8_t *first_fwd_done; /* per chunk: its first forward of this iteration was built */
     int32_t nbwd;            /* backwards built this iteration */
-} dsi_lane_t;
+} dsi_lane_cursor_t;
 
 typedef struct dsi_dpgroup {
     int32_t p;
     int32_t t;     /* representative tp coordinate */
     int32_t count; /* tp coordinates it stands for in its stage (symmetric) */
     dsi_layout_t layout;
-    int32_t last; /* stream: last node issued */
-    int64_t cost[2]
-                [2]; /* gradient / parameter collective of a full / last bucket, ns; -1 unknown */
-    uint8_t cost_assumed[2][2];
 } dsi_dpgroup_t;
 
 /* What the placement classes depend on: runs with equal keys reuse them. */
@@ -271,6 +279,90 @@ typedef struct dsi_key_entry {
     double seconds;
 } dsi_key_entry_t;
 
+/* What a run builds on: the placement classes, lanes, schedule programs and
+ * buckets of a strategy.  Set up before the graph is built and unchanged
+ * while it is; placement classes are kept across runs with the same
+ * placement (place_key), programs across runs with the same schedule
+ * (program_key). */
+typedef struct dsi_sim_plan {
+    /* placement classes */
+    int32_t *column_of; /* [dp]: simulated column of every replica */
+    int32_t *dp_of;     /* [tp * pp]: simulated DP instance of every (t, p) */
+    dsi_column_t *columns;
+    int32_t num_columns;
+    dsi_lane_t *lanes;
+    int32_t num_lanes;
+    int32_t *lane_dp;
+    int32_t num_lane_dp;
+    dsi_dpgroup_t *dpgroups;
+    int32_t num_dpgroups;
+    int32_t *stage_lanes;      /* lanes of stage p: stage_lanes[p * num_columns + i] */
+    dsi_place_key_t place_key; /* of the classes above */
+    /* layouts of every group of the target */
+    dsi_layout_t *tp_lay;  /* [d * pp + p] */
+    dsi_layout_t *dp_lay;  /* [p * tp + t] */
+    dsi_layout_t *fwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,p) -> (t,d,next(p)) */
+    dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
+    dsi_layout_t *emb_lay; /* [d * tp + t] */
+    dsi_layout_t *mp_lay;  /* [d] */
+
+    dsi_program_t *programs; /* one per pipeline rank */
+    int32_t num_programs;
+    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
+
+    /* buckets of each stage: reverse parameter order */
+    int64_t *stage_params;
+    int64_t bucket;
+    int32_t *num_buckets; /* [pp] */
+    int32_t max_buckets;
+    int32_t rounds; /* gradient reductions per iteration (m with ZeRO-2, else 1) */
+} dsi_sim_plan_t;
+
+/* Scratch of the graph builder: costs looked up in this run, and the
+ * state of the iteration being built. */
+typedef struct dsi_sim_builder {
+    dsi_channel_costs_t *channel_costs; /* [lane] */
+    dsi_bucket_costs_t *bucket_costs;   /* [dpgroup] */
+    dsi_lane_cursor_t *cursors;         /* [lane] */
+    int32_t *dp_last;        /* [dpgroup]: last collective on its stream, -1 (both iterations) */
+    uint8_t *fwd_done_store; /* [lane][chunk]: dsi_lane_cursor_t.first_fwd_done */
+    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
+    int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
+    int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
+    int32_t *optimizer; /* [lane]: the optimizer step of the iteration */
+    bool split_parts;   /* a phase needs the passes part by part (dsi_phase_t.needs_parts) */
+    int32_t *part_end;  /* split_parts: [lane][part in pass order] last node of the current pass */
+    int32_t part_end_stride;
+    int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
+
+    /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
+    int32_t *xfer;
+    uint8_t *xfer_sides;
+    uint8_t *xfer_flag; /* the first side's view of the transfer (transfer_view) */
+    int32_t xfer_per_lane;
+} dsi_sim_builder_t;
+
+/* What the evaluated graph gives: the summary, per-device numbers and the
+ * indexes of the event queries. */
+typedef struct dsi_sim_results {
+    int evaluated;
+    int64_t it_end[3]; /* end of iterations 1 and 2 */
+    int64_t it2_begin; /* first start of an iteration-2 event */
+    ds_sim_summary_t summary;
+    ds_sim_device_t *devices;
+    size_t num_devices_out;
+    int32_t *mb_nodes; /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
+    ds_sim_critical_t critical;
+    /* event queries */
+    int32_t *lane_node_off, *lane_nodes;
+    int32_t *dp_node_off, *dp_node_nodes;
+    int32_t *col_node_off, *col_node_nodes;
+    int32_t *xfer_lane_off, *xfer_lane_nodes; /* transfers each lane sends or receives */
+    ds_sim_event_t *events;
+    size_t events_cap;
+    double build_s, eval_s;
+} dsi_sim_results_t;
+
 struct ds_sim {
     /* inputs of the last run */
     const ds_model_t *model;
@@ -284,6 +376,7 @@ struct ds_sim {
     int64_t num_devices;
     dsi_shape_ctx_t ctx;
     dsi_placement_t place;
+    double *device_factor; /* [devices] in full mode with speed factors, else NULL */
 
     /* keys looked up: open addressing over `keys` */
     dsi_key_entry_t *keys;
@@ -310,73 +403,10 @@ struct ds_sim {
     int64_t *part_rev;    /* where the part starts in reverse parameter order of its stage */
     int32_t num_parts, parts_cap;
 
-    dsi_program_t *programs; /* one per pipeline rank */
-    int32_t num_programs;
-    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
-
-    /* placement classes */
-    int32_t *column_of; /* [dp]: simulated column of every replica */
-    int32_t *dp_of;     /* [tp * pp]: simulated DP instance of every (t, p) */
-    dsi_column_t *columns;
-    int32_t num_columns;
-    dsi_lane_t *lanes;
-    int32_t num_lanes;
-    int32_t *lane_dp;
-    int32_t num_lane_dp;
-    dsi_dpgroup_t *dpgroups;
-    int32_t num_dpgroups;
-    int32_t *stage_lanes;      /* lanes of stage p: stage_lanes[p * num_columns + i] */
-    double *device_factor;     /* [devices] in full mode with speed factors, else NULL */
-    dsi_place_key_t place_key; /* of the classes below */
-    /* layouts of every group of the target */
-    dsi_layout_t *tp_lay;  /* [d * pp + p] */
-    dsi_layout_t *dp_lay;  /* [p * tp + t] */
-    dsi_layout_t *fwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,p) -> (t,d,next(p)) */
-    dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
-    dsi_layout_t *emb_lay; /* [d * tp + t] */
-    dsi_layout_t *mp_lay;  /* [d] */
-    uint8_t *fwd_done_store;
-
-    /* buckets of each stage: reverse parameter order */
-    int64_t *stage_params;
-    int64_t bucket;
-    int32_t *num_buckets; /* [pp] */
-    int32_t max_buckets;
-    int32_t rounds;     /* gradient reductions per iteration (m with ZeRO-2, else 1) */
-    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
-    int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
-    int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
-    int32_t *optimizer; /* [lane]: the optimizer step of the iteration */
-    bool split_parts;   /* a phase needs the passes part by part (dsi_phase_t.needs_parts) */
-    int32_t *part_end;  /* split_parts: [lane][part in pass order] last node of the current pass */
-    int32_t part_end_stride;
-    int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
-
-    /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
-    int32_t *xfer;
-    uint8_t *xfer_sides;
-    uint8_t *xfer_flag; /* the first side's view of the transfer (transfer_view) */
-    int32_t xfer_per_lane;
-
+    dsi_sim_plan_t plan;
+    dsi_sim_builder_t builder;
     dsi_graph_t g;
-
-    /* results */
-    int evaluated;
-    int64_t it_end[3]; /* end of iterations 1 and 2 */
-    int64_t it2_begin; /* first start of an iteration-2 event */
-    ds_sim_summary_t summary;
-    ds_sim_device_t *devices;
-    size_t num_devices_out;
-    int32_t *mb_nodes; /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
-    ds_sim_critical_t critical;
-    /* event queries */
-    int32_t *lane_node_off, *lane_nodes;
-    int32_t *dp_node_off, *dp_node_nodes;
-    int32_t *col_node_off, *col_node_nodes;
-    int32_t *xfer_lane_off, *xfer_lane_nodes; /* transfers each lane sends or receives */
-    ds_sim_event_t *events;
-    size_t events_cap;
-    double build_s, eval_s;
+    dsi_sim_results_t results;
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
 };

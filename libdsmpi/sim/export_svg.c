@@ -246,13 +246,14 @@ static void assumed_note(double share, char *text, size_t size)
         snprintf(amount, sizeof(amount), "under 0.5%%");
     else
         snprintf(amount, sizeof(amount), "%.0f%%", percent);
-    snprintf(text, size, "; ASSUMED: %s of the event time rests on modelled or assumed costs", amount);
+    snprintf(text, size, "; ASSUMED: %s of the event time rests on modelled or assumed costs",
+             amount);
 }
 
 ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ranks,
                              size_t num_ranks, int max_rows)
 {
-    if (!sim->evaluated)
+    if (!sim->results.evaluated)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
     const ds_strategy_t *s = &sim->s;
     ds_status_t status = DS_OK;
@@ -294,14 +295,14 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
         status = DSI_ERROR(DS_ERR_IO, "cannot write the chart '%s'", path);
         goto out;
     }
-    int64_t origin = sim->it2_begin, span = sim->it_end[2] - origin;
+    int64_t origin = sim->results.it2_begin, span = sim->results.it_end[2] - origin;
     if (span <= 0)
         span = 1;
     double plot = WIDTH - LEFT - RIGHT;
     double height = TOP + ROW * (double)num_rows + 84.0; /* axis, legend, a note */
     char strategy[DS_STRATEGY_TEXT_MAX], assumed[96];
     ds_strategy_format(s, strategy, sizeof(strategy));
-    assumed_note(sim->summary.assumed_share, assumed, sizeof(assumed));
+    assumed_note(sim->results.summary.assumed_share, assumed, sizeof(assumed));
     fprintf(chart,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
@@ -316,8 +317,8 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
     fprintf(chart,
             "</text>\n<text x=\"%.0f\" y=\"40\">iteration %.3f ms, bubble %.1f%%, MFU "
             "%.1f%%%s%s</text>\n",
-            LEFT, sim->summary.iteration_s * 1e3, 100.0 * sim->summary.bubble_fraction,
-            100.0 * sim->summary.mfu,
+            LEFT, sim->results.summary.iteration_s * 1e3,
+            100.0 * sim->results.summary.bubble_fraction, 100.0 * sim->results.summary.mfu,
             per_stage      ? "; one row per stage (replica 0, tp rank 0)"
             : num_rows < n ? "; devices with identical timelines share a row"
                            : "",

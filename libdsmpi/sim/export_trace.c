@@ -70,7 +70,7 @@ static void emit_ops(ds_sim_t *sim, FILE *out, bool *first, int64_t rank, const 
     int32_t id = (int32_t)e->id;
     int32_t lane, dp;
     dsi_sim_locate(sim, rank, &lane, &dp);
-    const dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
     const dsi_profile_t *pr = &sim->profiles[l->prof];
     int64_t pid = rank / sim->cluster.gpus_per_node;
     int64_t at = e->start_ns, end = e->end_ns;
@@ -108,7 +108,7 @@ static int compare_rank(const void *a, const void *b)
 ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *ranks,
                                size_t num_ranks, const int64_t *detail_ranks, size_t num_detail)
 {
-    if (!sim->evaluated)
+    if (!sim->results.evaluated)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
     const ds_strategy_t *s = &sim->s;
     ds_status_t status = DS_OK;
@@ -131,12 +131,12 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
         status = DSI_ERROR(DS_ERR_IO, "cannot write the trace '%s'", path);
         goto out;
     }
-    int64_t origin = sim->it2_begin;
+    int64_t origin = sim->results.it2_begin;
     fprintf(
         out,
         "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"iteration_s\": %.9g, \"origin_ns\": %lld, "
         "\"assumed_share\": %.6f},\n\"traceEvents\": [",
-        sim->summary.iteration_s, (long long)origin, sim->summary.assumed_share);
+        sim->results.summary.iteration_s, (long long)origin, sim->results.summary.assumed_share);
     bool first = true;
     int64_t last_node = -1;
     for (size_t r = 0; r < n && status == DS_OK; r++) {

@@ -12,16 +12,17 @@
 static ds_status_t bucket_cost(ds_sim_t *sim, int32_t group, int which, ds_comm_op_t op,
                                ds_dtype_t dtype, int64_t k, int64_t *ns_p, int *assumed_p)
 {
-    dsi_dpgroup_t *grp = &sim->dpgroups[group];
-    int last = k == sim->num_buckets[grp->p] - 1;
-    if (grp->cost[which][last] < 0) {
+    int p = sim->plan.dpgroups[group].p;
+    dsi_bucket_costs_t *cache = &sim->builder.bucket_costs[group];
+    int last = k == sim->plan.num_buckets[p] - 1;
+    if (cache->ns[which][last] < 0) {
         int assumed;
-        DSI_TRY(dsi_dp_cost(sim, group, op, dtype, dsi_bucket_size(sim, grp->p, k),
-                            &grp->cost[which][last], &assumed));
-        grp->cost_assumed[which][last] = (uint8_t)assumed;
+        DSI_TRY(dsi_dp_cost(sim, group, op, dtype, dsi_bucket_size(sim, p, k),
+                            &cache->ns[which][last], &assumed));
+        cache->assumed[which][last] = (uint8_t)assumed;
     }
-    *ns_p = grp->cost[which][last];
-    *assumed_p = grp->cost_assumed[which][last];
+    *ns_p = cache->ns[which][last];
+    *assumed_p = cache->assumed[which][last];
     return DS_OK;
 }
 
@@ -36,10 +37,9 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
                     : s->zero == 0         ? DSI_L_GRAD_ALLREDUCE
                                            : DSI_L_GRAD_RS;
     bool overlap = s->overlap_grad_reduce;
-    for (int32_t g = 0; g < sim->num_dpgroups; g++) {
-        dsi_dpgroup_t *grp = &sim->dpgroups[g];
-        int p = grp->p;
-        for (int64_t k = 0; k < sim->num_buckets[p]; k++) {
+    for (int32_t g = 0; g < sim->plan.num_dpgroups; g++) {
+        int p = sim->plan.dpgroups[g].p;
+        for (int64_t k = 0; k < sim->plan.num_buckets[p]; k++) {
             int64_t ns;
             int assumed;
             DSI_TRY(bucket_cost(sim, g, 0, op, s->grad_reduce_dtype, k, &ns, &assumed));
@@ -48,16 +48,18 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
             sim->g.payload[x].bucket = (dsi_bucket_node_t){(int32_t)k, (int16_t)round};
             sim->g.label[x] = label;
             dsi_node_set_assumed(sim, x, assumed);
-            if (grp->last >= 0)
-                DSI_TRY(dsi_graph_edge(&sim->g, grp->last, x));
-            grp->last = x;
-            for (int32_t c = 0; c < sim->num_columns; c++) {
-                int32_t lane = sim->stage_lanes[(size_t)p * sim->num_columns + c];
+            if (sim->builder.dp_last[g] >= 0)
+                DSI_TRY(dsi_graph_edge(&sim->g, sim->builder.dp_last[g], x));
+            sim->builder.dp_last[g] = x;
+            for (int32_t c = 0; c < sim->plan.num_columns; c++) {
+                int32_t lane = sim->plan.stage_lanes[(size_t)p * sim->plan.num_columns + c];
                 int32_t r;
                 if (overlap)
-                    r = sim->ready[((size_t)lane * sim->rounds + round) * sim->max_buckets + k];
+                    r = sim->builder.ready[((size_t)lane * sim->plan.rounds + round) *
+                                               sim->plan.max_buckets +
+                                           k];
                 else
-                    r = sim->round_end[(size_t)lane * sim->rounds + round];
+                    r = sim->builder.round_end[(size_t)lane * sim->plan.rounds + round];
                 if (r < 0)
                     return DSI_ERROR(DS_ERR_INTERNAL, "bucket %lld of stage %d never became ready",
                                      (long long)k, p);
@@ -82,10 +84,10 @@ static ds_status_t dp_gradients_at_end(ds_sim_t *sim, int it)
 {
     /* Without overlap, buckets are ready when the backward ends. */
     if (!sim->s.overlap_grad_reduce)
-        for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
+        for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
             int32_t end;
             DSI_TRY(dsi_lane_state(sim, lane, it, &end));
-            sim->round_end[(size_t)lane * sim->rounds] = end;
+            sim->builder.round_end[(size_t)lane * sim->plan.rounds] = end;
         }
     return build_grad_sync(sim, it, 0, true);
 }
@@ -107,13 +109,13 @@ static ds_status_t zero2_after_action(ds_sim_t *sim, int it, const dsi_action_t 
 {
     if (a->type != DSI_ACT_BWD)
         return DS_OK;
-    int round = sim->lanes[0].nbwd - 1;
+    int round = sim->builder.cursors[0].nbwd - 1;
     bool overlap = sim->s.overlap_grad_reduce;
     if (!overlap)
-        for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
+        for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
             int32_t end;
             DSI_TRY(dsi_lane_state(sim, lane, it, &end));
-            sim->round_end[(size_t)lane * sim->rounds + round] = end;
+            sim->builder.round_end[(size_t)lane * sim->plan.rounds + round] = end;
         }
     return build_grad_sync(sim, it, round, !overlap);
 }
@@ -146,10 +148,9 @@ static ds_status_t dp_parameters_at_end(ds_sim_t *sim, int it)
     const ds_strategy_t *s = &sim->s;
     bool ps = s->dp_algo == DS_DP_PS;
     ds_comm_op_t op = ps ? DS_COMM_PS_PULL : DS_COMM_ALLGATHER;
-    for (int32_t g = 0; g < sim->num_dpgroups; g++) {
-        dsi_dpgroup_t *grp = &sim->dpgroups[g];
-        int p = grp->p;
-        for (int64_t k = sim->num_buckets[p] - 1; k >= 0; k--) {
+    for (int32_t g = 0; g < sim->plan.num_dpgroups; g++) {
+        int p = sim->plan.dpgroups[g].p;
+        for (int64_t k = sim->plan.num_buckets[p] - 1; k >= 0; k--) {
             int64_t ns;
             int assumed;
             DSI_TRY(bucket_cost(sim, g, 1, op, sim->ctx.dtype, k, &ns, &assumed));
@@ -158,15 +159,17 @@ static ds_status_t dp_parameters_at_end(ds_sim_t *sim, int it)
             sim->g.payload[x].bucket = (dsi_bucket_node_t){.bucket = (int32_t)k};
             sim->g.label[x] = ps ? DSI_L_PS_PULL : DSI_L_PARAM_AG;
             dsi_node_set_assumed(sim, x, assumed);
-            if (grp->last >= 0)
-                DSI_TRY(dsi_graph_edge(&sim->g, grp->last, x));
-            if (k == sim->num_buckets[p] - 1)
-                for (int32_t c = 0; c < sim->num_columns; c++)
+            if (sim->builder.dp_last[g] >= 0)
+                DSI_TRY(dsi_graph_edge(&sim->g, sim->builder.dp_last[g], x));
+            if (k == sim->plan.num_buckets[p] - 1)
+                for (int32_t c = 0; c < sim->plan.num_columns; c++)
                     DSI_TRY(dsi_graph_edge(
-                        &sim->g, sim->optimizer[sim->stage_lanes[(size_t)p * sim->num_columns + c]],
+                        &sim->g,
+                        sim->builder.optimizer
+                            [sim->plan.stage_lanes[(size_t)p * sim->plan.num_columns + c]],
                         x));
-            grp->last = x;
-            sim->gather[(size_t)g * sim->max_buckets + k] = x;
+            sim->builder.dp_last[g] = x;
+            sim->builder.gather[(size_t)g * sim->plan.max_buckets + k] = x;
         }
     }
     if (ps || !s->overlap_grad_reduce)

@@ -15,8 +15,8 @@ static bool sp_norm_applies(const ds_sim_t *sim)
 
 static ds_status_t sp_norm_at_end(ds_sim_t *sim, int it)
 {
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        const dsi_profile_t *pr = &sim->profiles[sim->lanes[lane].prof];
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        const dsi_profile_t *pr = &sim->profiles[sim->plan.lanes[lane].prof];
         int32_t x;
         DSI_TRY(dsi_lane_node(sim, lane, DSI_N_TP, it, pr->sp_dur, &x));
         sim->g.label[x] = DSI_L_SP_NORM;
@@ -44,8 +44,8 @@ static ds_status_t column_collective(ds_sim_t *sim, int it, int32_t column, int6
     for (int p = 0; p < s->pp; p++) {
         if (ends_only && p != 0 && p != s->pp - 1)
             continue;
-        int32_t lane = sim->columns[column].lane_first + p;
-        dsi_lane_t *l = &sim->lanes[lane];
+        int32_t lane = sim->plan.columns[column].lane_first + p;
+        dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
         DSI_TRY(dsi_lane_edges_to(sim, l, x));
         l->pend[0] = x;
         l->npend = 1;
@@ -64,7 +64,7 @@ static ds_status_t embedding_cost(ds_sim_t *sim, int d, int64_t *ns_p, int *assu
         ds_event_key_t key =
             dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_EMBEDDING, 2, DS_DTYPE_FP32,
                               dsi_embedding_grad_bytes(sim->model, s));
-        dsi_key_set_layout(&key, &sim->emb_lay[(size_t)d * s->tp + t]);
+        dsi_key_set_layout(&key, &sim->plan.emb_lay[(size_t)d * s->tp + t]);
         int64_t ns;
         int assumed;
         DSI_TRY(dsi_sim_cost(sim, &key, 0.0, (double)key.dims[0], &ns, &assumed));
@@ -86,8 +86,8 @@ static ds_status_t columns_at_end(ds_sim_t *sim, int it)
 {
     const ds_strategy_t *s = &sim->s;
     int mp = s->tp * s->pp;
-    for (int32_t c = 0; c < sim->num_columns; c++) {
-        int d = sim->columns[c].d;
+    for (int32_t c = 0; c < sim->plan.num_columns; c++) {
+        int d = sim->plan.columns[c].d;
         if (dsi_has_tied_copy(&sim->info, s)) {
             int64_t ns;
             int assumed;
@@ -97,7 +97,7 @@ static ds_status_t columns_at_end(ds_sim_t *sim, int it)
         if (mp > 1 && (sim->ctx.dtype == DS_DTYPE_FP16 || s->grad_clip)) {
             ds_event_key_t key =
                 dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_MP, mp, DS_DTYPE_FP32, 4);
-            dsi_key_set_layout(&key, &sim->mp_lay[d]);
+            dsi_key_set_layout(&key, &sim->plan.mp_lay[d]);
             int64_t ns;
             int assumed;
             DSI_TRY(dsi_sim_cost(sim, &key, 0.0, 4.0, &ns, &assumed));
@@ -126,15 +126,15 @@ static bool optimizer_applies(const ds_sim_t *sim)
 
 static ds_status_t optimizer_at_end(ds_sim_t *sim, int it)
 {
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        const dsi_lane_t *l = &sim->lanes[lane];
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        const dsi_lane_t *l = &sim->plan.lanes[lane];
         const dsi_profile_t *pr = &sim->profiles[l->prof];
         int32_t x;
         DSI_TRY(dsi_lane_node(sim, lane, DSI_N_OPT, it,
                               dsi_scaled(pr->opt_dur, pr->opt_dur, l->factor), &x));
         sim->g.comp[x] = sim->g.dur[x];
         dsi_node_set_assumed(sim, x, pr->opt_assumed);
-        sim->optimizer[lane] = x;
+        sim->builder.optimizer[lane] = x;
     }
     return DS_OK;
 }

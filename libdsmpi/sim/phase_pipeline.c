@@ -28,10 +28,11 @@ static uint8_t transfer_view(int flag, int same_way)
 static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view, int64_t *ns_p,
                                 int *assumed_p)
 {
-    dsi_lane_t *l = &sim->lanes[sender];
+    const dsi_lane_t *l = &sim->plan.lanes[sender];
+    dsi_channel_costs_t *costs = &sim->builder.channel_costs[sender];
     int index = view, flag = view & 1;
-    int64_t *cache = ch == 0 ? &l->fwd_cost[index] : &l->bwd_cost[index];
-    uint8_t *assumed_cache = ch == 0 ? &l->fwd_assumed[index] : &l->bwd_assumed[index];
+    int64_t *cache = ch == 0 ? &costs->fwd[index] : &costs->bwd[index];
+    uint8_t *assumed_cache = ch == 0 ? &costs->fwd_assumed[index] : &costs->bwd_assumed[index];
     if (*cache < 0) {
         const ds_strategy_t *s = &sim->s;
         int64_t worst = 0;
@@ -40,7 +41,7 @@ static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view,
          * forward boundary is prev -> p. */
         int from_stage = ch == 0 ? l->p : dsi_schedule_prev_stage(s, l->p);
         int into = ch == 0 ? dsi_schedule_next_stage(s, l->p) : l->p;
-        const dsi_layout_t *lay = ch == 0 ? sim->fwd_lay : sim->bwd_lay;
+        const dsi_layout_t *lay = ch == 0 ? sim->plan.fwd_lay : sim->plan.bwd_lay;
         int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
         for (int t = 0; t < s->tp; t++) {
             const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
@@ -77,7 +78,7 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
                               int64_t wait, int assumed, int part0, int nparts, int op0, int op1,
                               int32_t *id_p)
 {
-    const dsi_lane_t *l = &sim->lanes[pc->lane];
+    const dsi_lane_t *l = &sim->plan.lanes[pc->lane];
     int32_t id;
     DSI_TRY(dsi_lane_node(sim, pc->lane, pc->fwd ? DSI_N_FWD : DSI_N_BWD, pc->it,
                           dsi_scaled(dur, comp, l->factor), &id));
@@ -101,13 +102,13 @@ static int64_t interference_ns(const ds_sim_t *sim, int32_t lane, int64_t k)
     if (!sim->opt.overlap_interference || sim->costs == NULL)
         return 0;
     ds_comm_op_t op = dsi_grad_reduce_op(s);
-    const dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
     int64_t bytes = dsi_bucket_size(sim, l->p, k) * (int64_t)ds_dtype_size(s->grad_reduce_dtype);
     int64_t worst = 0;
     for (int32_t i = 0; i < l->dp_count; i++) {
         ds_event_key_t key =
             dsi_comm_step_key(s, op, DS_GROUP_DP, s->dp, s->grad_reduce_dtype, bytes);
-        dsi_key_set_layout(&key, &sim->dpgroups[sim->lane_dp[l->dp_first + i]].layout);
+        dsi_key_set_layout(&key, &sim->plan.dpgroups[sim->plan.lane_dp[l->dp_first + i]].layout);
         key.flags |= DS_COMM_FLAG_OVERLAPPED;
         const ds_cost_t *cost = ds_cost_table_find(sim->costs, &key);
         if (cost != NULL)
@@ -124,8 +125,9 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
 {
     const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
     int64_t rev = sim->part_rev[part], params = sim->part_params[part];
-    int64_t B = sim->bucket, P = sim->stage_params[sim->lanes[pc->lane].p];
-    int32_t *ready = sim->ready + ((size_t)pc->lane * sim->rounds + pc->round) * sim->max_buckets;
+    int64_t B = sim->plan.bucket, P = sim->plan.stage_params[sim->plan.lanes[pc->lane].p];
+    int32_t *ready = sim->builder.ready +
+                     ((size_t)pc->lane * sim->plan.rounds + pc->round) * sim->plan.max_buckets;
     int64_t cum = 0, seg_dur = 0, seg_comp = 0, seg_wait = 0;
     int seg_assumed = 0, seg_first = 0;
     /* Next bucket to complete inside this part. */
@@ -176,13 +178,13 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
  * `part` in reverse order (the last one of its buckets to be gathered). */
 static ds_status_t param_gather_waits(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, int32_t id)
 {
-    const dsi_lane_t *l = &sim->lanes[pc->lane];
+    const dsi_lane_t *l = &sim->plan.lanes[pc->lane];
     if (sim->part_params[part] == 0)
         return DS_OK;
-    int64_t k = sim->part_rev[part] / sim->bucket;
+    int64_t k = sim->part_rev[part] / sim->plan.bucket;
     for (int32_t i = 0; i < l->dp_count; i++) {
-        int32_t g = sim->lane_dp[l->dp_first + i];
-        int32_t gather = sim->gather[(size_t)g * sim->max_buckets + k];
+        int32_t g = sim->plan.lane_dp[l->dp_first + i];
+        int32_t gather = sim->builder.gather[(size_t)g * sim->plan.max_buckets + k];
         if (gather >= 0)
             DSI_TRY(dsi_graph_edge(&sim->g, gather, id));
     }
@@ -191,24 +193,26 @@ static ds_status_t param_gather_waits(ds_sim_t *sim, const pass_ctx_t *pc, int32
 
 static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_action_t *a)
 {
-    dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
+    dsi_lane_cursor_t *cursor = &sim->builder.cursors[lane];
     const dsi_profile_t *pr = &sim->profiles[l->prof];
     const ds_strategy_t *s = &sim->s;
     bool fwd = a->type == DSI_ACT_FWD;
     int c = a->chunk;
     pass_ctx_t pc = {it, lane, a, fwd, 0};
     int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
-    bool gather_wait = fwd && !l->first_fwd_done[c] && it > 1 && (s->zero == 1 || s->zero == 2) &&
-                       s->dp > 1 && s->overlap_grad_reduce;
+    bool gather_wait = fwd && !cursor->first_fwd_done[c] && it > 1 &&
+                       (s->zero == 1 || s->zero == 2) && s->dp > 1 && s->overlap_grad_reduce;
     if (fwd)
-        l->first_fwd_done[c] = 1;
+        cursor->first_fwd_done[c] = 1;
     bool sync = !fwd && a->sync;
     if (!fwd) {
-        pc.round = s->zero == 2 ? l->nbwd : 0;
-        l->nbwd++;
+        pc.round = s->zero == 2 ? cursor->nbwd : 0;
+        cursor->nbwd++;
     }
     int32_t first_node = -1, id = -1;
-    if (!sim->split_parts && !gather_wait && !sync && sim->opt.granularity == DS_SIM_STAGE) {
+    if (!sim->builder.split_parts && !gather_wait && !sync &&
+        sim->opt.granularity == DS_SIM_STAGE) {
         int pass = fwd ? 0 : 1;
         int64_t dur = pr->fused_dur[c * 2 + pass], comp = pr->fused_comp[c * 2 + pass];
         int64_t wait = pr->fused_wait[c * 2 + pass];
@@ -236,7 +240,7 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         }
         first_node = id;
     } else {
-        int stage_buckets = sim->num_buckets[l->p];
+        int stage_buckets = sim->plan.num_buckets[l->p];
         for (int32_t j = 0; j < pcount; j++) {
             int index = fwd ? j : pcount - 1 - j;
             int32_t part = pfirst + index;
@@ -249,21 +253,21 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
                 DSI_TRY(layer_node(sim, &pc, t->dur, t->comp, t->wait, t->assumed, index, 1, 0, 0,
                                    &id));
             }
-            id = sim->lanes[lane].last;
+            id = cursor->last;
             if (first_node < 0)
                 first_node = before;
             if (gather_wait)
                 DSI_TRY(param_gather_waits(sim, &pc, part, before));
-            if (sim->split_parts)
-                sim->part_end[(size_t)lane * sim->part_end_stride + j] = id;
+            if (sim->builder.split_parts)
+                sim->builder.part_end[(size_t)lane * sim->builder.part_end_stride + j] = id;
         }
     }
     /* Forward/backward start and end of replica 0, reported iteration. */
-    if (it == 2 && l->column == sim->column_of[0] && sim->mb_nodes != NULL) {
+    if (it == 2 && l->column == sim->plan.column_of[0] && sim->results.mb_nodes != NULL) {
         size_t slot =
             (((size_t)l->p * s->vpp + c) * (size_t)sim->m + (size_t)a->mb) * 4 + (fwd ? 0 : 2);
-        sim->mb_nodes[slot] = first_node;
-        sim->mb_nodes[slot + 1] = sim->lanes[lane].last;
+        sim->results.mb_nodes[slot] = first_node;
+        sim->results.mb_nodes[slot + 1] = cursor->last;
     }
     /* Without overlap, buckets are ready when the round's backward ends. */
     return DS_OK;
@@ -271,7 +275,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
 
 static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_action_t *a)
 {
-    dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
+    dsi_lane_cursor_t *cursor = &sim->builder.cursors[lane];
     int32_t pend[4];
     int npend = 0, sends = 0;
     for (int i = 0; i < a->nx; i++)
@@ -287,32 +292,32 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         if (chan_lane < 0)
             return DSI_ERROR(DS_ERR_INTERNAL,
                              "stage %d posts a transfer to a stage that does not exist", l->p);
-        int32_t seq = l->seq[dir]++;
-        if (seq >= sim->xfer_per_lane)
+        int32_t seq = cursor->seq[dir]++;
+        if (seq >= sim->builder.xfer_per_lane)
             return DSI_ERROR(DS_ERR_INTERNAL, "stage %d posts more transfers than the schedule has",
                              l->p);
-        size_t slot = ((size_t)chan_lane * 2 + ch) * sim->xfer_per_lane + seq;
-        int32_t x = sim->xfer[slot];
+        size_t slot = ((size_t)chan_lane * 2 + ch) * sim->builder.xfer_per_lane + seq;
+        int32_t x = sim->builder.xfer[slot];
         if (x < 0) {
             DSI_TRY(dsi_build_node(sim, DSI_N_XFER, it, chan_lane, 0, &x));
             sim->g.payload[x].xfer = (dsi_xfer_node_t){seq, (int16_t)ch};
-            sim->xfer[slot] = x;
-            sim->xfer_sides[slot] = 1;
-            sim->xfer_flag[slot] = view;
+            sim->builder.xfer[slot] = x;
+            sim->builder.xfer_sides[slot] = 1;
+            sim->builder.xfer_flag[slot] = view;
         } else {
-            sim->xfer_sides[slot]++;
+            sim->builder.xfer_sides[slot]++;
             int64_t c1, c2;
             int a1, a2;
-            DSI_TRY(channel_cost(sim, chan_lane, ch, sim->xfer_flag[slot], &c1, &a1));
+            DSI_TRY(channel_cost(sim, chan_lane, ch, sim->builder.xfer_flag[slot], &c1, &a1));
             DSI_TRY(channel_cost(sim, chan_lane, ch, view, &c2, &a2));
             sim->g.dur[x] = DSI_MAX(c1, c2);
             dsi_node_set_assumed(sim, x, a1 | a2);
         }
-        DSI_TRY(dsi_lane_edges_to(sim, l, x));
+        DSI_TRY(dsi_lane_edges_to(sim, cursor, x));
         pend[npend++] = x;
     }
-    l->npend = npend;
-    memcpy(l->pend, pend, (size_t)npend * sizeof(*pend));
+    cursor->npend = npend;
+    memcpy(cursor->pend, pend, (size_t)npend * sizeof(*pend));
     return DS_OK;
 }
 
@@ -335,11 +340,12 @@ static ds_status_t pipeline_lane_action(ds_sim_t *sim, int it, int32_t lane, con
 static ds_status_t pipeline_at_end(ds_sim_t *sim, int it)
 {
     (void)it;
-    size_t xfer_slots = (size_t)sim->num_lanes * 2 * sim->xfer_per_lane;
+    size_t xfer_slots = (size_t)sim->plan.num_lanes * 2 * sim->builder.xfer_per_lane;
     for (size_t i = 0; i < xfer_slots; i++)
-        if (sim->xfer[i] >= 0 && sim->xfer_sides[i] != 2)
+        if (sim->builder.xfer[i] >= 0 && sim->builder.xfer_sides[i] != 2)
             return DSI_ERROR(DS_ERR_INTERNAL, "a pipeline transfer of stage %d has no matching %s",
-                             sim->lanes[i / (2 * (size_t)sim->xfer_per_lane)].p, "receive or send");
+                             sim->plan.lanes[i / (2 * (size_t)sim->builder.xfer_per_lane)].p,
+                             "receive or send");
     return DS_OK;
 }
 

@@ -16,7 +16,7 @@ static bool zero3_applies(const ds_sim_t *sim)
 static ds_status_t zero3_before_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_action_t *a)
 {
     (void)a;
-    return dsi_lane_state(sim, lane, it, &sim->pass_start[lane]);
+    return dsi_lane_state(sim, lane, it, &sim->builder.pass_start[lane]);
 }
 
 typedef struct zero3_pass {
@@ -32,7 +32,6 @@ static ds_status_t zero3_collective(ds_sim_t *sim, const zero3_pass_t *zp, int32
                                     int j, int issued_after)
 {
     const ds_strategy_t *s = &sim->s;
-    dsi_dpgroup_t *grp = &sim->dpgroups[g];
     int32_t part = zp->part_first + (zp->fwd ? j : zp->parts - 1 - j);
     if (sim->part_params[part] == 0)
         return DS_OK;
@@ -49,13 +48,13 @@ static ds_status_t zero3_collective(ds_sim_t *sim, const zero3_pass_t *zp, int32
     sim->g.payload[x].zero.part = part - zp->part_first;
     sim->g.label[x] = gather ? DSI_L_Z3_GATHER : DSI_L_Z3_RS;
     dsi_node_set_assumed(sim, x, assumed);
-    if (grp->last >= 0)
-        DSI_TRY(dsi_graph_edge(&sim->g, grp->last, x));
-    grp->last = x;
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
-        const int32_t *ends = sim->part_end + (size_t)lane * sim->part_end_stride;
-        DSI_TRY(dsi_graph_edge(&sim->g,
-                               issued_after < 0 ? sim->pass_start[lane] : ends[issued_after], x));
+    if (sim->builder.dp_last[g] >= 0)
+        DSI_TRY(dsi_graph_edge(&sim->g, sim->builder.dp_last[g], x));
+    sim->builder.dp_last[g] = x;
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        const int32_t *ends = sim->builder.part_end + (size_t)lane * sim->builder.part_end_stride;
+        DSI_TRY(dsi_graph_edge(
+            &sim->g, issued_after < 0 ? sim->builder.pass_start[lane] : ends[issued_after], x));
         if (gather)
             DSI_TRY(dsi_graph_edge(&sim->g, x, ends[j]));
     }
@@ -69,10 +68,10 @@ static ds_status_t zero3_after_action(ds_sim_t *sim, int it, const dsi_action_t 
 {
     int depth = (int)dsi_param_int(DSI_PARAM_SIM_ZERO3_PREFETCH);
     /* All lanes share the profile's parts (pp = 1, vpp = 1). */
-    const dsi_profile_t *pr = &sim->profiles[sim->lanes[0].prof];
+    const dsi_profile_t *pr = &sim->profiles[sim->plan.lanes[0].prof];
     zero3_pass_t zp = {it, a->type == DSI_ACT_FWD, pr->part_first[0],
                        pr->part_first[1] - pr->part_first[0]};
-    for (int32_t g = 0; g < sim->num_dpgroups; g++) {
+    for (int32_t g = 0; g < sim->plan.num_dpgroups; g++) {
         for (int j = 0; j <= depth && j < zp.parts; j++)
             DSI_TRY(zero3_collective(sim, &zp, g, true, j, -1));
         for (int x = 0; x < zp.parts; x++) {
