@@ -236,6 +236,23 @@ static uint64_t run_case(ds_sim_t *sim, const timeline_case_t *c)
             h = hash_events(h, events, count);
         }
     }
+    /* Without the timeline (as a search runs): the same summary. */
+    o.keep_timeline = 0;
+    ds_sim_summary_t kept, lean;
+    ds_sim_get_summary(sim, &kept);
+    status = ds_sim_run(sim, model, &s, &cluster, costs, &o);
+    CHECK_MSG(status == DS_OK, "%s %s without timeline: %s", c->model, c->strategy,
+              ds_last_error());
+    ds_sim_get_summary(sim, &lean);
+    CHECK_MSG(
+        status != DS_OK ||
+            (lean.iteration_s == kept.iteration_s && lean.samples_per_s == kept.samples_per_s &&
+             lean.tokens_per_s == kept.tokens_per_s && lean.mfu == kept.mfu &&
+             lean.hfu == kept.hfu && lean.assumed_share == kept.assumed_share &&
+             lean.timeline_hash == kept.timeline_hash && lean.graph_nodes == kept.graph_nodes &&
+             lean.graph_edges == kept.graph_edges && lean.peak_memory_GiB == kept.peak_memory_GiB &&
+             lean.oom == kept.oom && lean.assumed_keys == kept.assumed_keys),
+        "%s %s: the summary without timeline differs", c->model, c->strategy);
     ds_cost_table_destroy(costs);
     ds_model_destroy(model);
     return h;
