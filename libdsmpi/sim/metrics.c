@@ -404,12 +404,12 @@ static void critical_path(ds_sim_t *sim)
 /* ---- entry ------------------------------------------------------------------------------------
  */
 
-ds_status_t dsi_sim_metrics(ds_sim_t *sim)
+/* Iteration ends, the timeline hash and the share of assumed time, from
+ * every node. */
+static void summarize_nodes(ds_sim_t *sim)
 {
     const dsi_graph_t *g = &sim->g;
-    const ds_strategy_t *s = &sim->s;
     ds_sim_summary_t *sum = &sim->results.summary;
-    memset(sum, 0, sizeof(*sum));
     sim->results.it_end[0] = sim->results.it_end[1] = sim->results.it_end[2] = 0;
     sim->results.it2_begin = INT64_MAX;
     int64_t assumed = 0, total = 0;
@@ -437,23 +437,18 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     }
     if (sim->results.it2_begin == INT64_MAX)
         sim->results.it2_begin = sim->results.it_end[1];
-    int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
-    double Ts = (double)T * 1e-9;
-    int64_t N = sim->num_devices;
-    sum->mode = sim->opt.mode;
-    sum->granularity = sim->opt.granularity;
-    sum->num_devices = N;
-    sum->microbatches = sim->m;
-    sum->iteration_s = Ts;
     sum->timeline_hash = timeline;
     sum->graph_nodes = g->n;
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
-    for (size_t i = 0; i < sim->num_keys; i++) {
-        sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
-                             sim->keys[i].provenance == DS_PROV_MODELLED;
-        sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
-    }
+}
+
+/* Throughput, FLOP rates and their share of the peak, for an iteration of Ts seconds. */
+static void summary_rates(ds_sim_t *sim, double Ts)
+{
+    const ds_strategy_t *s = &sim->s;
+    ds_sim_summary_t *sum = &sim->results.summary;
+    int64_t N = sim->num_devices;
     if (Ts > 0) {
         sum->samples_per_s = (double)s->gbs / Ts;
         int64_t tokens = sim->info.arch == DS_ARCH_LAYER_LIST ? 1 : sim->info.seq_len;
@@ -479,24 +474,28 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
             sum->hfu = sum->hardware_tflops_per_gpu / sum->peak_tflops;
         }
     }
+}
 
-    if (!sim->opt.keep_timeline) {
-        /* Search: memory per stage, nothing per device. */
-        sim->results.num_devices_out = 0;
-        for (int p = 0; p < s->pp; p++) {
-            ds_sim_memory_t mem;
-            dsi_sim_memory(sim, p, &mem);
-            if (mem.total_B / (1024.0 * 1024.0 * 1024.0) > sum->peak_memory_GiB)
-                sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
-            sum->oom |= mem.oom;
-        }
-        sum->simulated_devices = (int64_t)sim->plan.num_lanes * s->tp;
-        sum->build_s = sim->results.build_s;
-        sum->evaluate_s = sim->results.eval_s;
-        return DS_OK;
+/* Without the timeline (search): memory per stage, nothing per device. */
+static void summary_stage_memory(ds_sim_t *sim)
+{
+    ds_sim_summary_t *sum = &sim->results.summary;
+    sim->results.num_devices_out = 0;
+    for (int p = 0; p < sim->s.pp; p++) {
+        ds_sim_memory_t mem;
+        dsi_sim_memory(sim, p, &mem);
+        if (mem.total_B / (1024.0 * 1024.0 * 1024.0) > sum->peak_memory_GiB)
+            sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
+        sum->oom |= mem.oom;
     }
-    DSI_TRY(dsi_sim_index_events(sim));
-    size_t ndev = (size_t)sim->plan.num_lanes * s->tp;
+    sum->simulated_devices = (int64_t)sim->plan.num_lanes * sim->s.tp;
+}
+
+/* The numbers of every simulated device: lane by lane, tensor-parallel
+ * member by member. */
+static ds_status_t measure_devices(ds_sim_t *sim, size_t ndev)
+{
+    const ds_strategy_t *s = &sim->s;
     DSI_TRY(dsi_realloc_array(&sim->results.devices, ndev, sizeof(*sim->results.devices)));
     sim->results.num_devices_out = ndev;
     lane_numbers_t ln;
@@ -526,7 +525,15 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     dsi_free(ln.busy.v);
     dsi_free(ln.blocking.v);
     dsi_free(scratch.v);
-    DSI_TRY(status);
+    return status;
+}
+
+/* Means over all target devices (each simulated one weighs the devices it
+ * represents), the peak memory and the bubble. */
+static void summary_device_means(ds_sim_t *sim, double Ts)
+{
+    ds_sim_summary_t *sum = &sim->results.summary;
+    size_t ndev = sim->results.num_devices_out;
     double weight = 0.0;
     for (size_t i = 0; i < ndev; i++) {
         const ds_sim_device_t *d = &sim->results.devices[i];
@@ -550,7 +557,34 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     }
     sum->bubble_fraction = Ts > 0 ? sum->idle_s / Ts : 0.0;
     sum->simulated_devices = (int64_t)ndev;
-    critical_path(sim);
+}
+
+ds_status_t dsi_sim_metrics(ds_sim_t *sim)
+{
+    ds_sim_summary_t *sum = &sim->results.summary;
+    memset(sum, 0, sizeof(*sum));
+    summarize_nodes(sim);
+    int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
+    double Ts = (double)T * 1e-9;
+    sum->mode = sim->opt.mode;
+    sum->granularity = sim->opt.granularity;
+    sum->num_devices = sim->num_devices;
+    sum->microbatches = sim->m;
+    sum->iteration_s = Ts;
+    for (size_t i = 0; i < sim->num_keys; i++) {
+        sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
+                             sim->keys[i].provenance == DS_PROV_MODELLED;
+        sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
+    }
+    summary_rates(sim, Ts);
+    if (sim->opt.keep_timeline) {
+        DSI_TRY(dsi_sim_index_events(sim));
+        DSI_TRY(measure_devices(sim, (size_t)sim->plan.num_lanes * sim->s.tp));
+        summary_device_means(sim, Ts);
+        critical_path(sim);
+    } else {
+        summary_stage_memory(sim);
+    }
     sum->build_s = sim->results.build_s;
     sum->evaluate_s = sim->results.eval_s;
     return DS_OK;
