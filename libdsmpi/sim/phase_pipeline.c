@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-/* ---- transfers ------------------------------------------------------------------------------ */
+/* ---- transfer costs ------------------------------------------------------------------------- */
 
 /* How a side sees a transfer: its key's flag (batched), plus 2 when the
  * side's call moves two transfers the same way at once (interleaved 1F1B's
@@ -191,16 +191,82 @@ static ds_status_t param_gather_waits(ds_sim_t *sim, const pass_ctx_t *pc, int32
     return DS_OK;
 }
 
+/* Stage level: the chunk pass as one node, its parts' durations scaled one
+ * by one on a slow device as the layer-level nodes are. */
+static ds_status_t fused_pass(ds_sim_t *sim, const pass_ctx_t *pc, int32_t *id_p)
+{
+    const dsi_lane_t *l = &sim->plan.lanes[pc->lane];
+    const dsi_profile_t *pr = &sim->profiles[l->prof];
+    int c = pc->a->chunk, pass = pc->fwd ? 0 : 1;
+    int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
+    int64_t dur = pr->fused_dur[c * 2 + pass], comp = pr->fused_comp[c * 2 + pass];
+    int64_t wait = pr->fused_wait[c * 2 + pass];
+    int assumed = pr->fused_assumed[c * 2 + pass];
+    if (l->factor == 1.0)
+        return layer_node(sim, pc, dur, comp, wait, assumed, 0, pcount, 0, 0, id_p);
+    int64_t total = 0, total_comp = 0;
+    for (int32_t j = 0; j < pcount; j++) {
+        const dsi_template_t *t =
+            &sim->templates[pc->fwd ? sim->part_tf[pfirst + j] : sim->part_tb[pfirst + j]];
+        total = dsi_ns_add(total, dsi_scaled(t->dur, t->comp, l->factor));
+        total_comp = dsi_ns_add(total_comp, dsi_scaled(t->comp, t->comp, l->factor));
+    }
+    int32_t id;
+    DSI_TRY(dsi_lane_node(sim, pc->lane, pc->fwd ? DSI_N_FWD : DSI_N_BWD, pc->it, total, &id));
+    dsi_graph_t *g = &sim->g;
+    g->comp[id] = total_comp;
+    g->wait[id] = wait;
+    g->payload[id].pass =
+        (dsi_pass_node_t){.mb = pc->a->mb, .chunk = (int16_t)c, .nparts = (int16_t)pcount};
+    dsi_node_set_assumed(sim, id, assumed);
+    *id_p = id;
+    return DS_OK;
+}
+
+/* Layer level: a node per part in pass order, split where gradient buckets
+ * complete (`sync`), the first forward's parts after their parameter
+ * gathers (`gather_wait`); the part ends recorded for phases that need them. */
+static ds_status_t part_passes(ds_sim_t *sim, const pass_ctx_t *pc, bool sync, bool gather_wait,
+                               int32_t *first_p)
+{
+    const dsi_lane_t *l = &sim->plan.lanes[pc->lane];
+    const dsi_profile_t *pr = &sim->profiles[l->prof];
+    int c = pc->a->chunk;
+    int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
+    int stage_buckets = sim->plan.num_buckets[l->p];
+    int32_t first = -1;
+    for (int32_t j = 0; j < pcount; j++) {
+        int index = pc->fwd ? j : pcount - 1 - j;
+        int32_t part = pfirst + index;
+        const dsi_template_t *t =
+            &sim->templates[pc->fwd ? sim->part_tf[part] : sim->part_tb[part]];
+        int32_t before = sim->g.n, id;
+        if (sync)
+            DSI_TRY(sync_part(sim, pc, part, index, stage_buckets));
+        else
+            DSI_TRY(layer_node(sim, pc, t->dur, t->comp, t->wait, t->assumed, index, 1, 0, 0, &id));
+        if (first < 0)
+            first = before;
+        if (gather_wait)
+            DSI_TRY(param_gather_waits(sim, pc, part, before));
+        if (sim->builder.split_parts)
+            sim->builder.part_end[(size_t)pc->lane * sim->builder.part_end_stride + j] =
+                sim->builder.cursors[pc->lane].last;
+    }
+    *first_p = first;
+    return DS_OK;
+}
+
 static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_action_t *a)
 {
     const dsi_lane_t *l = &sim->plan.lanes[lane];
     dsi_lane_cursor_t *cursor = &sim->builder.cursors[lane];
-    const dsi_profile_t *pr = &sim->profiles[l->prof];
     const ds_strategy_t *s = &sim->s;
     bool fwd = a->type == DSI_ACT_FWD;
     int c = a->chunk;
     pass_ctx_t pc = {it, lane, a, fwd, 0};
-    int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
+    /* ZeRO-1/2 with overlap: a chunk's first forward waits for the
+     * parameters gathered after the previous optimizer step. */
     bool gather_wait = fwd && !cursor->first_fwd_done[c] && it > 1 &&
                        (s->zero == 1 || s->zero == 2) && s->dp > 1 && s->overlap_grad_reduce;
     if (fwd)
@@ -210,58 +276,11 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         pc.round = s->zero == 2 ? cursor->nbwd : 0;
         cursor->nbwd++;
     }
-    int32_t first_node = -1, id = -1;
-    if (!sim->builder.split_parts && !gather_wait && !sync &&
-        sim->opt.granularity == DS_SIM_STAGE) {
-        int pass = fwd ? 0 : 1;
-        int64_t dur = pr->fused_dur[c * 2 + pass], comp = pr->fused_comp[c * 2 + pass];
-        int64_t wait = pr->fused_wait[c * 2 + pass];
-        if (l->factor != 1.0) {
-            /* Scale part by part, as the layer-level nodes are. */
-            int64_t total = 0, total_comp = 0;
-            for (int32_t j = 0; j < pcount; j++) {
-                const dsi_template_t *t =
-                    &sim->templates[fwd ? sim->part_tf[pfirst + j] : sim->part_tb[pfirst + j]];
-                total = dsi_ns_add(total, dsi_scaled(t->dur, t->comp, l->factor));
-                total_comp = dsi_ns_add(total_comp, dsi_scaled(t->comp, t->comp, l->factor));
-            }
-            dur = total;
-            comp = total_comp;
-            DSI_TRY(dsi_lane_node(sim, lane, fwd ? DSI_N_FWD : DSI_N_BWD, it, dur, &id));
-            dsi_graph_t *g = &sim->g;
-            g->comp[id] = comp;
-            g->wait[id] = wait;
-            g->payload[id].pass =
-                (dsi_pass_node_t){.mb = a->mb, .chunk = (int16_t)c, .nparts = (int16_t)pcount};
-            dsi_node_set_assumed(sim, id, pr->fused_assumed[c * 2 + pass]);
-        } else {
-            DSI_TRY(layer_node(sim, &pc, dur, comp, wait, pr->fused_assumed[c * 2 + pass], 0,
-                               pcount, 0, 0, &id));
-        }
-        first_node = id;
-    } else {
-        int stage_buckets = sim->plan.num_buckets[l->p];
-        for (int32_t j = 0; j < pcount; j++) {
-            int index = fwd ? j : pcount - 1 - j;
-            int32_t part = pfirst + index;
-            const dsi_template_t *t =
-                &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
-            int32_t before = sim->g.n;
-            if (sync) {
-                DSI_TRY(sync_part(sim, &pc, part, index, stage_buckets));
-            } else {
-                DSI_TRY(layer_node(sim, &pc, t->dur, t->comp, t->wait, t->assumed, index, 1, 0, 0,
-                                   &id));
-            }
-            id = cursor->last;
-            if (first_node < 0)
-                first_node = before;
-            if (gather_wait)
-                DSI_TRY(param_gather_waits(sim, &pc, part, before));
-            if (sim->builder.split_parts)
-                sim->builder.part_end[(size_t)lane * sim->builder.part_end_stride + j] = id;
-        }
-    }
+    int32_t first_node;
+    if (!sim->builder.split_parts && !gather_wait && !sync && sim->opt.granularity == DS_SIM_STAGE)
+        DSI_TRY(fused_pass(sim, &pc, &first_node));
+    else
+        DSI_TRY(part_passes(sim, &pc, sync, gather_wait, &first_node));
     /* Forward/backward start and end of replica 0, reported iteration. */
     if (it == 2 && l->column == sim->plan.column_of[0] && sim->results.mb_nodes != NULL) {
         size_t slot =
@@ -269,10 +288,14 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         sim->results.mb_nodes[slot] = first_node;
         sim->results.mb_nodes[slot + 1] = cursor->last;
     }
-    /* Without overlap, buckets are ready when the round's backward ends. */
     return DS_OK;
 }
 
+/* ---- send/receive calls ------------------------------------------------------------------- */
+
+/* A call posting up to four transfers: each is one node shared by its two
+ * sides (whichever lane is built first creates it; the second sets its
+ * cost from both sides' views), and the lane waits for all of them. */
 static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_action_t *a)
 {
     const dsi_lane_t *l = &sim->plan.lanes[lane];
