@@ -6,7 +6,6 @@
  */
 #include "dsi_phase.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* In table order at the end of an iteration: gradients are reduced before
