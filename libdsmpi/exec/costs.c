@@ -556,7 +556,7 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
         return DS_OK;
     case DS_GROUP_PP: {
         /* The boundary `*boundary_p` whose transfer has these bytes and layout. */
-        int b = *boundary_p, to = dsi_exec_next_stage(s, b);
+        int b = *boundary_p, to = dsi_schedule_next_stage(s, b);
         if (to < 0)
             return DS_OK;
         int from = key->pass == DS_PASS_FORWARD ? b : to,

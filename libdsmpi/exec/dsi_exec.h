@@ -13,7 +13,7 @@
 #include "dsi_mpi.h"
 #include "events/dsi_events.h"
 #include "model/dsi_model.h"
-#include "sim/dsi_sim.h"
+#include "schedule/dsi_schedule.h"
 
 /* ---- process groups ------------------------------------------------------------------------ */
 
@@ -35,8 +35,6 @@ ds_status_t dsi_groups_create(ds_backend_t *backend, const ds_model_t *model,
                               const ds_strategy_t *s, dsi_groups_t *groups);
 /* Collective; frees what dsi_groups_create made. */
 void dsi_groups_destroy(dsi_groups_t *groups);
-int dsi_exec_next_stage(const ds_strategy_t *s, int p);
-int dsi_exec_prev_stage(const ds_strategy_t *s, int p);
 
 /* ---- what a rank runs ---------------------------------------------------------------------- */
 

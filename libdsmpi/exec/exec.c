@@ -17,20 +17,6 @@ void ds_exec_options_init(ds_exec_options_t *options)
 
 /* ---- groups -------------------------------------------------------------------------------- */
 
-int dsi_exec_next_stage(const ds_strategy_t *s, int p)
-{
-    if (p < s->pp - 1)
-        return p + 1;
-    return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? 0 : -1;
-}
-
-int dsi_exec_prev_stage(const ds_strategy_t *s, int p)
-{
-    if (p > 0)
-        return p - 1;
-    return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? s->pp - 1 : -1;
-}
-
 /* Splits `comm` by `color` (MPI_UNDEFINED: not a member) and makes a
  * backend communicator of the part this rank is in, when it has more than
  * one member.  Collective over `comm`. */
@@ -70,11 +56,11 @@ ds_status_t dsi_groups_create(ds_backend_t *backend, const ds_model_t *model,
         DSI_TRY_GOTO(
             split_group(backend, comm, ends ? c.tp + s->tp * c.dp : U, c.pp == 0 ? 0 : 1, &g->emb),
             status, err);
-    g->next = dsi_exec_next_stage(s, c.pp);
-    g->prev = dsi_exec_prev_stage(s, c.pp);
+    g->next = dsi_schedule_next_stage(s, c.pp);
+    g->prev = dsi_schedule_prev_stage(s, c.pp);
     /* Boundaries in ascending order on every rank: b -> next(b), sender first. */
     for (int b = 0; b < s->pp; b++) {
-        int to = dsi_exec_next_stage(s, b);
+        int to = dsi_schedule_next_stage(s, b);
         if (to < 0)
             continue;
         int member = c.pp == b ? 0 : c.pp == to ? 1 : -1;

@@ -114,7 +114,7 @@ static double last_arrival(const ds_strategy_t *s, const match_table_t *t,
         ds_coords_t c = ds_strategy_coords_of(s, r->rank);
         for (int i = 0; i < r->nx; i++) {
             int boundary = (r->xid[i] >> 20) / 2;
-            int to = dsi_exec_next_stage(s, boundary);
+            int to = dsi_schedule_next_stage(s, boundary);
             int peer_stage = c.pp == boundary ? to : boundary;
             int64_t peer = ds_strategy_rank_of(s, (ds_coords_t){c.tp, c.dp, peer_stage});
             const dsi_xrec_t *other = table_get(

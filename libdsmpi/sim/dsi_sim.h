@@ -1,6 +1,6 @@
 /*
  * Private parts of the simulator: the graph arena, layer templates, the
- * per-stage programs of the pipeline schedules, lanes (tensor-parallel
+ * lanes (tensor-parallel
  * groups), data-parallel group instances and replica columns.
  */
 #ifndef DSI_SIM_H
@@ -11,6 +11,9 @@
 #include "dsi_core.h"
 #include "events/dsi_events.h"
 #include "model/dsi_model.h"
+#include "schedule/dsi_schedule.h"
+
+#include <string.h>
 
 /* ---- graph ----------------------------------------------------------------------------- */
 
@@ -28,6 +31,36 @@ typedef enum dsi_node_kind {
 
 #define DSI_NODE_ASSUMED 1u
 
+/* What a node stands for, one small struct per kind. */
+typedef struct dsi_pass_node { /* DSI_N_FWD, DSI_N_BWD */
+    int32_t mb;
+    int16_t chunk;
+    int16_t part0;    /* first part (layer) of the node in its chunk pass */
+    int16_t nparts;   /* parts it covers; 0: bucket interference after part0 */
+    int16_t op0, op1; /* operator range of a split single-part node; op1 = 0: whole */
+} dsi_pass_node_t;
+
+typedef struct dsi_xfer_node { /* DSI_N_XFER */
+    int32_t seq;               /* the channel's seq-th transfer of the iteration */
+    int16_t channel;           /* 0 forward (activations to the next stage), 1 backward */
+} dsi_xfer_node_t;
+
+typedef struct dsi_bucket_node { /* DSI_N_DP: gradient and parameter buckets */
+    int32_t bucket;
+    int16_t round; /* ZeRO-2: the backward whose gradients it reduces; else 0 */
+} dsi_bucket_node_t;
+
+typedef struct dsi_zero_node { /* DSI_N_DP with a DSI_L_Z3_* label */
+    int32_t part;              /* the layer part's position in the stage's chunk */
+} dsi_zero_node_t;
+
+typedef union dsi_node_payload {
+    dsi_pass_node_t pass;
+    dsi_xfer_node_t xfer;
+    dsi_bucket_node_t bucket;
+    dsi_zero_node_t zero;
+} dsi_node_payload_t;
+
 /* Struct-of-arrays node and edge storage, reused across runs. */
 typedef struct dsi_graph {
     int32_t n, cap;
@@ -39,13 +72,9 @@ typedef struct dsi_graph {
     uint8_t *kind;
     uint8_t *iter; /* 1-based iteration */
     uint8_t *flags;
-    int32_t *owner; /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
-    int32_t *mb;    /* micro-batch, bucket or ZeRO part; -1 */
-    int16_t *chunk;
-    int16_t *part0; /* first part (layer) of a lane node in its chunk pass */
-    int16_t *nparts;
-    int16_t *op0, *op1; /* operator range of a split single-part node; op1 = 0: whole */
-    uint8_t *label;     /* DP/COL/TP labels: index into dsi_node_labels */
+    int32_t *owner;              /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
+    dsi_node_payload_t *payload; /* by kind; zero where the kind has none */
+    uint8_t *label;              /* DP/COL/TP labels: index into dsi_node_labels */
     /* edges, appended in any order */
     int64_t ne, ecap;
     int32_t *efrom, *eto;
@@ -75,12 +104,7 @@ static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int it
     g->iter[id] = (uint8_t)iter;
     g->flags[id] = 0;
     g->owner[id] = owner;
-    g->mb[id] = -1;
-    g->chunk[id] = 0;
-    g->part0[id] = 0;
-    g->nparts[id] = 0;
-    g->op0[id] = 0;
-    g->op1[id] = 0;
+    memset(&g->payload[id], 0, sizeof(g->payload[id]));
     g->label[id] = 0;
     return id;
 }
@@ -121,46 +145,43 @@ enum {
     DSI_L_COUNT_
 };
 
-/* ---- schedule programs ------------------------------------------------------------------ */
+static inline bool dsi_node_is_zero_part(const dsi_graph_t *g, int32_t id)
+{
+    return g->kind[id] == DSI_N_DP &&
+           (g->label[id] == DSI_L_Z3_GATHER || g->label[id] == DSI_L_Z3_RS);
+}
 
-typedef enum dsi_action_type {
-    DSI_ACT_FWD = 0,
-    DSI_ACT_BWD = 1,
-    DSI_ACT_COMM = 2
-} dsi_action_type_t;
-
-/* Directions of a transfer seen from the lane that posts it. */
-typedef enum dsi_dir {
-    DSI_SEND_NEXT = 0, /* activation to the next virtual stage */
-    DSI_RECV_PREV = 1, /* activation from the previous one */
-    DSI_SEND_PREV = 2, /* gradient to the previous virtual stage */
-    DSI_RECV_NEXT = 3, /* gradient from the next one */
-} dsi_dir_t;
-
-typedef struct dsi_action {
-    uint8_t type;    /* dsi_action_type_t */
-    uint8_t batched; /* COMM: Megatron's batched steady-state call */
-    uint8_t nx;      /* COMM: transfers */
-    uint8_t sync;    /* BWD: gradient buckets become ready inside (set by the builder) */
-    int16_t chunk;
-    int32_t mb;
-    uint8_t x[4]; /* dsi_dir_t */
-} dsi_action_t;
-
-typedef struct dsi_program {
-    dsi_action_t *actions;
-    int32_t count, cap;
-    int32_t forwards, backwards;
-    int32_t peak_inflight; /* most forwards whose backward has not run */
-} dsi_program_t;
-
-/* Builds the program of pipeline rank `stage`: Megatron-Core's order of
- * forward/backward passes and send/receive calls.  `unbatched` splits every
- * batched call into blocking single calls, sends first (the schedule
- * Megatron avoids: it deadlocks in steady state). */
-ds_status_t dsi_schedule_build(const ds_strategy_t *s, int64_t microbatches, int stage,
-                               int unbatched, dsi_program_t *program);
-void dsi_program_free(dsi_program_t *program);
+/* The node's place flattened as (micro-batch, transfer, bucket or part: -1
+ * when none; chunk, channel or round; first part; parts), the form the
+ * timeline hash and the node descriptions are defined on. */
+static inline void dsi_node_place(const dsi_graph_t *g, int32_t id, int64_t place[4])
+{
+    const dsi_node_payload_t *pl = &g->payload[id];
+    place[0] = -1;
+    place[1] = place[2] = place[3] = 0;
+    switch ((dsi_node_kind_t)g->kind[id]) {
+    case DSI_N_FWD:
+    case DSI_N_BWD:
+        place[0] = pl->pass.mb;
+        place[1] = pl->pass.chunk;
+        place[2] = pl->pass.part0;
+        place[3] = pl->pass.nparts;
+        break;
+    case DSI_N_XFER:
+        place[0] = pl->xfer.seq;
+        place[1] = pl->xfer.channel;
+        break;
+    case DSI_N_DP:
+        if (dsi_node_is_zero_part(g, id)) {
+            place[0] = pl->zero.part;
+        } else {
+            place[0] = pl->bucket.bucket;
+            place[1] = pl->bucket.round;
+        }
+        break;
+    default: break;
+    }
+}
 
 /* ---- layer templates ------------------------------------------------------------------- */
 
@@ -200,31 +221,39 @@ typedef struct dsi_lane {
     int32_t prof;
     int32_t next, prev;         /* simulated lanes of the next / previous pipeline rank, -1 */
     int32_t column;             /* simulated column */
-    int32_t dp_first, dp_count; /* into sim->lane_dp: distinct DP instances of its members */
+    int32_t dp_first, dp_count; /* into plan.lane_dp: distinct DP instances of its members */
     double factor;              /* slowest member's speed factor */
-    /* Transfer costs of the channels this lane sends on, per flag
-     * (0 single, 1 batched); -1 until looked up. */
-    /* Point-to-point costs by [flag + 2 * (transfers sharing the link - 1)]. */
-    int64_t fwd_cost[4], bwd_cost[4];
+} dsi_lane_t;
+
+/* Costs a run has looked up for a lane's channels and a DP instance's
+ * buckets; -1 until looked up. */
+typedef struct dsi_channel_costs {
+    /* one transfer on the channels the lane sends on, by [flag (0 single,
+     * 1 batched) + 2 * (transfers sharing the link - 1)] */
+    int64_t fwd[4], bwd[4];
     uint8_t fwd_assumed[4], bwd_assumed[4];
-    /* build state */
-    int32_t last;
-    int32_t npend;
+} dsi_channel_costs_t;
+
+typedef struct dsi_bucket_costs {
+    int64_t ns[2][2]; /* gradient / parameter collective of a full / last bucket */
+    uint8_t assumed[2][2];
+} dsi_bucket_costs_t;
+
+/* Where a lane's compute stream stands while the builder walks its program. */
+typedef struct dsi_lane_cursor {
+    int32_t last;  /* the last node on the stream, -1 */
+    int32_t npend; /* nodes the next one waits for (instead of `last`) */
     int32_t pend[DSI_MAX_PENDING];
-    int32_t seq[4];
+    int32_t seq[4];          /* transfers posted per dsi_dir_t this iteration */
     uint8_t *first_fwd_done; /* per chunk: its first forward of this iteration was built */
     int32_t nbwd;            /* backwards built this iteration */
-} dsi_lane_t;
+} dsi_lane_cursor_t;
 
 typedef struct dsi_dpgroup {
     int32_t p;
     int32_t t;     /* representative tp coordinate */
     int32_t count; /* tp coordinates it stands for in its stage (symmetric) */
     dsi_layout_t layout;
-    int32_t last; /* stream: last node issued */
-    int64_t cost[2]
-                [2]; /* gradient / parameter collective of a full / last bucket, ns; -1 unknown */
-    uint8_t cost_assumed[2][2];
 } dsi_dpgroup_t;
 
 /* What the placement classes depend on: runs with equal keys reuse them. */
@@ -250,6 +279,90 @@ typedef struct dsi_key_entry {
     double seconds;
 } dsi_key_entry_t;
 
+/* What a run builds on: the placement classes, lanes, schedule programs and
+ * buckets of a strategy.  Set up before the graph is built and unchanged
+ * while it is; placement classes are kept across runs with the same
+ * placement (place_key), programs across runs with the same schedule
+ * (program_key). */
+typedef struct dsi_sim_plan {
+    /* placement classes */
+    int32_t *column_of; /* [dp]: simulated column of every replica */
+    int32_t *dp_of;     /* [tp * pp]: simulated DP instance of every (t, p) */
+    dsi_column_t *columns;
+    int32_t num_columns;
+    dsi_lane_t *lanes;
+    int32_t num_lanes;
+    int32_t *lane_dp;
+    int32_t num_lane_dp;
+    dsi_dpgroup_t *dpgroups;
+    int32_t num_dpgroups;
+    int32_t *stage_lanes;      /* lanes of stage p: stage_lanes[p * num_columns + i] */
+    dsi_place_key_t place_key; /* of the classes above */
+    /* layouts of every group of the target */
+    dsi_layout_t *tp_lay;  /* [d * pp + p] */
+    dsi_layout_t *dp_lay;  /* [p * tp + t] */
+    dsi_layout_t *fwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,p) -> (t,d,next(p)) */
+    dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
+    dsi_layout_t *emb_lay; /* [d * tp + t] */
+    dsi_layout_t *mp_lay;  /* [d] */
+
+    dsi_program_t *programs; /* one per pipeline rank */
+    int32_t num_programs;
+    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
+
+    /* buckets of each stage: reverse parameter order */
+    int64_t *stage_params;
+    int64_t bucket;
+    int32_t *num_buckets; /* [pp] */
+    int32_t max_buckets;
+    int32_t rounds; /* gradient reductions per iteration (m with ZeRO-2, else 1) */
+} dsi_sim_plan_t;
+
+/* Scratch of the graph builder: costs looked up in this run, and the
+ * state of the iteration being built. */
+typedef struct dsi_sim_builder {
+    dsi_channel_costs_t *channel_costs; /* [lane] */
+    dsi_bucket_costs_t *bucket_costs;   /* [dpgroup] */
+    dsi_lane_cursor_t *cursors;         /* [lane] */
+    int32_t *dp_last;        /* [dpgroup]: last collective on its stream, -1 (both iterations) */
+    uint8_t *fwd_done_store; /* [lane][chunk]: dsi_lane_cursor_t.first_fwd_done */
+    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
+    int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
+    int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
+    int32_t *optimizer; /* [lane]: the optimizer step of the iteration */
+    bool split_parts;   /* a phase needs the passes part by part (dsi_phase_t.needs_parts) */
+    int32_t *part_end;  /* split_parts: [lane][part in pass order] last node of the current pass */
+    int32_t part_end_stride;
+    int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
+
+    /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
+    int32_t *xfer;
+    uint8_t *xfer_sides;
+    uint8_t *xfer_flag; /* the first side's view of the transfer (transfer_view) */
+    int32_t xfer_per_lane;
+} dsi_sim_builder_t;
+
+/* What the evaluated graph gives: the summary, per-device numbers and the
+ * indexes of the event queries. */
+typedef struct dsi_sim_results {
+    int evaluated;
+    int64_t it_end[3]; /* end of iterations 1 and 2 */
+    int64_t it2_begin; /* first start of an iteration-2 event */
+    ds_sim_summary_t summary;
+    ds_sim_device_t *devices;
+    size_t num_devices_out;
+    int32_t *mb_nodes; /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
+    ds_sim_critical_t critical;
+    /* event queries */
+    int32_t *lane_node_off, *lane_nodes;
+    int32_t *dp_node_off, *dp_node_nodes;
+    int32_t *col_node_off, *col_node_nodes;
+    int32_t *xfer_lane_off, *xfer_lane_nodes; /* transfers each lane sends or receives */
+    ds_sim_event_t *events;
+    size_t events_cap;
+    double build_s, eval_s;
+} dsi_sim_results_t;
+
 struct ds_sim {
     /* inputs of the last run */
     const ds_model_t *model;
@@ -263,6 +376,7 @@ struct ds_sim {
     int64_t num_devices;
     dsi_shape_ctx_t ctx;
     dsi_placement_t place;
+    double *device_factor; /* [devices] in full mode with speed factors, else NULL */
 
     /* keys looked up: open addressing over `keys` */
     dsi_key_entry_t *keys;
@@ -289,71 +403,10 @@ struct ds_sim {
     int64_t *part_rev;    /* where the part starts in reverse parameter order of its stage */
     int32_t num_parts, parts_cap;
 
-    dsi_program_t *programs; /* one per pipeline rank */
-    int32_t num_programs;
-    int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
-
-    /* placement classes */
-    int32_t *column_of; /* [dp]: simulated column of every replica */
-    int32_t *dp_of;     /* [tp * pp]: simulated DP instance of every (t, p) */
-    dsi_column_t *columns;
-    int32_t num_columns;
-    dsi_lane_t *lanes;
-    int32_t num_lanes;
-    int32_t *lane_dp;
-    int32_t num_lane_dp;
-    dsi_dpgroup_t *dpgroups;
-    int32_t num_dpgroups;
-    int32_t *stage_lanes;      /* lanes of stage p: stage_lanes[p * num_columns + i] */
-    double *device_factor;     /* [devices] in full mode with speed factors, else NULL */
-    dsi_place_key_t place_key; /* of the classes below */
-    /* layouts of every group of the target */
-    dsi_layout_t *tp_lay;  /* [d * pp + p] */
-    dsi_layout_t *dp_lay;  /* [p * tp + t] */
-    dsi_layout_t *fwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,p) -> (t,d,next(p)) */
-    dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
-    dsi_layout_t *emb_lay; /* [d * tp + t] */
-    dsi_layout_t *mp_lay;  /* [d] */
-    uint8_t *fwd_done_store;
-
-    /* buckets of each stage: reverse parameter order */
-    int64_t *stage_params;
-    int64_t bucket;
-    int32_t *num_buckets; /* [pp] */
-    int32_t max_buckets;
-    int32_t rounds;     /* gradient reductions per iteration (m with ZeRO-2, else 1) */
-    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
-    int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
-    int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
-    int32_t *zparts;    /* ZeRO-3: [lane][part] nodes of the current action */
-    int32_t zparts_stride;
-    int32_t *zpre; /* ZeRO-3: [lane] node before the current action */
-
-    /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
-    int32_t *xfer;
-    uint8_t *xfer_sides;
-    uint8_t *xfer_flag; /* the first side's view of the transfer (transfer_view) */
-    int32_t xfer_per_lane;
-
+    dsi_sim_plan_t plan;
+    dsi_sim_builder_t builder;
     dsi_graph_t g;
-
-    /* results */
-    int evaluated;
-    int64_t it_end[3]; /* end of iterations 1 and 2 */
-    int64_t it2_begin; /* first start of an iteration-2 event */
-    ds_sim_summary_t summary;
-    ds_sim_device_t *devices;
-    size_t num_devices_out;
-    int32_t *mb_nodes; /* [pp][vpp][m][4]: first/last node of fwd and bwd, replica 0 */
-    ds_sim_critical_t critical;
-    /* event queries */
-    int32_t *lane_node_off, *lane_nodes;
-    int32_t *dp_node_off, *dp_node_nodes;
-    int32_t *col_node_off, *col_node_nodes;
-    int32_t *xfer_lane_off, *xfer_lane_nodes; /* transfers each lane sends or receives */
-    ds_sim_event_t *events;
-    size_t events_cap;
-    double build_s, eval_s;
+    dsi_sim_results_t results;
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
 };
@@ -370,12 +423,14 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_
                                int32_t *profile_p);
 void dsi_sim_templates_reset(ds_sim_t *sim);
 
-/* build.c */
+/* build.c: the graph of two iterations, phase by phase (dsi_phase.h) */
 ds_status_t dsi_sim_build(ds_sim_t *sim);
-/* A readable description of a node for messages: "rank 3 (stage 1) bwd mb 4 layer 7". */
-void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t size);
 /* A representative global rank of the lane. */
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t);
+
+/* describe.c */
+/* A readable description of a node for messages: "rank 3 (stage 1) bwd mb 4 layer 7". */
+void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t size);
 
 /* metrics.c */
 ds_status_t dsi_sim_metrics(ds_sim_t *sim);

@@ -49,12 +49,7 @@ ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g)
     DSI_TRY(dsi_realloc_array(&g->iter, n, sizeof(*g->iter)));
     DSI_TRY(dsi_realloc_array(&g->flags, n, sizeof(*g->flags)));
     DSI_TRY(dsi_realloc_array(&g->owner, n, sizeof(*g->owner)));
-    DSI_TRY(dsi_realloc_array(&g->mb, n, sizeof(*g->mb)));
-    DSI_TRY(dsi_realloc_array(&g->chunk, n, sizeof(*g->chunk)));
-    DSI_TRY(dsi_realloc_array(&g->part0, n, sizeof(*g->part0)));
-    DSI_TRY(dsi_realloc_array(&g->nparts, n, sizeof(*g->nparts)));
-    DSI_TRY(dsi_realloc_array(&g->op0, n, sizeof(*g->op0)));
-    DSI_TRY(dsi_realloc_array(&g->op1, n, sizeof(*g->op1)));
+    DSI_TRY(dsi_realloc_array(&g->payload, n, sizeof(*g->payload)));
     DSI_TRY(dsi_realloc_array(&g->label, n, sizeof(*g->label)));
     g->cap = (int32_t)cap;
     return DS_OK;
@@ -89,12 +84,7 @@ void dsi_graph_free(dsi_graph_t *g)
     dsi_free(g->iter);
     dsi_free(g->flags);
     dsi_free(g->owner);
-    dsi_free(g->mb);
-    dsi_free(g->chunk);
-    dsi_free(g->part0);
-    dsi_free(g->nparts);
-    dsi_free(g->op0);
-    dsi_free(g->op1);
+    dsi_free(g->payload);
     dsi_free(g->label);
     dsi_free(g->efrom);
     dsi_free(g->eto);

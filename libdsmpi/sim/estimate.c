@@ -109,7 +109,7 @@ ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model, const ds_str
                             const ds_cluster_t *cluster, const ds_cost_table_t *costs,
                             const ds_sim_options_t *options, ds_sim_estimate_t *estimate_p)
 {
-    sim->evaluated = 0;
+    sim->results.evaluated = 0;
     ds_sim_options_t defaults;
     if (options == NULL) {
         ds_sim_options_init(&defaults);
@@ -140,17 +140,18 @@ ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model, const ds_str
     dsi_shape_ctx_init(&sim->ctx, model, strategy);
 
     const ds_strategy_t *s = &sim->s;
-    DSI_TRY(dsi_realloc_array(&sim->stage_params, (size_t)s->pp, sizeof(*sim->stage_params)));
+    DSI_TRY(
+        dsi_realloc_array(&sim->plan.stage_params, (size_t)s->pp, sizeof(*sim->plan.stage_params)));
     for (int p = 0; p < s->pp; p++)
-        sim->stage_params[p] = dsi_stage_params(model, s, p);
+        sim->plan.stage_params[p] = dsi_stage_params(model, s, p);
     dsi_sim_estimate_cache_t *cache;
     DSI_TRY(cached_programs(sim, &cache));
 
-    /* memory.c reads sim->programs: lend it the cached ones. */
-    dsi_program_t *own = sim->programs;
-    int32_t own_count = sim->num_programs;
-    sim->programs = cache->programs;
-    sim->num_programs = cache->num_programs;
+    /* memory.c reads sim->plan.programs: lend it the cached ones. */
+    dsi_program_t *own = sim->plan.programs;
+    int32_t own_count = sim->plan.num_programs;
+    sim->plan.programs = cache->programs;
+    sim->plan.num_programs = cache->num_programs;
     ds_sim_estimate_t est;
     memset(&est, 0, sizeof(est));
     for (int p = 0; p < s->pp; p++) {
@@ -162,8 +163,8 @@ ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model, const ds_str
         }
         est.oom |= mem.oom;
     }
-    sim->programs = own;
-    sim->num_programs = own_count;
+    sim->plan.programs = own;
+    sim->plan.num_programs = own_count;
 
     if (costs != NULL || options->estimate_missing || options->comm_model != NULL) {
         int64_t ns = 0;

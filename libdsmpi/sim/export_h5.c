@@ -66,7 +66,7 @@ static herr_t dataset(hid_t group, const char *name, hid_t type, size_t n, const
 
 ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
 {
-    if (!sim->evaluated)
+    if (!sim->results.evaluated)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
     ds_status_t status = DS_OK;
     hid_t file = -1, devices = -1, group = -1;
@@ -82,11 +82,13 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
 
     file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     TL_CHECK(file, "creating the file");
-    TL_CHECK(attr_scalar(file, "iteration_s", H5T_NATIVE_DOUBLE, &sim->summary.iteration_s),
+    TL_CHECK(attr_scalar(file, "iteration_s", H5T_NATIVE_DOUBLE, &sim->results.summary.iteration_s),
              "an attribute");
-    TL_CHECK(attr_scalar(file, "origin_ns", H5T_NATIVE_INT64, &sim->it2_begin), "an attribute");
-    TL_CHECK(attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->summary.assumed_share),
+    TL_CHECK(attr_scalar(file, "origin_ns", H5T_NATIVE_INT64, &sim->results.it2_begin),
              "an attribute");
+    TL_CHECK(
+        attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->results.summary.assumed_share),
+        "an attribute");
     char text[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&sim->s, text, sizeof(text));
     TL_CHECK(attr_string(file, "strategy", text), "an attribute");
@@ -112,8 +114,8 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
     }
     devices = H5Gcreate2(file, "devices", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     TL_CHECK(devices, "creating /devices");
-    for (size_t d = 0; d < sim->num_devices_out; d++) {
-        const ds_sim_device_t *dev = &sim->devices[d];
+    for (size_t d = 0; d < sim->results.num_devices_out; d++) {
+        const ds_sim_device_t *dev = &sim->results.devices[d];
         const ds_sim_event_t *events;
         size_t count;
         DSI_TRY_GOTO(ds_sim_device_events(sim, dev->rank, &events, &count), status, out);

@@ -246,13 +246,96 @@ static void assumed_note(double share, char *text, size_t size)
         snprintf(amount, sizeof(amount), "under 0.5%%");
     else
         snprintf(amount, sizeof(amount), "%.0f%%", percent);
-    snprintf(text, size, "; ASSUMED: %s of the event time rests on modelled or assumed costs", amount);
+    snprintf(text, size, "; ASSUMED: %s of the event time rests on modelled or assumed costs",
+             amount);
+}
+
+/* The document, its background and the title lines. */
+static void svg_title(ds_sim_t *sim, FILE *chart, double height, bool per_stage, bool shared_rows)
+{
+    const ds_strategy_t *s = &sim->s;
+    char strategy[DS_STRATEGY_TEXT_MAX], assumed[96];
+    ds_strategy_format(s, strategy, sizeof(strategy));
+    assumed_note(sim->results.summary.assumed_share, assumed, sizeof(assumed));
+    fprintf(chart,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            WIDTH, height, WIDTH, height);
+    fprintf(chart, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", WIDTH,
+            height);
+    fprintf(chart, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", LEFT);
+    xml_text(chart, sim->info.name);
+    fprintf(chart, " on %lld GPUs: ", (long long)sim->num_devices);
+    xml_text(chart, strategy);
+    fprintf(chart,
+            "</text>\n<text x=\"%.0f\" y=\"40\">iteration %.3f ms, bubble %.1f%%, MFU "
+            "%.1f%%%s%s</text>\n",
+            LEFT, sim->results.summary.iteration_s * 1e3,
+            100.0 * sim->results.summary.bubble_fraction, 100.0 * sim->results.summary.mfu,
+            per_stage     ? "; one row per stage (replica 0, tp rank 0)"
+            : shared_rows ? "; devices with identical timelines share a row"
+                          : "",
+            assumed);
+}
+
+/* Grid lines and labels of the time axis over `span` ns; returns the
+ * bottom of the rows. */
+static double svg_time_axis(FILE *chart, int64_t span, size_t num_rows)
+{
+    double plot = WIDTH - LEFT - RIGHT;
+    double span_ms = (double)span / 1e6;
+    double raw = span_ms / 10.0, magnitude = pow(10.0, floor(log10(raw)));
+    double step_ms = raw <= magnitude       ? magnitude
+                     : raw <= 2 * magnitude ? 2 * magnitude
+                     : raw <= 5 * magnitude ? 5 * magnitude
+                                            : 10 * magnitude;
+    double bottom = TOP + ROW * (double)num_rows;
+    for (double t = 0; t <= span_ms + 1e-12; t += step_ms) {
+        double x = LEFT + plot * t / span_ms;
+        fprintf(chart,
+                "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#dddddd\"/>\n", x,
+                TOP - 6, x, bottom);
+        fprintf(
+            chart,
+            "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555555\">%.4g ms</text>\n",
+            x, bottom + 16, t);
+    }
+    return bottom;
+}
+
+/* The legend below the rows at `bottom`. */
+static void svg_legend(FILE *chart, const ds_strategy_t *s, const pending_rect_t *pending,
+                       double bottom)
+{
+    /* Legend: the kinds drawn, then idle (the rows' background). */
+    double ly = bottom + 36;
+    double lx = LEFT;
+    for (int cat = 0; cat < DS_SIM_CAT_COUNT_; cat++) {
+        if (!pending->drawn[cat])
+            continue;
+        fprintf(chart,
+                "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
+                "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+                lx, ly, colour((ds_sim_category_t)cat), lx + 18, ly + 11,
+                ds_sim_category_name((ds_sim_category_t)cat));
+        lx += 125;
+    }
+    fprintf(chart,
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"#eeeeee\"/>"
+            "<text x=\"%.0f\" y=\"%.0f\">idle</text>\n",
+            lx, ly, lx + 18, ly + 11);
+    if (s->tp > 1 && !pending->drawn[DS_SIM_CAT_TP])
+        fprintf(chart,
+                "<text x=\"%.0f\" y=\"%.0f\" fill=\"#555555\">(tensor-parallel collectives "
+                "are inside the forward and backward bars)</text>\n",
+                LEFT, ly + 31);
 }
 
 ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ranks,
                              size_t num_ranks, int max_rows)
 {
-    if (!sim->evaluated)
+    if (!sim->results.evaluated)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
     const ds_strategy_t *s = &sim->s;
     ds_status_t status = DS_OK;
@@ -294,52 +377,13 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
         status = DSI_ERROR(DS_ERR_IO, "cannot write the chart '%s'", path);
         goto out;
     }
-    int64_t origin = sim->it2_begin, span = sim->it_end[2] - origin;
+    int64_t origin = sim->results.it2_begin, span = sim->results.it_end[2] - origin;
     if (span <= 0)
         span = 1;
     double plot = WIDTH - LEFT - RIGHT;
     double height = TOP + ROW * (double)num_rows + 84.0; /* axis, legend, a note */
-    char strategy[DS_STRATEGY_TEXT_MAX], assumed[96];
-    ds_strategy_format(s, strategy, sizeof(strategy));
-    assumed_note(sim->summary.assumed_share, assumed, sizeof(assumed));
-    fprintf(chart,
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            WIDTH, height, WIDTH, height);
-    fprintf(chart, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", WIDTH,
-            height);
-    fprintf(chart, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", LEFT);
-    xml_text(chart, sim->info.name);
-    fprintf(chart, " on %lld GPUs: ", (long long)sim->num_devices);
-    xml_text(chart, strategy);
-    fprintf(chart,
-            "</text>\n<text x=\"%.0f\" y=\"40\">iteration %.3f ms, bubble %.1f%%, MFU "
-            "%.1f%%%s%s</text>\n",
-            LEFT, sim->summary.iteration_s * 1e3, 100.0 * sim->summary.bubble_fraction,
-            100.0 * sim->summary.mfu,
-            per_stage      ? "; one row per stage (replica 0, tp rank 0)"
-            : num_rows < n ? "; devices with identical timelines share a row"
-                           : "",
-            assumed);
-    /* Time axis. */
-    double span_ms = (double)span / 1e6;
-    double raw = span_ms / 10.0, magnitude = pow(10.0, floor(log10(raw)));
-    double step_ms = raw <= magnitude       ? magnitude
-                     : raw <= 2 * magnitude ? 2 * magnitude
-                     : raw <= 5 * magnitude ? 5 * magnitude
-                                            : 10 * magnitude;
-    double bottom = TOP + ROW * (double)num_rows;
-    for (double t = 0; t <= span_ms + 1e-12; t += step_ms) {
-        double x = LEFT + plot * t / span_ms;
-        fprintf(chart,
-                "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#dddddd\"/>\n", x,
-                TOP - 6, x, bottom);
-        fprintf(
-            chart,
-            "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555555\">%.4g ms</text>\n",
-            x, bottom + 16, t);
-    }
+    svg_title(sim, chart, height, per_stage, num_rows < n);
+    double bottom = svg_time_axis(chart, span, num_rows);
     pending_rect_t pending;
     memset(&pending, 0, sizeof(pending));
     for (size_t r = 0; r < num_rows; r++) {
@@ -369,28 +413,7 @@ ds_status_t ds_sim_write_svg(ds_sim_t *sim, const char *path, const int64_t *ran
         }
         flush(chart, &pending);
     }
-    /* Legend: the kinds drawn, then idle (the rows' background). */
-    double ly = bottom + 36;
-    double lx = LEFT;
-    for (int cat = 0; cat < DS_SIM_CAT_COUNT_; cat++) {
-        if (!pending.drawn[cat])
-            continue;
-        fprintf(chart,
-                "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
-                "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
-                lx, ly, colour((ds_sim_category_t)cat), lx + 18, ly + 11,
-                ds_sim_category_name((ds_sim_category_t)cat));
-        lx += 125;
-    }
-    fprintf(chart,
-            "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"14\" fill=\"#eeeeee\"/>"
-            "<text x=\"%.0f\" y=\"%.0f\">idle</text>\n",
-            lx, ly, lx + 18, ly + 11);
-    if (s->tp > 1 && !pending.drawn[DS_SIM_CAT_TP])
-        fprintf(chart,
-                "<text x=\"%.0f\" y=\"%.0f\" fill=\"#555555\">(tensor-parallel collectives "
-                "are inside the forward and backward bars)</text>\n",
-                LEFT, ly + 31);
+    svg_legend(chart, s, &pending, bottom);
     fprintf(chart, "</svg>\n");
 out:
     if (chart != NULL && fclose(chart) != 0 && status == DS_OK)

@@ -70,18 +70,18 @@ static void emit_ops(ds_sim_t *sim, FILE *out, bool *first, int64_t rank, const 
     int32_t id = (int32_t)e->id;
     int32_t lane, dp;
     dsi_sim_locate(sim, rank, &lane, &dp);
-    const dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
     const dsi_profile_t *pr = &sim->profiles[l->prof];
     int64_t pid = rank / sim->cluster.gpus_per_node;
     int64_t at = e->start_ns, end = e->end_ns;
     bool fwd = e->category == DS_SIM_CAT_FORWARD;
-    for (int k = 0; k < g->nparts[id]; k++) {
+    const dsi_pass_node_t *pn = &g->payload[id].pass;
+    for (int k = 0; k < pn->nparts; k++) {
         /* A fused backward runs its parts in reverse. */
-        int index = g->nparts[id] == 1 ? g->part0[id] : fwd ? k : g->nparts[id] - 1 - k;
-        int32_t part = pr->part_first[g->chunk[id]] + index;
+        int index = pn->nparts == 1 ? pn->part0 : fwd ? k : pn->nparts - 1 - k;
+        int32_t part = pr->part_first[pn->chunk] + index;
         const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
-        int32_t op0 = g->op1[id] > 0 ? g->op0[id] : 0,
-                op1 = g->op1[id] > 0 ? g->op1[id] : t->op_count;
+        int32_t op0 = pn->op1 > 0 ? pn->op0 : 0, op1 = pn->op1 > 0 ? pn->op1 : t->op_count;
         for (int32_t i = op0; i < op1; i++) {
             int32_t o = t->op_first + i;
             int64_t d = sim->op_comm[o] ? sim->op_dur[o]
@@ -105,10 +105,83 @@ static int compare_rank(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Names and order of the tracks of `rank` with something in the reported
+ * iteration (with `detail`, the TP track of its layers' collectives too). */
+static void emit_tracks(ds_sim_t *sim, FILE *out, int64_t rank, const ds_sim_event_t *events,
+                        size_t count, bool detail)
+{
+    const ds_strategy_t *s = &sim->s;
+    int64_t node = rank / sim->cluster.gpus_per_node;
+    /* Tracks with something in the reported iteration get a name. */
+    bool used[DS_SIM_STREAM_COUNT_] = {false};
+    for (size_t i = 0; i < count; i++)
+        if (events[i].iteration == 2)
+            used[events[i].stream] = true;
+    if (detail)
+        used[DS_SIM_STREAM_TP] |= s->tp > 1;
+    ds_coords_t c = ds_strategy_coords_of(s, rank);
+    for (int st = 0; st < DS_SIM_STREAM_COUNT_; st++) {
+        if (!used[st])
+            continue;
+        fprintf(out,
+                ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_name\", "
+                "\"args\": {\"name\": \"gpu %lld rank %lld (tp %d dp %d pp %d) %s\"}}",
+                (long long)node, (long long)track_of(sim, rank, st),
+                (long long)(rank % sim->cluster.gpus_per_node), (long long)rank, c.tp, c.dp, c.pp,
+                ds_sim_stream_name((ds_sim_stream_t)st));
+        fprintf(out,
+                ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_sort_index\", "
+                "\"args\": {\"sort_index\": %lld}}",
+                (long long)node, (long long)track_of(sim, rank, st),
+                (long long)track_of(sim, rank, st));
+    }
+}
+
+/* The events of `rank` in the reported iteration, operator by operator for
+ * layer passes with `detail`. */
+static void emit_events(ds_sim_t *sim, FILE *out, bool *first, int64_t rank,
+                        const ds_sim_event_t *events, size_t count, bool detail, int64_t origin)
+{
+    int64_t node = rank / sim->cluster.gpus_per_node;
+    for (size_t i = 0; i < count; i++) {
+        const ds_sim_event_t *e = &events[i];
+        if (e->iteration != 2)
+            continue;
+        char name[128], args[256];
+        bool layer = e->category == DS_SIM_CAT_FORWARD || e->category == DS_SIM_CAT_BACKWARD;
+        if (detail && layer) {
+            emit_ops(sim, out, first, rank, e, origin);
+            continue;
+        }
+        if (layer) {
+            layer_name(sim, e, name, sizeof(name));
+            snprintf(args, sizeof(args),
+                     "\"mb\": %d, \"chunk\": %d, \"compute_us\": %.3f, \"tp_us\": %.3f%s",
+                     e->microbatch, e->chunk, (double)e->compute_ns / 1e3,
+                     (double)(e->end_ns - e->start_ns - e->compute_ns) / 1e3,
+                     e->assumed ? ", \"provenance\": \"assumed\"" : "");
+        } else if (e->stream == DS_SIM_STREAM_PP) {
+            snprintf(name, sizeof(name), "p2p (%d transfer%s)", e->num_layers + 1,
+                     e->num_layers ? "s" : "");
+            snprintf(args, sizeof(args), "%s", e->assumed ? "\"provenance\": \"assumed\"" : "");
+        } else if (e->stream == DS_SIM_STREAM_DP && e->bucket >= 0) {
+            snprintf(name, sizeof(name), "%s %d", e->name, e->bucket);
+            snprintf(args, sizeof(args), "\"bucket\": %d%s", e->bucket,
+                     e->assumed ? ", \"provenance\": \"assumed\"" : "");
+        } else {
+            snprintf(name, sizeof(name), "%s", e->name);
+            snprintf(args, sizeof(args), "%s", e->assumed ? "\"provenance\": \"assumed\"" : "");
+        }
+        emit(out, first, node, track_of(sim, rank, e->stream), name,
+             ds_sim_category_name(e->category), (double)(e->start_ns - origin) / 1e3,
+             (double)(e->end_ns - e->start_ns) / 1e3, args);
+    }
+}
+
 ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *ranks,
                                size_t num_ranks, const int64_t *detail_ranks, size_t num_detail)
 {
-    if (!sim->evaluated)
+    if (!sim->results.evaluated)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "no simulation has run on this simulator");
     const ds_strategy_t *s = &sim->s;
     ds_status_t status = DS_OK;
@@ -131,12 +204,12 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
         status = DSI_ERROR(DS_ERR_IO, "cannot write the trace '%s'", path);
         goto out;
     }
-    int64_t origin = sim->it2_begin;
+    int64_t origin = sim->results.it2_begin;
     fprintf(
         out,
         "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"iteration_s\": %.9g, \"origin_ns\": %lld, "
         "\"assumed_share\": %.6f},\n\"traceEvents\": [",
-        sim->summary.iteration_s, (long long)origin, sim->summary.assumed_share);
+        sim->results.summary.iteration_s, (long long)origin, sim->results.summary.assumed_share);
     bool first = true;
     int64_t last_node = -1;
     for (size_t r = 0; r < n && status == DS_OK; r++) {
@@ -164,63 +237,8 @@ ds_status_t ds_sim_write_trace(ds_sim_t *sim, const char *path, const int64_t *r
         status = ds_sim_device_events(sim, rank, &events, &count);
         if (status != DS_OK)
             break;
-        /* Tracks with something in the reported iteration get a name. */
-        bool used[DS_SIM_STREAM_COUNT_] = {false};
-        for (size_t i = 0; i < count; i++)
-            if (events[i].iteration == 2)
-                used[events[i].stream] = true;
-        if (detail)
-            used[DS_SIM_STREAM_TP] |= s->tp > 1;
-        ds_coords_t c = ds_strategy_coords_of(s, rank);
-        for (int st = 0; st < DS_SIM_STREAM_COUNT_; st++) {
-            if (!used[st])
-                continue;
-            fprintf(out,
-                    ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_name\", "
-                    "\"args\": {\"name\": \"gpu %lld rank %lld (tp %d dp %d pp %d) %s\"}}",
-                    (long long)node, (long long)track_of(sim, rank, st),
-                    (long long)(rank % sim->cluster.gpus_per_node), (long long)rank, c.tp, c.dp,
-                    c.pp, ds_sim_stream_name((ds_sim_stream_t)st));
-            fprintf(
-                out,
-                ",\n{\"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, \"name\": \"thread_sort_index\", "
-                "\"args\": {\"sort_index\": %lld}}",
-                (long long)node, (long long)track_of(sim, rank, st),
-                (long long)track_of(sim, rank, st));
-        }
-        for (size_t i = 0; i < count; i++) {
-            const ds_sim_event_t *e = &events[i];
-            if (e->iteration != 2)
-                continue;
-            char name[128], args[256];
-            bool layer = e->category == DS_SIM_CAT_FORWARD || e->category == DS_SIM_CAT_BACKWARD;
-            if (detail && layer) {
-                emit_ops(sim, out, &first, rank, e, origin);
-                continue;
-            }
-            if (layer) {
-                layer_name(sim, e, name, sizeof(name));
-                snprintf(args, sizeof(args),
-                         "\"mb\": %d, \"chunk\": %d, \"compute_us\": %.3f, \"tp_us\": %.3f%s",
-                         e->microbatch, e->chunk, (double)e->compute_ns / 1e3,
-                         (double)(e->end_ns - e->start_ns - e->compute_ns) / 1e3,
-                         e->assumed ? ", \"provenance\": \"assumed\"" : "");
-            } else if (e->stream == DS_SIM_STREAM_PP) {
-                snprintf(name, sizeof(name), "p2p (%d transfer%s)", e->num_layers + 1,
-                         e->num_layers ? "s" : "");
-                snprintf(args, sizeof(args), "%s", e->assumed ? "\"provenance\": \"assumed\"" : "");
-            } else if (e->stream == DS_SIM_STREAM_DP && e->bucket >= 0) {
-                snprintf(name, sizeof(name), "%s %d", e->name, e->bucket);
-                snprintf(args, sizeof(args), "\"bucket\": %d%s", e->bucket,
-                         e->assumed ? ", \"provenance\": \"assumed\"" : "");
-            } else {
-                snprintf(name, sizeof(name), "%s", e->name);
-                snprintf(args, sizeof(args), "%s", e->assumed ? "\"provenance\": \"assumed\"" : "");
-            }
-            emit(out, &first, node, track_of(sim, rank, e->stream), name,
-                 ds_sim_category_name(e->category), (double)(e->start_ns - origin) / 1e3,
-                 (double)(e->end_ns - e->start_ns) / 1e3, args);
-        }
+        emit_tracks(sim, out, rank, events, count, detail);
+        emit_events(sim, out, &first, rank, events, count, detail, origin);
     }
     fprintf(out, "\n]}\n");
     if (fclose(out) != 0 && status == DS_OK)

@@ -73,7 +73,7 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
     const ds_model_info_t *info = &sim->info;
     const ds_strategy_t *s = &sim->s;
     memset(mem, 0, sizeof(*mem));
-    double P = (double)sim->stage_params[stage];
+    double P = (double)sim->plan.stage_params[stage];
     double dp = s->dp;
     mem->weights_B = P * (double)ds_dtype_size(info->dtype) / (s->zero == 3 ? dp : 1.0);
     mem->grads_B = P * (double)ds_dtype_size(s->grad_reduce_dtype) / (s->zero >= 2 ? dp : 1.0);
@@ -81,7 +81,7 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
     double share = s->zero >= 1 ? dp : (s->dp_algo == DS_DP_PS && s->dp > 1 ? s->ps_servers : 1.0);
     mem->optimizer_B = P * per_param / share;
     /* Activations: each chunk's layers, times the peak of passes in flight. */
-    const dsi_program_t *prog = &sim->programs[stage];
+    const dsi_program_t *prog = &sim->plan.programs[stage];
     mem->inflight = prog->peak_inflight;
     double chunk_bytes = 0.0, largest_layer = 0.0;
     int L = info->num_layers;

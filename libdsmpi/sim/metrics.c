@@ -38,8 +38,8 @@ ds_sim_category_t dsi_sim_node_category(const ds_sim_t *sim, int32_t i)
 void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t *dp_p)
 {
     ds_coords_t c = ds_strategy_coords_of(&sim->s, rank);
-    *lane_p = sim->columns[sim->column_of[c.dp]].lane_first + c.pp;
-    *dp_p = sim->s.dp > 1 ? sim->dp_of[(size_t)c.pp * sim->s.tp + c.tp] : -1;
+    *lane_p = sim->plan.columns[sim->plan.column_of[c.dp]].lane_first + c.pp;
+    *dp_p = sim->s.dp > 1 ? sim->plan.dp_of[(size_t)c.pp * sim->s.tp + c.tp] : -1;
 }
 
 /* ---- per-owner node lists ---------------------------------------------------------------- */
@@ -82,45 +82,49 @@ ds_status_t dsi_sim_index_events(ds_sim_t *sim)
         key[i] = (k == DSI_N_FWD || k == DSI_N_BWD || k == DSI_N_OPT || k == DSI_N_TP) ? g->owner[i]
                                                                                        : -1;
     }
-    DSI_TRY_GOTO(csr(sim->num_lanes, key, n, &sim->lane_node_off, &sim->lane_nodes), status, out);
+    DSI_TRY_GOTO(
+        csr(sim->plan.num_lanes, key, n, &sim->results.lane_node_off, &sim->results.lane_nodes),
+        status, out);
     for (int32_t i = 0; i < n; i++)
         key[i] = g->kind[i] == DSI_N_DP ? g->owner[i] : -1;
-    DSI_TRY_GOTO(csr(sim->num_dpgroups, key, n, &sim->dp_node_off, &sim->dp_node_nodes), status,
-                 out);
+    DSI_TRY_GOTO(
+        csr(sim->plan.num_dpgroups, key, n, &sim->results.dp_node_off, &sim->results.dp_node_nodes),
+        status, out);
     for (int32_t i = 0; i < n; i++)
         key[i] = g->kind[i] == DSI_N_COL ? g->owner[i] : -1;
-    DSI_TRY_GOTO(csr(sim->num_columns, key, n, &sim->col_node_off, &sim->col_node_nodes), status,
-                 out);
+    DSI_TRY_GOTO(csr(sim->plan.num_columns, key, n, &sim->results.col_node_off,
+                     &sim->results.col_node_nodes),
+                 status, out);
     /* Transfers: listed under the sender, then again under the receiver. */
     {
-        int32_t lanes = sim->num_lanes;
-        DSI_TRY_GOTO(
-            dsi_realloc_array(&sim->xfer_lane_off, (size_t)lanes + 1, sizeof(*sim->xfer_lane_off)),
-            status, out);
-        int32_t *off = sim->xfer_lane_off;
+        int32_t lanes = sim->plan.num_lanes;
+        DSI_TRY_GOTO(dsi_realloc_array(&sim->results.xfer_lane_off, (size_t)lanes + 1,
+                                       sizeof(*sim->results.xfer_lane_off)),
+                     status, out);
+        int32_t *off = sim->results.xfer_lane_off;
         memset(off, 0, ((size_t)lanes + 1) * sizeof(*off));
         int32_t total = 0;
         for (int32_t i = 0; i < n; i++) {
             if (g->kind[i] != DSI_N_XFER)
                 continue;
-            const dsi_lane_t *l = &sim->lanes[g->owner[i]];
-            int32_t peer = g->chunk[i] == 0 ? l->next : l->prev;
+            const dsi_lane_t *l = &sim->plan.lanes[g->owner[i]];
+            int32_t peer = g->payload[i].xfer.channel == 0 ? l->next : l->prev;
             off[g->owner[i] + 1]++;
             off[peer + 1]++;
             total += 2;
         }
         for (int32_t o = 0; o < lanes; o++)
             off[o + 1] += off[o];
-        DSI_TRY_GOTO(dsi_realloc_array(&sim->xfer_lane_nodes, (size_t)(total ? total : 1),
-                                       sizeof(*sim->xfer_lane_nodes)),
+        DSI_TRY_GOTO(dsi_realloc_array(&sim->results.xfer_lane_nodes, (size_t)(total ? total : 1),
+                                       sizeof(*sim->results.xfer_lane_nodes)),
                      status, out);
         for (int32_t i = 0; i < n; i++) {
             if (g->kind[i] != DSI_N_XFER)
                 continue;
-            const dsi_lane_t *l = &sim->lanes[g->owner[i]];
-            int32_t peer = g->chunk[i] == 0 ? l->next : l->prev;
-            sim->xfer_lane_nodes[off[g->owner[i]]++] = i;
-            sim->xfer_lane_nodes[off[peer]++] = i;
+            const dsi_lane_t *l = &sim->plan.lanes[g->owner[i]];
+            int32_t peer = g->payload[i].xfer.channel == 0 ? l->next : l->prev;
+            sim->results.xfer_lane_nodes[off[g->owner[i]]++] = i;
+            sim->results.xfer_lane_nodes[off[peer]++] = i;
         }
         for (int32_t o = lanes; o > 0; o--)
             off[o] = off[o - 1];
@@ -136,7 +140,7 @@ static bool in_column_node(const ds_sim_t *sim, int32_t lane, int32_t i)
 {
     if (sim->g.label[i] != DSI_L_EMBEDDING)
         return true;
-    int p = sim->lanes[lane].p;
+    int p = sim->plan.lanes[lane].p;
     return p == 0 || p == sim->s.pp - 1;
 }
 
@@ -226,8 +230,8 @@ static ds_status_t span_push(spanbuf_t *s, int64_t a, int64_t b)
 typedef struct lane_numbers {
     int64_t compute, tp, pp, other, assumed, total;
     int64_t dp_compute_stream; /* buckets' interference on the compute stream */
-    spanbuf_t busy;     /* compute stream, merged */
-    spanbuf_t blocking; /* transfers and column collectives */
+    spanbuf_t busy;            /* compute stream, merged */
+    spanbuf_t blocking;        /* transfers and column collectives */
 } lane_numbers_t;
 
 static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
@@ -236,8 +240,9 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
     ln->compute = ln->tp = ln->pp = ln->other = ln->assumed = ln->total = 0;
     ln->dp_compute_stream = 0;
     ln->busy.n = ln->blocking.n = 0;
-    for (int32_t k = sim->lane_node_off[lane]; k < sim->lane_node_off[lane + 1]; k++) {
-        int32_t i = sim->lane_nodes[k];
+    for (int32_t k = sim->results.lane_node_off[lane]; k < sim->results.lane_node_off[lane + 1];
+         k++) {
+        int32_t i = sim->results.lane_nodes[k];
         if (g->iter[i] != 2)
             continue;
         if (g->kind[i] == DSI_N_TP) {
@@ -258,8 +263,9 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
             ln->assumed += g->dur[i];
     }
     size_t before = ln->blocking.n;
-    for (int32_t k = sim->xfer_lane_off[lane]; k < sim->xfer_lane_off[lane + 1]; k++) {
-        int32_t i = sim->xfer_lane_nodes[k];
+    for (int32_t k = sim->results.xfer_lane_off[lane]; k < sim->results.xfer_lane_off[lane + 1];
+         k++) {
+        int32_t i = sim->results.xfer_lane_nodes[k];
         if (g->iter[i] != 2)
             continue;
         DSI_TRY(span_push(&ln->blocking, g->start[i], node_end(g, i)));
@@ -274,9 +280,10 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
         ln->pp = total_length(ln->blocking.v + before, merged);
         ln->blocking.n = before + merged;
     }
-    int32_t column = sim->lanes[lane].column;
-    for (int32_t k = sim->col_node_off[column]; k < sim->col_node_off[column + 1]; k++) {
-        int32_t i = sim->col_node_nodes[k];
+    int32_t column = sim->plan.lanes[lane].column;
+    for (int32_t k = sim->results.col_node_off[column]; k < sim->results.col_node_off[column + 1];
+         k++) {
+        int32_t i = sim->results.col_node_nodes[k];
         if (g->iter[i] != 2 || !in_column_node(sim, lane, i))
             continue;
         ln->other += g->dur[i];
@@ -294,13 +301,13 @@ static ds_status_t device_numbers(ds_sim_t *sim, int32_t lane, int t, const lane
 {
     const dsi_graph_t *g = &sim->g;
     const ds_strategy_t *s = &sim->s;
-    const dsi_lane_t *l = &sim->lanes[lane];
-    int64_t T = sim->it_end[2] - sim->it_end[1];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
+    int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
     memset(dev, 0, sizeof(*dev));
     dev->rank = ds_strategy_rank_of(s, (ds_coords_t){t, l->d, l->p});
     dev->coords = (ds_coords_t){t, l->d, l->p};
     dev->node = dev->rank / sim->cluster.gpus_per_node;
-    dev->represents = sim->columns[l->column].represents;
+    dev->represents = sim->plan.columns[l->column].represents;
     dev->speed_factor = sim->device_factor != NULL ? sim->device_factor[dev->rank] : 1.0;
     /* A faster member of a TP group waits for the slowest inside its
      * collectives: its compute shrinks, its TP time grows. */
@@ -309,10 +316,10 @@ static ds_status_t device_numbers(ds_sim_t *sim, int32_t lane, int t, const lane
     scratch->n = 0;
     for (size_t i = 0; i < ln->blocking.n; i++)
         DSI_TRY(span_push(scratch, ln->blocking.v[i].a, ln->blocking.v[i].b));
-    int32_t dp = s->dp > 1 ? sim->dp_of[(size_t)l->p * s->tp + t] : -1;
+    int32_t dp = s->dp > 1 ? sim->plan.dp_of[(size_t)l->p * s->tp + t] : -1;
     if (dp >= 0)
-        for (int32_t k = sim->dp_node_off[dp]; k < sim->dp_node_off[dp + 1]; k++) {
-            int32_t i = sim->dp_node_nodes[k];
+        for (int32_t k = sim->results.dp_node_off[dp]; k < sim->results.dp_node_off[dp + 1]; k++) {
+            int32_t i = sim->results.dp_node_nodes[k];
             if (g->iter[i] != 2)
                 continue;
             dp_busy += g->dur[i];
@@ -347,9 +354,9 @@ static ds_status_t device_numbers(ds_sim_t *sim, int32_t lane, int t, const lane
 static void critical_path(ds_sim_t *sim)
 {
     const dsi_graph_t *g = &sim->g;
-    ds_sim_critical_t *cr = &sim->critical;
+    ds_sim_critical_t *cr = &sim->results.critical;
     memset(cr, 0, sizeof(*cr));
-    int64_t lo = sim->it_end[1], hi = sim->it_end[2];
+    int64_t lo = sim->results.it_end[1], hi = sim->results.it_end[2];
     int32_t last = -1;
     for (int32_t i = 0; i < g->n; i++)
         if (g->iter[i] == 2 && node_end(g, i) == hi && (last < 0 || g->kind[i] != DSI_N_JOIN))
@@ -391,20 +398,20 @@ static void critical_path(ds_sim_t *sim)
     }
     int64_t T = hi - lo;
     cr->seconds[DS_SIM_CAT_WAIT] += (double)(T - covered > 0 ? T - covered : 0) * 1e-9;
-    sim->summary.critical_assumed_share = T > 0 ? (double)assumed / (double)T : 0.0;
+    sim->results.summary.critical_assumed_share = T > 0 ? (double)assumed / (double)T : 0.0;
 }
 
 /* ---- entry ------------------------------------------------------------------------------------
  */
 
-ds_status_t dsi_sim_metrics(ds_sim_t *sim)
+/* Iteration ends, the timeline hash and the share of assumed time, from
+ * every node. */
+static void summarize_nodes(ds_sim_t *sim)
 {
     const dsi_graph_t *g = &sim->g;
-    const ds_strategy_t *s = &sim->s;
-    ds_sim_summary_t *sum = &sim->summary;
-    memset(sum, 0, sizeof(*sum));
-    sim->it_end[0] = sim->it_end[1] = sim->it_end[2] = 0;
-    sim->it2_begin = INT64_MAX;
+    ds_sim_summary_t *sum = &sim->results.summary;
+    sim->results.it_end[0] = sim->results.it_end[1] = sim->results.it_end[2] = 0;
+    sim->results.it2_begin = INT64_MAX;
     int64_t assumed = 0, total = 0;
     uint64_t timeline = 0;
     for (int32_t i = 0; i < g->n; i++) {
@@ -412,40 +419,36 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
         int64_t end = node_end(g, i);
         if (g->kind[i] != DSI_N_JOIN) {
             /* Order-free: the sum of each event's own hash. */
-            int64_t event[] = {g->kind[i], it, g->owner[i], g->mb[i], g->chunk[i], g->part0[i],
-                               g->nparts[i], g->start[i], g->dur[i]};
+            int64_t place[4];
+            dsi_node_place(g, i, place);
+            int64_t event[] = {g->kind[i], it,       g->owner[i], place[0], place[1],
+                               place[2],   place[3], g->start[i], g->dur[i]};
             timeline += dsi_hash64(event, sizeof(event), 0x7157);
         }
-        if (end > sim->it_end[it])
-            sim->it_end[it] = end;
+        if (end > sim->results.it_end[it])
+            sim->results.it_end[it] = end;
         if (it == 2 && g->kind[i] != DSI_N_JOIN) {
-            if (g->start[i] < sim->it2_begin)
-                sim->it2_begin = g->start[i];
+            if (g->start[i] < sim->results.it2_begin)
+                sim->results.it2_begin = g->start[i];
             total += g->dur[i];
             if (g->flags[i] & DSI_NODE_ASSUMED)
                 assumed += g->dur[i];
         }
     }
-    if (sim->it2_begin == INT64_MAX)
-        sim->it2_begin = sim->it_end[1];
-    int64_t T = sim->it_end[2] - sim->it_end[1];
-    double Ts = (double)T * 1e-9;
-    int64_t N = sim->num_devices;
-    sum->mode = sim->opt.mode;
-    sum->granularity = sim->opt.granularity;
-    sum->num_devices = N;
-    sum->microbatches = sim->m;
-    sum->iteration_s = Ts;
+    if (sim->results.it2_begin == INT64_MAX)
+        sim->results.it2_begin = sim->results.it_end[1];
     sum->timeline_hash = timeline;
     sum->graph_nodes = g->n;
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
-    for (size_t i = 0; i < sim->num_keys; i++)
-    {
-        sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
-                             sim->keys[i].provenance == DS_PROV_MODELLED;
-        sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
-    }
+}
+
+/* Throughput, FLOP rates and their share of the peak, for an iteration of Ts seconds. */
+static void summary_rates(ds_sim_t *sim, double Ts)
+{
+    const ds_strategy_t *s = &sim->s;
+    ds_sim_summary_t *sum = &sim->results.summary;
+    int64_t N = sim->num_devices;
     if (Ts > 0) {
         sum->samples_per_s = (double)s->gbs / Ts;
         int64_t tokens = sim->info.arch == DS_ARCH_LAYER_LIST ? 1 : sim->info.seq_len;
@@ -454,7 +457,8 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     /* Matmul FLOPs of one iteration over every device. */
     for (int p = 0; p < s->pp; p++) {
         const dsi_profile_t *pr =
-            &sim->profiles[sim->lanes[sim->stage_lanes[(size_t)p * sim->num_columns]].prof];
+            &sim->profiles[sim->plan.lanes[sim->plan.stage_lanes[(size_t)p * sim->plan.num_columns]]
+                               .prof];
         double devices = (double)s->tp * s->dp;
         sum->model_flops += (double)sim->m * pr->mm_model_flops * devices;
         sum->hardware_flops += (double)sim->m * pr->mm_flops * devices;
@@ -470,44 +474,48 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
             sum->hfu = sum->hardware_tflops_per_gpu / sum->peak_tflops;
         }
     }
+}
 
-    if (!sim->opt.keep_timeline) {
-        /* Search: memory per stage, nothing per device. */
-        sim->num_devices_out = 0;
-        for (int p = 0; p < s->pp; p++) {
-            ds_sim_memory_t mem;
-            dsi_sim_memory(sim, p, &mem);
-            if (mem.total_B / (1024.0 * 1024.0 * 1024.0) > sum->peak_memory_GiB)
-                sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
-            sum->oom |= mem.oom;
-        }
-        sum->simulated_devices = (int64_t)sim->num_lanes * s->tp;
-        sum->build_s = sim->build_s;
-        sum->evaluate_s = sim->eval_s;
-        return DS_OK;
+/* Without the timeline (search): memory per stage, nothing per device. */
+static void summary_stage_memory(ds_sim_t *sim)
+{
+    ds_sim_summary_t *sum = &sim->results.summary;
+    sim->results.num_devices_out = 0;
+    for (int p = 0; p < sim->s.pp; p++) {
+        ds_sim_memory_t mem;
+        dsi_sim_memory(sim, p, &mem);
+        if (mem.total_B / (1024.0 * 1024.0 * 1024.0) > sum->peak_memory_GiB)
+            sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
+        sum->oom |= mem.oom;
     }
-    DSI_TRY(dsi_sim_index_events(sim));
-    size_t ndev = (size_t)sim->num_lanes * s->tp;
-    DSI_TRY(dsi_realloc_array(&sim->devices, ndev, sizeof(*sim->devices)));
-    sim->num_devices_out = ndev;
+    sum->simulated_devices = (int64_t)sim->plan.num_lanes * sim->s.tp;
+}
+
+/* The numbers of every simulated device: lane by lane, tensor-parallel
+ * member by member. */
+static ds_status_t measure_devices(ds_sim_t *sim, size_t ndev)
+{
+    const ds_strategy_t *s = &sim->s;
+    DSI_TRY(dsi_realloc_array(&sim->results.devices, ndev, sizeof(*sim->results.devices)));
+    sim->results.num_devices_out = ndev;
     lane_numbers_t ln;
     memset(&ln, 0, sizeof(ln));
     spanbuf_t scratch = {NULL, 0, 0};
     ds_status_t status = DS_OK;
-    for (int32_t lane = 0; lane < sim->num_lanes && status == DS_OK; lane++) {
+    for (int32_t lane = 0; lane < sim->plan.num_lanes && status == DS_OK; lane++) {
         status = lane_measure(sim, lane, &ln);
         for (int t = 0; t < s->tp && status == DS_OK; t++) {
-            ds_sim_device_t *dev = &sim->devices[(size_t)lane * s->tp + t];
+            ds_sim_device_t *dev = &sim->results.devices[(size_t)lane * s->tp + t];
             /* Members of one lane in the same DP instance have the same numbers. */
             int same = -1;
             for (int u = 0; u < t && same < 0 && sim->device_factor == NULL; u++)
-                if (s->dp == 1 || sim->dp_of[(size_t)sim->lanes[lane].p * s->tp + u] ==
-                                      sim->dp_of[(size_t)sim->lanes[lane].p * s->tp + t])
+                if (s->dp == 1 || sim->plan.dp_of[(size_t)sim->plan.lanes[lane].p * s->tp + u] ==
+                                      sim->plan.dp_of[(size_t)sim->plan.lanes[lane].p * s->tp + t])
                     same = u;
             if (same < 0) {
                 status = device_numbers(sim, lane, t, &ln, &scratch, dev);
             } else {
-                *dev = sim->devices[(size_t)lane * s->tp + same];
+                *dev = sim->results.devices[(size_t)lane * s->tp + same];
                 dev->coords.tp = t;
                 dev->rank = ds_strategy_rank_of(s, dev->coords);
                 dev->node = dev->rank / sim->cluster.gpus_per_node;
@@ -517,10 +525,18 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     dsi_free(ln.busy.v);
     dsi_free(ln.blocking.v);
     dsi_free(scratch.v);
-    DSI_TRY(status);
+    return status;
+}
+
+/* Means over all target devices (each simulated one weighs the devices it
+ * represents), the peak memory and the bubble. */
+static void summary_device_means(ds_sim_t *sim, double Ts)
+{
+    ds_sim_summary_t *sum = &sim->results.summary;
+    size_t ndev = sim->results.num_devices_out;
     double weight = 0.0;
     for (size_t i = 0; i < ndev; i++) {
-        const ds_sim_device_t *d = &sim->devices[i];
+        const ds_sim_device_t *d = &sim->results.devices[i];
         double w = (double)d->represents;
         weight += w;
         sum->compute_s += w * d->compute_s;
@@ -541,9 +557,36 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
     }
     sum->bubble_fraction = Ts > 0 ? sum->idle_s / Ts : 0.0;
     sum->simulated_devices = (int64_t)ndev;
-    critical_path(sim);
-    sum->build_s = sim->build_s;
-    sum->evaluate_s = sim->eval_s;
+}
+
+ds_status_t dsi_sim_metrics(ds_sim_t *sim)
+{
+    ds_sim_summary_t *sum = &sim->results.summary;
+    memset(sum, 0, sizeof(*sum));
+    summarize_nodes(sim);
+    int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
+    double Ts = (double)T * 1e-9;
+    sum->mode = sim->opt.mode;
+    sum->granularity = sim->opt.granularity;
+    sum->num_devices = sim->num_devices;
+    sum->microbatches = sim->m;
+    sum->iteration_s = Ts;
+    for (size_t i = 0; i < sim->num_keys; i++) {
+        sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
+                             sim->keys[i].provenance == DS_PROV_MODELLED;
+        sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
+    }
+    summary_rates(sim, Ts);
+    if (sim->opt.keep_timeline) {
+        DSI_TRY(dsi_sim_index_events(sim));
+        DSI_TRY(measure_devices(sim, (size_t)sim->plan.num_lanes * sim->s.tp));
+        summary_device_means(sim, Ts);
+        critical_path(sim);
+    } else {
+        summary_stage_memory(sim);
+    }
+    sum->build_s = sim->results.build_s;
+    sum->evaluate_s = sim->results.eval_s;
     return DS_OK;
 }
 
@@ -552,12 +595,12 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
 
 static ds_status_t event_push(ds_sim_t *sim, size_t *count, const ds_sim_event_t *e)
 {
-    if (*count == sim->events_cap) {
-        size_t cap = sim->events_cap ? 2 * sim->events_cap : 1024;
-        DSI_TRY(dsi_realloc_array(&sim->events, cap, sizeof(*sim->events)));
-        sim->events_cap = cap;
+    if (*count == sim->results.events_cap) {
+        size_t cap = sim->results.events_cap ? 2 * sim->results.events_cap : 1024;
+        DSI_TRY(dsi_realloc_array(&sim->results.events, cap, sizeof(*sim->results.events)));
+        sim->results.events_cap = cap;
     }
-    sim->events[(*count)++] = *e;
+    sim->results.events[(*count)++] = *e;
     return DS_OK;
 }
 
@@ -589,7 +632,7 @@ static int by_stream_start(const void *x, const void *y)
 ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event_t **events_p,
                                  size_t *count_p)
 {
-    if (!sim->evaluated || !sim->opt.keep_timeline)
+    if (!sim->results.evaluated || !sim->opt.keep_timeline)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "no simulation with keep_timeline has run on this simulator");
     if (rank < 0 || rank >= sim->num_devices)
@@ -598,37 +641,42 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
     const dsi_graph_t *g = &sim->g;
     int32_t lane, dp;
     dsi_sim_locate(sim, rank, &lane, &dp);
-    const dsi_lane_t *l = &sim->lanes[lane];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
     const dsi_profile_t *pr = &sim->profiles[l->prof];
     size_t count = 0;
     ds_sim_event_t e;
-    for (int32_t k = sim->lane_node_off[lane]; k < sim->lane_node_off[lane + 1]; k++) {
-        int32_t i = sim->lane_nodes[k];
+    for (int32_t k = sim->results.lane_node_off[lane]; k < sim->results.lane_node_off[lane + 1];
+         k++) {
+        int32_t i = sim->results.lane_nodes[k];
         fill_lane_event(sim, i, &e);
         e.stage = l->p;
-        e.chunk = g->chunk[i];
+        bool pass = g->kind[i] == DSI_N_FWD || g->kind[i] == DSI_N_BWD;
+        const dsi_pass_node_t *pn = &g->payload[i].pass;
+        e.chunk = pass ? pn->chunk : 0;
         if (g->kind[i] == DSI_N_TP) {
             e.stream = DS_SIM_STREAM_TP;
             e.name = dsi_node_labels[g->label[i]];
         } else {
             e.stream = DS_SIM_STREAM_COMPUTE;
-            e.name = g->kind[i] == DSI_N_FWD   ? "fwd"
-                     : g->kind[i] == DSI_N_BWD ? (g->label[i] != 0 ? "dp.overlap-interference" : "bwd")
-                                               : "optimizer";
+            e.name = g->kind[i] == DSI_N_FWD ? "fwd"
+                     : g->kind[i] == DSI_N_BWD
+                         ? (g->label[i] != 0 ? "dp.overlap-interference" : "bwd")
+                         : "optimizer";
             e.compute_ns = g->comp[i];
             if (g->kind[i] != DSI_N_OPT) {
-                e.microbatch = g->mb[i];
-                int32_t part = pr->part_first[g->chunk[i]] + g->part0[i];
+                e.microbatch = pn->mb;
+                int32_t part = pr->part_first[pn->chunk] + pn->part0;
                 e.layer = sim->part_layer[part];
-                e.num_layers = g->nparts[i];
+                e.num_layers = pn->nparts;
             }
         }
         DSI_TRY(event_push(sim, &count, &e));
     }
     /* Transfers, merged into the spans of the calls that posted them. */
     size_t first_pp = count;
-    for (int32_t k = sim->xfer_lane_off[lane]; k < sim->xfer_lane_off[lane + 1]; k++) {
-        int32_t i = sim->xfer_lane_nodes[k];
+    for (int32_t k = sim->results.xfer_lane_off[lane]; k < sim->results.xfer_lane_off[lane + 1];
+         k++) {
+        int32_t i = sim->results.xfer_lane_nodes[k];
         fill_lane_event(sim, i, &e);
         e.stream = DS_SIM_STREAM_PP;
         e.stage = l->p;
@@ -636,7 +684,7 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
         DSI_TRY(event_push(sim, &count, &e));
     }
     if (count > first_pp) {
-        ds_sim_event_t *pp = sim->events + first_pp;
+        ds_sim_event_t *pp = sim->results.events + first_pp;
         size_t n = count - first_pp;
         qsort(pp, n, sizeof(*pp), by_stream_start);
         size_t k = 0;
@@ -653,17 +701,19 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
         count = first_pp + k + 1;
     }
     if (dp >= 0)
-        for (int32_t k = sim->dp_node_off[dp]; k < sim->dp_node_off[dp + 1]; k++) {
-            int32_t i = sim->dp_node_nodes[k];
+        for (int32_t k = sim->results.dp_node_off[dp]; k < sim->results.dp_node_off[dp + 1]; k++) {
+            int32_t i = sim->results.dp_node_nodes[k];
             fill_lane_event(sim, i, &e);
             e.stream = DS_SIM_STREAM_DP;
             e.stage = l->p;
-            e.bucket = g->mb[i];
+            e.bucket =
+                dsi_node_is_zero_part(g, i) ? g->payload[i].zero.part : g->payload[i].bucket.bucket;
             e.name = dsi_node_labels[g->label[i]];
             DSI_TRY(event_push(sim, &count, &e));
         }
-    for (int32_t k = sim->col_node_off[l->column]; k < sim->col_node_off[l->column + 1]; k++) {
-        int32_t i = sim->col_node_nodes[k];
+    for (int32_t k = sim->results.col_node_off[l->column];
+         k < sim->results.col_node_off[l->column + 1]; k++) {
+        int32_t i = sim->results.col_node_nodes[k];
         if (!in_column_node(sim, lane, i))
             continue;
         fill_lane_event(sim, i, &e);
@@ -672,8 +722,8 @@ ds_status_t ds_sim_device_events(ds_sim_t *sim, int64_t rank, const ds_sim_event
         e.name = dsi_node_labels[g->label[i]];
         DSI_TRY(event_push(sim, &count, &e));
     }
-    qsort(sim->events, count, sizeof(*sim->events), by_stream_start);
-    *events_p = sim->events;
+    qsort(sim->results.events, count, sizeof(*sim->results.events), by_stream_start);
+    *events_p = sim->results.events;
     *count_p = count;
     return DS_OK;
 }

@@ -60,46 +60,51 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->part_tb);
     dsi_free(sim->part_params);
     dsi_free(sim->part_rev);
-    for (int32_t i = 0; i < sim->num_programs; i++)
-        dsi_program_free(&sim->programs[i]);
-    dsi_free(sim->programs);
-    dsi_free(sim->column_of);
-    dsi_free(sim->dp_of);
-    dsi_free(sim->columns);
-    dsi_free(sim->lanes);
-    dsi_free(sim->lane_dp);
-    dsi_free(sim->dpgroups);
-    dsi_free(sim->stage_lanes);
+    for (int32_t i = 0; i < sim->plan.num_programs; i++)
+        dsi_program_free(&sim->plan.programs[i]);
+    dsi_free(sim->plan.programs);
+    dsi_free(sim->plan.column_of);
+    dsi_free(sim->plan.dp_of);
+    dsi_free(sim->plan.columns);
+    dsi_free(sim->plan.lanes);
+    dsi_free(sim->plan.lane_dp);
+    dsi_free(sim->plan.dpgroups);
+    dsi_free(sim->plan.stage_lanes);
     dsi_free(sim->device_factor);
-    dsi_free(sim->tp_lay);
-    dsi_free(sim->dp_lay);
-    dsi_free(sim->fwd_lay);
-    dsi_free(sim->bwd_lay);
-    dsi_free(sim->emb_lay);
-    dsi_free(sim->mp_lay);
-    dsi_free(sim->fwd_done_store);
-    dsi_free(sim->stage_params);
-    dsi_free(sim->num_buckets);
-    dsi_free(sim->ready);
-    dsi_free(sim->gather);
-    dsi_free(sim->round_end);
-    dsi_free(sim->zparts);
-    dsi_free(sim->zpre);
-    dsi_free(sim->xfer);
-    dsi_free(sim->xfer_sides);
-    dsi_free(sim->xfer_flag);
+    dsi_free(sim->plan.tp_lay);
+    dsi_free(sim->plan.dp_lay);
+    dsi_free(sim->plan.fwd_lay);
+    dsi_free(sim->plan.bwd_lay);
+    dsi_free(sim->plan.emb_lay);
+    dsi_free(sim->plan.mp_lay);
+    dsi_free(sim->builder.fwd_done_store);
+    dsi_free(sim->plan.stage_params);
+    dsi_free(sim->plan.num_buckets);
+    dsi_free(sim->builder.ready);
+    dsi_free(sim->builder.gather);
+    dsi_free(sim->builder.round_end);
+    dsi_free(sim->builder.optimizer);
+    dsi_free(sim->builder.cursors);
+    dsi_free(sim->builder.channel_costs);
+    dsi_free(sim->builder.bucket_costs);
+    dsi_free(sim->builder.dp_last);
+    dsi_free(sim->builder.part_end);
+    dsi_free(sim->builder.pass_start);
+    dsi_free(sim->builder.xfer);
+    dsi_free(sim->builder.xfer_sides);
+    dsi_free(sim->builder.xfer_flag);
     dsi_graph_free(&sim->g);
-    dsi_free(sim->devices);
-    dsi_free(sim->mb_nodes);
-    dsi_free(sim->lane_node_off);
-    dsi_free(sim->lane_nodes);
-    dsi_free(sim->dp_node_off);
-    dsi_free(sim->dp_node_nodes);
-    dsi_free(sim->col_node_off);
-    dsi_free(sim->col_node_nodes);
-    dsi_free(sim->xfer_lane_off);
-    dsi_free(sim->xfer_lane_nodes);
-    dsi_free(sim->events);
+    dsi_free(sim->results.devices);
+    dsi_free(sim->results.mb_nodes);
+    dsi_free(sim->results.lane_node_off);
+    dsi_free(sim->results.lane_nodes);
+    dsi_free(sim->results.dp_node_off);
+    dsi_free(sim->results.dp_node_nodes);
+    dsi_free(sim->results.col_node_off);
+    dsi_free(sim->results.col_node_nodes);
+    dsi_free(sim->results.xfer_lane_off);
+    dsi_free(sim->results.xfer_lane_nodes);
+    dsi_free(sim->results.events);
     dsi_sim_estimate_free(sim);
     dsi_free(sim);
 }
@@ -172,7 +177,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                        const ds_sim_options_t *options)
 {
     double t0 = now_s();
-    sim->evaluated = 0;
+    sim->results.evaluated = 0;
     ds_sim_options_t defaults;
     if (options == NULL) {
         ds_sim_options_init(&defaults);
@@ -241,10 +246,10 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     }
     DSI_TRY(status);
     double t2 = now_s();
-    sim->build_s = t1 - t0;
-    sim->eval_s = t2 - t1;
+    sim->results.build_s = t1 - t0;
+    sim->results.eval_s = t2 - t1;
     DSI_TRY(dsi_sim_metrics(sim));
-    sim->evaluated = 1;
+    sim->results.evaluated = 1;
     return DS_OK;
 }
 
@@ -277,36 +282,36 @@ const ds_event_key_t *ds_sim_key_at(const ds_sim_t *sim, size_t index,
 
 void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary)
 {
-    if (!sim->evaluated) {
+    if (!sim->results.evaluated) {
         memset(summary, 0, sizeof(*summary));
         return;
     }
-    *summary = sim->summary;
+    *summary = sim->results.summary;
 }
 
 size_t ds_sim_device_count(const ds_sim_t *sim)
 {
-    return sim->evaluated ? sim->num_devices_out : 0;
+    return sim->results.evaluated ? sim->results.num_devices_out : 0;
 }
 
 ds_status_t ds_sim_device_at(const ds_sim_t *sim, size_t index, ds_sim_device_t *device_p)
 {
-    if (!sim->evaluated || index >= sim->num_devices_out)
+    if (!sim->results.evaluated || index >= sim->results.num_devices_out)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "device index %zu (accepted: below %zu)", index,
-                         sim->evaluated ? sim->num_devices_out : 0);
-    *device_p = sim->devices[index];
+                         sim->results.evaluated ? sim->results.num_devices_out : 0);
+    *device_p = sim->results.devices[index];
     return DS_OK;
 }
 
 ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_device_t *device_p)
 {
-    if (!sim->evaluated || !sim->opt.keep_timeline || rank < 0 || rank >= sim->num_devices)
+    if (!sim->results.evaluated || !sim->opt.keep_timeline || rank < 0 || rank >= sim->num_devices)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "rank %lld (accepted: 0 to %lld)", (long long)rank,
                          (long long)sim->num_devices - 1);
     ds_coords_t c = ds_strategy_coords_of(&sim->s, rank);
-    int32_t lane = sim->columns[sim->column_of[c.dp]].lane_first + c.pp;
+    int32_t lane = sim->plan.columns[sim->plan.column_of[c.dp]].lane_first + c.pp;
     size_t index = (size_t)lane * sim->s.tp + c.tp;
-    ds_sim_device_t d = sim->devices[index];
+    ds_sim_device_t d = sim->results.devices[index];
     d.rank = rank;
     d.coords = c;
     d.node = rank / sim->cluster.gpus_per_node;
@@ -318,7 +323,7 @@ ds_status_t ds_sim_device_of_rank(const ds_sim_t *sim, int64_t rank, ds_sim_devi
 
 size_t ds_sim_microbatch_count(const ds_sim_t *sim)
 {
-    return sim->evaluated && sim->opt.keep_timeline
+    return sim->results.evaluated && sim->opt.keep_timeline
                ? (size_t)sim->s.pp * sim->s.vpp * (size_t)sim->m
                : 0;
 }
@@ -328,13 +333,13 @@ ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_micro
     if (index >= ds_sim_microbatch_count(sim))
         return DSI_ERROR(DS_ERR_INVALID_ARG, "micro-batch entry %zu (accepted: below %zu)", index,
                          ds_sim_microbatch_count(sim));
-    const int32_t *n = sim->mb_nodes + index * 4;
+    const int32_t *n = sim->results.mb_nodes + index * 4;
     const dsi_graph_t *g = &sim->g;
     ds_sim_microbatch_t mb;
     mb.microbatch = (int)(index % (size_t)sim->m);
     mb.chunk = (int)(index / (size_t)sim->m % (size_t)sim->s.vpp);
     mb.stage = (int)(index / (size_t)sim->m / (size_t)sim->s.vpp);
-    double origin = (double)sim->it2_begin;
+    double origin = (double)sim->results.it2_begin;
     mb.fwd_start_s = n[0] >= 0 ? ((double)g->start[n[0]] - origin) * 1e-9 : 0.0;
     mb.fwd_end_s = n[1] >= 0 ? ((double)(g->start[n[1]] + g->dur[n[1]]) - origin) * 1e-9 : 0.0;
     mb.bwd_start_s = n[2] >= 0 ? ((double)g->start[n[2]] - origin) * 1e-9 : 0.0;
@@ -345,9 +350,9 @@ ds_status_t ds_sim_microbatch_at(const ds_sim_t *sim, size_t index, ds_sim_micro
 
 void ds_sim_get_critical_path(const ds_sim_t *sim, ds_sim_critical_t *critical)
 {
-    if (!sim->evaluated || !sim->opt.keep_timeline) {
+    if (!sim->results.evaluated || !sim->opt.keep_timeline) {
         memset(critical, 0, sizeof(*critical));
         return;
     }
-    *critical = sim->critical;
+    *critical = sim->results.critical;
 }

@@ -149,10 +149,11 @@ static void check_graph(const ds_sim_t *sim, const char *text)
     CHECK_MSG(ok, "a start is not its latest predecessor's end for %s", text);
     free(latest);
     /* Compute streams and DP streams never run two events at once. */
-    for (int32_t lane = 0; lane < sim->num_lanes; lane++) {
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
         int64_t prev_end = -1;
-        for (int32_t k = sim->lane_node_off[lane]; k < sim->lane_node_off[lane + 1]; k++) {
-            int32_t i = sim->lane_nodes[k];
+        for (int32_t k = sim->results.lane_node_off[lane]; k < sim->results.lane_node_off[lane + 1];
+             k++) {
+            int32_t i = sim->results.lane_nodes[k];
             if (g->kind[i] == DSI_N_TP)
                 continue;
             CHECK_MSG(g->start[i] >= prev_end, "lane %d runs two compute events at once for %s",
@@ -160,10 +161,11 @@ static void check_graph(const ds_sim_t *sim, const char *text)
             prev_end = g->start[i] + g->dur[i];
         }
     }
-    for (int32_t grp = 0; grp < sim->num_dpgroups; grp++) {
+    for (int32_t grp = 0; grp < sim->plan.num_dpgroups; grp++) {
         int64_t prev_end = -1;
-        for (int32_t k = sim->dp_node_off[grp]; k < sim->dp_node_off[grp + 1]; k++) {
-            int32_t i = sim->dp_node_nodes[k];
+        for (int32_t k = sim->results.dp_node_off[grp]; k < sim->results.dp_node_off[grp + 1];
+             k++) {
+            int32_t i = sim->results.dp_node_nodes[k];
             CHECK_MSG(g->start[i] >= prev_end, "DP group %d runs two collectives at once for %s",
                       grp, text);
             prev_end = g->start[i] + g->dur[i];

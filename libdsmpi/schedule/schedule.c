@@ -16,7 +16,7 @@
  * last warm-up and every steady step post one batched call with up to four
  * transfers.
  */
-#include "dsi_sim.h"
+#include "dsi_schedule.h"
 
 #include <string.h>
 
@@ -211,4 +211,18 @@ void dsi_program_free(dsi_program_t *p)
 {
     dsi_free(p->actions);
     memset(p, 0, sizeof(*p));
+}
+
+int dsi_schedule_next_stage(const ds_strategy_t *s, int p)
+{
+    if (p < s->pp - 1)
+        return p + 1;
+    return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? 0 : -1;
+}
+
+int dsi_schedule_prev_stage(const ds_strategy_t *s, int p)
+{
+    if (p > 0)
+        return p - 1;
+    return s->schedule == DS_SCHEDULE_INTERLEAVED && s->pp > 1 ? s->pp - 1 : -1;
 }
