@@ -1,6 +1,8 @@
 /*
  * Device memory of one pipeline stage:
- *   weights      P x dtype bytes (/dp with ZeRO-3)
+ *   weights      P x dtype bytes (/dp with ZeRO-3); under fp8= the layers'
+ *                linear weights also in fp8 and transposed (2 bytes each:
+ *                Transformer Engine's weight cache across micro-batches)
  *   gradients    P x grad-reduce dtype bytes (Megatron's fp32 main_grad buffer;
  *                /dp with ZeRO-2 and 3)
  *   optimizer    P x 12 bytes (fp32 master copy + Adam moments; 8 when training
@@ -10,7 +12,11 @@
  *                replicated s b h (10 or 8 without dropout), split over TP
  *                s b (2 (q + 2 kv) + 2 q) for attention inputs plus the MLP
  *                (4 f s b, 6 f s b gated), attention scores 5 a s^2 b / t (2
- *                without dropout; none with selective recompute); with SP the
+ *                without dropout; none with selective recompute; with fused
+ *                attention none either, but the fp32 log-sum-exp, 4 a s b / t);
+ *                under fp8= the inputs of the four linears are kept in one
+ *                byte (Transformer Engine saves the fp8 copies for the weight
+ *                gradient); with SP the
  *                replicated part is split too; full recompute keeps only each
  *                layer's input (2 s b h, / t with SP) plus one layer's working
  *                set.  Times the peak of in-flight (chunk, micro-batch) passes of
@@ -58,14 +64,38 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
         return 2.0 * sbh / (sp ? t : 1.0) * scale;
     double replicated = sbh * (info->dropout ? 10.0 : 8.0);
     double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) + seq * b * f * (gated ? 6.0 : 4.0);
-    double scores =
-        recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : (info->dropout ? 5.0 : 2.0) * a * seq * seq * b;
-    double per_layer = replicated / (sp ? t : 1.0) + split / t + scores / t;
+    if (s->fp8 != DS_FP8_OFF) { /* qkv and fc1 inputs (replicated), proj and fc2 inputs (split) */
+        replicated -= 2.0 * sbh;
+        split -= seq * b * (q + f);
+    }
+    bool flash = s->flash_attention != 0;
+    double scores = flash ? 0.0
+                    : recompute == DS_RECOMPUTE_SELECTIVE
+                        ? 0.0
+                        : (info->dropout ? 5.0 : 2.0) * a * seq * seq * b;
+    /* Fused attention keeps one fp32 log-sum-exp per query and head. */
+    double lse = flash ? 4.0 * a * seq * b / t / scale : 0.0;
+    double per_layer = replicated / (sp ? t : 1.0) + split / t + scores / t + lse;
     if (t5_decoder) /* cross-attention: another attention block over the encoder tokens */
-        per_layer +=
-            (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t +
-            (recompute == DS_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * a * seq * info->seq_len * b / t);
+        per_layer += (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t + lse +
+                     (recompute == DS_RECOMPUTE_SELECTIVE || flash
+                          ? 0.0
+                          : 5.0 * a * seq * info->seq_len * b / t);
     return per_layer * scale;
+}
+
+/* Parameters of the linear layers this stage runs in fp8 (qkv, proj, fc1,
+ * fc2 of each of its layers; their TP share). */
+static double fp8_linear_params(const ds_sim_t *sim, int stage)
+{
+    const ds_model_info_t *info = &sim->info;
+    const ds_strategy_t *s = &sim->s;
+    double h = info->hidden_size, f = info->ffn_hidden_size;
+    double q = (double)info->num_heads * info->head_dim,
+           kv = (double)info->num_kv_heads * info->head_dim;
+    bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
+    double per_layer = (h * (q + 2.0 * kv) + q * h + h * f * (gated ? 2.0 : 1.0) + f * h) / s->tp;
+    return per_layer * (double)ds_strategy_stage_layers(s, info->num_layers, stage);
 }
 
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
@@ -76,6 +106,8 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
     double P = (double)sim->plan.stage_params[stage];
     double dp = s->dp;
     mem->weights_B = P * (double)ds_dtype_size(info->dtype) / (s->zero == 3 ? dp : 1.0);
+    if (s->fp8 != DS_FP8_OFF && info->arch != DS_ARCH_LAYER_LIST)
+        mem->weights_B += 2.0 * fp8_linear_params(sim, stage);
     mem->grads_B = P * (double)ds_dtype_size(s->grad_reduce_dtype) / (s->zero >= 2 ? dp : 1.0);
     double per_param = info->dtype == DS_DTYPE_FP32 ? 8.0 : 12.0;
     double share = s->zero >= 1 ? dp : (s->dp_algo == DS_DP_PS && s->dp > 1 ? s->ps_servers : 1.0);

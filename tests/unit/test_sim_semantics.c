@@ -304,6 +304,49 @@ static void flops_and_memory(ds_sim_t *sim)
     ds_model_destroy(model);
 }
 
+/* First-stage memory of gpt2-medium (seq 256, mbs 2, tp 2, one micro-batch
+ * in flight) under `text`. */
+static ds_sim_memory_t stage0_memory(ds_sim_t *sim, const ds_model_t *model, const char *text)
+{
+    ds_strategy_t s;
+    ds_cluster_t cluster;
+    setup_strategy(model, text, 1, 2, &s, &cluster);
+    ds_cost_table_t *table = synthetic_costs(model, &s, &cluster, unit_rule, NULL);
+    CHECK_OK(ds_sim_run(sim, model, &s, &cluster, table, NULL));
+    ds_sim_device_t d;
+    memset(&d, 0, sizeof(d));
+    CHECK_OK(ds_sim_device_of_rank(sim, 0, &d));
+    ds_cost_table_destroy(table);
+    return d.memory;
+}
+
+/* Fused attention keeps no scores, only a log-sum-exp per query and head;
+ * fp8 keeps the four linears' inputs in one byte and adds the weights' fp8
+ * copy and transpose. */
+static void flash_and_fp8_memory(ds_sim_t *sim)
+{
+    ds_model_t *model = NULL;
+    CHECK_OK(ds_model_load("gpt2-medium", &model));
+    CHECK_OK(ds_model_set_seq_len(model, 256));
+    ds_model_info_t info;
+    ds_model_get_info(model, &info);
+    double scale = (double)ds_dtype_size(info.dtype) / 2.0;
+    double L = info.num_layers, a = info.num_heads, s = 256, b = 2, t = 2, h = info.hidden_size;
+    double f = info.ffn_hidden_size, q = (double)info.num_heads * info.head_dim;
+    ds_sim_memory_t plain = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2");
+    ds_sim_memory_t flash = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2,flash");
+    ds_sim_memory_t fp8 = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2,flash,fp8=hybrid");
+    CHECK_INT(plain.inflight, 1);
+    CHECK_NEAR(plain.activations_B - flash.activations_B,
+               L * (5.0 * a * s * s * b / t * scale - 4.0 * a * s * b / t), 1e-9);
+    CHECK_NEAR(flash.activations_B - fp8.activations_B,
+               L * (2.0 * s * b * h + s * b * (q + f) / t) * scale, 1e-9);
+    double linear = L * (h * 3.0 * q + q * h + 2.0 * h * f) / t; /* no GQA, not gated */
+    CHECK_NEAR(fp8.weights_B - flash.weights_B, 2.0 * linear, 1e-9);
+    CHECK(flash.total_B < plain.total_B);
+    ds_model_destroy(model);
+}
+
 int main(void)
 {
     ds_sim_t *sim = NULL;
@@ -313,6 +356,7 @@ int main(void)
     stragglers(sim);
     missing_costs(sim);
     flops_and_memory(sim);
+    flash_and_fp8_memory(sim);
     ds_sim_destroy(sim);
     return check_summary("test_sim_semantics");
 }
