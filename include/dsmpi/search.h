@@ -16,6 +16,10 @@
  *   recompute none, selective, full
  *   zero      0, 1, 2, 3 (dp > 1 only)
  *   dp-algo   auto, ring, tree, hierarchical, ps (dp > 1 only)
+ *   flash     the base strategy's, unless fixed to values (flash=off and
+ *             flash=on: both are searched)
+ *   fp8       the base strategy's, unless fixed to values (fp8=off, hybrid,
+ *             e4m3): their keys must be in the costs to be searched
  * Everything else (gbs, bucket, overlap, clipping, placement order, ...) is
  * the base strategy's.  ds_search_fix narrows a dimension to the values
  * given, or sets a field of the base.  A combination is valid when

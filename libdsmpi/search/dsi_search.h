@@ -25,6 +25,8 @@ typedef enum dsi_dim_id {
     DSI_FIX_RECOMPUTE,
     DSI_FIX_ZERO,
     DSI_FIX_DP_ALGO,
+    DSI_FIX_FLASH,
+    DSI_FIX_FP8,
     DSI_FIX_COUNT_
 } dsi_dim_id_t;
 

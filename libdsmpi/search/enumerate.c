@@ -7,8 +7,8 @@
 
 #include <string.h>
 
-static const char *const dim_keys[DSI_FIX_COUNT_] = {"tp",  "pp", "dp",        "mbs",  "schedule",
-                                                     "vpp", "sp", "recompute", "zero", "dp-algo"};
+static const char *const dim_keys[DSI_FIX_COUNT_] = {
+    "tp", "pp", "dp", "mbs", "schedule", "vpp", "sp", "recompute", "zero", "dp-algo", "flash", "fp8"};
 
 static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
 {
@@ -51,6 +51,8 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
     bool flag = item[len] == '\0';
     if (flag && (strcmp(key, "sp") == 0 || strcmp(key, "no-sp") == 0))
         return add_fixed(&search->fixed[DSI_FIX_SP], "sp", parsed.sp);
+    if (flag && strcmp(key, "flash") == 0)
+        return add_fixed(&search->fixed[DSI_FIX_FLASH], "flash", 1);
     for (int d = 0; d < DSI_FIX_COUNT_ && !flag; d++) {
         if (strcmp(key, dim_keys[d]) != 0)
             continue;
@@ -66,6 +68,8 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
         case DSI_FIX_RECOMPUTE: value = (int)parsed.recompute; break;
         case DSI_FIX_ZERO: value = parsed.zero; break;
         case DSI_FIX_DP_ALGO: value = (int)parsed.dp_algo; break;
+        case DSI_FIX_FLASH: value = parsed.flash_attention; break;
+        case DSI_FIX_FP8: value = (int)parsed.fp8; break;
         case DSI_FIX_COUNT_: break;
         }
         return add_fixed(&search->fixed[d], dim_keys[d], value);
@@ -143,6 +147,11 @@ static int schedule_options(const ds_search_t *search, int pp, sched_option_t *o
     return n;
 }
 
+/* One combination of the dimensions enumerated inside (tp, pp, mbs, schedule). */
+typedef struct variant {
+    int sp, recompute, zero, dp_algo, flash, fp8;
+} variant_t;
+
 ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t visit, void *arg)
 {
     ds_model_info_t info;
@@ -154,7 +163,9 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                                           : (int)dsi_param_int(DSI_PARAM_SEARCH_MAX_MBS);
     const dsi_fixed_t *fx = search->fixed;
 
-    values_t tps, mbss, sps, recs, zeros, algos;
+    values_t tps, mbss, sps, recs, zeros, algos, flashes, fp8s;
+    variant_t *variants = NULL;
+    ds_status_t status = DS_OK;
     int defaults[64] = {0};
     int n = 0;
     for (int t = 1; t <= max_tp && n < 64; t++)
@@ -171,6 +182,11 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
     static const int algo_values[] = {DS_DP_AUTO, DS_DP_RING, DS_DP_TREE, DS_DP_HIERARCHICAL,
                                       DS_DP_PS};
     from_fixed_or(&recs, &fx[DSI_FIX_RECOMPUTE], rec_values, 3);
+    /* Fused attention and fp8 keep the base strategy's choice unless fixed
+     * to several values: their keys must be profiled to be searched. */
+    const int flash_base = search->base.flash_attention, fp8_base = (int)search->base.fp8;
+    from_fixed_or(&flashes, &fx[DSI_FIX_FLASH], &flash_base, 1);
+    from_fixed_or(&fp8s, &fx[DSI_FIX_FP8], &fp8_base, 1);
 
     for (int ti = 0; ti < tps.count; ti++) {
         int tp = tps.v[ti];
@@ -204,27 +220,44 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                 keep_one(&zeros, 0);
                 keep_one(&algos, DS_DP_AUTO);
             }
+            /* The remaining dimensions' combinations, innermost last. */
+            size_t nv = 0, want = (size_t)sps.count * recs.count * zeros.count * algos.count *
+                                  flashes.count * fp8s.count;
+            dsi_free(variants);
+            variants = NULL;
+            DSI_TRY_GOTO(dsi_calloc(want ? want : 1, sizeof(*variants), &variants), status, out);
+            for (int qi = 0; qi < sps.count; qi++)
+                for (int ri = 0; ri < recs.count; ri++)
+                    for (int zi = 0; zi < zeros.count; zi++)
+                        for (int ai = 0; ai < algos.count; ai++)
+                            for (int fi = 0; fi < flashes.count; fi++)
+                                for (int ei = 0; ei < fp8s.count; ei++)
+                                    variants[nv++] = (variant_t){sps.v[qi],   recs.v[ri],
+                                                                 zeros.v[zi], algos.v[ai],
+                                                                 flashes.v[fi], fp8s.v[ei]};
             for (int bi = 0; bi < mbss.count; bi++)
                 for (int si = 0; si < num_sched; si++)
-                    for (int qi = 0; qi < sps.count; qi++)
-                        for (int ri = 0; ri < recs.count; ri++)
-                            for (int zi = 0; zi < zeros.count; zi++)
-                                for (int ai = 0; ai < algos.count; ai++) {
-                                    ds_strategy_t s = search->base;
-                                    s.tp = tp;
-                                    s.pp = pp;
-                                    s.dp = dp;
-                                    s.mbs = mbss.v[bi];
-                                    s.schedule = sched[si].schedule;
-                                    s.vpp = sched[si].vpp;
-                                    s.layers_per_virtual_stage = 0;
-                                    s.sp = sps.v[qi];
-                                    s.recompute = (ds_recompute_t)recs.v[ri];
-                                    s.zero = zeros.v[zi];
-                                    s.dp_algo = (ds_dp_algo_t)algos.v[ai];
-                                    DSI_TRY(visit(search, &s, arg));
-                                }
+                    for (size_t vi = 0; vi < nv; vi++) {
+                        const variant_t *v = &variants[vi];
+                        ds_strategy_t s = search->base;
+                        s.tp = tp;
+                        s.pp = pp;
+                        s.dp = dp;
+                        s.mbs = mbss.v[bi];
+                        s.schedule = sched[si].schedule;
+                        s.vpp = sched[si].vpp;
+                        s.layers_per_virtual_stage = 0;
+                        s.sp = v->sp;
+                        s.recompute = (ds_recompute_t)v->recompute;
+                        s.zero = v->zero;
+                        s.dp_algo = (ds_dp_algo_t)v->dp_algo;
+                        s.flash_attention = v->flash;
+                        s.fp8 = (ds_fp8_t)v->fp8;
+                        DSI_TRY_GOTO(visit(search, &s, arg), status, out);
+                    }
         }
     }
-    return DS_OK;
+out:
+    dsi_free(variants);
+    return status;
 }

@@ -111,6 +111,30 @@ static void test_enumerate_by_hand(void)
     }
     CHECK(ds_search_candidate_at(search, 20) == NULL);
     ds_search_destroy(search);
+
+    /* flash and fp8 follow the base strategy unless fixed to several values:
+     * then every candidate comes in each, the innermost dimensions. */
+    static const char *const both[] = {"mbs=1",    "recompute=none", "zero=0",   "dp-algo=auto",
+                                       "flash=off", "flash=on",      "fp8=off", "fp8=hybrid",
+                                       NULL};
+    search = make(model, &cluster, 0, NULL, both);
+    CHECK_OK(ds_search_enumerate(search));
+    ds_search_get_stats(search, &st);
+    CHECK_INT(st.enumerated, 4 * 21);
+    CHECK_INT(st.candidates, 4 * 20);
+    static const char *const first[] = {
+        "dp=4,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b",
+        "dp=4,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,fp8=hybrid",
+        "dp=4,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,flash",
+        "dp=4,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,flash,fp8=hybrid",
+    };
+    for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++) {
+        char text[DS_STRATEGY_TEXT_MAX];
+        text_of(ds_search_candidate_at(search, i), text, sizeof(text));
+        CHECK_MSG(strcmp(text, first[i]) == 0, "candidate %zu is %s, expected %s", i, text,
+                  first[i]);
+    }
+    ds_search_destroy(search);
     ds_model_destroy(model);
 }
 
