@@ -491,8 +491,6 @@ static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s
                          s->pp, L, info->name, accepted);
     }
     if (s->first_stage_layers || s->last_stage_layers) {
-        if (s->schedule == DS_SCHEDULE_INTERLEAVED)
-            return REFUSE(ctx, "uneven stages (first/last-stage-layers) cannot be combined with schedule=interleaved (accepted: gpipe, 1f1b)");
         int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
         int middle_stages = s->pp - ends;
         int middle_layers = L - s->first_stage_layers - s->last_stage_layers;
@@ -502,6 +500,16 @@ static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s
             return REFUSE(ctx, "first-stage-layers=%d, last-stage-layers=%d leave %d layers for %d other stages (accepted: pp >= 2 and a remainder divisible by the other stages)",
                           s->first_stage_layers, s->last_stage_layers, middle_layers,
                           middle_stages);
+        int per_middle = middle_stages > 0 ? middle_layers / middle_stages : 0;
+        if (s->vpp > 1 && (s->first_stage_layers % s->vpp != 0 ||
+                           s->last_stage_layers % s->vpp != 0 || per_middle % s->vpp != 0 ||
+                           (s->first_stage_layers == 0 && per_middle == 0) ||
+                           (s->last_stage_layers == 0 && per_middle == 0)))
+            return REFUSE(ctx, "vpp=%d does not divide every stage's layers (first %d, middle %d, "
+                               "last %d; accepted: vpp dividing each, as Megatron-Core splits a "
+                               "stage's layers evenly over its virtual stages)",
+                          s->vpp, s->first_stage_layers ? s->first_stage_layers : per_middle,
+                          per_middle, s->last_stage_layers ? s->last_stage_layers : per_middle);
         return DS_OK;
     }
     int chunks = s->pp * s->vpp;
@@ -625,22 +633,25 @@ void ds_strategy_chunk_layers(const ds_strategy_t *s, int num_layers, int stage,
                               int *first_p, int *count_p)
 {
     if (s->first_stage_layers || s->last_stage_layers) {
+        /* Megatron-Core (get_transformer_layer_offset): each stage's layers
+         * split evenly over its vpp chunks; chunk c of every stage holds the
+         * c-th of vpp rounds, each round the first stage's share, the middle
+         * stages' and the last stage's in order. */
         int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
         int middle_stages = s->pp - ends;
         int middle = middle_stages > 0
                          ? (num_layers - s->first_stage_layers - s->last_stage_layers) / middle_stages
                          : 0;
-        int first_size = s->first_stage_layers ? s->first_stage_layers : middle;
-        int last_size = s->last_stage_layers ? s->last_stage_layers : middle;
+        int middle_chunk = middle / s->vpp;
+        int first_chunk = (s->first_stage_layers ? s->first_stage_layers : middle) / s->vpp;
+        int last_chunk = (s->last_stage_layers ? s->last_stage_layers : middle) / s->vpp;
+        int round = first_chunk + (s->pp - 2) * middle_chunk + last_chunk;
         if (stage == 0) {
-            *first_p = 0;
-            *count_p = first_size;
-        } else if (stage == s->pp - 1) {
-            *first_p = num_layers - last_size;
-            *count_p = last_size;
+            *first_p = chunk * round;
+            *count_p = first_chunk;
         } else {
-            *first_p = first_size + (stage - 1) * middle;
-            *count_p = middle;
+            *first_p = chunk * round + first_chunk + (stage - 1) * middle_chunk;
+            *count_p = stage == s->pp - 1 ? last_chunk : middle_chunk;
         }
         return;
     }

@@ -63,6 +63,27 @@ static void test_parse_and_format(void)
     CHECK_INT(ds_strategy_num_microbatches(&m), 32);
     ds_model_destroy(gpt2);
 
+    /* Uneven stages with virtual stages, as Megatron-Core lays them out:
+     * 24 layers, pp 4, 4 on the first and the last stage, 8 on the middle
+     * ones, 2 chunks each: rounds of 2 + 4 + 4 + 2 layers. */
+    ds_strategy_t u;
+    ds_strategy_init(&u);
+    CHECK_OK(ds_strategy_parse("pp=4,vpp=2,first-stage-layers=4,last-stage-layers=4,gbs=8", &u));
+    ds_model_t *gpt2u = model_named("gpt2-medium");
+    CHECK_OK(ds_strategy_resolve(&u, gpt2u, 4, 4));
+    static const int layout[4][2][2] = {{{0, 2}, {12, 2}}, {{2, 4}, {14, 4}},
+                                        {{6, 4}, {18, 4}}, {{10, 2}, {22, 2}}};
+    for (int stage = 0; stage < 4; stage++)
+        for (int chunk = 0; chunk < 2; chunk++) {
+            int first = -1, count = -1;
+            ds_strategy_chunk_layers(&u, 24, stage, chunk, &first, &count);
+            CHECK_MSG(first == layout[stage][chunk][0] && count == layout[stage][chunk][1],
+                      "stage %d chunk %d: layers %d + %d", stage, chunk, first, count);
+        }
+    CHECK_INT(ds_strategy_stage_layers(&u, 24, 0), 4);
+    CHECK_INT(ds_strategy_stage_layers(&u, 24, 1), 8);
+    ds_model_destroy(gpt2u);
+
     /* The strategy items the Megatron options stand for (what plan fixes its search with). */
     static const struct {
         const char *option, *value, *item;
@@ -152,7 +173,7 @@ static void test_bad_strategies(void)
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8, "needs the 6 micro-batches to be a multiple of pp=4"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=9,mbs=1", 8, "gbs=9 is not a multiple of dp*mbs = 2*1 = 2 (accepted: multiples of 8)"},
         {"gpt2-medium", "pp=4,vpp=5", 8, "pp*vpp = 4*5 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; pp with vpp=5: none)"},
-        {"gpt2-medium", "pp=2,vpp=2,first-stage-layers=10", 8, "cannot be combined with schedule=interleaved"},
+        {"gpt2-medium", "pp=2,vpp=4,first-stage-layers=10", 8, "vpp=4 does not divide every stage's layers (first 10, middle 14, last 14"},
         {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4, "leave 3 layers for 2 other stages"},
         {"gpt2-medium", "dp-algo=ps,ps-servers=9", 8, "ps-servers=9 exceeds dp=8 (accepted: 1 to 8)"},
         {"gpt2-medium", "pp=32", 32, "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)"},
