@@ -68,6 +68,8 @@ static const struct {
     {"use-flash-attn", no_argument},
     {"attention-backend", required_argument},
     {"fp8-format", required_argument},
+    {"fp8-amax-history-len", required_argument},
+    {"fp8-amax-compute-algo", required_argument},
     {"bf16", no_argument},
     {"fp16", no_argument},
 };
@@ -179,6 +181,8 @@ static void keep_strategy_item(inputs_t *in, const char *text, const char *megat
             return;
         }
         text = in->megatron_items[n];
+        if (text[0] == '\0') /* checked, changes no field (--fp8-amax-*) */
+            return;
     }
     in->strategy_items[in->num_strategy_items++] = text;
 }
@@ -400,7 +404,8 @@ void inputs_print_help(FILE *out)
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
           "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local,\n"
-          "  --fp8-format hybrid|e4m3\n"
+          "  --fp8-format hybrid|e4m3 (--fp8-amax-history-len, --fp8-amax-compute-algo are\n"
+          "  checked and change nothing: the work is the same)\n"
           "Target:\n"
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"

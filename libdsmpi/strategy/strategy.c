@@ -247,6 +247,25 @@ static ds_status_t megatron_lookup(const char *option, const char *value, size_t
     return DSI_ERROR(DS_ERR_INVALID_ARG, "Megatron option --%s is not known here", option);
 }
 
+/* Transformer Engine's delayed-scaling settings change numbers, not the
+ * work: checked, then kept out of the strategy. */
+static ds_status_t check_fp8_amax(const char *option, const char *value)
+{
+    if (strcmp(option, "fp8-amax-history-len") == 0) {
+        int length;
+        return dsi_parse_int(value, option, 1, 1 << 20, &length);
+    }
+    if (strcmp(option, "fp8-amax-compute-algo") == 0) {
+        static const char *const algos[] = {"max", "most_recent"};
+        int index;
+        return dsi_parse_choice(value, option, algos, 2, &index);
+    }
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "Megatron option --%s is not known here (accepted: --fp8-amax-history-len, "
+                     "--fp8-amax-compute-algo)",
+                     option);
+}
+
 ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, const char *value)
 {
     if (strcmp(option, "num-layers-per-virtual-pipeline-stage") == 0) {
@@ -263,6 +282,8 @@ ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, con
         DSI_TRY(attention_backend_item(value, &item));
         return ds_strategy_parse(item, s);
     }
+    if (strncmp(option, "fp8-amax-", 9) == 0)
+        return check_fp8_amax(option, value);
     size_t i;
     DSI_TRY(megatron_lookup(option, value, &i));
     if (megatron_names[i].key != NULL)
@@ -278,6 +299,12 @@ ds_status_t ds_strategy_megatron_item(const char *option, const char *value, cha
                          "--%s has no strategy item (accepted: vpp=N, the virtual stages per "
                          "pipeline rank)",
                          option);
+    if (strncmp(option, "fp8-amax-", 9) == 0) {
+        DSI_TRY(check_fp8_amax(option, value));
+        if (size > 0)
+            text[0] = '\0'; /* no item: the work is the same */
+        return DS_OK;
+    }
     if (strcmp(option, "attention-backend") == 0) {
         const char *item;
         DSI_TRY(attention_backend_item(value, &item));

@@ -53,6 +53,19 @@ static void test_parse_and_format(void)
     CHECK_INT(m.flash_attention, 1);
     CHECK_FAILS(ds_strategy_apply_megatron(&m, "attention-backend", "math"), DS_ERR_INVALID_ARG,
                 "accepted: flash, fused, auto, unfused, local");
+    CHECK_OK(ds_strategy_apply_megatron(&m, "fp8-format", "e4m3"));
+    CHECK_INT(m.fp8, DS_FP8_E4M3);
+    /* Delayed-scaling settings: checked, no field changes, no item. */
+    ds_strategy_t before_amax = m;
+    CHECK_OK(ds_strategy_apply_megatron(&m, "fp8-amax-history-len", "1024"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "fp8-amax-compute-algo", "most_recent"));
+    CHECK(memcmp(&before_amax, &m, sizeof(m)) == 0);
+    char amax_item[32] = "x";
+    CHECK_OK(ds_strategy_megatron_item("fp8-amax-history-len", "16", amax_item, sizeof(amax_item)));
+    CHECK(amax_item[0] == '\0');
+    CHECK_FAILS(ds_strategy_apply_megatron(&m, "fp8-amax-compute-algo", "mean"),
+                DS_ERR_INVALID_ARG, "accepted: max, most_recent");
+    m.fp8 = DS_FP8_OFF;
     CHECK(m.tp == 4 && m.pp == 2 && m.mbs == 2 && m.sp && m.zero == 1 &&
           m.recompute == DS_RECOMPUTE_FULL && m.schedule == DS_SCHEDULE_INTERLEAVED);
     ds_model_t *gpt2 = model_named("gpt2-medium");
