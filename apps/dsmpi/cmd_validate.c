@@ -785,6 +785,7 @@ static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
     return rc == APP_EXIT_OK ? 1 : -1;
 }
 
+/* -1: go on; else the exit code (APP_EXIT_OK after --help). */
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option extra[] = {
@@ -809,8 +810,6 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
     int code =
         app_parse_options(app, in, (const struct option *[]){app_run_long_options, extra, NULL},
                           handlers, 2, OPT_HELP, help);
-    if (code == APP_EXIT_OK)
-        return APP_EXIT_OK + 100; /* help printed: done, exit 0 */
     if (code >= 0)
         return code;
     if (in->target_text != NULL || in->cluster_file != NULL || in->target_gpus != 0)
@@ -851,10 +850,6 @@ int cmd_validate(app_t *app)
     o->budget = 0.3;
     o->backend = ds_backend_kind_default();
     code = parse(app, &in, o);
-    if (code == APP_EXIT_OK + 100) {
-        code = APP_EXIT_OK;
-        goto out;
-    }
     if (code < 0)
         code = app_mpi_require(app);
     if (code >= 0)
