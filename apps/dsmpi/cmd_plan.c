@@ -124,9 +124,8 @@ static int parse_gpus(const app_t *app, options_t *o, const char *text)
 
 static int nonnegative(const app_t *app, const char *name, const char *arg, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v >= 0.0) || v > 1e15)
+    double v;
+    if (ds_parse_double(arg, name, 0.0, 1e15, &v) != DS_OK)
         return app_usage_error(app, "--%s '%s' (accepted: a number, 0 or above)", name, arg);
     *out = v;
     return APP_EXIT_OK;

@@ -616,9 +616,8 @@ static int parse_slow(const app_t *app, options_t *o, const char *arg)
 
 static int parse_double_opt(const app_t *app, const char *name, const char *arg, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v > 0.0) || v > 1e9)
+    double v;
+    if (ds_parse_double(arg, name, 0.0, 1e9, &v) != DS_OK || !(v > 0.0))
         return app_usage_error(app, "--%s '%s' (accepted: a positive number)", name, arg);
     *out = v;
     return APP_EXIT_OK;

@@ -162,9 +162,8 @@ static int parse_counts(const app_t *app, options_t *o, const char *arg)
 static int parse_positive(const app_t *app, const char *name, const char *arg, double min,
                           double max, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v >= min) || v > max)
+    double v;
+    if (ds_parse_double(arg, name, min, max, &v) != DS_OK)
         return app_usage_error(app, "--%s '%s' (accepted: a number from %g to %g)", name, arg, min,
                                max);
     *out = v;

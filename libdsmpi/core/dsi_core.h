@@ -95,8 +95,6 @@ ds_status_t dsi_parse_i64(const char *text, const char *what, int64_t min, int64
 ds_status_t dsi_parse_int(const char *text, const char *what, int min, int max, int *value_p);
 /* ds_parse_size (K/M/G = powers of 1024) into an int. */
 ds_status_t dsi_parse_size_int(const char *text, const char *what, int min, int max, int *value_p);
-ds_status_t dsi_parse_double(const char *text, const char *what, double min, double max,
-                             double *value_p);
 /* Byte sizes: plain bytes or KiB/MiB/GiB/TiB (powers of 1024), K/M/G/T (1000). */
 ds_status_t dsi_parse_bytes(const char *text, const char *what, int64_t *bytes_p);
 /* Case-sensitive match of `text` against `count` names; on a miss the error
