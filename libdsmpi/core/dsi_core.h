@@ -52,6 +52,9 @@ ds_status_t dsi_calloc(size_t count, size_t size, void *ptr_p);
 ds_status_t dsi_realloc_array(void *ptr_p, size_t count, size_t size);
 ds_status_t dsi_strdup(const char *text, char **copy_p);
 void dsi_free(void *ptr);
+/* Tests: the n-th allocation of this process from now fails (n <= 0: none).
+ * False, and nothing armed, in builds without DSMPI_FAULT_INJECTION. */
+bool dsi_fault_alloc_after(long n);
 
 /* a*b and a+b on int64 with overflow detection (false on overflow). */
 bool dsi_mul_i64(int64_t a, int64_t b, int64_t *out);
