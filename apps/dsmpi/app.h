@@ -119,7 +119,8 @@ typedef struct app_option_handler {
 /* Parses the command line: the common options and the option tables listed
  * in `tables` (a NULL-terminated list of NULL-terminated tables); each option goes to the handlers
  * in order, then to the common ones.  `help_id` prints help() on rank 0.  Returns -1 when every
- * word was taken, else the exit code (usage errors printed). */
+ * word was taken, else the exit code (usage errors printed; APP_EXIT_OK after --help).  Every
+ * command's own option parsing returns the same way: -1 to go on. */
 int app_parse_options(app_t *app, inputs_t *in, const struct option *const *tables,
                       const app_option_handler_t *handlers, size_t num_handlers, int help_id,
                       void (*help)(void));

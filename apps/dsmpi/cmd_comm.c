@@ -140,6 +140,7 @@ static ds_status_t parse_gpus(const char *text, options_t *o)
     return DS_OK;
 }
 
+/* -1: go on; else the exit code (APP_EXIT_OK after --help). */
 static int parse_options(app_t *app, options_t *o)
 {
     static const struct option long_options[] = {
@@ -180,7 +181,7 @@ static int parse_options(app_t *app, options_t *o)
         case OPT_HELP:
             if (app->rank == 0)
                 help();
-            return -1;
+            return APP_EXIT_OK;
         case OPT_NCCL_TESTS:
             if (app_take_files(app, "nccl-tests", optarg, o->logs, MAX_LOGS, &o->num_logs) < 0)
                 return APP_EXIT_USAGE;
@@ -237,7 +238,7 @@ static int parse_options(app_t *app, options_t *o)
         return app_usage_error(app,
                                "sizes %lld to %lld bytes (accepted: 1 <= min-bytes <= max-bytes)",
                                (long long)o->min_bytes, (long long)o->max_bytes);
-    return 0;
+    return -1;
 }
 
 /* The key of one row: a group of `gpus` placed G per node. */
@@ -513,12 +514,11 @@ int cmd_comm(app_t *app)
     /* getopt_long reorders argv; the preamble shows the command as typed. */
     memcpy(original, app->argv, (size_t)app->argc * sizeof(*original));
     code = parse_options(app, o);
-    if (code == 0) {
+    if (code < 0) {
         app_t shown = *app;
         shown.argv = original;
         code = run(&shown, o);
-    } else if (code < 0)
-        code = APP_EXIT_OK; /* --help */
+    }
     free(original);
     free(o);
     return code;

@@ -124,9 +124,8 @@ static int parse_gpus(const app_t *app, options_t *o, const char *text)
 
 static int nonnegative(const app_t *app, const char *name, const char *arg, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v >= 0.0) || v > 1e15)
+    double v;
+    if (ds_parse_double(arg, name, 0.0, 1e15, &v) != DS_OK)
         return app_usage_error(app, "--%s '%s' (accepted: a number, 0 or above)", name, arg);
     *out = v;
     return APP_EXIT_OK;
@@ -162,7 +161,7 @@ static int plan_option(const app_t *app, void *ctx, int id, const char *arg)
     return rc == APP_EXIT_OK ? 1 : -1;
 }
 
-/* -1: help printed (done); 0: go on; else the exit code. */
+/* -1: go on; else the exit code (APP_EXIT_OK after --help). */
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option own[] = {
@@ -185,9 +184,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
     int code = app_parse_options_positional(
         app, in, (const struct option *[]){search_long_options, own, NULL}, handlers, 1, OPT_HELP,
         help, &first);
-    if (code == APP_EXIT_OK)
-        return -1;
-    if (code > 0)
+    if (code >= 0)
         return code;
     if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
@@ -210,7 +207,8 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         return app_usage_error(app,
                                "--checkpoint-cost-s and --restart-min need "
                                "--checkpoint-interval-min (and --mtbf-hours-per-gpu for restarts)");
-    return search_inputs_check(app, &o->si);
+    code = search_inputs_check(app, &o->si);
+    return code == APP_EXIT_OK ? -1 : code;
 }
 
 /* The target of one size. */
@@ -693,10 +691,8 @@ int cmd_plan(app_t *app)
         e[i].faster = -1;
     search_inputs_init(&o->si);
     code = parse(app, &in, o);
-    if (code != 0) {
-        code = code < 0 ? APP_EXIT_OK : code;
+    if (code >= 0)
         goto out;
-    }
     ds_cluster_t template_cluster, first;
     ds_status_t status = inputs_build_model(&in);
     if (status == DS_OK && in.cluster_file != NULL)

@@ -616,9 +616,8 @@ static int parse_slow(const app_t *app, options_t *o, const char *arg)
 
 static int parse_double_opt(const app_t *app, const char *name, const char *arg, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v > 0.0) || v > 1e9)
+    double v;
+    if (ds_parse_double(arg, name, 0.0, 1e9, &v) != DS_OK || !(v > 0.0))
         return app_usage_error(app, "--%s '%s' (accepted: a positive number)", name, arg);
     *out = v;
     return APP_EXIT_OK;
@@ -733,68 +732,43 @@ int predict_check(const app_t *app, const predict_options_t *o, bool have_db)
     return -1;
 }
 
-/* Communication samples of the nccl-tests logs given, read with the target's --gpus-per-node
- * (else the logs' host names). */
-static ds_status_t load_nccl_logs(const predict_options_t *o, const inputs_t *in,
-                                  ds_comm_samples_t *samples)
-{
-    for (int i = 0; i < o->num_nccl_tests; i++) {
-        ds_comm_import_options_t io;
-        ds_comm_import_options_init(&io);
-        io.gpus_per_node = in->target_gpus_per_node;
-        ds_status_t status = ds_comm_import_nccl_tests(o->nccl_tests[i], &io, samples, NULL);
-        if (status != DS_OK)
-            return status;
-    }
-    return DS_OK;
-}
-
 /* The costs of every event of the strategy on the target, and a note on
  * where they came from. */
 static ds_status_t assemble_costs(inputs_t *in, predict_options_t *o, ds_profile_db_t *db,
                                   ds_cost_table_t *costs)
 {
-    ds_status_t status = DS_OK;
-    ds_event_set_t *events = NULL;
-    ds_comm_samples_t *logs = NULL;
+    ds_predict_sources_t sources;
+    ds_predict_sources_init(&sources);
+    sources.cost_table = o->cost_table;
+    sources.profile_db = o->profile_db;
+    sources.site_dbs = o->site_dbs;
+    sources.num_site_dbs = o->num_site_dbs;
+    sources.fingerprint = o->fingerprint;
+    sources.nccl_tests = o->nccl_tests;
+    sources.num_nccl_tests = (size_t)o->num_nccl_tests;
+    sources.gpus_per_node = in->target_gpus_per_node;
     ds_profile_db_t *opened = NULL;
     o->db_path = NULL;
     o->have_cost_report = false;
-    if (o->cost_table != NULL && (status = ds_cost_table_load_text(costs, o->cost_table)) != DS_OK)
-        goto out;
-    if (db == NULL && o->profile_db != NULL) {
-        status = ds_profile_db_open(MPI_COMM_NULL, o->profile_db, DS_PROFILE_DB_READ_ONLY, &opened);
-        for (size_t i = 0; status == DS_OK && i < o->num_site_dbs; i++)
-            status = ds_profile_db_add_fallback(opened, o->site_dbs[i]);
-        if (status != DS_OK)
-            goto out;
-        db = opened;
-    }
+    ds_status_t status = ds_predict_costs_open(&sources, db, costs, &opened);
+    if (status != DS_OK)
+        return status;
     /* The path as given (an opened database is closed below). */
     o->db_path = opened != NULL ? o->profile_db : db != NULL ? ds_profile_db_path(db) : NULL;
-    if (db == NULL && o->num_nccl_tests == 0)
-        goto out;
-    {
-        /* A target that names no device is the device the costs were measured on. */
-        ds_cost_sources_t measured = {db, o->fingerprint, NULL, 0};
-        ds_device_spec_t spec;
-        if (db != NULL && ds_costs_measured_device(&measured, &spec) == DS_OK)
-            inputs_default_device(in, &spec);
-    }
-    if ((status = ds_events_generate(in->model, &in->strategy, &in->cluster, &events)) != DS_OK ||
-        (status = ds_comm_samples_create(&logs)) != DS_OK || (status = load_nccl_logs(o, in, logs)) != DS_OK)
-        goto out;
-    ds_cost_sources_t sources = {db, o->fingerprint, ds_comm_samples_data(logs), ds_comm_samples_size(logs)};
-    if ((status = ds_costs_assemble(&sources, events, &in->cluster, costs, &o->cost_report)) != DS_OK)
-        goto out;
-    o->have_cost_report = true;
-out:
+    db = db != NULL ? db : opened;
+    /* A target that names no device is the device the costs were measured on. */
+    ds_cost_sources_t measured = {db, o->fingerprint, NULL, 0};
+    ds_device_spec_t spec;
+    if (db != NULL && ds_costs_measured_device(&measured, &spec) == DS_OK)
+        inputs_default_device(in, &spec);
+    int assembled = 0;
+    status = ds_predict_costs_assemble(&sources, db, in->model, &in->strategy, &in->cluster, costs,
+                                       &o->cost_report, &assembled);
+    o->have_cost_report = assembled != 0;
     if (status == DS_OK) {
         cost_origin_t origin = cost_origin_of(o);
         cost_origin_describe(&origin, o->cost_note, sizeof(o->cost_note));
     }
-    ds_comm_samples_destroy(logs);
-    ds_event_set_destroy(events);
     ds_profile_db_close(opened);
     return status;
 }
@@ -834,24 +808,9 @@ int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_pro
     so.slow_devices = o->slow;
     so.num_slow_devices = o->num_slow;
     so.peak_tflops = o->peak_tflops;
-    /* The band's ends first, the expected run last: the reports and exports
-     * read the simulator's last run. */
     band_t band = {0.0, 0.0};
-    ds_sim_summary_t sum;
-    so.band = DS_SIM_BAND_LOW;
-    status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
-    ds_sim_get_summary(sim, &sum);
-    band.low_s = sum.iteration_s;
-    if (status == DS_OK) {
-        so.band = DS_SIM_BAND_HIGH;
-        status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
-        ds_sim_get_summary(sim, &sum);
-        band.high_s = sum.iteration_s;
-    }
-    if (status == DS_OK) {
-        so.band = DS_SIM_BAND_EXPECTED;
-        status = ds_sim_run(sim, in->model, &in->strategy, &in->cluster, costs, &so);
-    }
+    status = ds_predict_run_band(sim, in->model, &in->strategy, &in->cluster, costs, &so,
+                                 &band.low_s, &band.high_s);
     if (status == DS_ERR_NOT_FOUND && ds_sim_missing_count(sim) > 0) {
         report_missing(app, in, o, sim);
         code = APP_EXIT_USAGE;

@@ -333,7 +333,7 @@ static int search_option(const app_t *app, void *ctx, int id, const char *arg)
     }
 }
 
-/* -1: help printed (done); 0: go on; else the exit code. */
+/* -1: go on; else the exit code (APP_EXIT_OK after --help). */
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option own[] = {
@@ -350,9 +350,7 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
     int code = app_parse_options_positional(
         app, in, (const struct option *[]){search_long_options, own, NULL}, handlers, 1, OPT_HELP,
         help, &first);
-    if (code == APP_EXIT_OK)
-        return -1;
-    if (code > 0)
+    if (code >= 0)
         return code;
     if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
@@ -362,7 +360,8 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
     if (in->demo)
         return app_usage_error(
             app, "--demo is for predict and run (accepted here: --model and a target)");
-    return search_inputs_check(app, &o->si);
+    code = search_inputs_check(app, &o->si);
+    return code == APP_EXIT_OK ? -1 : code;
 }
 
 /* Everything after the options: costs, the search, the reports.  Collective. */
@@ -451,12 +450,8 @@ int cmd_search(app_t *app)
     memcpy(original, app->argv, (size_t)app->argc * sizeof(*original));
     search_inputs_init(&o->si);
     code = parse(app, &in, o);
-    if (code != 0) {
-        code = code < 0 ? APP_EXIT_OK : code;
-        goto out;
-    }
-    code = run_search(app, &in, o, original);
-out:
+    if (code < 0)
+        code = run_search(app, &in, o, original);
     search_inputs_free(&o->si);
     inputs_free(&in);
     free(original);

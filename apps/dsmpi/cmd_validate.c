@@ -1,9 +1,9 @@
 /* dsmpi validate: runs real training iterations of a strategy on this
  * allocation with the executor and compares them with the simulator's
- * prediction for the allocation itself as the target. */
+ * prediction for the allocation itself as the target.  The method is the
+ * library's (ds_validate); this file parses the options and prints. */
 #include "commands.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +26,6 @@ enum {
 };
 
 #define MAX_MB_COUNTS 16
-#define MAX_RANKS 4096
-#define MAX_CASES 256
 
 static void help(void)
 {
@@ -85,57 +83,24 @@ static void help(void)
 }
 
 typedef struct options {
-    ds_exec_options_t exec;
-    int repeats, retries;
+    ds_validate_options_t lib;
     double max_error;
-    bool all, ablation;
+    bool all;
     int64_t mb_counts[MAX_MB_COUNTS];
     int num_mb_counts;
-    ds_exec_cost_options_t costs;
     double budget;
-    const char *profile_db;
-    double wait_quiet;
     ds_backend_kind_t backend;
     const char *cost_table_out;
-    const char *trace;
 } options_t;
 
-/* Prediction variants compared with the same runs: where the costs come
- * from and how they were measured.  Variant 0 is the headline: the
- * validation's own measurement, or the profile database with --profile-db. */
-typedef enum variant {
-    V_IN_SITU = 0,       /* layer passes in rotating copies on every rank at once, in rounds;
-                            TP collectives after their producer */
-    V_OPERATOR = 1,      /* every operator alone */
-    V_ISOLATED = 2,      /* TP collectives alone */
-    V_WARM = 3,          /* one copy of a layer pass: caches as warm as a tight loop leaves them */
-    V_SHARE = 4,         /* each rank measures its share of the passes */
-    V_ONE_ROUND = 5,     /* one round */
-    V_DATABASE = 6,      /* the profiler's database (--profile-db) */
-    V_FREE_OVERLAP = 7,  /* the headline's costs, bucket overlap with the backward free */
-    V_NO_SKEW = 8,       /* the headline's costs, TP members arriving together */
-    V_EQUAL_DEVICES = 9, /* the headline's costs, every device as fast as the mean */
-    V_COUNT
-} variant_t;
-
-static const char *const variant_names[V_COUNT] = {
-    "in-situ",   "operators-alone", "collectives-alone", "warm-caches", "rank-shares",
-    "one-round", "profile-db",      "overlap-free",      "no-skew",     "equal-devices"};
-
-/* Variants predicted from the headline's costs with the simulator changed. */
-static bool model_variant(variant_t v)
-{
-    return v == V_FREE_OVERLAP || v == V_NO_SKEW || v == V_EQUAL_DEVICES;
-}
-
-typedef struct result {
-    char strategy[DS_STRATEGY_TEXT_MAX];
-    int64_t microbatches;
-    ds_exec_comparison_t *cmp[V_COUNT];
-    ds_exec_summary_t first;
-    double costs_s;
-    ds_exec_load_t costs_load; /* while the costs were measured (the last variant) */
-} result_t;
+/* What the printing needs besides the result. */
+typedef struct report {
+    const app_t *app;
+    const inputs_t *in;
+    const options_t *o;
+    const ds_backend_t *backend;
+    const ds_validate_result_t *res;
+} report_t;
 
 /* "2,4,8" into counts. */
 static int parse_counts(const app_t *app, options_t *o, const char *arg)
@@ -162,279 +127,13 @@ static int parse_counts(const app_t *app, options_t *o, const char *arg)
 static int parse_positive(const app_t *app, const char *name, const char *arg, double min,
                           double max, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v >= min) || v > max)
+    double v;
+    if (ds_parse_double(arg, name, min, max, &v) != DS_OK)
         return app_usage_error(app, "--%s '%s' (accepted: a number from %g to %g)", name, arg, min,
                                max);
     *out = v;
     return APP_EXIT_OK;
 }
-
-/* ---- one case ----------------------------------------------------------------------------------
- */
-
-typedef struct context {
-    const app_t *app;
-    inputs_t *in;
-    options_t *o;
-    ds_backend_t *backend;
-    ds_cost_table_t *costs[V_COUNT];
-    variant_t order[V_COUNT]; /* variants computed, the headline first */
-    double best_probe;        /* the fastest speed probe of the session (seconds) */
-    double *factors[V_COUNT]; /* each rank's speed factor measured with the variant's costs */
-    int num_variants;
-    ds_sim_t *sim;
-    int64_t ranks;
-    int gpus_per_node;
-} context_t;
-
-static void saw_probe(context_t *cx, const ds_exec_load_t *load)
-{
-    if (load->probe_s > 0.0 && (cx->best_probe == 0.0 || load->probe_s < cx->best_probe))
-        cx->best_probe = load->probe_s;
-}
-
-/* Waits (up to --wait-quiet seconds) for a second without foreign load and
- * a speed probe within DS_EXEC_MAX_SLOWDOWN of the best.  Collective. */
-static ds_status_t wait_quiet(context_t *cx)
-{
-    double start = MPI_Wtime();
-    while (cx->o->wait_quiet > 0.0) {
-        ds_exec_options_t rules = cx->o->exec;
-        rules.reference_probe_s = cx->best_probe;
-        ds_exec_load_t load;
-        ds_status_t status = ds_exec_probe(cx->backend, 1.0, &rules, &load);
-        if (status != DS_OK)
-            return status;
-        saw_probe(cx, &load);
-        /* Every rank decides as rank 0 does (its clock differs a little). */
-        int go = !load.noisy || MPI_Wtime() - start >= cx->o->wait_quiet;
-        MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (go)
-            return DS_OK;
-    }
-    return DS_OK;
-}
-
-static ds_status_t copy_costs(const ds_cost_table_t *from, ds_cost_table_t *to)
-{
-    for (size_t i = 0; i < ds_cost_table_size(from); i++) {
-        const ds_event_key_t *key;
-        const ds_cost_t *cost;
-        ds_cost_table_at(from, i, &key, &cost);
-        if (ds_cost_table_find(to, key) == NULL) {
-            ds_status_t status = ds_cost_table_set(to, key, cost);
-            if (status != DS_OK)
-                return status;
-        }
-    }
-    return DS_OK;
-}
-
-/* Measures what the variant's table lacks for `s`, again while the machine
- * was noisy and retries are left. */
-static ds_status_t measure_variant(context_t *cx, const ds_strategy_t *s, variant_t v,
-                                   ds_exec_load_t *load_p)
-{
-    ds_exec_cost_options_t co = cx->o->costs;
-    switch (v) {
-    case V_OPERATOR: co.compute = DS_EXEC_COSTS_OPERATOR; break;
-    case V_ISOLATED: co.comm_in_situ = 0; break;
-    case V_WARM: co.rotate = 0; break;
-    case V_SHARE: co.together = 0; break;
-    case V_ONE_ROUND: co.rounds = 1; break;
-    case V_IN_SITU:
-    case V_DATABASE:
-    case V_FREE_OVERLAP:
-    case V_NO_SKEW:
-    case V_EQUAL_DEVICES:
-    case V_COUNT: break;
-    }
-    co.max_foreign = cx->o->exec.max_foreign;
-    ds_status_t status = DS_OK;
-    double factors[MAX_RANKS];
-    for (int attempt = 0;; attempt++) {
-        ds_cost_table_t *fresh = NULL;
-        if ((status = wait_quiet(cx)) != DS_OK)
-            return status;
-        co.reference_probe_s = cx->best_probe;
-        status = ds_cost_table_create(&fresh);
-        if (status == DS_OK)
-            status = copy_costs(cx->costs[v], fresh);
-        if (status == DS_OK)
-            status = ds_exec_measure_costs(cx->backend, cx->in->model, s, &cx->in->cluster, &co,
-                                           fresh, load_p, factors);
-        if (status == DS_OK)
-            saw_probe(cx, load_p);
-        bool again = status == DS_OK && load_p->noisy && attempt < cx->o->retries;
-        if (status == DS_OK && !again) {
-            status = copy_costs(fresh, cx->costs[v]);
-            /* New factors when this measurement had units to compare the devices on. */
-            bool changed = false;
-            for (int64_t r = 0; r < cx->ranks; r++)
-                changed |= factors[r] != 1.0;
-            for (int64_t r = 0; r < cx->ranks && changed; r++)
-                cx->factors[v][r] = factors[r];
-        }
-        ds_cost_table_destroy(fresh);
-        if (!again)
-            return status;
-        if (cx->app->rank == 0)
-            fprintf(stderr,
-                    "dsmpi validate: costs measured while other processes took %.1f%% of a core "
-                    "(steal %.1f%%, probe %.1f%% slower than the best): measuring again\n",
-                    100.0 * load_p->foreign_cpu, 100.0 * load_p->steal,
-                    100.0 * (load_p->probe_s / cx->best_probe - 1.0));
-    }
-}
-
-/* The costs of `s`'s events on the allocation from the profile database:
- * rank 0 reads and assembles them, every rank gets the table. */
-static ds_status_t database_costs(context_t *cx, const ds_strategy_t *s, ds_cost_table_t *table)
-{
-    ds_status_t status = DS_OK;
-    char *text = NULL;
-    size_t size = 0;
-    long long length = 0;
-    if (cx->app->rank == 0) {
-        ds_profile_db_t *db = NULL;
-        ds_event_set_t *events = NULL;
-        FILE *mem = open_memstream(&text, &size);
-        status = mem != NULL ? DS_OK : ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
-        if (status == DS_OK)
-            status =
-                ds_profile_db_open(MPI_COMM_NULL, cx->o->profile_db, DS_PROFILE_DB_READ_ONLY, &db);
-        if (status == DS_OK)
-            status = ds_events_generate(cx->in->model, s, &cx->in->cluster, &events);
-        if (status == DS_OK) {
-            ds_cost_sources_t sources = {db, NULL, NULL, 0};
-            ds_cost_report_t report;
-            status = ds_costs_assemble(&sources, events, &cx->in->cluster, table, &report);
-        }
-        if (status == DS_OK)
-            status = ds_cost_table_write_text(table, mem);
-        if (mem != NULL)
-            fclose(mem);
-        ds_event_set_destroy(events);
-        ds_profile_db_close(db);
-        length = status == DS_OK ? (long long)size : -1;
-    }
-    MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    if (length < 0) {
-        free(text);
-        return cx->app->rank == 0
-                   ? status
-                   : ds_set_error(DS_ERR_IO, "rank 0 could not read '%s'", cx->o->profile_db);
-    }
-    if (cx->app->rank != 0) {
-        text = calloc((size_t)length + 1, 1);
-        if (text == NULL)
-            return ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
-    }
-    MPI_Bcast(text, (int)length, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (cx->app->rank != 0)
-        status = ds_cost_table_parse(table, text, cx->o->profile_db);
-    free(text);
-    return status;
-}
-
-static ds_status_t predict(context_t *cx, const ds_strategy_t *s, variant_t v)
-{
-    ds_sim_options_t so;
-    ds_sim_options_init(&so);
-    so.mode = DS_SIM_FULL;
-    ds_sim_slow_device_t devices[MAX_RANKS];
-    bool factors = v != V_EQUAL_DEVICES;
-    if (v == V_FREE_OVERLAP)
-        so.overlap_interference = 0;
-    if (v == V_NO_SKEW)
-        so.collective_skew = 0;
-    if (model_variant(v))
-        v = cx->order[0];
-    /* Devices at their measured speed (this allocation is the target). */
-    for (int64_t r = 0; r < cx->ranks && factors; r++)
-        devices[r] = (ds_sim_slow_device_t){r, cx->factors[v][r]};
-    so.slow_devices = factors ? devices : NULL;
-    so.num_slow_devices = factors ? (size_t)cx->ranks : 0;
-    return ds_sim_run(cx->sim, cx->in->model, s, &cx->in->cluster, cx->costs[v], &so);
-}
-
-static ds_status_t run_case(context_t *cx, const ds_strategy_t *s, result_t *res)
-{
-    ds_status_t status = DS_OK;
-    ds_exec_t *exec = NULL;
-    options_t *o = cx->o;
-    memset(res, 0, sizeof(*res));
-    ds_strategy_format(s, res->strategy, sizeof(res->strategy));
-    res->microbatches = ds_strategy_num_microbatches(s);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < cx->num_variants; i++) {
-        variant_t v = cx->order[i];
-        if (model_variant(v))
-            continue; /* the headline's costs */
-        ds_exec_load_t load;
-        memset(&load, 0, sizeof(load));
-        status = v == V_DATABASE ? database_costs(cx, s, cx->costs[v])
-                                 : measure_variant(cx, s, v, &load);
-        if (i == 0)
-            res->costs_load = load;
-        if (status != DS_OK)
-            return status;
-    }
-    res->costs_s = MPI_Wtime() - t0;
-    if ((status = ds_exec_create(cx->backend, cx->in->model, s, &exec)) != DS_OK)
-        return status;
-    /* Runs until `repeats` quiet ones, or the retries are spent. */
-    int quiet = 0;
-    for (int attempt = 0; attempt < o->repeats + o->retries && quiet < o->repeats; attempt++) {
-        if ((status = wait_quiet(cx)) != DS_OK)
-            goto out;
-        o->exec.reference_probe_s = cx->best_probe;
-        if ((status = ds_exec_run(exec, &o->exec)) != DS_OK)
-            goto out;
-        ds_exec_summary_t sum;
-        (void)ds_exec_get_summary(exec, ds_exec_run_count(exec) - 1, &sum);
-        saw_probe(cx, &sum.load);
-        if (attempt == 0)
-            res->first = sum;
-        if (!sum.load.noisy)
-            quiet++;
-        else if (cx->app->rank == 0)
-            fprintf(stderr,
-                    "dsmpi validate: %s: run %d noisy (other processes took %.1f%% of a core, "
-                    "steal %.1f%%, probe %.1f%% slower than the best)\n",
-                    res->strategy, attempt + 1, 100.0 * sum.load.foreign_cpu,
-                    100.0 * sum.load.steal, 100.0 * (sum.load.probe_s / cx->best_probe - 1.0));
-    }
-    for (int i = 0; i < cx->num_variants; i++) {
-        variant_t v = cx->order[i];
-        if ((status = predict(cx, s, v)) != DS_OK)
-            goto out;
-        if ((status = ds_exec_compare(exec, cx->sim, &res->cmp[i])) != DS_OK)
-            goto out;
-    }
-    if (o->trace != NULL) { /* the last quiet run, or the last one */
-        size_t pick = ds_exec_run_count(exec) - 1;
-        for (size_t r = 0; r < ds_exec_run_count(exec); r++) {
-            ds_exec_summary_t sum;
-            if (ds_exec_get_summary(exec, r, &sum) == DS_OK && !sum.load.noisy)
-                pick = r;
-        }
-        status = ds_exec_write_trace(exec, pick, o->trace);
-    }
-out:
-    ds_exec_destroy(exec);
-    return status;
-}
-
-static void free_result(result_t *r)
-{
-    for (int v = 0; v < V_COUNT; v++)
-        ds_exec_comparison_free(r->cmp[v]);
-    memset(r, 0, sizeof(*r));
-}
-
 /* ---- printing
  * -------------------------------------------------------------------------------------- */
 
@@ -443,48 +142,49 @@ static const char *noise_word(const ds_exec_figure_t *f)
     return f->within_noise ? "noise" : "";
 }
 
-static void print_preamble(const context_t *cx, const result_t *res, size_t cases)
+static void print_preamble(const report_t *rp, const ds_validate_case_t *res, size_t cases)
 {
-    const inputs_t *in = cx->in;
+    const inputs_t *in = rp->in;
     ds_model_info_t info;
     ds_model_get_info(in->model, &info);
-    output_preamble(cx->app, stdout);
+    output_preamble(rp->app, stdout);
     printf("# model: %s (%.3g M parameters, %d layers, seq %d, %s)\n", info.name,
            info.num_parameters / 1e6, info.num_layers, info.seq_len, ds_dtype_name(info.dtype));
-    printf("# allocation: %lld ranks on %lld node(s), %s backend: %s, %s\n", (long long)cx->ranks,
-           (long long)in->cluster.nodes, ds_backend_kind_name(ds_backend_kind(cx->backend)),
-           ds_backend_device_name(cx->backend),
-           res->first.load.pinned ? "every rank pinned to a core" : "ranks not pinned");
-    if (cx->o->profile_db != NULL)
+    printf("# allocation: %lld ranks on %lld node(s), %s backend: %s, %s\n",
+           (long long)rp->res->ranks, (long long)in->cluster.nodes,
+           ds_backend_kind_name(ds_backend_kind(rp->backend)), ds_backend_device_name(rp->backend),
+           res->first_run.load.pinned ? "every rank pinned to a core" : "ranks not pinned");
+    if (rp->o->lib.profile_db != NULL)
         printf("# prediction: the allocation as the target, full mode, layer level; costs from the "
                "profile database\n#   %s (what it lacked profiled first), never from the runs "
                "compared\n",
-               cx->o->profile_db);
+               rp->o->lib.profile_db);
     else
         printf("# prediction: the allocation as the target, full mode, layer level; costs measured "
                "here (%s compute,\n#   %s TP collectives), never from the runs compared\n",
-               cx->o->costs.compute == DS_EXEC_COSTS_OPERATOR ? "operator" : "layer-pass",
-               cx->o->costs.comm_in_situ ? "in-situ" : "isolated");
+               rp->o->lib.costs.compute == DS_EXEC_COSTS_OPERATOR ? "operator" : "layer-pass",
+               rp->o->lib.costs.comm_in_situ ? "in-situ" : "isolated");
     printf("# ground truth: %d runs of %d iterations after %d warm-up per case; %zu case(s)\n",
-           cx->o->repeats, cx->o->exec.iterations, cx->o->exec.warmup, cases);
+           rp->o->lib.repeats, rp->o->lib.exec.iterations, rp->o->lib.exec.warmup, cases);
 }
 
-static void print_case(const context_t *cx, const result_t *res)
+static void print_case(const report_t *rp, const ds_validate_case_t *res)
 {
-    const ds_exec_comparison_t *c = res->cmp[0];
-    print_preamble(cx, res, 1);
-    printf("# strategy: %s (%lld micro-batches)\n", res->strategy, (long long)res->microbatches);
+    const ds_exec_comparison_t *c = res->comparisons[0];
+    print_preamble(rp, res, 1);
+    printf("# strategy: %s (%lld micro-batches)\n", res->strategy_text,
+           (long long)res->microbatches);
     printf("# load: foreign cpu %.1f%%, steal %.1f%%, loadavg %.2f, speed probe %.1f us (best "
            "%.1f); %zu run(s) compared, %zu noisy\n",
            100.0 * c->load.foreign_cpu, 100.0 * c->load.steal, c->load.loadavg_1m,
-           1e6 * c->load.probe_s, 1e6 * cx->best_probe, c->runs, c->noisy_runs);
+           1e6 * c->load.probe_s, 1e6 * rp->res->best_probe_s, c->runs, c->noisy_runs);
     printf("# costs: measured in %.1f s, foreign cpu %.1f%%, steal %.1f%%, speed probe %.1f us%s\n",
            res->costs_s, 100.0 * res->costs_load.foreign_cpu, 100.0 * res->costs_load.steal,
            1e6 * res->costs_load.probe_s, res->costs_load.noisy ? " (NOISY)" : "");
     printf("# device speed factors (time of the same layer passes over the ranks' mean):");
-    for (int64_t r = 0; r < cx->ranks && r < 16; r++)
-        printf(" %.4f", cx->factors[cx->order[0]][r]);
-    printf("%s\n", cx->ranks > 16 ? " ..." : "");
+    for (int64_t r = 0; r < rp->res->ranks && r < 16; r++)
+        printf(" %.4f", rp->res->speed_factors[r]);
+    printf("%s\n", rp->res->ranks > 16 ? " ..." : "");
     printf("#\n# %-18s %12s %12s %8s %8s %6s\n", "quantity", "predicted", "measured", "spread",
            "error", "");
     printf("# %-18s %12s %12s %8s %8s %6s\n", "", "(ms)", "(ms)", "(%)", "(%)", "");
@@ -528,17 +228,19 @@ static void print_case(const context_t *cx, const result_t *res)
         "# busy time: mean |error| %.2f%%, max %.2f%%; compute: mean |error| %.2f%%, max %.2f%%\n",
         100.0 * c->busy_mean_abs_error, 100.0 * c->busy_max_abs_error,
         100.0 * c->compute_mean_abs_error, 100.0 * c->compute_max_abs_error);
-    if (cx->o->ablation) {
+    if (rp->o->lib.ablation) {
         printf("#\n# ablation: the same runs against predictions from other costs\n");
         printf("# %-18s %12s %8s %10s %10s\n", "costs", "predicted", "error", "busy_mean",
                "busy_max");
         printf("# %-18s %12s %8s %10s %10s\n", "", "(ms)", "(%)", "(%)", "(%)");
-        for (int i = 0; i < cx->num_variants; i++)
-            if (res->cmp[i] != NULL)
-                printf("  %-18s %12.3f %8.2f %10.2f %10.2f\n", variant_names[cx->order[i]],
-                       1e3 * res->cmp[i]->iteration.predicted, 100.0 * res->cmp[i]->iteration.error,
-                       100.0 * res->cmp[i]->busy_mean_abs_error,
-                       100.0 * res->cmp[i]->busy_max_abs_error);
+        for (size_t i = 0; i < rp->res->num_variants; i++)
+            if (res->comparisons[i] != NULL)
+                printf("  %-18s %12.3f %8.2f %10.2f %10.2f\n",
+                       ds_validate_variant_name(rp->res->variants[i]),
+                       1e3 * res->comparisons[i]->iteration.predicted,
+                       100.0 * res->comparisons[i]->iteration.error,
+                       100.0 * res->comparisons[i]->busy_mean_abs_error,
+                       100.0 * res->comparisons[i]->busy_max_abs_error);
     }
 }
 
@@ -588,27 +290,32 @@ static void json_comparison(const ds_exec_comparison_t *c)
     printf("]}");
 }
 
-static void print_json(const context_t *cx, const result_t *res, size_t n, double mean, double max)
+static void print_json(const report_t *rp)
 {
-    output_json_open(cx->in, false);
+    const ds_validate_case_t *res = rp->res->cases;
+    size_t n = rp->res->num_cases;
+    output_json_open(rp->in, false);
     printf(", \"ranks\": %lld, \"backend\": \"%s\", \"repeats\": %d, \"iterations\": %d, "
            "\"warmup\": %d, \"max_error\": %.6f, \"mean_abs_error\": %.6f, "
            "\"max_abs_error\": %.6f, \"cases\": [",
-           (long long)cx->ranks, ds_backend_kind_name(ds_backend_kind(cx->backend)), cx->o->repeats,
-           cx->o->exec.iterations, cx->o->exec.warmup, cx->o->max_error / 100.0, mean, max);
+           (long long)rp->res->ranks, ds_backend_kind_name(ds_backend_kind(rp->backend)),
+           rp->o->lib.repeats, rp->o->lib.exec.iterations, rp->o->lib.exec.warmup,
+           rp->o->max_error / 100.0, rp->res->mean_abs_error, rp->res->max_abs_error);
     for (size_t i = 0; i < n; i++) {
         printf("%s\n {\"strategy\": ", i ? "," : "");
-        output_json_string(stdout, res[i].strategy);
+        output_json_string(stdout, res[i].strategy_text);
         printf(", \"num_microbatches\": %lld, \"costs_s\": %.3f, \"comparison\": ",
                (long long)res[i].microbatches, res[i].costs_s);
-        json_comparison(res[i].cmp[0]);
-        if (cx->o->ablation) {
+        json_comparison(res[i].comparisons[0]);
+        if (rp->o->lib.ablation) {
             printf(", \"ablation\": {");
-            for (int v = 0; v < cx->num_variants; v++) {
+            for (size_t v = 0; v < rp->res->num_variants; v++) {
                 printf("%s\"%s\": {\"iteration_error\": %.6f, \"busy_mean_abs_error\": %.6f, "
                        "\"busy_max_abs_error\": %.6f}",
-                       v ? ", " : "", variant_names[cx->order[v]], res[i].cmp[v]->iteration.error,
-                       res[i].cmp[v]->busy_mean_abs_error, res[i].cmp[v]->busy_max_abs_error);
+                       v ? ", " : "", ds_validate_variant_name(rp->res->variants[v]),
+                       res[i].comparisons[v]->iteration.error,
+                       res[i].comparisons[v]->busy_mean_abs_error,
+                       res[i].comparisons[v]->busy_max_abs_error);
             }
             printf("}");
         }
@@ -617,18 +324,20 @@ static void print_json(const context_t *cx, const result_t *res, size_t n, doubl
     printf("]}\n");
 }
 
-static void print_rows(const context_t *cx, const result_t *res, size_t n)
+static void print_rows(const report_t *rp)
 {
-    print_preamble(cx, &res[0], n);
+    const ds_validate_case_t *res = rp->res->cases;
+    size_t n = rp->res->num_cases;
+    print_preamble(rp, &res[0], n);
     printf("#\n# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "strategy", "mb",
            "iter_pred", "iter_meas", "spread", "error", "", "busy_avg", "busy_max", "bub_pred",
            "bub_meas", "load");
     printf("# %-44s %4s %10s %10s %7s %7s %5s %8s %8s %7s %7s %6s\n", "", "", "(ms)", "(ms)", "(%)",
            "(%)", "", "(%)", "(%)", "(%)", "(%)", "(%)");
     for (size_t i = 0; i < n; i++) {
-        const ds_exec_comparison_t *c = res[i].cmp[0];
+        const ds_exec_comparison_t *c = res[i].comparisons[0];
         printf("  %-44s %4lld %10.3f %10.3f %7.2f %7.2f %5s %8.2f %8.2f %7.2f %7.2f %6.1f%s\n",
-               res[i].strategy, (long long)res[i].microbatches, 1e3 * c->iteration.predicted,
+               res[i].strategy_text, (long long)res[i].microbatches, 1e3 * c->iteration.predicted,
                1e3 * c->iteration.measured, 100.0 * c->iteration.spread, 100.0 * c->iteration.error,
                noise_word(&c->iteration), 100.0 * c->busy_mean_abs_error,
                100.0 * c->busy_max_abs_error, 100.0 * c->bubble.predicted,
@@ -637,102 +346,33 @@ static void print_rows(const context_t *cx, const result_t *res, size_t n)
     }
 }
 
-static void print_csv(const context_t *cx, const result_t *res, size_t n)
+static void print_csv(const report_t *rp)
 {
+    const ds_validate_case_t *res = rp->res->cases;
+    size_t n = rp->res->num_cases;
     printf("strategy,microbatches,iter_pred_s,iter_meas_s,spread,error,within_noise,busy_mean_abs_"
            "error,busy_max_abs_error,compute_mean_abs_error,bubble_pred,bubble_meas,"
            "microbatch_time_error,foreign_cpu,noisy_runs,costs_foreign_cpu");
-    for (int v = 1; v < cx->num_variants; v++)
-        printf(",%s_error,%s_busy_mean_abs_error", variant_names[cx->order[v]],
-               variant_names[cx->order[v]]);
+    for (size_t v = 1; v < rp->res->num_variants; v++)
+        printf(",%s_error,%s_busy_mean_abs_error", ds_validate_variant_name(rp->res->variants[v]),
+               ds_validate_variant_name(rp->res->variants[v]));
     printf("\n");
     for (size_t i = 0; i < n; i++) {
-        const ds_exec_comparison_t *c = res[i].cmp[0];
+        const ds_exec_comparison_t *c = res[i].comparisons[0];
         printf("\"%s\",%lld,%.9g,%.9g,%.6f,%.6f,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu,%.4f",
-               res[i].strategy, (long long)res[i].microbatches, c->iteration.predicted,
+               res[i].strategy_text, (long long)res[i].microbatches, c->iteration.predicted,
                c->iteration.measured, c->iteration.spread, c->iteration.error,
                c->iteration.within_noise, c->busy_mean_abs_error, c->busy_max_abs_error,
                c->compute_mean_abs_error, c->bubble.predicted, c->bubble.measured,
                c->microbatch_time_error, c->load.foreign_cpu, c->noisy_runs,
                res[i].costs_load.foreign_cpu + res[i].costs_load.steal);
-        for (int v = 1; v < cx->num_variants; v++)
-            printf(",%.6f,%.6f", res[i].cmp[v]->iteration.error,
-                   res[i].cmp[v]->busy_mean_abs_error);
+        for (size_t v = 1; v < rp->res->num_variants; v++)
+            printf(",%.6f,%.6f", res[i].comparisons[v]->iteration.error,
+                   res[i].comparisons[v]->busy_mean_abs_error);
         printf("\n");
     }
-}
-
-/* ---- strategies
- * ------------------------------------------------------------------------------------ */
-
-/* Every strategy of `ranks` devices from the base (dp, tp, pp, schedule,
- * vpp and gbs replaced), for each micro-batch count. */
-static size_t enumerate(const context_t *cx, ds_strategy_t *out, size_t max)
-{
-    const inputs_t *in = cx->in;
-    ds_model_info_t info;
-    ds_model_get_info(in->model, &info);
-    size_t n = 0;
-    int64_t N = cx->ranks;
-    for (int64_t tp = 1; tp <= N; tp++) {
-        if (N % tp)
-            continue;
-        for (int64_t pp = 1; pp <= N / tp; pp++) {
-            if ((N / tp) % pp)
-                continue;
-            int64_t dp = N / tp / pp;
-            static const ds_schedule_t schedules[] = {DS_SCHEDULE_GPIPE, DS_SCHEDULE_1F1B,
-                                                      DS_SCHEDULE_INTERLEAVED};
-            for (size_t k = 0; k < 3; k++) {
-                if (pp == 1 && k != 1)
-                    continue;
-                for (int j = 0; j < cx->o->num_mb_counts && n < max; j++) {
-                    ds_strategy_t s = in->strategy;
-                    s.dp = (int)dp;
-                    s.tp = (int)tp;
-                    s.pp = (int)pp;
-                    s.schedule = schedules[k];
-                    s.vpp = k == 2 ? 2 : 1;
-                    s.layers_per_virtual_stage = 0;
-                    s.gbs = dp * s.mbs * cx->o->mb_counts[j];
-                    if (k == 2 && (info.num_layers % (pp * 2) != 0))
-                        continue;
-                    ds_clear_error();
-                    if (ds_strategy_resolve(&s, in->model, N, cx->gpus_per_node) != DS_OK)
-                        continue;
-                    out[n++] = s;
-                }
-            }
-        }
-    }
-    return n;
-}
-
-/* The profiler measures what the database lacks for every case (the union
- * of their events, once).  Collective. */
-static ds_status_t profile_cases(context_t *cx, const ds_strategy_t *cases, size_t n)
-{
-    ds_profile_options_t po;
-    ds_profile_options_init(&po);
-    po.db_path = cx->o->profile_db;
-    po.backend = cx->o->backend;
-    po.progress = !cx->in->quiet;
-    char command[512];
-    app_command_line(cx->app, command, sizeof(command));
-    po.command_line = command;
-    ds_profiler_t *p = NULL;
-    ds_profile_summary_t summary;
-    ds_status_t status = ds_profiler_create(MPI_COMM_WORLD, &po, &p);
-    for (size_t i = 0; i < n && status == DS_OK; i++)
-        status = ds_profiler_add(p, cx->in->model, &cases[i], &cx->in->cluster);
-    if (status == DS_OK)
-        status = ds_profiler_run(p, &summary);
-    ds_profiler_destroy(p);
-    return status;
-}
-
-/* ---- entry
- * ------------------------------------------------------------------------------------------ */
+} /* ---- entry
+   * ------------------------------------------------------------------------------------------ */
 
 /* validate's own options. */
 static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
@@ -743,48 +383,49 @@ static int validate_option(const app_t *app, void *ctx, int id, const char *arg)
     switch (id) {
     case OPT_REPEATS:
         rc = parse_positive(app, "repeats", arg, 1, 1000, &value);
-        o->repeats = (int)value;
+        o->lib.repeats = (int)value;
         break;
     case OPT_RETRIES:
         rc = parse_positive(app, "retries", arg, 0, 1000, &value);
-        o->retries = (int)value;
+        o->lib.retries = (int)value;
         break;
     case OPT_MAX_ERROR: rc = parse_positive(app, "max-error", arg, 0, 1e6, &o->max_error); break;
     case OPT_ALL: o->all = true; break;
     case OPT_MICROBATCHES: rc = parse_counts(app, o, arg); break;
     case OPT_COSTS:
         if (strcmp(arg, "layer") == 0)
-            o->costs.compute = DS_EXEC_COSTS_LAYER;
+            o->lib.costs.compute = DS_EXEC_COSTS_LAYER;
         else if (strcmp(arg, "operator") == 0)
-            o->costs.compute = DS_EXEC_COSTS_OPERATOR;
+            o->lib.costs.compute = DS_EXEC_COSTS_OPERATOR;
         else
             rc = app_usage_error(app, "--costs '%s' (accepted: layer, operator)", arg);
         break;
     case OPT_COMM_COSTS:
         if (strcmp(arg, "in-situ") == 0)
-            o->costs.comm_in_situ = 1;
+            o->lib.costs.comm_in_situ = 1;
         else if (strcmp(arg, "isolated") == 0)
-            o->costs.comm_in_situ = 0;
+            o->lib.costs.comm_in_situ = 0;
         else
             rc = app_usage_error(app, "--comm-costs '%s' (accepted: in-situ, isolated)", arg);
         break;
-    case OPT_ABLATION: o->ablation = true; break;
+    case OPT_ABLATION: o->lib.ablation = 1; break;
     case OPT_MAX_FOREIGN:
-        rc = parse_positive(app, "max-foreign", arg, 0, 1, &o->exec.max_foreign);
+        rc = parse_positive(app, "max-foreign", arg, 0, 1, &o->lib.exec.max_foreign);
         break;
     case OPT_PROFILE_BUDGET:
         rc = parse_positive(app, "profile-budget", arg, 0.001, 3600, &o->budget);
         break;
     case OPT_COST_TABLE_OUT: o->cost_table_out = arg; break;
-    case OPT_PROFILE_DB: o->profile_db = arg; break;
+    case OPT_PROFILE_DB: o->lib.profile_db = arg; break;
     case OPT_WAIT_QUIET:
-        rc = parse_positive(app, "wait-quiet", arg, 0, 86400, &o->wait_quiet);
+        rc = parse_positive(app, "wait-quiet", arg, 0, 86400, &o->lib.wait_quiet_s);
         break;
     default: return 0;
     }
     return rc == APP_EXIT_OK ? 1 : -1;
 }
 
+/* -1: go on; else the exit code (APP_EXIT_OK after --help). */
 static int parse(app_t *app, inputs_t *in, options_t *o)
 {
     static const struct option extra[] = {
@@ -804,13 +445,11 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    app_run_options_t run = {&o->exec, &o->backend, &o->trace};
+    app_run_options_t run = {&o->lib.exec, &o->backend, &o->lib.trace};
     app_option_handler_t handlers[] = {{validate_option, o}, {app_run_option, &run}};
     int code =
         app_parse_options(app, in, (const struct option *[]){app_run_long_options, extra, NULL},
                           handlers, 2, OPT_HELP, help);
-    if (code == APP_EXIT_OK)
-        return APP_EXIT_OK + 100; /* help printed: done, exit 0 */
     if (code >= 0)
         return code;
     if (in->target_text != NULL || in->cluster_file != NULL || in->target_gpus != 0)
@@ -818,9 +457,71 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
                                     "--target-gpus and --cluster are not accepted");
     if (!in->strategy_given && !o->all)
         return app_usage_error(app, "no strategy given (accepted: --strategy S, or --all)");
-    if (o->trace != NULL && o->all)
+    if (o->lib.trace != NULL && o->all)
         return app_usage_error(app, "--trace is for one case (not with --all)");
     return -1;
+}
+/* Progress of the library on stderr (rank 0): noisy measurements always,
+ * finished cases when asked. */
+static void print_notice(ds_validate_notice_t kind, const char *line, void *context)
+{
+    const bool *show_cases = context;
+    if (kind == DS_VALIDATE_NOTICE_CASE && !*show_cases)
+        return;
+    fprintf(stderr, "dsmpi validate: %s\n", line);
+}
+
+/* The target is the allocation: its nodes, ranks per node and device. */
+static ds_status_t build_inputs(inputs_t *in, const options_t *o, const ds_backend_t *backend,
+                                int64_t ranks, int gpus_per_node)
+{
+    in->target_gpus = ranks;
+    in->target_gpus_per_node = gpus_per_node;
+    if (in->device == NULL && ds_backend_kind(backend) == DS_BACKEND_CPU)
+        in->device = "cpu";
+    if (!o->all && in->strategy.gbs == 0 && in->global_batch == 0) {
+        int64_t model_parallel = (int64_t)in->strategy.tp * in->strategy.pp;
+        int64_t dp = in->strategy.dp > 0 ? in->strategy.dp : ranks / model_parallel;
+        in->strategy.gbs = dp * in->strategy.mbs * o->mb_counts[0];
+    }
+    return inputs_build(in);
+}
+
+static void print_results(const report_t *rp)
+{
+    const ds_validate_result_t *res = rp->res;
+    const options_t *o = rp->o;
+    if (rp->in->format == OUTPUT_JSON) {
+        print_json(rp);
+    } else if (rp->in->format == OUTPUT_CSV) {
+        print_csv(rp);
+    } else if (!rp->in->quiet) {
+        if (o->all)
+            print_rows(rp);
+        else
+            print_case(rp, &res->cases[0]);
+        printf("#\n# iteration time: mean |error| %.2f%%, max |error| %.2f%% over %zu case(s) "
+               "(limit %.2f%%)\n",
+               100.0 * res->mean_abs_error, 100.0 * res->max_abs_error, res->num_cases,
+               o->max_error);
+    }
+    if (o->cost_table_out != NULL) {
+        FILE *f = fopen(o->cost_table_out, "w");
+        if (f == NULL || ds_cost_table_write_text(res->costs, f) != DS_OK)
+            fprintf(stderr, "dsmpi validate: cannot write '%s'\n", o->cost_table_out);
+        if (f != NULL)
+            fclose(f);
+    }
+}
+
+static void options_init(options_t *o)
+{
+    ds_validate_options_init(&o->lib);
+    o->max_error = 5.0;
+    o->mb_counts[0] = 4;
+    o->num_mb_counts = 1;
+    o->budget = 0.3;
+    o->backend = ds_backend_kind_default();
 }
 
 int cmd_validate(app_t *app)
@@ -833,157 +534,71 @@ int cmd_validate(app_t *app)
     inputs_t in;
     inputs_init(&in);
     options_t *o = calloc(1, sizeof(*o));
-    ds_strategy_t *cases = calloc(MAX_CASES, sizeof(*cases));
-    result_t *res = calloc(MAX_CASES, sizeof(*res));
-    context_t cx;
-    memset(&cx, 0, sizeof(cx));
-    if (o == NULL || cases == NULL || res == NULL) {
+    ds_backend_t *backend = NULL;
+    ds_strategy_t *all_cases = NULL;
+    ds_validate_result_t *res = NULL;
+    if (o == NULL) {
         code = app_usage_error(app, "out of memory");
         goto out;
     }
-    ds_exec_options_init(&o->exec);
-    ds_exec_cost_options_init(&o->costs);
-    o->repeats = 3;
-    o->retries = 3;
-    o->max_error = 5.0;
-    o->mb_counts[0] = 4;
-    o->num_mb_counts = 1;
-    o->budget = 0.3;
-    o->backend = ds_backend_kind_default();
+    options_init(o);
     code = parse(app, &in, o);
-    if (code == APP_EXIT_OK + 100) {
-        code = APP_EXIT_OK;
-        goto out;
-    }
     if (code < 0)
         code = app_mpi_require(app);
     if (code >= 0)
         goto out;
-    o->costs.measure.budget_s = o->budget;
+    o->lib.costs.measure.budget_s = o->budget;
 
     ds_allocation_t alloc;
     ds_status_t status = ds_allocation_detect(MPI_COMM_WORLD, &alloc);
     if (status == DS_OK)
-        status = ds_backend_open(o->backend, MPI_COMM_WORLD, &cx.backend);
-    if (status != DS_OK) {
-        code = app_fail(app, status);
-        goto out;
-    }
-    cx.app = app;
-    cx.in = &in;
-    cx.o = o;
-    cx.ranks = alloc.world_size;
-    if (cx.ranks > MAX_RANKS) {
-        code = app_usage_error(app, "validate runs on at most %d ranks (this job has %lld)",
-                               MAX_RANKS, (long long)cx.ranks);
-        goto out;
-    }
-    cx.gpus_per_node = alloc.max_local_size;
-    /* The target is the allocation: its nodes, ranks per node and device. */
-    in.target_gpus = cx.ranks;
-    in.target_gpus_per_node = cx.gpus_per_node;
-    if (in.device == NULL && ds_backend_kind(cx.backend) == DS_BACKEND_CPU)
-        in.device = "cpu";
-    if (!o->all && in.strategy.gbs == 0 && in.global_batch == 0) {
-        int64_t model_parallel = (int64_t)in.strategy.tp * in.strategy.pp;
-        int64_t dp = in.strategy.dp > 0 ? in.strategy.dp : cx.ranks / model_parallel;
-        in.strategy.gbs = dp * in.strategy.mbs * o->mb_counts[0];
-    }
-    status = inputs_build(&in);
-    if (status != DS_OK) {
-        code = app_fail(app, status);
-        goto out;
-    }
-    size_t n = 1;
-    if (o->all) {
-        n = enumerate(&cx, cases, MAX_CASES);
-        if (n == 0) {
-            code = app_usage_error(app, "no strategy of %lld ranks fits this model",
-                                   (long long)cx.ranks);
-            goto out;
-        }
-    } else {
-        cases[0] = in.strategy;
-    }
-    /* The variants: the headline, then the ablations. */
-    cx.order[cx.num_variants++] = o->profile_db != NULL ? V_DATABASE : V_IN_SITU;
-    if (o->ablation)
-        for (int v = 0; v < V_COUNT; v++)
-            if (v != (int)cx.order[0] && (v != V_DATABASE || o->profile_db != NULL))
-                cx.order[cx.num_variants++] = (variant_t)v;
-    for (int v = 0; v < V_COUNT && status == DS_OK; v++) {
-        status = ds_cost_table_create(&cx.costs[v]);
-        cx.factors[v] = calloc((size_t)cx.ranks, sizeof(double));
-        if (cx.factors[v] == NULL)
-            status = ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
-        for (int64_t r = 0; cx.factors[v] != NULL && r < cx.ranks; r++)
-            cx.factors[v][r] = 1.0;
-    }
-    if (status == DS_OK && o->profile_db != NULL)
-        status = profile_cases(&cx, cases, n);
-    /* The speed the probe reaches here when nothing disturbs it: the best of a few. */
-    for (int i = 0; i < 3 && status == DS_OK && o->wait_quiet > 0.0; i++) {
-        ds_exec_load_t load;
-        status = ds_exec_probe(cx.backend, 0.2, NULL, &load);
-        saw_probe(&cx, &load);
-    }
+        status = ds_backend_open(o->backend, MPI_COMM_WORLD, &backend);
     if (status == DS_OK)
-        status = ds_sim_create(&cx.sim);
-    for (size_t i = 0; i < n && status == DS_OK; i++) {
-        status = run_case(&cx, &cases[i], &res[i]);
-        if (status == DS_OK && o->all && app->rank == 0 && !in.quiet)
-            fprintf(stderr, "dsmpi validate: case %zu of %zu: %s: error %.2f%%\n", i + 1, n,
-                    res[i].strategy, 100.0 * res[i].cmp[0]->iteration.error);
-    }
+        status = build_inputs(&in, o, backend, alloc.world_size, alloc.max_local_size);
+    const ds_strategy_t *cases = &in.strategy;
+    size_t num_cases = 1;
+    if (status == DS_OK && o->all)
+        status =
+            ds_validate_enumerate(in.model, &in.strategy, alloc.world_size, alloc.max_local_size,
+                                  o->mb_counts, (size_t)o->num_mb_counts, &all_cases, &num_cases);
     if (status != DS_OK) {
         code = app_fail(app, status);
         goto out;
     }
-    double mean = 0.0, max = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs(res[i].cmp[0]->iteration.error);
-        mean += e / (double)n;
-        max = e > max ? e : max;
+    if (o->all && num_cases == 0) {
+        code = app_usage_error(app, "no strategy of %lld ranks fits this model",
+                               (long long)alloc.world_size);
+        goto out;
     }
-    if (app->rank == 0) {
-        if (in.format == OUTPUT_JSON) {
-            print_json(&cx, res, n, mean, max);
-        } else if (in.format == OUTPUT_CSV) {
-            print_csv(&cx, res, n);
-        } else if (!in.quiet) {
-            if (o->all)
-                print_rows(&cx, res, n);
-            else
-                print_case(&cx, &res[0]);
-            printf("#\n# iteration time: mean |error| %.2f%%, max |error| %.2f%% over %zu case(s) "
-                   "(limit %.2f%%)\n",
-                   100.0 * mean, 100.0 * max, n, o->max_error);
-        }
-        if (o->cost_table_out != NULL) {
-            FILE *f = fopen(o->cost_table_out, "w");
-            if (f == NULL || ds_cost_table_write_text(cx.costs[cx.order[0]], f) != DS_OK)
-                fprintf(stderr, "dsmpi validate: cannot write '%s'\n", o->cost_table_out);
-            if (f != NULL)
-                fclose(f);
-        }
+    if (o->all)
+        cases = all_cases;
+    char command[512];
+    app_command_line(app, command, sizeof(command));
+    bool show_cases = o->all && !in.quiet;
+    o->lib.command_line = command;
+    o->lib.profile_backend = o->backend;
+    o->lib.profile_progress = !in.quiet;
+    o->lib.notice = print_notice;
+    o->lib.notice_context = &show_cases;
+    status = ds_validate(MPI_COMM_WORLD, backend, in.model, &in.cluster, cases, num_cases, &o->lib,
+                         &res);
+    if (status != DS_OK) {
+        code = app_fail(app, status);
+        goto out;
     }
-    double judged = o->all ? mean : max;
+    report_t rp = {app, &in, o, backend, res};
+    if (app->rank == 0)
+        print_results(&rp);
+    double judged = o->all ? res->mean_abs_error : res->max_abs_error;
     code = 100.0 * judged > o->max_error ? APP_EXIT_FAILURE : APP_EXIT_OK;
     if (code != APP_EXIT_OK && app->rank == 0)
         fprintf(stderr, "dsmpi validate: iteration-time error %.2f%% exceeds --max-error %.2f%%\n",
                 100.0 * judged, o->max_error);
 out:
-    for (size_t i = 0; res != NULL && i < MAX_CASES; i++)
-        free_result(&res[i]);
-    for (int v = 0; v < V_COUNT; v++) {
-        ds_cost_table_destroy(cx.costs[v]);
-        free(cx.factors[v]);
-    }
-    ds_sim_destroy(cx.sim);
-    ds_backend_close(cx.backend);
+    ds_validate_result_free(res);
+    ds_validate_cases_free(all_cases);
+    ds_backend_close(backend);
     inputs_free(&in);
-    free(res);
-    free(cases);
     free(o);
     return code;
 }

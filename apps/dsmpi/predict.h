@@ -1,7 +1,7 @@
 /* The prediction half shared by `dsmpi predict` and `dsmpi run`: options,
  * cost assembly, simulation and reports.  Public API only. */
-#ifndef DSMPI_PREDICT_H
-#define DSMPI_PREDICT_H
+#ifndef DSMPI_APP_PREDICT_H
+#define DSMPI_APP_PREDICT_H
 
 #include "app.h"
 #include "cost_origin.h"
@@ -46,4 +46,4 @@ int predict_check(const app_t *app, const predict_options_t *o, bool have_db);
  * o->allow_oom. */
 int predict_execute(const app_t *app, inputs_t *in, predict_options_t *o, ds_profile_db_t *db);
 
-#endif /* DSMPI_PREDICT_H */
+#endif /* DSMPI_APP_PREDICT_H */

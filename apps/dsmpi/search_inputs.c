@@ -59,9 +59,8 @@ static int bad(const app_t *app, ds_status_t status)
 
 static int positive_double(const app_t *app, const char *name, const char *arg, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end != '\0' || !(v > 0.0) || v > 1e9) {
+    double v;
+    if (ds_parse_double(arg, name, 0.0, 1e9, &v) != DS_OK || !(v > 0.0)) {
         app_usage_error(app, "--%s '%s' (accepted: a positive number)", name, arg);
         return -1;
     }

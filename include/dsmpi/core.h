@@ -116,6 +116,16 @@ DS_API void ds_params_print(FILE *out);
 
 /* ---- parsing -------------------------------------------------------------- */
 
+/* Parses a whole number ("42", "-3"; no suffix) between min and max; `what`
+ * names the value in the error message.  Empty text, leading blanks, trailing
+ * characters and values outside [min, max] (overflow included) fail with
+ * DS_ERR_INVALID_ARG; *value_p is written only on success. */
+DS_API ds_status_t ds_parse_int(const char *text, const char *what, int64_t min, int64_t max,
+                                int64_t *value_p);
+/* Parses a finite decimal number ("0.05", "1e3") between min and max, with
+ * the same rules (nan, inf and out-of-range exponents fail). */
+DS_API ds_status_t ds_parse_double(const char *text, const char *what, double min, double max,
+                                   double *value_p);
 /* Parses a whole-number count (tokens, samples, parameters, devices) with an
  * optional K/M/B/T suffix (powers of 1000: "1536", "1.5B", "1T") between min
  * and max; `what` names the value in the error message. */

@@ -11,6 +11,7 @@
 #include <dsmpi/events.h>
 #include <dsmpi/exec.h>
 #include <dsmpi/model.h>
+#include <dsmpi/predict.h>
 #include <dsmpi/profile.h>
 #include <dsmpi/search.h>
 #include <dsmpi/sim.h>

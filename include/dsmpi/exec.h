@@ -283,6 +283,109 @@ DS_API ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t
                                          ds_cost_table_t *costs, ds_exec_load_t *load_p,
                                          double *speed_factors);
 
+/* ---- validation: real runs against the prediction (dsmpi validate) ----------------------- */
+
+/* Where the costs of a prediction come from, or what of the simulator is
+ * changed; every variant is compared with the same runs.  The headline is
+ * DS_VALIDATE_IN_SITU, or DS_VALIDATE_PROFILE_DB when a database is given. */
+typedef enum ds_validate_variant {
+    DS_VALIDATE_IN_SITU = 0,       /* layer passes in rotating copies on every rank at once, in
+                                      rounds; TP collectives after their producer */
+    DS_VALIDATE_OPERATORS = 1,     /* every operator alone */
+    DS_VALIDATE_ISOLATED = 2,      /* TP collectives alone */
+    DS_VALIDATE_WARM_CACHES = 3,   /* one copy of a layer pass: caches as warm as a tight loop */
+    DS_VALIDATE_RANK_SHARES = 4,   /* each rank measures its share of the passes */
+    DS_VALIDATE_ONE_ROUND = 5,     /* one round */
+    DS_VALIDATE_PROFILE_DB = 6,    /* the profiler's database (what it lacked profiled first) */
+    DS_VALIDATE_OVERLAP_FREE = 7,  /* the headline's costs, bucket overlap with the backward free */
+    DS_VALIDATE_NO_SKEW = 8,       /* the headline's costs, TP members arriving together */
+    DS_VALIDATE_EQUAL_DEVICES = 9, /* the headline's costs, every device as fast as the mean */
+    DS_VALIDATE_VARIANT_COUNT
+} ds_validate_variant_t;
+
+/* "in-situ", "operators-alone", ...; "unknown" out of range. */
+DS_API const char *ds_validate_variant_name(ds_validate_variant_t variant);
+
+typedef enum ds_validate_notice {
+    DS_VALIDATE_NOTICE_NOISY = 0, /* costs measured again, or a run marked noisy */
+    DS_VALIDATE_NOTICE_CASE = 1,  /* a case is done */
+} ds_validate_notice_t;
+
+typedef struct ds_validate_options {
+    ds_exec_options_t exec;       /* every run (reference_probe_s is the session's best) */
+    ds_exec_cost_options_t costs; /* the headline's measured costs; the ablations change one
+                                     thing each (max_foreign is exec's) */
+    int repeats;                  /* quiet runs per case (default 3) */
+    int retries;  /* runs allowed to replace noisy ones, and measurements of costs repeated while
+                     the machine was noisy (default 3) */
+    int ablation; /* predict from every variant, not only the headline */
+    const char *profile_db;            /* costs from this database (NULL: measured here) */
+    ds_backend_kind_t profile_backend; /* the profiler's backend for what the database lacks */
+    int profile_progress;              /* the profiler prints its progress (rank 0) */
+    const char *command_line;          /* recorded by the profiler (may be NULL) */
+    double wait_quiet_s; /* before measuring costs and before each run, wait up to this long for
+                            a quiet second and a probe as fast as the best (0: never) */
+    const char *trace;   /* Perfetto trace of each case's last quiet run (NULL: none) */
+    /* Called on rank 0 with one line (no newline) as the validation goes. */
+    void (*notice)(ds_validate_notice_t kind, const char *line, void *context);
+    void *notice_context;
+} ds_validate_options_t;
+
+/* The defaults: ds_exec_options_init, ds_exec_cost_options_init, 3 repeats,
+ * 3 retries, no ablation, costs measured here, no waiting, silent. */
+DS_API void ds_validate_options_init(ds_validate_options_t *options);
+
+typedef struct ds_validate_case {
+    ds_strategy_t strategy;
+    char strategy_text[DS_STRATEGY_TEXT_MAX];
+    int64_t microbatches;
+    /* One per variant of the result, in its order (the headline first). */
+    ds_exec_comparison_t *comparisons[DS_VALIDATE_VARIANT_COUNT];
+    ds_exec_summary_t first_run;
+    double costs_s;            /* time spent measuring or assembling the case's costs */
+    ds_exec_load_t costs_load; /* while the headline's costs were measured */
+} ds_validate_case_t;
+
+typedef struct ds_validate_result {
+    int64_t ranks; /* of the communicator */
+    size_t num_cases;
+    ds_validate_case_t *cases;
+    size_t num_variants;
+    ds_validate_variant_t variants[DS_VALIDATE_VARIANT_COUNT]; /* the headline first */
+    double best_probe_s; /* the fastest speed probe of the session (0: none) */
+    /* `ranks` entries: each rank's speed factor behind the headline's
+     * prediction (1 where no measurement compared the devices). */
+    double *speed_factors;
+    /* |iteration-time error| of the headline over the cases. */
+    double mean_abs_error, max_abs_error;
+    ds_cost_table_t *costs; /* the headline's costs, owned by the result */
+} ds_validate_result_t;
+
+/* Every strategy of `ranks` devices derived from `base` (dp, tp, pp,
+ * schedule, vpp and gbs replaced; pp > 1 as GPipe, 1F1B and interleaved with
+ * vpp = 2 where the layers allow), for each of `num_counts` micro-batch
+ * counts, that resolves for `model`.  *num_cases_p may be 0.  Caller frees
+ * *cases_p with ds_validate_cases_free. */
+DS_API ds_status_t ds_validate_enumerate(const ds_model_t *model, const ds_strategy_t *base,
+                                         int64_t ranks, int gpus_per_node,
+                                         const int64_t *microbatch_counts, size_t num_counts,
+                                         ds_strategy_t **cases_p, size_t *num_cases_p);
+DS_API void ds_validate_cases_free(ds_strategy_t *cases);
+
+/* Validates `num_cases` strategies of `model` (each resolved for the ranks
+ * of `comm`) on this allocation, which `cluster` describes as the target:
+ * costs measured here (or taken from options->profile_db, after profiling
+ * what it lacks), then runs with the executor on `backend` (opened over
+ * `comm`), compared with the simulator's prediction from every variant.
+ * Collective over comm; a failure on one rank is every rank's.  Caller
+ * frees *result_p with ds_validate_result_free. */
+DS_API ds_status_t ds_validate(MPI_Comm comm, ds_backend_t *backend, const ds_model_t *model,
+                               const ds_cluster_t *cluster, const ds_strategy_t *cases,
+                               size_t num_cases, const ds_validate_options_t *options,
+                               ds_validate_result_t **result_p);
+/* NULL is a no-op. */
+DS_API void ds_validate_result_free(ds_validate_result_t *result);
+
 #ifdef __cplusplus
 }
 #endif

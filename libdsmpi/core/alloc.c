@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 static atomic_long allocation_count;
+static atomic_long armed_at; /* dsi_fault_alloc_after's target count (0: none) */
 
 static void report_count(void)
 {
@@ -21,11 +22,23 @@ static bool inject_failure(void)
     long count = atomic_fetch_add(&allocation_count, 1) + 1;
     if (fail_at < 0 && count == 1)
         atexit(report_count);
-    return fail_at > 0 && count == fail_at;
+    return (fail_at > 0 && count == fail_at) || count == atomic_load(&armed_at);
+}
+
+bool dsi_fault_alloc_after(long n)
+{
+    atomic_store(&armed_at, n > 0 ? atomic_load(&allocation_count) + n : 0);
+    return true;
 }
 #else
 static bool inject_failure(void)
 {
+    return false;
+}
+
+bool dsi_fault_alloc_after(long n)
+{
+    (void)n;
     return false;
 }
 #endif

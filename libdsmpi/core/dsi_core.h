@@ -52,6 +52,9 @@ ds_status_t dsi_calloc(size_t count, size_t size, void *ptr_p);
 ds_status_t dsi_realloc_array(void *ptr_p, size_t count, size_t size);
 ds_status_t dsi_strdup(const char *text, char **copy_p);
 void dsi_free(void *ptr);
+/* Tests: the n-th allocation of this process from now fails (n <= 0: none).
+ * False, and nothing armed, in builds without DSMPI_FAULT_INJECTION. */
+bool dsi_fault_alloc_after(long n);
 
 /* a*b and a+b on int64 with overflow detection (false on overflow). */
 bool dsi_mul_i64(int64_t a, int64_t b, int64_t *out);
@@ -103,8 +106,6 @@ ds_status_t dsi_parse_i64(const char *text, const char *what, int64_t min, int64
 ds_status_t dsi_parse_int(const char *text, const char *what, int min, int max, int *value_p);
 /* ds_parse_size (K/M/G = powers of 1024) into an int. */
 ds_status_t dsi_parse_size_int(const char *text, const char *what, int min, int max, int *value_p);
-ds_status_t dsi_parse_double(const char *text, const char *what, double min, double max,
-                             double *value_p);
 /* Byte sizes: plain bytes or KiB/MiB/GiB/TiB (powers of 1024), K/M/G/T (1000). */
 ds_status_t dsi_parse_bytes(const char *text, const char *what, int64_t *bytes_p);
 /* Case-sensitive match of `text` against `count` names; on a miss the error

@@ -259,8 +259,14 @@ ds_status_t dsi_parse_int(const char *text, const char *what, int min, int max, 
     return DS_OK;
 }
 
-ds_status_t dsi_parse_double(const char *text, const char *what, double min, double max,
-                             double *value_p)
+ds_status_t ds_parse_int(const char *text, const char *what, int64_t min, int64_t max,
+                         int64_t *value_p)
+{
+    return dsi_parse_i64(text, what, min, max, false, value_p);
+}
+
+ds_status_t ds_parse_double(const char *text, const char *what, double min, double max,
+                            double *value_p)
 {
     if (text == NULL || *text == '\0' || isspace((unsigned char)*text))
         return not_a_number(text ? text : "", what, "a number");

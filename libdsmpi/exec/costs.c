@@ -351,6 +351,61 @@ static ds_status_t reuse_window(ds_backend_t *b, const ds_model_t *model, const 
     return DS_OK;
 }
 
+/* The units to measure, their buffers and the bytes to rotate through.
+ * Local: each rank's own work before the first collective. */
+static ds_status_t plan_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
+                              const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
+                              const ds_cost_table_t *costs, dsi_profile_plan_t **plan_p,
+                              int **node_of_rank_p, double **by_round_p, double **unit_times_p,
+                              double *window_p)
+{
+    DSI_TRY(dsi_profile_plan_create(plan_p));
+    dsi_profile_plan_t *plan = *plan_p;
+    DSI_TRY(dsi_profile_plan_add(plan, model, s, cluster));
+    /* The plan's communication tasks are not used here: one node will do. */
+    DSI_TRY(dsi_calloc((size_t)b->size, sizeof(int), node_of_rank_p));
+    DSI_TRY(dsi_profile_plan_assign(plan, b->size, *node_of_rank_p, costs, &cluster->device, 1, 1));
+    DSI_TRY(dsi_calloc(DSI_MAX(plan->num_units, 1) * MAX_ROUNDS, sizeof(double), by_round_p));
+    DSI_TRY(dsi_calloc(DSI_MAX(plan->num_units, 1), sizeof(double), unit_times_p));
+    *window_p = 0.0;
+    if (o->rotate)
+        DSI_TRY(reuse_window(b, model, s, window_p));
+    return DS_OK;
+}
+
+/* One round of one unit on this rank: its time into by_round, its
+ * operators' costs into `mine`.  Local. */
+static ds_status_t measure_unit(ds_backend_t *b, const dsi_profile_plan_t *plan, size_t u,
+                                int round, const ds_measure_config_t *measure, double window,
+                                sums_t *mine, ds_measurement_t **per_op_p, double *by_round)
+{
+    const dsi_unit_t *unit = &plan->units[u];
+    const ds_event_key_t *keys = &plan->keys[unit->first_key];
+    DSI_TRY(dsi_realloc_array(per_op_p, unit->num_keys, sizeof(**per_op_p)));
+    ds_measurement_t *per_op = *per_op_p;
+    /* Copies of the unit in turn, so that its buffers are as cold as
+     * training leaves them. */
+    ds_measure_config_t config = *measure;
+    double unit_bytes = 0.0;
+    for (size_t i = 0; i < unit->num_keys; i++) {
+        size_t bytes = 0;
+        if (keys[i].kind == DS_EVENT_COMPUTE &&
+            ds_kernel_estimate_bytes(b, &keys[i], &bytes) == DS_OK)
+            unit_bytes += (double)bytes;
+    }
+    config.copies =
+        unit_bytes > 0.0 ? (int)DSI_MIN(DSI_MAX(ceil(window / unit_bytes), 1.0), 64.0) : 1;
+    ds_measurement_t total;
+    DSI_TRY(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op));
+    DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label, round,
+              config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
+    by_round[u * MAX_ROUNDS + (size_t)round] = total.cost.median_s;
+    for (size_t i = 0; i < unit->num_keys; i++)
+        if (keys[i].kind == DS_EVENT_COMPUTE)
+            DSI_TRY(sums_add(mine, &keys[i], round, &per_op[i].cost));
+    return DS_OK;
+}
+
 static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                  const ds_cluster_t *cluster, const ds_exec_cost_options_t *o,
                                  const ds_cost_table_t *costs, sums_t *mine, double **unit_times_p,
@@ -361,28 +416,22 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
     int *node_of_rank = NULL;
     ds_measurement_t *per_op = NULL;
     double *by_round = NULL; /* [unit][round]: a unit's time in each round */
-    DSI_TRY_GOTO(dsi_profile_plan_create(&plan), status, out);
-    DSI_TRY_GOTO(dsi_profile_plan_add(plan, model, s, cluster), status, out);
-    /* The plan's communication tasks are not used here: one node will do. */
-    DSI_TRY_GOTO(dsi_calloc((size_t)b->size, sizeof(int), &node_of_rank), status, out);
-    DSI_TRY_GOTO(
-        dsi_profile_plan_assign(plan, b->size, node_of_rank, costs, &cluster->device, 1, 1), status,
-        out);
-    int rounds = DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS);
-    DSI_TRY_GOTO(dsi_calloc(DSI_MAX(plan->num_units, 1) * MAX_ROUNDS, sizeof(double), &by_round),
-                 status, out);
-    DSI_TRY_GOTO(dsi_calloc(DSI_MAX(plan->num_units, 1), sizeof(double), unit_times_p), status,
-                 out);
-    *num_units_p = plan->num_units;
     double window = 0.0;
-    if (o->rotate)
-        DSI_TRY_GOTO(reuse_window(b, model, s, &window), status, out);
+    DSI_TRY_GOTO(
+        dsi_mpi_agree(b->comm, plan_units(b, model, s, cluster, o, costs, &plan, &node_of_rank,
+                                          &by_round, unit_times_p, &window)),
+        status, out);
+    *num_units_p = plan->num_units;
+    int rounds = DSI_MIN(DSI_MAX(o->rounds, 1), MAX_ROUNDS);
     /* The speed probe before and after every round: a round during which
      * the machine ran slow (a hypervisor taking the core for seconds, which
      * the rounds' median cannot outvote when it lasts several rounds) is
      * left out when quieter rounds exist. */
     double probe_before = 0.0, slowest[MAX_ROUNDS];
     DSI_TRY_GOTO(dsi_speed_probe(b, &probe_before), status, out);
+    /* A unit that fails on one rank is agreed on before the next collective:
+     * the next unit's barrier (together), else the round's speed probe. */
+    ds_status_t local = DS_OK;
     for (int round = 0; round < rounds; round++) {
         for (size_t u = 0; u < plan->num_units; u++) {
             const dsi_unit_t *unit = &plan->units[u];
@@ -390,32 +439,15 @@ static ds_status_t measure_units(ds_backend_t *b, const ds_model_t *model, const
                 continue;
             /* Together: every rank measures the unit at the same time, so the
              * node's memory system is as busy as in training. */
-            if (o->together)
+            if (o->together) {
+                DSI_TRY_GOTO(dsi_mpi_agree(b->comm, local), status, out);
                 DSI_MPI_TRY_GOTO(MPI_Barrier(b->comm), status, out);
-            const ds_event_key_t *keys = &plan->keys[unit->first_key];
-            DSI_TRY_GOTO(dsi_realloc_array(&per_op, unit->num_keys, sizeof(*per_op)), status, out);
-            /* Copies of the unit in turn, so that its buffers are as cold as
-             * training leaves them. */
-            ds_measure_config_t config = o->measure;
-            double unit_bytes = 0.0;
-            for (size_t i = 0; i < unit->num_keys; i++) {
-                size_t bytes = 0;
-                if (keys[i].kind == DS_EVENT_COMPUTE &&
-                    ds_kernel_estimate_bytes(b, &keys[i], &bytes) == DS_OK)
-                    unit_bytes += (double)bytes;
             }
-            config.copies =
-                unit_bytes > 0.0 ? (int)DSI_MIN(DSI_MAX(ceil(window / unit_bytes), 1.0), 64.0) : 1;
-            ds_measurement_t total;
-            DSI_TRY_GOTO(ds_measure_layer(b, keys, unit->num_keys, &config, &total, per_op), status,
-                         out);
-            DSI_DEBUG("unit %s round %d: %d copies, mean %.3f ms, median %.3f ms", unit->label,
-                      round, config.copies, 1e3 * total.cost.mean_s, 1e3 * total.cost.median_s);
-            by_round[u * MAX_ROUNDS + (size_t)round] = total.cost.median_s;
-            for (size_t i = 0; i < unit->num_keys; i++)
-                if (keys[i].kind == DS_EVENT_COMPUTE)
-                    DSI_TRY_GOTO(sums_add(mine, &keys[i], round, &per_op[i].cost), status, out);
+            if (local == DS_OK)
+                local =
+                    measure_unit(b, plan, u, round, &o->measure, window, mine, &per_op, by_round);
         }
+        DSI_TRY_GOTO(dsi_mpi_agree(b->comm, local), status, out);
         double probe_after = 0.0;
         DSI_TRY_GOTO(dsi_speed_probe(b, &probe_after), status, out);
         slowest[round] = DSI_MAX(probe_before, probe_after);
@@ -788,7 +820,9 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "strategy dp=%d tp=%d pp=%d is not for the %d ranks measuring it",
                          strategy->dp, strategy->tp, strategy->pp, backend->size);
-    DSI_TRY(ds_events_generate(model, strategy, cluster, &events));
+    /* Every step a rank may fail alone is agreed on before the next collective. */
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, ds_events_generate(model, strategy, cluster, &events)),
+                 status, out);
     dsi_load_probe_t before, after;
     double speed_before = 0.0, speed_after = 0.0;
     DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
@@ -807,9 +841,9 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     /* Together, every rank ran the same units: their times compare the devices. */
     bool same_work = options->compute == DS_EXEC_COSTS_LAYER && options->together;
     if (same_work) {
-        DSI_TRY_GOTO(dsi_calloc((size_t)backend->size * DSI_MAX(num_units, 1), sizeof(double),
-                                &all_unit_times),
-                     status, out);
+        local = dsi_calloc((size_t)backend->size * DSI_MAX(num_units, 1), sizeof(double),
+                           &all_unit_times);
+        DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, local), status, out);
         DSI_MPI_TRY_GOTO(MPI_Allgather(unit_times, (int)num_units, MPI_DOUBLE, all_unit_times,
                                        (int)num_units, MPI_DOUBLE, backend->comm),
                          status, out);

@@ -74,9 +74,52 @@ static void test_parse(void)
     CHECK_INT(v, 1000000000);
     CHECK_FAILS(dsi_parse_bytes("4 MiB", "size", &v), DS_ERR_INVALID_ARG, "size '4 MiB'");
     double d = 0;
-    CHECK_OK(dsi_parse_double("2.5", "factor", 0, 10, &d));
+    CHECK_OK(ds_parse_double("2.5", "factor", 0, 10, &d));
     CHECK(d == 2.5);
-    CHECK_FAILS(dsi_parse_double("nan", "factor", 0, 10, &d), DS_ERR_INVALID_ARG, "is not a number");
+    CHECK_FAILS(ds_parse_double("nan", "factor", 0, 10, &d), DS_ERR_INVALID_ARG, "is not a number");
+}
+
+/* The public parsers the command-line tool takes its numbers with: whole
+ * strings only, ranges inclusive, the output untouched on failure. */
+static void test_parse_public(void)
+{
+    int64_t v = 7;
+    CHECK_OK(ds_parse_int("42", "repeats", 1, 1000, &v));
+    CHECK_INT(v, 42);
+    CHECK_OK(ds_parse_int("-3", "offset", -10, 10, &v));
+    CHECK_INT(v, -3);
+    CHECK_OK(ds_parse_int("9223372036854775807", "n", 0, INT64_MAX, &v));
+    CHECK_INT(v, INT64_MAX);
+    v = 7;
+    CHECK_FAILS(ds_parse_int("", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "repeats '' is not a whole number");
+    CHECK_FAILS(ds_parse_int(" 4", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_FAILS(ds_parse_int("4 ", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_FAILS(ds_parse_int("12x", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "repeats '12x' is not a whole number");
+    CHECK_FAILS(ds_parse_int("4K", "repeats", 1, 1000000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_FAILS(ds_parse_int("2.5", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_FAILS(ds_parse_int("-1", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG, "repeats -1 is out of range (accepted: 0 to 1000)");
+    CHECK_FAILS(ds_parse_int("1001", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_parse_int("9223372036854775808", "n", 0, INT64_MAX, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_parse_int("-9223372036854775809", "n", INT64_MIN, 0, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_parse_int(NULL, "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_INT(v, 7);
+
+    double d = 0.5;
+    CHECK_OK(ds_parse_double("0.05", "max-foreign", 0, 1, &d));
+    CHECK(d == 0.05);
+    CHECK_OK(ds_parse_double("1e3", "wait-quiet", 0, 86400, &d));
+    CHECK(d == 1000.0);
+    CHECK_OK(ds_parse_double("0", "max-foreign", 0, 1, &d)); /* bounds are inclusive */
+    CHECK(d == 0.0);
+    d = 0.5;
+    CHECK_FAILS(ds_parse_double("", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "max-foreign '' is not a number");
+    CHECK_FAILS(ds_parse_double(" 1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "is not a number");
+    CHECK_FAILS(ds_parse_double("0.5%", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "max-foreign '0.5%' is not a number");
+    CHECK_FAILS(ds_parse_double("-0.1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "max-foreign -0.1 is out of range");
+    CHECK_FAILS(ds_parse_double("inf", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG, "is not a number");
+    CHECK_FAILS(ds_parse_double("1e999", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG, "is not a number");
+    CHECK_FAILS(ds_parse_double("2e6", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG, "out of range");
+    CHECK(d == 0.5);
     ds_dtype_t dtype;
     CHECK_OK(ds_dtype_parse("bfloat16", &dtype));
     CHECK(dtype == DS_DTYPE_BF16 && ds_dtype_size(dtype) == 2);
@@ -132,6 +175,7 @@ int main(void)
 {
     test_status();
     test_parse();
+    test_parse_public();
     test_strbuf_and_hash();
     test_params();
     return check_summary("test_core");
