@@ -123,10 +123,14 @@ static ds_status_t find_nodes(ds_comm_t *c)
     MPI_Comm node = MPI_COMM_NULL;
     int *leaders = NULL;
     int leader = 0;
+    /* Allocations first, agreed on, so that no member fails alone between
+     * the collectives below. */
+    status = dsi_calloc((size_t)c->size, sizeof(int), &leaders);
+    if (status == DS_OK)
+        status = dsi_calloc((size_t)c->size, sizeof(int), &c->node_of);
+    DSI_TRY_GOTO(dsi_mpi_agree(c->comm, status), status, out);
     DSI_TRY_GOTO(dsi_mpi_split_node(c->comm, c->rank, &node), status, out);
     DSI_MPI_TRY_GOTO(MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, node), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &leaders), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)c->size, sizeof(int), &c->node_of), status, out);
     DSI_MPI_TRY_GOTO(MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, c->comm), status, out);
     c->nodes = 0;
     c->ranks_per_node = 0;
@@ -161,8 +165,10 @@ static ds_status_t align_clocks(ds_comm_t *c)
     if (c->nodes <= 1)
         return DS_OK;
     int rounds = (int)DSI_MAX(dsi_param_int(DSI_PARAM_CLOCK_SYNC_ROUNDS), 1);
-    DSI_TRY_GOTO(dsi_calloc((size_t)c->nodes, sizeof(double), &offsets), status, out);
-    DSI_TRY_GOTO(dsi_calloc((size_t)c->nodes, sizeof(double), &errors), status, out);
+    status = dsi_calloc((size_t)c->nodes, sizeof(double), &offsets);
+    if (status == DS_OK)
+        status = dsi_calloc((size_t)c->nodes, sizeof(double), &errors);
+    DSI_TRY_GOTO(dsi_mpi_agree(c->comm, status), status, out);
     for (int k = 1; k < c->nodes; k++) {
         int leader = 0;
         while (c->node_of[leader] != k)
@@ -233,9 +239,14 @@ static ds_status_t warm_up(ds_comm_t *c)
         key.dims[0] = (all_pairs ? (int64_t)c->size : 1) * WARM_ELEMENTS;
         dsi_comm_op_t op;
         void *impl = NULL;
-        DSI_TRY(dsi_comm_op_init(&key, c->size, c->rank, &op));
-        DSI_TRY(c->backend->ops->comm_prepare(c, &op, 0, &impl));
-        ds_status_t status = DS_OK;
+        ds_status_t status = dsi_comm_op_init(&key, c->size, c->rank, &op);
+        if (status == DS_OK)
+            status = c->backend->ops->comm_prepare(c, &op, 0, &impl);
+        status = dsi_mpi_agree(c->comm, status); /* before the operation's collective */
+        if (status != DS_OK) {
+            c->backend->ops->comm_release(impl);
+            return status;
+        }
         for (int r = 0; r < 3 && status == DS_OK; r++) {
             double lead = 0.0, seconds = 0.0;
             status = c->backend->ops->comm_run_timed(impl, NULL, &lead, &seconds);
@@ -250,14 +261,23 @@ ds_status_t ds_comm_create(ds_backend_t *backend, MPI_Comm group, ds_comm_t **co
 {
     ds_status_t status = DS_OK;
     ds_comm_t *c = NULL;
-    DSI_TRY(dsi_calloc(1, sizeof(*c), &c));
+    status = dsi_mpi_agree(group, dsi_calloc(1, sizeof(*c), &c)); /* before the collective dup */
+    if (status != DS_OK) {
+        dsi_free(c);
+        return status;
+    }
     c->backend = backend;
     c->comm = MPI_COMM_NULL;
     DSI_TRY_GOTO(dsi_mpi_dup(group, &c->comm), status, err_free);
     DSI_MPI_TRY_GOTO(MPI_Comm_rank(c->comm, &c->rank), status, err_comm);
     DSI_MPI_TRY_GOTO(MPI_Comm_size(c->comm, &c->size), status, err_comm);
     DSI_TRY_GOTO(find_nodes(c), status, err_comm);
-    DSI_TRY_GOTO(backend->ops->comm_init(c), status, err_comm);
+    ds_status_t init = backend->ops->comm_init(c);
+    status = dsi_mpi_agree(c->comm, init);
+    if (status != DS_OK && init == DS_OK)
+        goto err_fini;
+    if (status != DS_OK)
+        goto err_comm;
     DSI_TRY_GOTO(warm_up(c), status, err_fini);
     DSI_TRY_GOTO(align_clocks(c), status, err_fini);
     *comm_p = c;

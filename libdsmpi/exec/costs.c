@@ -825,7 +825,8 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                  status, out);
     dsi_load_probe_t before, after;
     double speed_before = 0.0, speed_after = 0.0;
-    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_before), status, out);
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, dsi_speed_probe(backend, &speed_before)), status,
+                 out);
     dsi_load_probe(&before);
     /* Compute: a failure on one rank must not leave the others waiting. */
     ds_status_t local = options->compute == DS_EXEC_COSTS_OPERATOR
@@ -856,11 +857,14 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     }
     if (speed_factors != NULL)
         memcpy(speed_factors, speed, (size_t)backend->size * sizeof(double));
-    DSI_TRY_GOTO(set_costs(costs, &all, first, backend->size, speed), status, out);
-    DSI_TRY_GOTO(measure_comm(backend, model, strategy, cluster, options, events, costs), status,
-                 out);
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, set_costs(costs, &all, first, backend->size, speed)),
+                 status, out);
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, measure_comm(backend, model, strategy, cluster,
+                                                           options, events, costs)),
+                 status, out);
     dsi_load_probe(&after);
-    DSI_TRY_GOTO(dsi_speed_probe(backend, &speed_after), status, out);
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, dsi_speed_probe(backend, &speed_after)), status,
+                 out);
     if (load_p != NULL)
         DSI_TRY_GOTO(dsi_load_report(
                          backend->comm, &before, &after, DSI_MAX(speed_before, speed_after),

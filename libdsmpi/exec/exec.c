@@ -28,15 +28,20 @@ static ds_status_t split_group(ds_backend_t *backend, MPI_Comm comm, int color, 
     int size = 0;
     *group_p = NULL;
     DSI_MPI_TRY_GOTO(MPI_Comm_split(comm, color, key, &part), status, out);
-    if (part == MPI_COMM_NULL)
-        goto out;
-    DSI_MPI_TRY_GOTO(MPI_Comm_size(part, &size), status, out);
+    if (part != MPI_COMM_NULL)
+        DSI_MPI_TRY_GOTO(MPI_Comm_size(part, &size), status, out);
     if (size > 1)
-        DSI_TRY_GOTO(ds_comm_create(backend, part, group_p), status, out);
+        status = ds_comm_create(backend, part, group_p);
 out:
     if (part != MPI_COMM_NULL)
         MPI_Comm_free(&part);
-    return status;
+    /* A part that failed fails every part: the next split is over `comm`. */
+    ds_status_t agreed = dsi_mpi_agree(comm, status);
+    if (agreed != DS_OK && status == DS_OK) {
+        ds_comm_destroy(*group_p);
+        *group_p = NULL;
+    }
+    return agreed;
 }
 
 ds_status_t dsi_groups_create(ds_backend_t *backend, const ds_model_t *model,
@@ -370,10 +375,12 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     dsi_shape_ctx_init(&x->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_mpi_dup(backend->comm, &x->comm), status, err);
     DSI_TRY_GOTO(dsi_groups_create(backend, model, strategy, &x->groups), status, err);
-    DSI_TRY_GOTO(dsi_schedule_build(strategy, x->m, x->me.pp, 0, &x->program), status, err);
-    DSI_TRY_GOTO(mark_sync(x), status, err);
     /* Preparation may fail on one rank only (memory): everyone agrees. */
-    ds_status_t local = prepare_chunks(x);
+    ds_status_t local = dsi_schedule_build(strategy, x->m, x->me.pp, 0, &x->program);
+    if (local == DS_OK)
+        local = mark_sync(x);
+    if (local == DS_OK)
+        local = prepare_chunks(x);
     if (local == DS_OK)
         local = prepare_p2p(x);
     if (local == DS_OK)
@@ -446,15 +453,16 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
                          "executor warmup=%d iterations=%d (accepted: warmup >= 1, iterations >= 1, "
                          "at most 100000 in all)",
                          o.warmup, o.iterations);
-    DSI_TRY(dsi_realloc_array(&x->runs, x->num_runs + 1, sizeof(*x->runs)));
+    /* Steps one rank may fail alone are agreed on; the agreement is also
+     * the barrier that starts every rank's run together. */
+    DSI_TRY(dsi_mpi_agree(x->comm,
+                          dsi_realloc_array(&x->runs, x->num_runs + 1, sizeof(*x->runs))));
     dsi_xrun_t *run = &x->runs[x->num_runs];
     memset(run, 0, sizeof(*run));
     x->num_recs = 0;
     dsi_load_probe_t before, after;
     double speed_before = 0.0, speed_after = 0.0;
-    DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
-    DSI_TRY_GOTO(dsi_speed_probe(x->backend, &speed_before), status, out);
-    DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
+    DSI_TRY_GOTO(dsi_mpi_agree(x->comm, dsi_speed_probe(x->backend, &speed_before)), status, out);
     dsi_load_probe(&before);
     double start = dsi_now_s();
     int total = o.warmup + o.iterations;
@@ -463,16 +471,16 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
         if (it == 0) {
             /* Room for every iteration, so that no allocation happens while timing. */
             size_t need = x->num_recs * (size_t)total + x->num_recs / 4 + 64;
-            if (need > x->cap_recs) {
-                DSI_TRY_GOTO(dsi_realloc_array(&x->recs, need, sizeof(*x->recs)), status, out);
+            ds_status_t grown = DS_OK;
+            if (need > x->cap_recs && (grown = dsi_realloc_array(&x->recs, need,
+                                                                 sizeof(*x->recs))) == DS_OK)
                 x->cap_recs = need;
-            }
+            DSI_TRY_GOTO(dsi_mpi_agree(x->comm, grown), status, out);
         }
     }
     double wall = dsi_now_s() - start;
     dsi_load_probe(&after);
-    DSI_TRY_GOTO(dsi_speed_probe(x->backend, &speed_after), status, out);
-    DSI_MPI_TRY_GOTO(MPI_Barrier(x->comm), status, out);
+    DSI_TRY_GOTO(dsi_mpi_agree(x->comm, dsi_speed_probe(x->backend, &speed_after)), status, out);
     ds_exec_load_t load;
     DSI_TRY_GOTO(dsi_load_report(x->comm, &before, &after, DSI_MAX(speed_before, speed_after),
                                  o.max_foreign, o.reference_probe_s, &load),

@@ -117,17 +117,19 @@ static void test_enumerate(void)
 }
 
 /* Rank 1's n-th allocation from the call on fails, for n spread over the
- * validation's own steps and the costs' measurement (on this model the
- * layer passes take allocations ~70 to ~2000); rank 0 must come back with
- * an error too.  The executor's creation comes later and is left out: its
- * process groups are not agreed on yet. */
+ * validation's own steps, the costs' measurement (on this model the layer
+ * passes take allocations ~70 to ~2000) and the executor's creation (its
+ * process groups and their communicators) and runs; rank 0 must come back
+ * with an error too. */
 static void test_one_rank_fails(void)
 {
     ds_strategy_t s;
     resolve(&s, "dp=1,tp=1,pp=2,mbs=1,gbs=2,schedule=1f1b");
     ds_validate_options_t o;
     quick_options(&o);
-    static const long points[] = {1, 2, 5, 10, 20, 25, 30, 40, 60, 100, 200, 400};
+    static const long points[] = {1,    2,    5,    10,   20,   25,   30,   40,   60,   100,
+                                  200,  400,  1000, 2000, 2100, 2200, 2300, 2350, 2400, 2425,
+                                  2450, 2475, 2500, 2525, 2550, 2600, 3000};
     int failed = 0;
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
         if (rank == 1)
@@ -142,6 +144,9 @@ static void test_one_rank_fails(void)
                   both[1]);
         CHECK(status != DS_OK || res != NULL);
         failed += both[1] != DS_OK;
+        if (rank == 0)
+            printf("allocation %ld on rank 1: %s\n", points[i],
+                   both[1] == DS_OK ? "no failure" : ds_status_string(both[1]));
         if (rank == 1 && status != DS_OK)
             CHECK_MSG(status == DS_ERR_NO_MEMORY, "allocation %ld: rank 1 returned %s", points[i],
                       ds_status_string(status));
