@@ -58,6 +58,41 @@ uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed)
     return dsi_hash_mix64(h);
 }
 
+/* FNV-1a's step on a zero byte is one multiplication by the prime, so a
+ * run of k zero bytes is one multiplication by prime^k: the high zero bytes
+ * of small numbers cost a multiplication per word instead of one per byte. */
+#define FNV_PRIME 0x100000001b3ULL
+static const uint64_t fnv_prime_pow[9] = {
+    1ULL,
+    FNV_PRIME,
+    FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+};
+
+uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t w = (uint64_t)words[i];
+        int bytes = w == 0 ? 0 : (71 - __builtin_clzll(w)) / 8; /* up to the highest nonzero */
+        for (int b = 0; b < bytes; b++, w >>= 8) {
+            h ^= w & 0xff;
+            h *= FNV_PRIME;
+        }
+        h *= fnv_prime_pow[8 - bytes];
+    }
+    return dsi_hash_mix64(h);
+#else
+    return dsi_hash64(words, count * sizeof(*words), seed);
+#endif
+}
+
 /* ---- string buffer ------------------------------------------------------------ */
 
 void dsi_strbuf_init(dsi_strbuf_t *buf)

@@ -423,7 +423,7 @@ static void summarize_nodes(ds_sim_t *sim)
             dsi_node_place(g, i, place);
             int64_t event[] = {g->kind[i], it,       g->owner[i], place[0], place[1],
                                place[2],   place[3], g->start[i], g->dur[i]};
-            timeline += dsi_hash64(event, sizeof(event), 0x7157);
+            timeline += dsi_hash64_words(event, DSI_ARRAY_SIZE(event), 0x7157);
         }
         if (end > sim->results.it_end[it])
             sim->results.it_end[it] = end;
