@@ -69,6 +69,11 @@ double dsi_now_s(void);
 uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed);
 /* dsi_hash64 of the words' bytes in memory, faster where most are small. */
 uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed);
+/* Its parts, to hash a common prefix once: dsi_hash64_words is
+ * dsi_hash_mix64(dsi_fnv64_words(dsi_fnv64_seed(seed), words, count)), and
+ * dsi_fnv64_words continues the state of earlier words. */
+uint64_t dsi_fnv64_seed(uint64_t seed);
+uint64_t dsi_fnv64_words(uint64_t state, const int64_t *words, size_t count);
 uint64_t dsi_hash_mix64(uint64_t value);
 
 /* ---- string buffer -------------------------------------------------------

@@ -74,10 +74,14 @@ static const uint64_t fnv_prime_pow[9] = {
     FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
 };
 
-uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed)
+uint64_t dsi_fnv64_seed(uint64_t seed)
+{
+    return 0xcbf29ce484222325ULL ^ seed;
+}
+
+uint64_t dsi_fnv64_words(uint64_t h, const int64_t *words, size_t count)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t h = 0xcbf29ce484222325ULL ^ seed;
     for (size_t i = 0; i < count; i++) {
         uint64_t w = (uint64_t)words[i];
         int bytes = w == 0 ? 0 : (71 - __builtin_clzll(w)) / 8; /* up to the highest nonzero */
@@ -87,10 +91,19 @@ uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed)
         }
         h *= fnv_prime_pow[8 - bytes];
     }
-    return dsi_hash_mix64(h);
 #else
-    return dsi_hash64(words, count * sizeof(*words), seed);
+    const unsigned char *bytes = (const unsigned char *)words;
+    for (size_t i = 0; i < count * sizeof(*words); i++) {
+        h ^= bytes[i];
+        h *= FNV_PRIME;
+    }
 #endif
+    return h;
+}
+
+uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed)
+{
+    return dsi_hash_mix64(dsi_fnv64_words(dsi_fnv64_seed(seed), words, count));
 }
 
 /* ---- string buffer ------------------------------------------------------------ */

@@ -82,9 +82,22 @@ typedef struct dsi_graph {
     int32_t *off; /* successors CSR, n + 1 */
     int32_t *adj;
     int32_t *indeg;
-    int32_t *queue;
+    int32_t *queue; /* topological order once evaluated */
     int32_t csr_cap;
     int64_t adj_cap;
+    /* The structure of the previous run (dsi_graph_note_structure): a graph
+     * equal to it has the same evaluation order (Kahn's order depends on the
+     * nodes and edges only) and the same node identities. */
+    struct {
+        int32_t n, cap;
+        int64_t ne, ecap;
+        int32_t *efrom, *eto, *owner;
+        uint8_t *kind, *iter, *label;
+        dsi_node_payload_t *payload;
+    } last;
+    uint64_t generation; /* of the structure kept in `last`: changes with it */
+    bool same;           /* this graph's structure is the previous run's */
+    bool order_valid;    /* queue, off and adj hold this structure's evaluation order */
 } dsi_graph_t;
 
 ds_status_t dsi_graph_reset(dsi_graph_t *g);
@@ -123,6 +136,10 @@ static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t t
     g->ne++;
     return DS_OK;
 }
+/* Compares the graph just built with the previous run's structure and
+ * keeps a copy of it when it differs; sets g->same.  With `enabled` false
+ * nothing is kept or reused. */
+ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled);
 /* Longest-path sweep in topological order.  On a cycle, fills *cycle_p /
  * *cycle_len_p (nodes in dependency order, caller frees) and returns
  * DS_ERR_DEADLOCK without a message. */
@@ -361,6 +378,11 @@ typedef struct dsi_sim_results {
     ds_sim_event_t *events;
     size_t events_cap;
     double build_s, eval_s;
+    /* The timeline hash's state after each node's identity (kind, iteration,
+     * owner, place), for the graph structure of this generation. */
+    uint64_t *hash_prefix;
+    int32_t hash_prefix_cap;
+    uint64_t hash_prefix_generation; /* 0: none */
 } dsi_sim_results_t;
 
 struct ds_sim {

@@ -404,12 +404,41 @@ static void critical_path(ds_sim_t *sim)
 /* ---- entry ------------------------------------------------------------------------------------
  */
 
+#define TIMELINE_SEED 0x7157
+
+/* The timeline hash of a node is dsi_hash64_words of (kind, iteration,
+ * owner, place, start, duration): its state after the first seven words
+ * depends on the graph's structure only, and is kept while that lasts. */
+static ds_status_t hash_prefixes(ds_sim_t *sim)
+{
+    const dsi_graph_t *g = &sim->g;
+    dsi_sim_results_t *r = &sim->results;
+    if (g->same && r->hash_prefix_generation == g->generation)
+        return DS_OK;
+    r->hash_prefix_generation = 0;
+    if (r->hash_prefix_cap < g->n) {
+        DSI_TRY(dsi_realloc_array(&r->hash_prefix, (size_t)g->n, sizeof(*r->hash_prefix)));
+        r->hash_prefix_cap = g->n;
+    }
+    uint64_t seed = dsi_fnv64_seed(TIMELINE_SEED);
+    for (int32_t i = 0; i < g->n; i++) {
+        int64_t place[4];
+        dsi_node_place(g, i, place);
+        int64_t id[] = {g->kind[i], g->iter[i], g->owner[i], place[0], place[1], place[2], place[3]};
+        r->hash_prefix[i] = dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id));
+    }
+    r->hash_prefix_generation = g->generation;
+    return DS_OK;
+}
+
 /* Iteration ends, the timeline hash and the share of assumed time, from
  * every node. */
-static void summarize_nodes(ds_sim_t *sim)
+static ds_status_t summarize_nodes(ds_sim_t *sim)
 {
     const dsi_graph_t *g = &sim->g;
     ds_sim_summary_t *sum = &sim->results.summary;
+    DSI_TRY(hash_prefixes(sim));
+    const uint64_t *prefix = sim->results.hash_prefix;
     sim->results.it_end[0] = sim->results.it_end[1] = sim->results.it_end[2] = 0;
     sim->results.it2_begin = INT64_MAX;
     int64_t assumed = 0, total = 0;
@@ -419,11 +448,8 @@ static void summarize_nodes(ds_sim_t *sim)
         int64_t end = node_end(g, i);
         if (g->kind[i] != DSI_N_JOIN) {
             /* Order-free: the sum of each event's own hash. */
-            int64_t place[4];
-            dsi_node_place(g, i, place);
-            int64_t event[] = {g->kind[i], it,       g->owner[i], place[0], place[1],
-                               place[2],   place[3], g->start[i], g->dur[i]};
-            timeline += dsi_hash64_words(event, DSI_ARRAY_SIZE(event), 0x7157);
+            int64_t times[] = {g->start[i], g->dur[i]};
+            timeline += dsi_hash_mix64(dsi_fnv64_words(prefix[i], times, 2));
         }
         if (end > sim->results.it_end[it])
             sim->results.it_end[it] = end;
@@ -441,6 +467,7 @@ static void summarize_nodes(ds_sim_t *sim)
     sum->graph_nodes = g->n;
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
+    return DS_OK;
 }
 
 /* Throughput, FLOP rates and their share of the peak, for an iteration of Ts seconds. */
@@ -563,7 +590,7 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
 {
     ds_sim_summary_t *sum = &sim->results.summary;
     memset(sum, 0, sizeof(*sum));
-    summarize_nodes(sim);
+    DSI_TRY(summarize_nodes(sim));
     int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
     double Ts = (double)T * 1e-9;
     sum->mode = sim->opt.mode;

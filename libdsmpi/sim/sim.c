@@ -105,6 +105,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->results.xfer_lane_off);
     dsi_free(sim->results.xfer_lane_nodes);
     dsi_free(sim->results.events);
+    dsi_free(sim->results.hash_prefix);
     dsi_sim_estimate_free(sim);
     dsi_free(sim);
 }
@@ -236,6 +237,9 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                          "the device roofline",
                          sim->num_missing, key);
     }
+    /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike. */
+    DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
+                                                  dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
     double t1 = now_s();
     int32_t *cycle = NULL, cycle_len = 0;
     status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);

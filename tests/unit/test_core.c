@@ -127,6 +127,8 @@ static void test_strbuf_and_hash(void)
             w[j] = (int64_t)(x >> (x % 64));
         }
         CHECK(dsi_hash64_words(w, 3, (uint64_t)i) == dsi_hash64(w, sizeof(w), (uint64_t)i));
+        uint64_t h = dsi_fnv64_words(dsi_fnv64_seed((uint64_t)i), w, 1);
+        CHECK(dsi_hash_mix64(dsi_fnv64_words(h, w + 1, 2)) == dsi_hash64(w, sizeof(w), (uint64_t)i));
     }
 }
 
