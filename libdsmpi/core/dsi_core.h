@@ -74,7 +74,17 @@ uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed);
  * dsi_fnv64_words continues the state of earlier words. */
 uint64_t dsi_fnv64_seed(uint64_t seed);
 uint64_t dsi_fnv64_words(uint64_t state, const int64_t *words, size_t count);
-uint64_t dsi_hash_mix64(uint64_t value);
+static inline uint64_t dsi_hash_mix64(uint64_t x)
+{
+    /* splitmix64 finaliser: spreads FNV's weak low bits over the word. */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+#define DSI_FNV64_PRIME 0x100000001b3ULL
 
 /* ---- string buffer -------------------------------------------------------
  * A growable NUL-terminated buffer.  An allocation failure is sticky: later

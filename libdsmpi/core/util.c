@@ -36,17 +36,6 @@ double dsi_now_s(void)
 
 /* ---- hashing ---------------------------------------------------------------- */
 
-uint64_t dsi_hash_mix64(uint64_t x)
-{
-    /* splitmix64 finaliser: spreads FNV's weak low bits over the word. */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed)
 {
     const unsigned char *bytes = data;
@@ -61,7 +50,7 @@ uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed)
 /* FNV-1a's step on a zero byte is one multiplication by the prime, so a
  * run of k zero bytes is one multiplication by prime^k: the high zero bytes
  * of small numbers cost a multiplication per word instead of one per byte. */
-#define FNV_PRIME 0x100000001b3ULL
+#define FNV_PRIME DSI_FNV64_PRIME
 static const uint64_t fnv_prime_pow[9] = {
     1ULL,
     FNV_PRIME,
