@@ -383,6 +383,7 @@ typedef struct dsi_sim_results {
     uint64_t *hash_prefix;
     int32_t hash_prefix_cap;
     uint64_t hash_prefix_generation; /* 0: none */
+    bool hashed;                     /* summary.timeline_hash is computed */
 } dsi_sim_results_t;
 
 struct ds_sim {
@@ -456,6 +457,8 @@ void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t
 
 /* metrics.c */
 ds_status_t dsi_sim_metrics(ds_sim_t *sim);
+/* summary.timeline_hash of the evaluated graph. */
+ds_status_t dsi_sim_timeline_hash(ds_sim_t *sim);
 ds_status_t dsi_sim_index_events(ds_sim_t *sim);
 ds_sim_category_t dsi_sim_node_category(const ds_sim_t *sim, int32_t node);
 /* The simulated device (lane, DP instance) of a target rank. */

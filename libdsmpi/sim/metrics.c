@@ -460,13 +460,19 @@ static uint64_t timeline_hash(const dsi_graph_t *g, const uint64_t *prefix)
     return timeline;
 }
 
-/* Iteration ends, the timeline hash and the share of assumed time, from
- * every node. */
-static ds_status_t summarize_nodes(ds_sim_t *sim)
+ds_status_t dsi_sim_timeline_hash(ds_sim_t *sim)
+{
+    DSI_TRY(hash_prefixes(sim));
+    sim->results.summary.timeline_hash = timeline_hash(&sim->g, sim->results.hash_prefix);
+    sim->results.hashed = true;
+    return DS_OK;
+}
+
+/* Iteration ends and the share of assumed time, from every node. */
+static void summarize_nodes(ds_sim_t *sim)
 {
     const dsi_graph_t *g = &sim->g;
     ds_sim_summary_t *sum = &sim->results.summary;
-    DSI_TRY(hash_prefixes(sim));
     sim->results.it_end[0] = sim->results.it_end[1] = sim->results.it_end[2] = 0;
     sim->results.it2_begin = INT64_MAX;
     int64_t assumed = 0, total = 0;
@@ -485,11 +491,9 @@ static ds_status_t summarize_nodes(ds_sim_t *sim)
     }
     if (sim->results.it2_begin == INT64_MAX)
         sim->results.it2_begin = sim->results.it_end[1];
-    sum->timeline_hash = timeline_hash(g, sim->results.hash_prefix);
     sum->graph_nodes = g->n;
     sum->graph_edges = g->ne;
     sum->assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
-    return DS_OK;
 }
 
 /* Throughput, FLOP rates and their share of the peak, for an iteration of Ts seconds. */
@@ -612,7 +616,10 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
 {
     ds_sim_summary_t *sum = &sim->results.summary;
     memset(sum, 0, sizeof(*sum));
-    DSI_TRY(summarize_nodes(sim));
+    sim->results.hashed = false;
+    summarize_nodes(sim);
+    if (sim->opt.hash_timeline)
+        DSI_TRY(dsi_sim_timeline_hash(sim));
     int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
     double Ts = (double)T * 1e-9;
     sum->mode = sim->opt.mode;

@@ -28,6 +28,7 @@ void ds_sim_options_init(ds_sim_options_t *options)
     options->keep_timeline = 1;
     options->overlap_interference = 1;
     options->collective_skew = 1;
+    options->hash_timeline = 1;
 }
 
 ds_status_t ds_sim_create(ds_sim_t **sim_p)
@@ -291,6 +292,15 @@ void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary)
         return;
     }
     *summary = sim->results.summary;
+}
+
+uint64_t ds_sim_timeline_hash(ds_sim_t *sim)
+{
+    if (!sim->results.evaluated)
+        return 0;
+    if (!sim->results.hashed && dsi_sim_timeline_hash(sim) != DS_OK)
+        return 0;
+    return sim->results.summary.timeline_hash;
 }
 
 size_t ds_sim_device_count(const ds_sim_t *sim)
