@@ -279,6 +279,23 @@ typedef struct dsi_place_key {
     ds_dim_t order[3];
 } dsi_place_key_t;
 
+/* Placement classes of another key, kept for a later run (dsi_sim_plan_t's
+ * fields of the same names). */
+typedef struct dsi_place_classes {
+    dsi_place_key_t key;
+    uint64_t used; /* last use, for replacement */
+    int32_t *column_of, *dp_of, *lane_dp;
+    struct dsi_column *columns;
+    dsi_dpgroup_t *dpgroups;
+    int32_t num_columns, num_lane_dp, num_dpgroups;
+    dsi_layout_t *tp_lay, *dp_lay, *fwd_lay, *bwd_lay, *emb_lay, *mp_lay;
+} dsi_place_classes_t;
+
+/* Classes of this many other keys are kept, for targets of at most
+ * DSI_PLACE_CACHE_DEVICES devices (their layouts grow with the target). */
+#define DSI_PLACE_CACHE 8
+#define DSI_PLACE_CACHE_DEVICES 65536
+
 typedef struct dsi_column {
     int32_t d;
     int64_t represents; /* columns with this timeline */
@@ -322,6 +339,9 @@ typedef struct dsi_sim_plan {
     dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
     dsi_layout_t *emb_lay; /* [d * tp + t] */
     dsi_layout_t *mp_lay;  /* [d] */
+
+    dsi_place_classes_t kept[DSI_PLACE_CACHE]; /* other keys' classes */
+    uint64_t place_clock;
 
     dsi_program_t *programs; /* one per pipeline rank */
     int32_t num_programs;

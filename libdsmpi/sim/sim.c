@@ -64,6 +64,20 @@ void ds_sim_destroy(ds_sim_t *sim)
     for (int32_t i = 0; i < sim->plan.num_programs; i++)
         dsi_program_free(&sim->plan.programs[i]);
     dsi_free(sim->plan.programs);
+    for (int i = 0; i < DSI_PLACE_CACHE; i++) {
+        dsi_place_classes_t *k = &sim->plan.kept[i];
+        dsi_free(k->column_of);
+        dsi_free(k->dp_of);
+        dsi_free(k->lane_dp);
+        dsi_free(k->columns);
+        dsi_free(k->dpgroups);
+        dsi_free(k->tp_lay);
+        dsi_free(k->dp_lay);
+        dsi_free(k->fwd_lay);
+        dsi_free(k->bwd_lay);
+        dsi_free(k->emb_lay);
+        dsi_free(k->mp_lay);
+    }
     dsi_free(sim->plan.column_of);
     dsi_free(sim->plan.dp_of);
     dsi_free(sim->plan.columns);
