@@ -148,10 +148,14 @@ typedef struct ds_sim_options {
      * (measured, inside the measured node counts, compute) is the same in
      * the three runs. */
     ds_sim_band_t band;
+    /* 1 (default): the summary's timeline_hash; 0: left 0 in the summary,
+     * computed only when ds_sim_timeline_hash asks (a search needs it for
+     * few of its candidates). */
+    int hash_timeline;
 } ds_sim_options_t;
 
 /* Defaults: symmetric, layer level, no estimates, keep the timeline,
- * overlap interference where measured, collective skew. */
+ * overlap interference where measured, collective skew, the timeline hash. */
 DS_API void ds_sim_options_init(ds_sim_options_t *options);
 
 /* A simulator.  Its memory (an arena of node and edge arrays) is reused by
@@ -241,6 +245,9 @@ typedef struct ds_sim_summary {
 } ds_sim_summary_t;
 
 DS_API void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary);
+/* The timeline hash of the last run (ds_sim_summary_t.timeline_hash), also
+ * when it ran with hash_timeline 0; 0 when it failed. */
+DS_API uint64_t ds_sim_timeline_hash(ds_sim_t *sim);
 
 /* Memory of one device (bytes). */
 typedef struct ds_sim_memory {

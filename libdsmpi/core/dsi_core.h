@@ -70,7 +70,24 @@ double dsi_now_s(void);
 
 /* ---- hashing -------------------------------------------------------------- */
 uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed);
-uint64_t dsi_hash_mix64(uint64_t value);
+/* dsi_hash64 of the words' bytes in memory, faster where most are small. */
+uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed);
+/* Its parts, to hash a common prefix once: dsi_hash64_words is
+ * dsi_hash_mix64(dsi_fnv64_words(dsi_fnv64_seed(seed), words, count)), and
+ * dsi_fnv64_words continues the state of earlier words. */
+uint64_t dsi_fnv64_seed(uint64_t seed);
+uint64_t dsi_fnv64_words(uint64_t state, const int64_t *words, size_t count);
+static inline uint64_t dsi_hash_mix64(uint64_t x)
+{
+    /* splitmix64 finaliser: spreads FNV's weak low bits over the word. */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+#define DSI_FNV64_PRIME 0x100000001b3ULL
 
 /* ---- string buffer -------------------------------------------------------
  * A growable NUL-terminated buffer.  An allocation failure is sticky: later

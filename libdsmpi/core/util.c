@@ -36,17 +36,6 @@ double dsi_now_s(void)
 
 /* ---- hashing ---------------------------------------------------------------- */
 
-uint64_t dsi_hash_mix64(uint64_t x)
-{
-    /* splitmix64 finaliser: spreads FNV's weak low bits over the word. */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed)
 {
     const unsigned char *bytes = data;
@@ -56,6 +45,54 @@ uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed)
         h *= 0x100000001b3ULL;
     }
     return dsi_hash_mix64(h);
+}
+
+/* FNV-1a's step on a zero byte is one multiplication by the prime, so a
+ * run of k zero bytes is one multiplication by prime^k: the high zero bytes
+ * of small numbers cost a multiplication per word instead of one per byte. */
+#define FNV_PRIME DSI_FNV64_PRIME
+static const uint64_t fnv_prime_pow[9] = {
+    1ULL,
+    FNV_PRIME,
+    FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+};
+
+uint64_t dsi_fnv64_seed(uint64_t seed)
+{
+    return 0xcbf29ce484222325ULL ^ seed;
+}
+
+uint64_t dsi_fnv64_words(uint64_t h, const int64_t *words, size_t count)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (size_t i = 0; i < count; i++) {
+        uint64_t w = (uint64_t)words[i];
+        int bytes = w == 0 ? 0 : (71 - __builtin_clzll(w)) / 8; /* up to the highest nonzero */
+        for (int b = 0; b < bytes; b++, w >>= 8) {
+            h ^= w & 0xff;
+            h *= FNV_PRIME;
+        }
+        h *= fnv_prime_pow[8 - bytes];
+    }
+#else
+    const unsigned char *bytes = (const unsigned char *)words;
+    for (size_t i = 0; i < count * sizeof(*words); i++) {
+        h ^= bytes[i];
+        h *= FNV_PRIME;
+    }
+#endif
+    return h;
+}
+
+uint64_t dsi_hash64_words(const int64_t *words, size_t count, uint64_t seed)
+{
+    return dsi_hash_mix64(dsi_fnv64_words(dsi_fnv64_seed(seed), words, count));
 }
 
 /* ---- string buffer ------------------------------------------------------------ */

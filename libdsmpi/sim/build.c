@@ -32,45 +32,6 @@ int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t)
     return ds_strategy_rank_of(&sim->s, (ds_coords_t){t, l->d, l->p});
 }
 
-ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t owner, int64_t dur,
-                           int32_t *id_p)
-{
-    if (sim->g.n == sim->g.cap) /* growing says why it cannot: no memory, or too large */
-        DSI_TRY(dsi_graph_grow_nodes(&sim->g));
-    int32_t id = dsi_graph_add(&sim->g, kind, it, owner, dur);
-    if (id < 0)
-        return DS_ERR_NO_MEMORY;
-    *id_p = id;
-    return DS_OK;
-}
-
-/* The nodes the lane's next event waits for: the pending transfers and
- * collectives, or the last node. */
-ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_cursor_t *l, int32_t to)
-{
-    if (l->npend > 0) {
-        for (int32_t i = 0; i < l->npend; i++)
-            DSI_TRY(dsi_graph_edge(&sim->g, l->pend[i], to));
-    } else if (l->last >= 0) {
-        DSI_TRY(dsi_graph_edge(&sim->g, l->last, to));
-    }
-    return DS_OK;
-}
-
-/* A node on the lane's compute stream, after everything the lane waits for. */
-ds_status_t dsi_lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it, int64_t dur,
-                          int32_t *id_p)
-{
-    dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
-    int32_t id;
-    DSI_TRY(dsi_build_node(sim, kind, it, lane, dur, &id));
-    DSI_TRY(dsi_lane_edges_to(sim, l, id));
-    l->last = id;
-    l->npend = 0;
-    *id_p = id;
-    return DS_OK;
-}
-
 /* One node standing for the lane's current state (joins pending nodes). */
 ds_status_t dsi_lane_state(ds_sim_t *sim, int32_t lane, int it, int32_t *id_p)
 {
@@ -150,36 +111,40 @@ static void reset_iteration_state(ds_sim_t *sim)
     }
 }
 
-static ds_status_t lane_action(ds_sim_t *sim, const dsi_phase_t *const *active, int num_active,
-                               int it, int32_t lane, const dsi_action_t *a)
+/* The hooks of the phases kept for an iteration, each list in table order:
+ * the walk calls only those a phase has, not every phase per action. */
+typedef struct iteration_hooks {
+    const dsi_phase_t *before_pass[NUM_PHASES], *lane_action[NUM_PHASES],
+        *after_action[NUM_PHASES];
+    int num_before_pass, num_lane_action, num_after_action;
+} iteration_hooks_t;
+
+static ds_status_t lane_action(ds_sim_t *sim, const iteration_hooks_t *h, int it, int32_t lane,
+                               const dsi_action_t *a)
 {
     if (a->type != DSI_ACT_COMM)
-        for (int i = 0; i < num_active; i++)
-            if (active[i]->before_pass != NULL)
-                DSI_TRY(active[i]->before_pass(sim, it, lane, a));
-    for (int i = 0; i < num_active; i++)
-        if (active[i]->lane_action != NULL)
-            DSI_TRY(active[i]->lane_action(sim, it, lane, a));
+        for (int i = 0; i < h->num_before_pass; i++)
+            DSI_TRY(h->before_pass[i]->before_pass(sim, it, lane, a));
+    for (int i = 0; i < h->num_lane_action; i++)
+        DSI_TRY(h->lane_action[i]->lane_action(sim, it, lane, a));
     return DS_OK;
 }
 
 /* Lane after lane: a lane's nodes stay together in memory.  Transfers meet
  * their other side whichever lane is built first. */
-static ds_status_t walk_lane_major(ds_sim_t *sim, const dsi_phase_t *const *active, int num_active,
-                                   int it)
+static ds_status_t walk_lane_major(ds_sim_t *sim, const iteration_hooks_t *h, int it)
 {
     for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
         const dsi_program_t *prog = &sim->plan.programs[sim->plan.lanes[lane].p];
         for (int32_t a = 0; a < prog->count; a++)
-            DSI_TRY(lane_action(sim, active, num_active, it, lane, &prog->actions[a]));
+            DSI_TRY(lane_action(sim, h, it, lane, &prog->actions[a]));
     }
     return DS_OK;
 }
 
 /* Action-major (pp = 1): every lane's action a, then the traffic that
  * couples the lanes after it. */
-static ds_status_t walk_action_major(ds_sim_t *sim, const dsi_phase_t *const *active,
-                                     int num_active, int it)
+static ds_status_t walk_action_major(ds_sim_t *sim, const iteration_hooks_t *h, int it)
 {
     int32_t longest = 0;
     for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++)
@@ -191,13 +156,12 @@ static ds_status_t walk_action_major(ds_sim_t *sim, const dsi_phase_t *const *ac
             if (a >= prog->count)
                 continue;
             shared = &prog->actions[a];
-            DSI_TRY(lane_action(sim, active, num_active, it, lane, shared));
+            DSI_TRY(lane_action(sim, h, it, lane, shared));
         }
         if (shared == NULL || shared->type == DSI_ACT_COMM)
             continue;
-        for (int i = 0; i < num_active; i++)
-            if (active[i]->after_action != NULL)
-                DSI_TRY(active[i]->after_action(sim, it, shared));
+        for (int i = 0; i < h->num_after_action; i++)
+            DSI_TRY(h->after_action[i]->after_action(sim, it, shared));
     }
     return DS_OK;
 }
@@ -206,19 +170,26 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
 {
     const dsi_phase_t *active[NUM_PHASES];
     int num_active = 0;
-    bool action_major = false;
+    iteration_hooks_t h = {.num_before_pass = 0};
     sim->builder.split_parts = false;
-    for (int i = 0; i < NUM_PHASES; i++)
-        if (phases[i]->applies(sim)) {
-            active[num_active++] = phases[i];
-            action_major |= phases[i]->after_action != NULL;
-            sim->builder.split_parts |= phases[i]->needs_parts;
-        }
+    for (int i = 0; i < NUM_PHASES; i++) {
+        const dsi_phase_t *ph = phases[i];
+        if (!ph->applies(sim))
+            continue;
+        active[num_active++] = ph;
+        if (ph->before_pass != NULL)
+            h.before_pass[h.num_before_pass++] = ph;
+        if (ph->lane_action != NULL)
+            h.lane_action[h.num_lane_action++] = ph;
+        if (ph->after_action != NULL)
+            h.after_action[h.num_after_action++] = ph;
+        sim->builder.split_parts |= ph->needs_parts;
+    }
     reset_iteration_state(sim);
-    if (action_major)
-        DSI_TRY(walk_action_major(sim, active, num_active, it));
+    if (h.num_after_action > 0)
+        DSI_TRY(walk_action_major(sim, &h, it));
     else
-        DSI_TRY(walk_lane_major(sim, active, num_active, it));
+        DSI_TRY(walk_lane_major(sim, &h, it));
     for (int i = 0; i < num_active; i++)
         if (active[i]->at_end != NULL)
             DSI_TRY(active[i]->at_end(sim, it));

@@ -49,14 +49,45 @@ extern const dsi_phase_t dsi_phase_optimizer;
 
 /* ---- nodes and lanes (build.c) ------------------------------------------------------------ */
 
-ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t owner, int64_t dur,
-                           int32_t *id_p);
+/* Inline: the builder calls these for every node and edge. */
+static inline ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it,
+                                         int32_t owner, int64_t dur, int32_t *id_p)
+{
+    if (sim->g.n == sim->g.cap) /* growing says why it cannot: no memory, or too large */
+        DSI_TRY(dsi_graph_grow_nodes(&sim->g));
+    int32_t id = dsi_graph_add(&sim->g, kind, it, owner, dur);
+    if (id < 0)
+        return DS_ERR_NO_MEMORY;
+    *id_p = id;
+    return DS_OK;
+}
+
 /* Edges from what the lane's next event waits for (its pending transfers
  * and collectives, or its last node) to `to`. */
-ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_cursor_t *l, int32_t to);
+static inline ds_status_t dsi_lane_edges_to(ds_sim_t *sim, const dsi_lane_cursor_t *l, int32_t to)
+{
+    if (l->npend > 0) {
+        for (int32_t i = 0; i < l->npend; i++)
+            DSI_TRY(dsi_graph_edge(&sim->g, l->pend[i], to));
+    } else if (l->last >= 0) {
+        DSI_TRY(dsi_graph_edge(&sim->g, l->last, to));
+    }
+    return DS_OK;
+}
+
 /* A node on the lane's compute stream, after everything the lane waits for. */
-ds_status_t dsi_lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it, int64_t dur,
-                          int32_t *id_p);
+static inline ds_status_t dsi_lane_node(ds_sim_t *sim, int32_t lane, dsi_node_kind_t kind, int it,
+                                        int64_t dur, int32_t *id_p)
+{
+    dsi_lane_cursor_t *l = &sim->builder.cursors[lane];
+    int32_t id;
+    DSI_TRY(dsi_build_node(sim, kind, it, lane, dur, &id));
+    DSI_TRY(dsi_lane_edges_to(sim, l, id));
+    l->last = id;
+    l->npend = 0;
+    *id_p = id;
+    return DS_OK;
+}
 /* One node standing for the lane's current state (joins pending nodes). */
 ds_status_t dsi_lane_state(ds_sim_t *sim, int32_t lane, int it, int32_t *id_p);
 /* The lane also waits for `other` before its next event. */

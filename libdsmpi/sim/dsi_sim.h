@@ -82,9 +82,22 @@ typedef struct dsi_graph {
     int32_t *off; /* successors CSR, n + 1 */
     int32_t *adj;
     int32_t *indeg;
-    int32_t *queue;
+    int32_t *queue; /* topological order once evaluated */
     int32_t csr_cap;
     int64_t adj_cap;
+    /* The structure of the previous run (dsi_graph_note_structure): a graph
+     * equal to it has the same evaluation order (Kahn's order depends on the
+     * nodes and edges only) and the same node identities. */
+    struct {
+        int32_t n, cap;
+        int64_t ne, ecap;
+        int32_t *efrom, *eto, *owner;
+        uint8_t *kind, *iter, *label;
+        dsi_node_payload_t *payload;
+    } last;
+    uint64_t generation; /* of the structure kept in `last`: changes with it */
+    bool same;           /* this graph's structure is the previous run's */
+    bool order_valid;    /* queue, off and adj hold this structure's evaluation order */
 } dsi_graph_t;
 
 ds_status_t dsi_graph_reset(dsi_graph_t *g);
@@ -123,6 +136,10 @@ static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t t
     g->ne++;
     return DS_OK;
 }
+/* Compares the graph just built with the previous run's structure and
+ * keeps a copy of it when it differs; sets g->same.  With `enabled` false
+ * nothing is kept or reused. */
+ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled);
 /* Longest-path sweep in topological order.  On a cycle, fills *cycle_p /
  * *cycle_len_p (nodes in dependency order, caller frees) and returns
  * DS_ERR_DEADLOCK without a message. */
@@ -262,6 +279,23 @@ typedef struct dsi_place_key {
     ds_dim_t order[3];
 } dsi_place_key_t;
 
+/* Placement classes of another key, kept for a later run (dsi_sim_plan_t's
+ * fields of the same names). */
+typedef struct dsi_place_classes {
+    dsi_place_key_t key;
+    uint64_t used; /* last use, for replacement */
+    int32_t *column_of, *dp_of, *lane_dp;
+    struct dsi_column *columns;
+    dsi_dpgroup_t *dpgroups;
+    int32_t num_columns, num_lane_dp, num_dpgroups;
+    dsi_layout_t *tp_lay, *dp_lay, *fwd_lay, *bwd_lay, *emb_lay, *mp_lay;
+} dsi_place_classes_t;
+
+/* Classes of this many other keys are kept, for targets of at most
+ * DSI_PLACE_CACHE_DEVICES devices (their layouts grow with the target). */
+#define DSI_PLACE_CACHE 8
+#define DSI_PLACE_CACHE_DEVICES 65536
+
 typedef struct dsi_column {
     int32_t d;
     int64_t represents; /* columns with this timeline */
@@ -305,6 +339,9 @@ typedef struct dsi_sim_plan {
     dsi_layout_t *bwd_lay; /* [(p * dp + d) * tp + t]: pair (t,d,next(p)) -> (t,d,p) */
     dsi_layout_t *emb_lay; /* [d * tp + t] */
     dsi_layout_t *mp_lay;  /* [d] */
+
+    dsi_place_classes_t kept[DSI_PLACE_CACHE]; /* other keys' classes */
+    uint64_t place_clock;
 
     dsi_program_t *programs; /* one per pipeline rank */
     int32_t num_programs;
@@ -361,6 +398,12 @@ typedef struct dsi_sim_results {
     ds_sim_event_t *events;
     size_t events_cap;
     double build_s, eval_s;
+    /* The timeline hash's state after each node's identity (kind, iteration,
+     * owner, place), for the graph structure of this generation. */
+    uint64_t *hash_prefix;
+    int32_t hash_prefix_cap;
+    uint64_t hash_prefix_generation; /* 0: none */
+    bool hashed;                     /* summary.timeline_hash is computed */
 } dsi_sim_results_t;
 
 struct ds_sim {
@@ -434,6 +477,8 @@ void dsi_sim_describe_node(const ds_sim_t *sim, int32_t node, char *text, size_t
 
 /* metrics.c */
 ds_status_t dsi_sim_metrics(ds_sim_t *sim);
+/* summary.timeline_hash of the evaluated graph. */
+ds_status_t dsi_sim_timeline_hash(ds_sim_t *sim);
 ds_status_t dsi_sim_index_events(ds_sim_t *sim);
 ds_sim_category_t dsi_sim_node_category(const ds_sim_t *sim, int32_t node);
 /* The simulated device (lane, DP instance) of a target rank. */

@@ -25,40 +25,48 @@ static uint8_t transfer_view(int flag, int same_way)
 /* The time of one transfer on channel `ch` (0 forward, 1 backward) of lane
  * `sender`, seen as `view`: the slowest pair over the tensor-parallel
  * members. */
-static ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view, int64_t *ns_p,
-                                int *assumed_p)
+static ds_status_t channel_cost_lookup(ds_sim_t *sim, int32_t sender, int ch, int view,
+                                       int64_t *cache, uint8_t *assumed_cache)
 {
     const dsi_lane_t *l = &sim->plan.lanes[sender];
-    dsi_channel_costs_t *costs = &sim->builder.channel_costs[sender];
-    int index = view, flag = view & 1;
-    int64_t *cache = ch == 0 ? &costs->fwd[index] : &costs->bwd[index];
-    uint8_t *assumed_cache = ch == 0 ? &costs->fwd_assumed[index] : &costs->bwd_assumed[index];
-    if (*cache < 0) {
-        const ds_strategy_t *s = &sim->s;
-        int64_t worst = 0;
-        int any = 0;
-        /* Forward: sender stage p -> next; backward: sender p -> prev, whose
-         * forward boundary is prev -> p. */
-        int from_stage = ch == 0 ? l->p : dsi_schedule_prev_stage(s, l->p);
-        int into = ch == 0 ? dsi_schedule_next_stage(s, l->p) : l->p;
-        const dsi_layout_t *lay = ch == 0 ? sim->plan.fwd_lay : sim->plan.bwd_lay;
-        int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
-        for (int t = 0; t < s->tp; t++) {
-            const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
-            if (t > 0 && dsi_layout_equal(pair, pair - 1))
-                continue; /* same key as the previous member's */
-            ds_event_key_t key = dsi_p2p_key(ch == 0 ? DS_PASS_FORWARD : DS_PASS_BACKWARD,
-                                             sim->ctx.dtype, bytes, pair, flag);
-            int64_t ns;
-            int assumed;
-            DSI_TRY(dsi_sim_cost(sim, &key, 0.0, (double)bytes, &ns, &assumed));
-            worst = DSI_MAX(worst, ns);
-            any |= assumed;
-        }
-        /* Two at once: bandwidth-bound, both end when twice the bytes would. */
-        *cache = index >= 2 ? dsi_ns_add(worst, worst) : worst;
-        *assumed_cache = (uint8_t)any;
+    const ds_strategy_t *s = &sim->s;
+    int flag = view & 1;
+    int64_t worst = 0;
+    int any = 0;
+    /* Forward: sender stage p -> next; backward: sender p -> prev, whose
+     * forward boundary is prev -> p. */
+    int from_stage = ch == 0 ? l->p : dsi_schedule_prev_stage(s, l->p);
+    int into = ch == 0 ? dsi_schedule_next_stage(s, l->p) : l->p;
+    const dsi_layout_t *lay = ch == 0 ? sim->plan.fwd_lay : sim->plan.bwd_lay;
+    int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
+    for (int t = 0; t < s->tp; t++) {
+        const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
+        if (t > 0 && dsi_layout_equal(pair, pair - 1))
+            continue; /* same key as the previous member's */
+        ds_event_key_t key = dsi_p2p_key(ch == 0 ? DS_PASS_FORWARD : DS_PASS_BACKWARD,
+                                         sim->ctx.dtype, bytes, pair, flag);
+        int64_t ns;
+        int assumed;
+        DSI_TRY(dsi_sim_cost(sim, &key, 0.0, (double)bytes, &ns, &assumed));
+        worst = DSI_MAX(worst, ns);
+        any |= assumed;
     }
+    /* Two at once: bandwidth-bound, both end when twice the bytes would. */
+    *cache = view >= 2 ? dsi_ns_add(worst, worst) : worst;
+    *assumed_cache = (uint8_t)any;
+    return DS_OK;
+}
+
+/* Looked up once per run, then read from the lane's cache: the builder asks
+ * for every transfer. */
+static inline ds_status_t channel_cost(ds_sim_t *sim, int32_t sender, int ch, int view,
+                                       int64_t *ns_p, int *assumed_p)
+{
+    dsi_channel_costs_t *costs = &sim->builder.channel_costs[sender];
+    int64_t *cache = ch == 0 ? &costs->fwd[view] : &costs->bwd[view];
+    uint8_t *assumed_cache = ch == 0 ? &costs->fwd_assumed[view] : &costs->bwd_assumed[view];
+    if (*cache < 0)
+        DSI_TRY(channel_cost_lookup(sim, sender, ch, view, cache, assumed_cache));
     *ns_p = *cache;
     *assumed_p = *assumed_cache;
     return DS_OK;

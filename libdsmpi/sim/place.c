@@ -243,6 +243,61 @@ ds_status_t dsi_sim_setup_lanes(ds_sim_t *sim)
 
 /* Placement classes depend on the shape and placement only: a search that
  * varies micro-batches, schedules or ZeRO on one shape computes them once. */
+#define SWAP(a, b)                                                                                 \
+    do {                                                                                           \
+        __typeof__(a) swap_tmp_ = (a);                                                             \
+        (a) = (b);                                                                                 \
+        (b) = swap_tmp_;                                                                           \
+    } while (0)
+
+/* Exchanges the plan's classes with kept ones (every array is sized by
+ * whoever computes into it, so either side may be reused as storage). */
+static void swap_classes(dsi_sim_plan_t *plan, dsi_place_classes_t *k)
+{
+    SWAP(plan->place_key, k->key);
+    SWAP(plan->column_of, k->column_of);
+    SWAP(plan->dp_of, k->dp_of);
+    SWAP(plan->lane_dp, k->lane_dp);
+    SWAP(plan->columns, k->columns);
+    SWAP(plan->dpgroups, k->dpgroups);
+    SWAP(plan->num_columns, k->num_columns);
+    SWAP(plan->num_lane_dp, k->num_lane_dp);
+    SWAP(plan->num_dpgroups, k->num_dpgroups);
+    SWAP(plan->tp_lay, k->tp_lay);
+    SWAP(plan->dp_lay, k->dp_lay);
+    SWAP(plan->fwd_lay, k->fwd_lay);
+    SWAP(plan->bwd_lay, k->bwd_lay);
+    SWAP(plan->emb_lay, k->emb_lay);
+    SWAP(plan->mp_lay, k->mp_lay);
+}
+
+/* A search interleaves shapes (candidates in bound order): the classes of
+ * the last few keys are kept, and one found is swapped in; otherwise the
+ * plan's current classes replace the least recently used kept ones and the
+ * new ones are computed in their storage.  Returns whether `key` was found. */
+static bool use_kept_classes(ds_sim_t *sim, const dsi_place_key_t *key)
+{
+    dsi_sim_plan_t *plan = &sim->plan;
+    if ((int64_t)key->dp * key->tp * key->pp > DSI_PLACE_CACHE_DEVICES)
+        return false;
+    int victim = 0;
+    for (int i = 0; i < DSI_PLACE_CACHE; i++) {
+        dsi_place_classes_t *k = &plan->kept[i];
+        if (k->key.valid && memcmp(&k->key, key, sizeof(*key)) == 0) {
+            swap_classes(plan, k);
+            k->used = ++plan->place_clock;
+            return true;
+        }
+        if (k->used < plan->kept[victim].used)
+            victim = i;
+    }
+    if (plan->place_key.valid) {
+        swap_classes(plan, &plan->kept[victim]);
+        plan->kept[victim].used = ++plan->place_clock;
+    }
+    return false;
+}
+
 ds_status_t dsi_sim_setup_placement(ds_sim_t *sim)
 {
     const ds_strategy_t *s = &sim->s;
@@ -260,6 +315,8 @@ ds_status_t dsi_sim_setup_placement(ds_sim_t *sim)
     if (key.valid && memcmp(&key, &sim->plan.place_key, sizeof(key)) == 0) {
         return DS_OK;
     }
+    if (key.valid && use_kept_classes(sim, &key))
+        return DS_OK;
     sim->plan.place_key.valid = 0;
     DSI_TRY(setup_classes(sim));
     DSI_TRY(setup_dp_groups(sim));

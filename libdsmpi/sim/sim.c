@@ -28,6 +28,7 @@ void ds_sim_options_init(ds_sim_options_t *options)
     options->keep_timeline = 1;
     options->overlap_interference = 1;
     options->collective_skew = 1;
+    options->hash_timeline = 1;
 }
 
 ds_status_t ds_sim_create(ds_sim_t **sim_p)
@@ -63,6 +64,20 @@ void ds_sim_destroy(ds_sim_t *sim)
     for (int32_t i = 0; i < sim->plan.num_programs; i++)
         dsi_program_free(&sim->plan.programs[i]);
     dsi_free(sim->plan.programs);
+    for (int i = 0; i < DSI_PLACE_CACHE; i++) {
+        dsi_place_classes_t *k = &sim->plan.kept[i];
+        dsi_free(k->column_of);
+        dsi_free(k->dp_of);
+        dsi_free(k->lane_dp);
+        dsi_free(k->columns);
+        dsi_free(k->dpgroups);
+        dsi_free(k->tp_lay);
+        dsi_free(k->dp_lay);
+        dsi_free(k->fwd_lay);
+        dsi_free(k->bwd_lay);
+        dsi_free(k->emb_lay);
+        dsi_free(k->mp_lay);
+    }
     dsi_free(sim->plan.column_of);
     dsi_free(sim->plan.dp_of);
     dsi_free(sim->plan.columns);
@@ -105,6 +120,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->results.xfer_lane_off);
     dsi_free(sim->results.xfer_lane_nodes);
     dsi_free(sim->results.events);
+    dsi_free(sim->results.hash_prefix);
     dsi_sim_estimate_free(sim);
     dsi_free(sim);
 }
@@ -236,6 +252,9 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                          "the device roofline",
                          sim->num_missing, key);
     }
+    /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike. */
+    DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
+                                                  dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
     double t1 = now_s();
     int32_t *cycle = NULL, cycle_len = 0;
     status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
@@ -287,6 +306,15 @@ void ds_sim_get_summary(const ds_sim_t *sim, ds_sim_summary_t *summary)
         return;
     }
     *summary = sim->results.summary;
+}
+
+uint64_t ds_sim_timeline_hash(ds_sim_t *sim)
+{
+    if (!sim->results.evaluated)
+        return 0;
+    if (!sim->results.hashed && dsi_sim_timeline_hash(sim) != DS_OK)
+        return 0;
+    return sim->results.summary.timeline_hash;
 }
 
 size_t ds_sim_device_count(const ds_sim_t *sim)

@@ -6,8 +6,10 @@
 #   simulated/s    fully simulated strategies per second of simulation time;
 #   wall           the whole command (process start, enumeration, output).
 # Cases: GPT-3 175B on 1024 GPUs (target >= 1000 candidates/s per core), the
-# same with every candidate simulated (--no-bound) and at layer level, and the
-# full search of llama3-70b on 1024 and 4096 GPUs.
+# same with every candidate simulated (--no-bound) and at layer level, GPT-3
+# 175B on 16,384 GPUs with every candidate simulated, and the full search of
+# llama3-70b on 1024 and 4096 GPUs.  Exhaustive search targets >= 5,000
+# simulated/s per core on both GPT-3 targets.
 # Usage: search_speed.sh [BUILD_DIR] [N]
 set -eu
 build=${1:-build}
@@ -52,6 +54,7 @@ EOF
 
 bench "gpt3-175b on 1024 GPUs" --model gpt3-175b --target-gpus 1024
 bench "gpt3-175b on 1024 GPUs, --no-bound" --model gpt3-175b --target-gpus 1024 --no-bound
+bench "gpt3-175b on 16384 GPUs, --no-bound" --model gpt3-175b --target-gpus 16384 --no-bound
 bench "gpt3-175b on 1024 GPUs, layer level" --model gpt3-175b --target-gpus 1024 --layer-level
 bench "llama3-70b on 1024 GPUs" --model llama3-70b --target-gpus 1024
 bench "llama3-70b on 4096 GPUs" --model llama3-70b --target-gpus 4096

@@ -158,6 +158,21 @@ static void test_strbuf_and_hash(void)
     CHECK(a != b);
     CHECK(a == dsi_hash64("abc", 3, 0));
     CHECK(dsi_hash64("abc", 3, 1) != a);
+    /* The word hash is the byte hash of the words: zero, small, large, negative. */
+    int64_t words[] = {0, 1, 255, 256, 0x12345678, -1, INT64_MIN, INT64_MAX, 1LL << 56, 3, 0};
+    for (size_t n = 0; n <= DSI_ARRAY_SIZE(words); n++)
+        CHECK(dsi_hash64_words(words, n, 0x7157) == dsi_hash64(words, n * sizeof(*words), 0x7157));
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 1000; i++) {
+        int64_t w[3];
+        for (int j = 0; j < 3; j++) {
+            x = dsi_hash_mix64(x + 1);
+            w[j] = (int64_t)(x >> (x % 64));
+        }
+        CHECK(dsi_hash64_words(w, 3, (uint64_t)i) == dsi_hash64(w, sizeof(w), (uint64_t)i));
+        uint64_t h = dsi_fnv64_words(dsi_fnv64_seed((uint64_t)i), w, 1);
+        CHECK(dsi_hash_mix64(dsi_fnv64_words(h, w + 1, 2)) == dsi_hash64(w, sizeof(w), (uint64_t)i));
+    }
 }
 
 static void test_params(void)

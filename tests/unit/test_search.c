@@ -421,6 +421,28 @@ static void test_equivalent_variants(void)
     CHECK(b.variants[0] == 6 && b.variants[1] == 7 && b.variants[2] == 8);
     ds_search_variants_text(grouped, &b, text, sizeof(text));
     CHECK_TEXT(text, "dp-algo=ring,tree,hierarchical");
+    /* Every kept result's hash (the search asks for it only then) is its
+     * strategy's, simulated alone with the hash on: the ranked ones and the worst. */
+    ds_sim_t *sim = NULL;
+    CHECK_OK(ds_sim_create(&sim));
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.granularity = DS_SIM_STAGE;
+    so.estimate_missing = 1;
+    for (size_t i = 0; i <= ds_search_result_count(grouped); i++) {
+        ds_search_result_t r;
+        if (i < ds_search_result_count(grouped))
+            CHECK_OK(ds_search_result_at(grouped, i, &r));
+        else
+            CHECK_OK(ds_search_worst(grouped, &r));
+        CHECK_OK(ds_sim_run(sim, model, &r.strategy, &cluster, NULL, &so));
+        ds_sim_summary_t sum;
+        ds_sim_get_summary(sim, &sum);
+        CHECK_MSG(sum.timeline_hash == r.timeline_hash && r.timeline_hash != 0,
+                  "result %zu: hash %llx, alone %llx", i, (unsigned long long)r.timeline_hash,
+                  (unsigned long long)sum.timeline_hash);
+    }
+    ds_sim_destroy(sim);
     /* zero=2 ties in time but needs less memory: a row of its own. */
     CHECK_OK(ds_search_result_at(grouped, 1, &b));
     CHECK(b.iteration_s == a.iteration_s && b.memory_GiB < a.memory_GiB);

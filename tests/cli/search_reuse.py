@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""A search ranks the same strategies with the same numbers whether or not
+the simulator reuses the evaluation order and node hashes of a graph
+structure across candidates (DS_SIM_REUSE): every output but the timings.
+  search_reuse.py DSMPI"""
+import json
+import os
+import subprocess
+import sys
+
+dsmpi = sys.argv[1]
+cases = [
+    ["--model", "gpt3-175b", "--target-gpus", "256", "--no-bound", "--top", "40"],
+    ["--model", "gpt3-175b", "--target-gpus", "256", "--all-variants", "--top", "25"],
+    ["--model", "llama3-70b", "--target-gpus", "64", "--layer-level", "--no-bound"],
+    ["--model", "bert-large", "--seq-len", "128", "--target-gpus", "8", "--no-bound",
+     "--top", "100"],
+]
+failures = 0
+for args in cases:
+    outs = []
+    for reuse in ("1", "0"):
+        env = dict(os.environ, DS_SIM_REUSE=reuse)
+        p = subprocess.run([dsmpi, "search", *args, "--estimate-missing", "--json"],
+                           env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"FAIL {' '.join(args)} DS_SIM_REUSE={reuse}: exit {p.returncode}: {p.stderr}")
+            failures += 1
+            break
+        d = json.loads(p.stdout)
+        d.pop("time", None)
+        outs.append(d)
+    if len(outs) == 2 and outs[0] != outs[1]:
+        print(f"FAIL {' '.join(args)}: the results differ with and without reuse")
+        failures += 1
+    elif len(outs) == 2:
+        print(f"ok   {' '.join(args)}: {outs[0]['counts']['simulated']} simulated, same results")
+sys.exit(1 if failures else 0)
