@@ -10,8 +10,9 @@
 /* Set by every launcher we know of in the processes it starts. */
 static bool launched_by_mpi(void)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
-                                       "MPI_LOCALNRANKS", "SLURM_STEP_ID"};
+    static const char *const vars[] = {
+        "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",    "PMI_RANK", "PMI_SIZE",
+        "MPI_LOCALNRANKS",      "SLURM_STEP_ID"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         if (getenv(vars[i]) != NULL)
             return true;
@@ -99,8 +100,7 @@ void app_mpi_stop(app_t *app, int code)
          * once: the lowest such rank, when rank 0 succeeded. */
         if (code != APP_EXIT_OK && app->rank != 0 &&
             (!met || (codes[0] == APP_EXIT_OK && first_failed == app->rank)))
-            fprintf(stderr, "dsmpi %s: rank %d: %s\n", app->command, app->rank,
-                    ds_last_error());
+            fprintf(stderr, "dsmpi %s: rank %d: %s\n", app->command, app->rank, ds_last_error());
         free(codes);
         if (!met && code != APP_EXIT_OK) {
             fflush(NULL);
@@ -190,8 +190,8 @@ int app_take_files(const app_t *app, const char *option, const char *arg, const 
 {
     for (const char *path = arg; path != NULL; path = app_next_option_word(app)) {
         if (*count >= max) {
-            app_usage_error(app, "more than %d files for --%s (accepted: at most %d)", max,
-                            option, max);
+            app_usage_error(app, "more than %d files for --%s (accepted: at most %d)", max, option,
+                            max);
             return -1;
         }
         paths[(*count)++] = path;

@@ -229,8 +229,9 @@ static int parse_options(app_t *app, options_t *o)
     }
     /* "--nccl-tests A B C" took the logs that follow it. */
     if (optind < app->argc)
-        return app_usage_error(app, "unexpected argument '%s' (nccl-tests logs follow "
-                                    "--nccl-tests; see 'dsmpi comm --help')",
+        return app_usage_error(app,
+                               "unexpected argument '%s' (nccl-tests logs follow "
+                               "--nccl-tests; see 'dsmpi comm --help')",
                                app->argv[optind]);
     if (o->num_gpus == 0)
         return app_usage_error(app, "no group sizes given (accepted: --gpus 16,32,64,128,1024)");

@@ -17,11 +17,12 @@ static void help(void)
            "(occurrences x an estimate on the target: the device model for compute, the\n"
            "communication model over every network level for communication).\n\n");
     inputs_print_help(stdout);
-    printf("Events:\n  --top N                  unique events to list by expected cost (default 10)\n"
-           "  --cost-table-out FILE    add the device-model estimates of the compute events on the\n"
-           "                           target device to the text cost table FILE (created when\n"
-           "                           missing; costs already there are kept), marked modelled:\n"
-           "                           synthetic costs for the replay backend\n");
+    printf(
+        "Events:\n  --top N                  unique events to list by expected cost (default 10)\n"
+        "  --cost-table-out FILE    add the device-model estimates of the compute events on the\n"
+        "                           target device to the text cost table FILE (created when\n"
+        "                           missing; costs already there are kept), marked modelled:\n"
+        "                           synthetic costs for the replay backend\n");
 }
 
 typedef struct ranked {
@@ -124,10 +125,9 @@ static void print_csv(const ds_event_set_t *set)
                ds_event_class_name(ds_event_class_of(k)), ds_event_key_op_name(k),
                ds_pass_name((ds_pass_t)k->pass), ds_dtype_name((ds_dtype_t)k->dtype),
                (long long)k->dims[0], (long long)k->dims[1], (long long)k->dims[2],
-               (long long)k->dims[3], ds_group_name((ds_group_t)k->group), k->group_size,
-               k->nodes, k->ranks_per_node, k->concurrency,
-               (k->flags & DS_COMM_FLAG_BATCHED) != 0, (long long)e->count, e->flops, e->bytes,
-               e->estimated_s * 1e6, e->label);
+               (long long)k->dims[3], ds_group_name((ds_group_t)k->group), k->group_size, k->nodes,
+               k->ranks_per_node, k->concurrency, (k->flags & DS_COMM_FLAG_BATCHED) != 0,
+               (long long)e->count, e->flops, e->bytes, e->estimated_s * 1e6, e->label);
     }
 }
 
@@ -163,7 +163,7 @@ static ds_status_t write_estimates(const ds_event_set_t *set, const char *path)
         const ds_event_t *e = ds_event_set_at(set, i);
         if (e->key.kind != DS_EVENT_COMPUTE || ds_cost_table_find(table, &e->key) != NULL)
             continue;
-        ds_cost_t cost = {e->estimated_s, e->estimated_s, e->estimated_s, e->estimated_s, 0,
+        ds_cost_t cost = {e->estimated_s,  e->estimated_s, e->estimated_s, e->estimated_s, 0,
                           DS_PROV_MODELLED};
         status = ds_cost_table_set(table, &e->key, &cost);
     }
@@ -197,7 +197,8 @@ int cmd_events(app_t *app)
     inputs_init(&in);
     events_options_t eo = {10, NULL};
     app_option_handler_t handlers[] = {{events_option, &eo}};
-    code = app_parse_options(app, &in, (const struct option *[]){extra, NULL}, handlers, 1, OPT_HELP, help);
+    code = app_parse_options(app, &in, (const struct option *[]){extra, NULL}, handlers, 1,
+                             OPT_HELP, help);
     if (code >= 0)
         return code;
 

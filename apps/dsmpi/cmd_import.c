@@ -293,9 +293,7 @@ int cmd_import(app_t *app)
         case OPT_JSON: format = OUTPUT_JSON; break;
         case OPT_CSV: format = OUTPUT_CSV; break;
         case OPT_QUIET: quiet = true; break;
-        default:
-            free(sources);
-            return app_option_error(app, NULL);
+        default: free(sources); return app_option_error(app, NULL);
         }
     }
     if (optind < app->argc) {
@@ -326,8 +324,8 @@ int cmd_import(app_t *app)
     if (gethostname(host, sizeof(host) - 1) != 0)
         strcpy(host, "unknown");
     host[strcspn(host, ".")] = '\0';
-    import_context_t context = {db, fingerprint, host, (double)time(NULL), (int)gpus_per_node,
-                                cluster_tag};
+    import_context_t context = {
+        db, fingerprint, host, (double)time(NULL), (int)gpus_per_node, cluster_tag};
     for (size_t i = 0; status == DS_OK && i < num_sources; i++)
         status = importers[sources[i].importer].run(&context, sources[i].path, &sources[i].result);
     char command_line[512];

@@ -43,7 +43,8 @@ static void help(void)
         "                lambda = GPUs / MTBF per GPU (1 without checkpoints and failures)\n"
         "  efficiency  = GPU-hours(smallest size) / GPU-hours(size)\n"
         "  low, high   = the same at each end of the iteration time's band: every communication\n"
-        "                cost extrapolated beyond the nodes measured at the low or high end of its\n"
+        "                cost extrapolated beyond the nodes measured at the low or high end of "
+        "its\n"
         "                band (dsmpi comm); compute costs carry no band\n\n");
     printf("Budget and sizes:\n"
            "  --tokens N               training tokens, K/M/B/T = powers of 1000 (e.g. 1T, 300B)\n"

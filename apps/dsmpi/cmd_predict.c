@@ -49,7 +49,8 @@ static void help(void)
 
 void predict_print_help(FILE *out)
 {
-    fprintf(out,
+    fprintf(
+        out,
         "Costs:\n"
         "  --profile-db FILE.h5     measured costs (dsmpi profile / dsmpi import)\n"
         "  --site-db FILE.h5        a read-only database searched after --profile-db (repeatable)\n"
@@ -284,11 +285,12 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps,
            (long long)(sum.assumed_keys - sum.modelled_keys));
     if (sum.assumed_keys > 0)
-        printf("# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
-               "on\n"
-               "#   modelled or assumed costs; columns 'basis' and 'assumed' mark every number that\n"
-               "#   does.\n",
-               100.0 * sum.assumed_share, 100.0 * sum.critical_assumed_share);
+        printf(
+            "# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
+            "on\n"
+            "#   modelled or assumed costs; columns 'basis' and 'assumed' mark every number that\n"
+            "#   does.\n",
+            100.0 * sum.assumed_share, 100.0 * sum.critical_assumed_share);
     printf("# simulation: %s mode, %s level, %lld of %lld devices with their own timeline, %lld "
            "events,\n"
            "#   %lld dependencies, built in %.2f ms, evaluated in %.2f ms\n",
@@ -394,9 +396,9 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
                    mb.bwd_end_s * 1e3);
         }
     } else {
-        printf(
-            "#\n# %zu (stage, chunk, micro-batch) timings: --microbatch-times or --json prints them\n",
-            nmb);
+        printf("#\n# %zu (stage, chunk, micro-batch) timings: --microbatch-times or --json prints "
+               "them\n",
+               nmb);
     }
     if (sum.oom)
         printf("# VERDICT: OUT OF MEMORY on some devices (peak %.2f GiB of %.0f GiB)\n",
@@ -464,8 +466,8 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim, co
         s.hardware_flops, s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu,
         s.hfu, s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s,
         s.idle_s, s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share,
-        s.critical_assumed_share, (long long)s.assumed_keys, (long long)s.modelled_keys, ds_sim_key_count(sim),
-        s.assumed_keys > 0 ? "assumed" : "measured");
+        s.critical_assumed_share, (long long)s.assumed_keys, (long long)s.modelled_keys,
+        ds_sim_key_count(sim), s.assumed_keys > 0 ? "assumed" : "measured");
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
     printf(" \"critical_path\": {\"events\": %lld, \"stage_changes\": %lld, \"ends_with\": ",
@@ -541,13 +543,14 @@ static int oom_verdict(const app_t *app, const inputs_t *in, const options_t *o,
         return APP_EXIT_OK;
     char strategy[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&in->strategy, strategy, sizeof(strategy));
-    fprintf(stderr,
-            "dsmpi %s: OUT OF MEMORY: %s needs %.2f GiB on its busiest GPU, the %s has %.0f GiB%s\n",
-            app->command, strategy, sum.peak_memory_GiB, in->cluster.device.name,
-            in->cluster.device.memory_GiB,
-            o->allow_oom ? " (--allow-oom: exit 0)"
-                         : " (exit 3; accepted: --allow-oom, or more GPUs, tp, pp, zero or "
-                           "recompute)");
+    fprintf(
+        stderr,
+        "dsmpi %s: OUT OF MEMORY: %s needs %.2f GiB on its busiest GPU, the %s has %.0f GiB%s\n",
+        app->command, strategy, sum.peak_memory_GiB, in->cluster.device.name,
+        in->cluster.device.memory_GiB,
+        o->allow_oom ? " (--allow-oom: exit 0)"
+                     : " (exit 3; accepted: --allow-oom, or more GPUs, tp, pp, zero or "
+                       "recompute)");
     return o->allow_oom ? APP_EXIT_OK : APP_EXIT_OOM;
 }
 
@@ -680,7 +683,8 @@ static int add_file(const app_t *app, const char *what, const char **files, size
 {
     if (*count == PREDICT_MAX_FILES)
         return app_usage_error(app, "more than %d %s files (accepted: at most %d)",
-                               PREDICT_MAX_FILES, what, PREDICT_MAX_FILES), -1;
+                               PREDICT_MAX_FILES, what, PREDICT_MAX_FILES),
+               -1;
     files[(*count)++] = path;
     return 1;
 }
@@ -698,7 +702,8 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_NCCL_GPUS_PER_NODE:
         return app_usage_error(app, "option '--nccl-gpus-per-node' was renamed (accepted: "
                                     "--gpus-per-node G, the target's devices per node, which "
-                                    "its nccl-tests logs are read with too)"), -1;
+                                    "its nccl-tests logs are read with too)"),
+               -1;
     case OPT_ESTIMATE: o->estimate = true; return 1;
     case OPT_PEAK_TFLOPS:
         return parse_double_opt(app, "peak-tflops", arg, &o->peak_tflops) == APP_EXIT_OK ? 1 : -1;
@@ -717,16 +722,19 @@ int predict_handle(const app_t *app, predict_options_t *o, int id, const char *a
     case OPT_RETIRED_MICROBATCHES:
         return app_usage_error(app, "option '--microbatches' was renamed (accepted: "
                                     "--microbatch-times, which prints every micro-batch's "
-                                    "start and end; the count is --global-batch over mbs)"), -1;
+                                    "start and end; the count is --global-batch over mbs)"),
+               -1;
     default: return 0;
     }
 }
 
 int predict_check(const app_t *app, const predict_options_t *o, bool have_db)
 {
-    if (o->cost_table == NULL && o->profile_db == NULL && !have_db && o->num_nccl_tests == 0 && !o->estimate)
-        return app_usage_error(app, "no costs given (accepted: --profile-db FILE, --cost-table FILE, "
-                                    "--nccl-tests LOG, --estimate-missing)");
+    if (o->cost_table == NULL && o->profile_db == NULL && !have_db && o->num_nccl_tests == 0 &&
+        !o->estimate)
+        return app_usage_error(app,
+                               "no costs given (accepted: --profile-db FILE, --cost-table FILE, "
+                               "--nccl-tests LOG, --estimate-missing)");
     if (o->num_site_dbs > 0 && o->profile_db == NULL && !have_db)
         return app_usage_error(app, "--site-db needs --profile-db (the database searched first)");
     return -1;
@@ -855,7 +863,9 @@ int cmd_predict(app_t *app)
     if (o == NULL)
         return app_usage_error(app, "out of memory");
     app_option_handler_t handlers[] = {{predict_option, o}};
-    code = app_parse_options(app, &in, (const struct option *[]){extra, predict_long_options(), NULL}, handlers, 1, OPT_HELP, help);
+    code =
+        app_parse_options(app, &in, (const struct option *[]){extra, predict_long_options(), NULL},
+                          handlers, 1, OPT_HELP, help);
     if (code >= 0)
         goto out;
     if ((code = predict_check(app, o, false)) >= 0)

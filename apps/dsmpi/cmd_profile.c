@@ -77,7 +77,9 @@ int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const cha
     case OPT_COMM_ONLY: o->lib.comm_only = 1; return 1;
     case OPT_COSTS_OUT: o->lib.costs_out = arg; return 1;
     case OPT_COMM_SAMPLES_OUT: o->lib.comm_samples_out = arg; return 1;
-    case OPT_SWEEP_MIN: status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes); break;
+    case OPT_SWEEP_MIN:
+        status = ds_comm_parse_size(arg, "sweep-min", &o->lib.sweep_min_bytes);
+        break;
     case OPT_SWEEP_MAX:
         status = ds_comm_parse_size(arg, "sweep-max", &o->lib.sweep_max_bytes);
         o->sweep_max_given = true;
@@ -94,29 +96,31 @@ int profile_handle(const app_t *app, profile_cmd_options_t *o, int id, const cha
 
 void profile_print_help(FILE *out)
 {
-    fputs("Profiling:\n"
-          "  --profile-db FILE.h5     the profile database (created, or extended and reused)\n"
-          "  --site-db FILE.h5        a read-only database searched after it (repeatable)\n"
-          "  --reprofile              measure again what the databases already hold\n"
-          "  --backend auto|cpu|cuda|replay  the device backend (auto: cuda when every rank sees\n"
-          "                           a GPU; replay: compute costs from DS_REPLAY_COSTS)\n"
-          "  --dry-run                print the plan, the coverage of the target's communication,\n"
-          "                           what this allocation's shape measures and which shape to ask\n"
-          "                           for (#SBATCH lines), and the expected profiling time per phase\n"
-          "                           (from a calibration of about a second); measure nothing else,\n"
-          "                           write nothing\n"
-          "  --compute-only           skip communication measurements\n"
-          "  --comm-only              skip the layer passes\n"
-          "  --costs-out FILE, --comm-samples-out FILE   without --profile-db: write the\n"
-          "                           measured event costs (text cost table) and communication\n"
-          "                           samples (text) there, for 'dsmpi import' (builds without\n"
-          "                           parallel HDF5, such as the SimGrid SMPI build)\n"
-          "  --search                 profile every candidate of the search space at once (as\n"
-          "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
-          "                           --max-mbs), and --strategy when given; 'run --search'\n"
-          "                           then ranks it: --top K strategies (default 10)\n"
-          "  --sweep-min B, --sweep-max B   communication sweep (default 1KiB..256MiB)\n",
-          out);
+    fputs(
+        "Profiling:\n"
+        "  --profile-db FILE.h5     the profile database (created, or extended and reused)\n"
+        "  --site-db FILE.h5        a read-only database searched after it (repeatable)\n"
+        "  --reprofile              measure again what the databases already hold\n"
+        "  --backend auto|cpu|cuda|replay  the device backend (auto: cuda when every rank sees\n"
+        "                           a GPU; replay: compute costs from DS_REPLAY_COSTS)\n"
+        "  --dry-run                print the plan, the coverage of the target's communication,\n"
+        "                           what this allocation's shape measures and which shape to ask\n"
+        "                           for (#SBATCH lines), and the expected profiling time per "
+        "phase\n"
+        "                           (from a calibration of about a second); measure nothing else,\n"
+        "                           write nothing\n"
+        "  --compute-only           skip communication measurements\n"
+        "  --comm-only              skip the layer passes\n"
+        "  --costs-out FILE, --comm-samples-out FILE   without --profile-db: write the\n"
+        "                           measured event costs (text cost table) and communication\n"
+        "                           samples (text) there, for 'dsmpi import' (builds without\n"
+        "                           parallel HDF5, such as the SimGrid SMPI build)\n"
+        "  --search                 profile every candidate of the search space at once (as\n"
+        "                           'dsmpi search' enumerates it; narrowed by --fix, --max-tp,\n"
+        "                           --max-mbs), and --strategy when given; 'run --search'\n"
+        "                           then ranks it: --top K strategies (default 10)\n"
+        "  --sweep-min B, --sweep-max B   communication sweep (default 1KiB..256MiB)\n",
+        out);
 }
 
 static void on_signal(int signo)
@@ -138,22 +142,28 @@ void profile_install_signal_handlers(void)
 /* The expected profiling time, per phase, and what it rests on. */
 static void print_expected(const ds_profile_summary_t *s)
 {
-    printf("#\n# expected profiling time: %.0f s in all: %.0f s of layer passes (%zu rounds over %d rank%s),\n"
-           "# %.0f s of communication (%.1f s of it setting communicators up), %.1f s writing the results\n",
+    printf("#\n# expected profiling time: %.0f s in all: %.0f s of layer passes (%zu rounds over "
+           "%d rank%s),\n"
+           "# %.0f s of communication (%.1f s of it setting communicators up), %.1f s writing the "
+           "results\n",
            s->estimated_wall_s, s->estimated_compute_s, s->compute_rounds, s->ranks,
-           s->ranks == 1 ? "" : "s", s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s);
+           s->ranks == 1 ? "" : "s", s->estimated_comm_s, s->estimated_setup_s,
+           s->estimated_commit_s);
     if (s->calibrated) {
         char comm[128] = "";
         if (s->comm_tasks > s->comm_tasks_reused)
             snprintf(comm, sizeof(comm), " collectives at %.2gx the links',\n# barriers %.0f us,",
                      s->comm_factor, 1e6 * s->sync_s);
-        printf("# (the measurement loop's warm-up, repetitions and budget per event on speeds calibrated here:\n"
-               "# operators at %.2gx the device spec's roofline (median),%s ranks with %.0f%% of their core;\n"
-               "# size #SBATCH --time with a margin: a machine busier than during the calibration runs slower)\n",
+        printf("# (the measurement loop's warm-up, repetitions and budget per event on speeds "
+               "calibrated here:\n"
+               "# operators at %.2gx the device spec's roofline (median),%s ranks with %.0f%% of "
+               "their core;\n"
+               "# size #SBATCH --time with a margin: a machine busier than during the calibration "
+               "runs slower)\n",
                s->compute_factor, comm, 100.0 * s->cpu_share);
-    }
-    else
-        printf("# (the measurement loop's warm-up, repetitions and budget per event on the device spec's\n"
+    } else
+        printf("# (the measurement loop's warm-up, repetitions and budget per event on the device "
+               "spec's\n"
                "# roofline; size #SBATCH --time with a margin)\n");
 }
 
@@ -400,18 +410,22 @@ static void print_plan(const app_t *app, const ds_profiler_t *p, const ds_profil
     printf("# device: %s; %d ranks on %d node%s\n", ds_profiler_device_name(p), s->ranks, s->nodes,
            s->nodes == 1 ? "" : "s");
     printf("# fingerprint: %s\n", ds_profiler_fingerprint(p));
-    printf("# target iteration(s): %lld events over every target device, %zu unique compute and %zu unique communication events\n",
+    printf("# target iteration(s): %lld events over every target device, %zu unique compute and "
+           "%zu unique communication events\n",
            (long long)s->target_events, s->compute_keys, s->comm_keys);
     printf("#\n# %-22s %8s %9s %8s\n", "work", "total", "to_measure", "reused");
     printf("# %-22s %8s %9s %8s\n", "", "(count)", "(count)", "(count)");
-    printf("  %-22s %8zu %9zu %8zu\n", "layer passes", s->units, s->units_measured, s->units_reused);
+    printf("  %-22s %8zu %9zu %8zu\n", "layer passes", s->units, s->units_measured,
+           s->units_reused);
     printf("  %-22s %8zu %9zu %8zu\n", "communication tasks", s->comm_tasks,
            s->comm_tasks - s->comm_tasks_reused, s->comm_tasks_reused);
     printf("#\n# communication events of the target, how they will be costed:\n");
-    printf("#   %zu measured here as they are, %zu fitted from measurements at their network level,\n"
-           "#   %zu assumed (no measurement possible at their level here: import nccl-tests logs of the\n"
-           "#   target system with 'dsmpi import', or the cluster description is used)\n",
-           s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed);
+    printf(
+        "#   %zu measured here as they are, %zu fitted from measurements at their network level,\n"
+        "#   %zu assumed (no measurement possible at their level here: import nccl-tests logs of "
+        "the\n"
+        "#   target system with 'dsmpi import', or the cluster description is used)\n",
+        s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed);
     if (dry_run) {
         printf("# %-9s %12s  %s\n", "coverage", "count", "event");
         for (size_t i = 0; i < ds_profiler_comm_key_count(p); i++) {
@@ -439,14 +453,18 @@ static void print_summary(const ds_profiler_t *p, const ds_profile_summary_t *s)
     for (int r = 0; r < s->ranks; r++)
         printf("  %4d %12.3f %12.3f\n", r, predicted[r], busy[r]);
     printf("# predicted: the plan's expected time of the rank's passes (preparing them, then the\n"
-           "# measurement loop's warm-up, repetitions and budget); busy: the time the rank spent measuring them\n");
-    printf("#\n# profiled %zu of %zu layer passes (%zu reused from the database), %zu communication tasks (%zu reused)\n",
+           "# measurement loop's warm-up, repetitions and budget); busy: the time the rank spent "
+           "measuring them\n");
+    printf("#\n# profiled %zu of %zu layer passes (%zu reused from the database), %zu "
+           "communication tasks (%zu reused)\n",
            s->units_measured, s->units, s->units_reused, s->comm_tasks - s->comm_tasks_reused,
            s->comm_tasks_reused);
-    printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s%s\n",
+    printf("# wall time %.1f s: layer passes %.1f s, communication %.1f s, writing the results "
+           "%.2f s%s\n",
            s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
            s->interrupted ? " (interrupted: rerun to measure the rest)" : "");
-    printf("# expected      %.1f s: layer passes %.1f s, communication %.1f s, writing the results %.2f s\n",
+    printf("# expected      %.1f s: layer passes %.1f s, communication %.1f s, writing the results "
+           "%.2f s\n",
            s->estimated_wall_s, s->estimated_compute_s, s->estimated_comm_s, s->estimated_commit_s);
 }
 
@@ -457,28 +475,32 @@ static void print_json(FILE *out, const ds_profiler_t *p, const ds_profile_summa
     output_json_string(out, ds_profiler_device_name(p));
     fprintf(out, ", \"fingerprint\": ");
     output_json_string(out, ds_profiler_fingerprint(p));
-    fprintf(out, ", \"ranks\": %d, \"nodes\": %d, \"target_events\": %lld, \"compute_keys\": %zu, "
-           "\"comm_keys\": %zu, \"units\": %zu, \"units_measured\": %zu, \"units_reused\": %zu, "
-           "\"comm_tasks\": %zu, \"comm_tasks_reused\": %zu, \"comm_keys_measured\": %zu, "
-           "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
-           "\"estimated_comm_s\": %.3f, \"estimated_setup_s\": %.3f, \"estimated_commit_s\": %.3f, "
-           "\"estimated_wall_s\": %.3f, \"compute_rounds\": %zu, \"calibrated\": %s, "
-           "\"compute_factor\": %.4g, \"comm_factor\": %.4g, \"sync_s\": %.4g, \"cpu_share\": %.3f",
-           s->ranks, s->nodes, (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
-           s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
-           s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s,
-           s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s, s->estimated_wall_s,
-           s->compute_rounds, s->calibrated ? "true" : "false", s->compute_factor, s->comm_factor,
-           s->sync_s, s->cpu_share);
+    fprintf(
+        out,
+        ", \"ranks\": %d, \"nodes\": %d, \"target_events\": %lld, \"compute_keys\": %zu, "
+        "\"comm_keys\": %zu, \"units\": %zu, \"units_measured\": %zu, \"units_reused\": %zu, "
+        "\"comm_tasks\": %zu, \"comm_tasks_reused\": %zu, \"comm_keys_measured\": %zu, "
+        "\"comm_keys_fitted\": %zu, \"comm_keys_assumed\": %zu, \"estimated_compute_s\": %.3f, "
+        "\"estimated_comm_s\": %.3f, \"estimated_setup_s\": %.3f, \"estimated_commit_s\": %.3f, "
+        "\"estimated_wall_s\": %.3f, \"compute_rounds\": %zu, \"calibrated\": %s, "
+        "\"compute_factor\": %.4g, \"comm_factor\": %.4g, \"sync_s\": %.4g, \"cpu_share\": %.3f",
+        s->ranks, s->nodes, (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
+        s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
+        s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s,
+        s->estimated_comm_s, s->estimated_setup_s, s->estimated_commit_s, s->estimated_wall_s,
+        s->compute_rounds, s->calibrated ? "true" : "false", s->compute_factor, s->comm_factor,
+        s->sync_s, s->cpu_share);
     if (ran) {
-        const double *predicted = ds_profiler_rank_predicted_s(p), *busy = ds_profiler_rank_busy_s(p);
-        fprintf(out, ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "
-               "\"commit_wall_s\": %.3f, \"interrupted\": %s, \"per_rank\": [",
-               s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
-               s->interrupted ? "true" : "false");
+        const double *predicted = ds_profiler_rank_predicted_s(p),
+                     *busy = ds_profiler_rank_busy_s(p);
+        fprintf(out,
+                ", \"wall_s\": %.3f, \"compute_wall_s\": %.3f, \"comm_wall_s\": %.3f, "
+                "\"commit_wall_s\": %.3f, \"interrupted\": %s, \"per_rank\": [",
+                s->wall_s, s->compute_wall_s, s->comm_wall_s, s->commit_wall_s,
+                s->interrupted ? "true" : "false");
         for (int r = 0; r < s->ranks; r++)
-            fprintf(out, "%s{\"rank\": %d, \"predicted_s\": %.3f, \"busy_s\": %.3f}", r ? ", " : "", r,
-                   predicted[r], busy[r]);
+            fprintf(out, "%s{\"rank\": %d, \"predicted_s\": %.3f, \"busy_s\": %.3f}", r ? ", " : "",
+                    r, predicted[r], busy[r]);
         fprintf(out, "]");
     }
     if (shapes != NULL)
@@ -497,10 +519,9 @@ static void print_csv(const ds_profiler_t *p, const ds_profile_summary_t *s, boo
     putchar(',');
     output_csv_field(stdout, ds_profiler_fingerprint(p));
     printf(",%d,%d,%lld,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.3f,%.3f", s->ranks, s->nodes,
-           (long long)s->target_events, s->compute_keys, s->comm_keys, s->units,
-           s->units_measured, s->units_reused, s->comm_tasks, s->comm_tasks_reused,
-           s->comm_keys_measured, s->comm_keys_fitted, s->comm_keys_assumed,
-           s->estimated_compute_s, s->estimated_comm_s);
+           (long long)s->target_events, s->compute_keys, s->comm_keys, s->units, s->units_measured,
+           s->units_reused, s->comm_tasks, s->comm_tasks_reused, s->comm_keys_measured,
+           s->comm_keys_fitted, s->comm_keys_assumed, s->estimated_compute_s, s->estimated_comm_s);
     if (ran)
         printf(",%.3f,%.3f,%.3f,%.3f,%d", s->wall_s, s->compute_wall_s, s->comm_wall_s,
                s->commit_wall_s, s->interrupted ? 1 : 0);
@@ -533,7 +554,8 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
                 status = ds_profiler_add(p, in->model, &s, &in->cluster);
         }
         if (status == DS_OK && ds_search_candidate_count(search) == 0)
-            status = ds_set_error(DS_ERR_INVALID_ARG, "the search space has no valid candidate to profile");
+            status = ds_set_error(DS_ERR_INVALID_ARG,
+                                  "the search space has no valid candidate to profile");
         ds_search_destroy(search);
     }
     if (status == DS_OK)
@@ -569,7 +591,8 @@ int profile_execute(const app_t *app, const inputs_t *in, profile_cmd_options_t 
     }
     fflush(stdout);
     status = ds_profiler_run(p, &summary);
-    if (app->rank == 0 && (status == DS_OK || status == DS_ERR_INTERRUPTED || status == DS_ERR_UNSUPPORTED)) {
+    if (app->rank == 0 &&
+        (status == DS_OK || status == DS_ERR_INTERRUPTED || status == DS_ERR_UNSUPPORTED)) {
         if (json)
             print_json(stdout, p, &summary, true, NULL);
         else if (csv)
@@ -605,7 +628,8 @@ fail:;
 
 static void help(void)
 {
-    printf("usage: mpiexec -n R dsmpi profile --model M --strategy S --target-gpus N --profile-db FILE.h5\n\n"
+    printf("usage: mpiexec -n R dsmpi profile --model M --strategy S --target-gpus N --profile-db "
+           "FILE.h5\n\n"
            "Measures the unique events of the model and strategy on the target that the\n"
            "database does not hold yet for this device: each rank its share of the layer\n"
            "passes (as training runs them), then communication on the groups this\n"
@@ -636,10 +660,10 @@ int cmd_profile(app_t *app)
     profile_cmd_options_t o;
     profile_cmd_init(&o);
     app_option_handler_t handlers[] = {{profile_option, &o}};
-    code = app_parse_options(app, &in,
-                             (const struct option *[]){extra, profile_long_options(),
-                                                       search_space_long_options, NULL},
-                             handlers, 1, OPT_HELP, help);
+    code = app_parse_options(
+        app, &in,
+        (const struct option *[]){extra, profile_long_options(), search_space_long_options, NULL},
+        handlers, 1, OPT_HELP, help);
     if (code < 0 && in.demo)
         profile_cmd_apply_demo(&o);
     if (code < 0 && o.lib.db_path == NULL && o.lib.costs_out == NULL &&

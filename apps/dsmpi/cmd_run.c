@@ -11,7 +11,8 @@ enum { OPT_HELP = 800 };
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: mpiexec -n R dsmpi run --model M --strategy S --target-gpus N --profile-db FILE.h5 [options]\n"
+    fprintf(out, "usage: mpiexec -n R dsmpi run --model M --strategy S --target-gpus N "
+                 "--profile-db FILE.h5 [options]\n"
                  "       mpiexec -n 2 dsmpi run --demo\n");
 }
 

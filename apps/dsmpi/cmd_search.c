@@ -32,7 +32,8 @@ static void help(void)
     printf("Model:\n"
            "  --model NAME|FILE        a preset, a Hugging Face config.json or a dsmpi layer list\n"
            "  --seq-len N              training sequence length (Megatron: --seq-length)\n"
-           "  --global-batch N         sequences per iteration, every candidate's (default: the model's)\n"
+           "  --global-batch N         sequences per iteration, every candidate's (default: the "
+           "model's)\n"
            "  --dtype fp32|bf16|fp16   training precision (Megatron: --bf16, --fp16)\n"
            "Target:\n"
            "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
@@ -40,16 +41,17 @@ static void help(void)
            "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
            "  --device a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n");
     search_inputs_print_help(stdout);
-    printf("Output:\n"
-           "  --json, --csv, --quiet\n"
-           "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K); strategies\n"
-           "                           whose simulated timelines (and memory) are equal share a row,\n"
-           "                           the others named in it ('also: dp-algo=ring,tree')\n"
-           "  --all-variants           rank every such equivalent variant in a row of its own\n"
-           "  --trace FILE.json        Perfetto trace of the best strategy (DP replica 0)\n"
-           "  --svg FILE.svg           Gantt chart of the best strategy\n"
-           "  --timeline FILE.h5       HDF5 timeline of the best strategy\n"
-           "  --out DIR                best-trace.json and best-timeline.svg into DIR (created)\n");
+    printf(
+        "Output:\n"
+        "  --json, --csv, --quiet\n"
+        "  --top K                  strategies ranked (default 10, DS_SEARCH_TOP_K); strategies\n"
+        "                           whose simulated timelines (and memory) are equal share a row,\n"
+        "                           the others named in it ('also: dp-algo=ring,tree')\n"
+        "  --all-variants           rank every such equivalent variant in a row of its own\n"
+        "  --trace FILE.json        Perfetto trace of the best strategy (DP replica 0)\n"
+        "  --svg FILE.svg           Gantt chart of the best strategy\n"
+        "  --timeline FILE.h5       HDF5 timeline of the best strategy\n"
+        "  --out DIR                best-trace.json and best-timeline.svg into DIR (created)\n");
 }
 
 typedef struct options {
@@ -190,7 +192,8 @@ static void print_result_json(const ds_search_t *search, const ds_search_result_
            r->memory_GiB, r->lower_bound_s, r->assumed_share);
     /* Equivalent variants: how many, the stored ones in full, what they change. */
     printf(", \"variant_count\": %d, \"variants\": [", (int)r->num_variants);
-    int stored = r->num_variants < DS_SEARCH_MAX_VARIANTS ? r->num_variants : DS_SEARCH_MAX_VARIANTS;
+    int stored =
+        r->num_variants < DS_SEARCH_MAX_VARIANTS ? r->num_variants : DS_SEARCH_MAX_VARIANTS;
     for (int i = 0; i < stored; i++) {
         const ds_strategy_t *s = ds_search_candidate_at(search, (size_t)r->variants[i]);
         if (s == NULL)
@@ -381,7 +384,8 @@ static int run_search(app_t *app, inputs_t *in, options_t *o, char **original)
         status = search_inputs_load(&o->si, app->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
         ds_cost_sources_t sources = {o->si.db, o->si.fingerprint, NULL, 0};
         ds_device_spec_t spec;
-        if (status == DS_OK && o->si.db != NULL && ds_costs_measured_device(&sources, &spec) == DS_OK)
+        if (status == DS_OK && o->si.db != NULL &&
+            ds_costs_measured_device(&sources, &spec) == DS_OK)
             inputs_default_device(in, &spec);
         search_inputs_apply_device(&o->si, &in->cluster);
     }

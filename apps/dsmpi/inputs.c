@@ -134,8 +134,7 @@ void inputs_init(inputs_t *in)
 void inputs_set_demo(inputs_t *in)
 {
     static char target[64];
-    snprintf(target, sizeof(target), "nodes=%d,gpus-per-node=%d", DEMO_NODES,
-             DEMO_GPUS_PER_NODE);
+    snprintf(target, sizeof(target), "nodes=%d,gpus-per-node=%d", DEMO_NODES, DEMO_GPUS_PER_NODE);
     in->demo = true;
     in->model_spec = DEMO_MODEL;
     in->target_text = target;
@@ -286,8 +285,8 @@ static ds_status_t cluster_from_file(inputs_t *in)
     if (status != DS_OK || in->target_gpus == 0)
         return status;
     int64_t file_nodes = in->cluster.nodes;
-    int64_t gpus = in->target_gpus > 0 ? in->target_gpus
-                                       : -in->target_gpus * in->cluster.gpus_per_node;
+    int64_t gpus =
+        in->target_gpus > 0 ? in->target_gpus : -in->target_gpus * in->cluster.gpus_per_node;
     status = ds_cluster_set_gpus(&in->cluster, gpus, in->cluster_file);
     if (status == DS_OK && in->cluster.nodes > file_nodes)
         app_warning(in->app,

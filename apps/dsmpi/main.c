@@ -10,18 +10,24 @@ typedef struct command {
 } command_t;
 
 static const command_t commands[] = {
-    {"allocation", cmd_allocation, "show the allocation dsmpi runs on: MPI ranks, nodes, Slurm job"},
+    {"allocation", cmd_allocation,
+     "show the allocation dsmpi runs on: MPI ranks, nodes, Slurm job"},
     {"comm", cmd_comm, "communication model: import nccl-tests logs, predict collectives at scale"},
     {"device", cmd_device, "the device model: devices' facts, one GEMM's predicted time and waves"},
     {"events", cmd_events, "show the event set of an iteration: totals vs unique, per kind"},
-    {"execute", cmd_execute, "run real iterations of a strategy on this allocation and report them"},
-    {"import", cmd_import, "import measurements (text cost tables, samples) into a profile database"},
-    {"plan", cmd_plan, "best strategy, time to train, GPU-hours and cost for a list of cluster sizes"},
+    {"execute", cmd_execute,
+     "run real iterations of a strategy on this allocation and report them"},
+    {"import", cmd_import,
+     "import measurements (text cost tables, samples) into a profile database"},
+    {"plan", cmd_plan,
+     "best strategy, time to train, GPU-hours and cost for a list of cluster sizes"},
     {"predict", cmd_predict, "timeline and metrics of one strategy on the target from event costs"},
-    {"profile", cmd_profile, "profile this allocation's share of the unique events into the database"},
+    {"profile", cmd_profile,
+     "profile this allocation's share of the unique events into the database"},
     {"run", cmd_run, "the main job: profile on this allocation, then predict the target (--demo)"},
     {"search", cmd_search, "rank every valid strategy of a model on a target (parallel under MPI)"},
-    {"validate", cmd_validate, "run real iterations on this allocation and compare with the prediction"},
+    {"validate", cmd_validate,
+     "run real iterations on this allocation and compare with the prediction"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},
 };
 

@@ -25,9 +25,9 @@ typedef struct predict_options {
     const char *trace, *trace_ranks, *detail_ranks, *timeline, *svg;
     bool allow_oom; /* exit 0 when the strategy does not fit (else APP_EXIT_OOM) */
     /* Set by predict_execute: where the costs came from, for the reports. */
-    const char *db_path;        /* the profile database read, or NULL */
+    const char *db_path; /* the profile database read, or NULL */
     ds_cost_report_t cost_report;
-    bool have_cost_report;      /* the database or logs were assembled */
+    bool have_cost_report; /* the database or logs were assembled */
     char cost_note[1024];
 } predict_options_t;
 

@@ -12,7 +12,8 @@ typedef struct profile_cmd_options {
     const char *site_dbs[PROFILE_MAX_SITE_DBS];
     bool dry_run;
     bool sweep_max_given;
-    bool json_ok; /* --json, --csv describe the profiling (dsmpi profile), not the prediction (run) */
+    bool json_ok; /* --json, --csv describe the profiling (dsmpi profile), not the prediction (run)
+                   */
     bool search;  /* profile the union of every candidate of the search space */
     search_inputs_t space; /* --fix, --max-tp, --max-mbs of that space */
 } profile_cmd_options_t;

@@ -106,10 +106,9 @@ int search_inputs_positional(const app_t *app, const search_inputs_t *si, int fi
 {
     /* --nccl-tests took the files that follow it; a word elsewhere is no log. */
     if (first < app->argc)
-        return app_usage_error(app, "unexpected argument '%s' (%ssee 'dsmpi %s --help')",
-                               app->argv[first],
-                               si->num_logs > 0 ? "nccl-tests logs follow --nccl-tests; " : "",
-                               app->command);
+        return app_usage_error(
+            app, "unexpected argument '%s' (%ssee 'dsmpi %s --help')", app->argv[first],
+            si->num_logs > 0 ? "nccl-tests logs follow --nccl-tests; " : "", app->command);
     return APP_EXIT_OK;
 }
 
@@ -132,8 +131,9 @@ int search_inputs_fix_strategy(const app_t *app, search_inputs_t *si, const inpu
 int search_inputs_check(const app_t *app, const search_inputs_t *si)
 {
     if (si->cost_table == NULL && si->profile_db == NULL && !si->estimate)
-        return app_usage_error(app, "no costs given (accepted: --profile-db FILE, --cost-table FILE, "
-                                    "--estimate-missing)");
+        return app_usage_error(app,
+                               "no costs given (accepted: --profile-db FILE, --cost-table FILE, "
+                               "--estimate-missing)");
     return APP_EXIT_OK;
 }
 
@@ -351,11 +351,11 @@ void search_inputs_report_missing(const app_t *app, const search_inputs_t *si, d
     }
     if (missing > shown)
         fprintf(stderr, "  ... and %zu more\n", missing - shown);
-    fprintf(
-        stderr,
-        "%zu of the %zu unique events of the %zu candidates lack a cost: profile them on a "
-        "small allocation, or rerun with --estimate-missing (device-model estimates, marked modelled)\n",
-        missing, ds_event_set_size(set), ds_search_candidate_count(search));
+    fprintf(stderr,
+            "%zu of the %zu unique events of the %zu candidates lack a cost: profile them on a "
+            "small allocation, or rerun with --estimate-missing (device-model estimates, marked "
+            "modelled)\n",
+            missing, ds_event_set_size(set), ds_search_candidate_count(search));
     ds_event_set_destroy(set);
 }
 

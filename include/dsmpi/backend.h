@@ -84,11 +84,10 @@ DS_API ds_status_t ds_backend_open(ds_backend_kind_t kind, MPI_Comm comm, ds_bac
  * roofline estimate on the device spec `device` ("h100-sxm"; NULL: the
  * DS_REPLAY_DEVICE tunable), logged once.  The table's compute entries are
  * copied.  ds_backend_open(DS_BACKEND_REPLAY, ...) reads the table from the
- * file DS_REPLAY_COSTS names (none: every key takes its estimate).  The fingerprint names the device spec and a
- * hash of the table; the device name is the spec's name.  Non-blocking
- * all-reduce runs the algorithm Open MPI's rules pick for the blocking call,
- * in rounds posted as the call is tested or waited for.  Caller closes with
- * ds_backend_close. */
+ * file DS_REPLAY_COSTS names (none: every key takes its estimate).  The fingerprint names the
+ * device spec and a hash of the table; the device name is the spec's name.  Non-blocking all-reduce
+ * runs the algorithm Open MPI's rules pick for the blocking call, in rounds posted as the call is
+ * tested or waited for.  Caller closes with ds_backend_close. */
 DS_API ds_status_t ds_backend_open_replay(MPI_Comm comm, const ds_cost_table_t *costs,
                                           const char *device, ds_backend_t **backend_p);
 /* Releases the device; NULL is a no-op.  Not collective. */

@@ -49,7 +49,7 @@ DS_API const char *ds_device_spec_name(size_t index);
 
 typedef struct ds_device_model {
     char name[32];
-    int sm_count;            /* streaming multiprocessors; 0: no wave quantisation (cpu) */
+    int sm_count; /* streaming multiprocessors; 0: no wave quantisation (cpu) */
     double boost_clock_MHz;
     double peak_tflops_bf16; /* dense tensor peak, also fp16 */
     double peak_tflops_fp32; /* without TF32 */
@@ -58,9 +58,9 @@ typedef struct ds_device_model {
     double mem_bw_GBps;
     double memory_GiB;
     double l2_MiB;
-    double nvlink_GBps; /* per device, one direction */
-    double pcie_GBps;   /* one direction */
-    double launch_us;   /* kernel launch and synchronisation floor */
+    double nvlink_GBps;        /* per device, one direction */
+    double pcie_GBps;          /* one direction */
+    double launch_us;          /* kernel launch and synchronisation floor */
     double gemm_fraction_bf16; /* of peak, large GEMMs (full waves, long K) */
     double gemm_fraction_fp32;
     double gemm_fraction_fp8;
@@ -78,15 +78,15 @@ DS_API const ds_device_model_t *ds_device_model_at(size_t index);
 /* A GEMM as cuBLAS runs it on the model: output tiles, waves of tiles over
  * the SMs, a K-loop efficiency, and the memory-bound regime. */
 typedef struct ds_gemm_estimate {
-    double seconds;        /* launch + max(compute, memory) */
-    double compute_s;      /* waves x one tile's time */
-    double memory_s;       /* bytes of A, B and C over the achievable bandwidth */
+    double seconds;   /* launch + max(compute, memory) */
+    double compute_s; /* waves x one tile's time */
+    double memory_s;  /* bytes of A, B and C over the achievable bandwidth */
     double achieved_tflops;
-    double peak_tflops;    /* of the dtype */
-    int tile_m, tile_n;    /* the output tile the estimate chose (the fastest) */
-    int64_t tiles;         /* output tiles, over the batch */
-    int64_t waves;         /* ceil(tiles / SMs); 1 without SMs */
-    double k_efficiency;   /* K / (K + the K-loop prologue and epilogue) */
+    double peak_tflops;  /* of the dtype */
+    int tile_m, tile_n;  /* the output tile the estimate chose (the fastest) */
+    int64_t tiles;       /* output tiles, over the batch */
+    int64_t waves;       /* ceil(tiles / SMs); 1 without SMs */
+    double k_efficiency; /* K / (K + the K-loop prologue and epilogue) */
     int memory_bound;
 } ds_gemm_estimate_t;
 
@@ -94,18 +94,18 @@ typedef struct ds_gemm_estimate {
  * The spec's peaks and bandwidth are those of `model` unless the caller
  * changed them. DS_ERR_INVALID_ARG for dims below 1 or a dtype the device
  * lacks. */
-DS_API ds_status_t ds_device_model_gemm(const ds_device_model_t *model, ds_dtype_t dtype,
-                                        int64_t m, int64_t n, int64_t k, int64_t batch,
+DS_API ds_status_t ds_device_model_gemm(const ds_device_model_t *model, ds_dtype_t dtype, int64_t m,
+                                        int64_t n, int64_t k, int64_t batch,
                                         ds_gemm_estimate_t *estimate_p);
 
 /* One level of the network: level 0 joins the devices of a node, level 1
  * the nodes of a leaf switch (or all nodes), higher levels what is above. */
 typedef struct ds_net_level {
     char name[16];
-    double latency_us;     /* one hop, one message */
-    double bandwidth_GBps; /* one direction, GB/s (10^9): level 0 per device, level >= 1 per
-                              network interface (one per device unless nics_per_node says) */
-    int span;              /* level 0: devices per node; level >= 1: nodes per domain (0 = all) */
+    double latency_us;       /* one hop, one message */
+    double bandwidth_GBps;   /* one direction, GB/s (10^9): level 0 per device, level >= 1 per
+                                network interface (one per device unless nics_per_node says) */
+    int span;                /* level 0: devices per node; level >= 1: nodes per domain (0 = all) */
     double oversubscription; /* >= 1: a group whose highest level is L >= 2 gets its network
                                 bandwidth divided by the larger of levels L-1 and L's (the
                                 uplinks of a level L-1 domain, said on either level) */
@@ -138,7 +138,7 @@ typedef struct ds_cluster {
  * device (NVLink inside a node, one 400 Gb/s NIC per device across nodes);
  * those network numbers are assumptions until measured or imported. */
 DS_API ds_status_t ds_cluster_init(ds_cluster_t *cluster, int64_t nodes, int gpus_per_node,
-                            const char *device);
+                                   const char *device);
 
 /* "--target-gpus N" (gpus_per_node 0 = the DS_GPUS_PER_NODE tunable; N must
  * be a multiple when above it). */
@@ -163,7 +163,7 @@ DS_API ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *clust
  * nodes, an oversubscription on levels[1] when it is the last level. */
 DS_API ds_status_t ds_cluster_load(const char *path, ds_cluster_t *cluster);
 DS_API ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *origin,
-                                 ds_cluster_t *cluster);
+                                        ds_cluster_t *cluster);
 
 DS_API int64_t ds_cluster_num_gpus(const ds_cluster_t *cluster);
 
@@ -183,10 +183,10 @@ DS_API ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, i
 typedef struct ds_allocation {
     int world_size;
     int rank;
-    int num_nodes;   /* distinct shared-memory domains */
-    int node_index;  /* this rank's node, 0..num_nodes-1, ordered by lowest rank */
-    int local_rank;  /* rank inside the node */
-    int local_size;  /* ranks on this node */
+    int num_nodes;  /* distinct shared-memory domains */
+    int node_index; /* this rank's node, 0..num_nodes-1, ordered by lowest rank */
+    int local_rank; /* rank inside the node */
+    int local_size; /* ranks on this node */
     int min_local_size, max_local_size;
     char hostname[DS_NAME_MAX];
     /* From Slurm when run inside a job (slurm_job_id 0 otherwise). */
@@ -205,7 +205,7 @@ DS_API ds_status_t ds_allocation_detect(MPI_Comm comm, ds_allocation_t *allocati
 /* Parses SLURM_TASKS_PER_NODE ("4(x2),3" = 4, 4, 3) into at most
  * `max_nodes` counts. */
 DS_API ds_status_t ds_slurm_parse_tasks_per_node(const char *text, int *counts, int max_nodes,
-                                          int *num_nodes_p);
+                                                 int *num_nodes_p);
 
 #ifdef __cplusplus
 }

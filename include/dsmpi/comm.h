@@ -305,7 +305,7 @@ DS_API void ds_comm_model_destroy(ds_comm_model_t *model);
 typedef enum ds_comm_algo {
     DS_COMM_ALGO_DIRECT = 0, /* point-to-point transfers: send/recv, all-to-all */
     DS_COMM_ALGO_RING = 1,
-    DS_COMM_ALGO_TREE = 2,   /* NCCL's double binary tree; MPI's binomial trees */
+    DS_COMM_ALGO_TREE = 2, /* NCCL's double binary tree; MPI's binomial trees */
     DS_COMM_ALGO_HIERARCHICAL = 3,
     DS_COMM_ALGO_PS = 4,
     DS_COMM_ALGO_RECURSIVE_DOUBLING = 5, /* MPI */

@@ -110,7 +110,7 @@ DS_API void ds_log(ds_log_level_t level, const char *fmt, ...)
 DS_API size_t ds_param_count(void);
 /* Fills the description of tunable `index`; the strings are static. */
 DS_API ds_status_t ds_param_describe(size_t index, const char **env_name_p, const char **default_p,
-                              const char **help_p, const char **current_p);
+                                     const char **help_p, const char **current_p);
 /* Prints every tunable with its current value. */
 DS_API void ds_params_print(FILE *out);
 
@@ -130,13 +130,13 @@ DS_API ds_status_t ds_parse_double(const char *text, const char *what, double mi
  * optional K/M/B/T suffix (powers of 1000: "1536", "1.5B", "1T") between min
  * and max; `what` names the value in the error message. */
 DS_API ds_status_t ds_parse_count(const char *text, const char *what, int64_t min, int64_t max,
-                           int64_t *value_p);
+                                  int64_t *value_p);
 /* Parses a whole-number size (a sequence length, hidden size or batch size)
  * with an optional K/M/G suffix as powers of 1024 ("8192", "8K" = 8192,
  * "1M" = 1048576, "1.5K" = 1536) between min and max.  Counts of tokens,
  * samples and parameters take ds_parse_count's powers of 1000 instead. */
 DS_API ds_status_t ds_parse_size(const char *text, const char *what, int64_t min, int64_t max,
-                          int64_t *value_p);
+                                 int64_t *value_p);
 
 /* ---- data types --------------------------------------------------------- */
 

@@ -29,28 +29,28 @@ typedef enum ds_event_kind {
 
 /* Compute operators. */
 typedef enum ds_op {
-    DS_OP_GEMM = 0,          /* dims: m, n, k; variant: transposition bits */
-    DS_OP_BATCHED_GEMM = 1,  /* dims: m, n, k, batch */
-    DS_OP_SOFTMAX = 2,       /* dims: rows, cols; variant 1 = causal mask */
-    DS_OP_LAYERNORM = 3,     /* dims: rows, cols */
-    DS_OP_RMSNORM = 4,       /* dims: rows, cols */
-    DS_OP_GELU = 5,          /* dims: rows, cols */
-    DS_OP_RELU = 6,          /* dims: rows, cols */
-    DS_OP_SWIGLU = 7,        /* dims: rows, cols (output columns) */
-    DS_OP_GEGLU = 8,         /* dims: rows, cols (output columns) */
-    DS_OP_DROPOUT_ADD = 9,   /* bias + dropout + residual add; dims: rows, cols */
-    DS_OP_ADD = 10,          /* residual add without dropout; dims: rows, cols */
-    DS_OP_DROPOUT = 11,      /* dims: rows, cols */
-    DS_OP_ROPE = 12,         /* rotary embedding of q and k; dims: rows, cols */
-    DS_OP_EMBEDDING = 13,    /* lookup (fwd) or scatter-add (bwd); dims: tokens, hidden, vocab */
-    DS_OP_CROSS_ENTROPY = 14,/* dims: tokens, vocab (this rank's share) */
-    DS_OP_OPTIMIZER = 15,    /* Adam step; dims: parameters */
-    DS_OP_POOL = 16,         /* dims: rows, cols (layer-list models) */
+    DS_OP_GEMM = 0,             /* dims: m, n, k; variant: transposition bits */
+    DS_OP_BATCHED_GEMM = 1,     /* dims: m, n, k, batch */
+    DS_OP_SOFTMAX = 2,          /* dims: rows, cols; variant 1 = causal mask */
+    DS_OP_LAYERNORM = 3,        /* dims: rows, cols */
+    DS_OP_RMSNORM = 4,          /* dims: rows, cols */
+    DS_OP_GELU = 5,             /* dims: rows, cols */
+    DS_OP_RELU = 6,             /* dims: rows, cols */
+    DS_OP_SWIGLU = 7,           /* dims: rows, cols (output columns) */
+    DS_OP_GEGLU = 8,            /* dims: rows, cols (output columns) */
+    DS_OP_DROPOUT_ADD = 9,      /* bias + dropout + residual add; dims: rows, cols */
+    DS_OP_ADD = 10,             /* residual add without dropout; dims: rows, cols */
+    DS_OP_DROPOUT = 11,         /* dims: rows, cols */
+    DS_OP_ROPE = 12,            /* rotary embedding of q and k; dims: rows, cols */
+    DS_OP_EMBEDDING = 13,       /* lookup (fwd) or scatter-add (bwd); dims: tokens, hidden, vocab */
+    DS_OP_CROSS_ENTROPY = 14,   /* dims: tokens, vocab (this rank's share) */
+    DS_OP_OPTIMIZER = 15,       /* Adam step; dims: parameters */
+    DS_OP_POOL = 16,            /* dims: rows, cols (layer-list models) */
     DS_OP_FLASH_ATTENTION = 17, /* fused attention (softmax(QK^T/sqrt(d)) V in tiles, no
                                    scores stored); dims: see ds_attention_shape_t;
                                    variant 1 = causal */
-    DS_OP_FP8_CAST = 18,     /* a tensor to FP8 with its amax and scale (Transformer Engine's
-                                cast-transpose); dims: rows, cols; dtype: the source's */
+    DS_OP_FP8_CAST = 18,        /* a tensor to FP8 with its amax and scale (Transformer Engine's
+                                   cast-transpose); dims: rows, cols; dtype: the source's */
     DS_OP_COUNT_
 } ds_op_t;
 
@@ -78,10 +78,10 @@ typedef enum ds_pass {
 typedef enum ds_group {
     DS_GROUP_NONE = 0, /* compute */
     DS_GROUP_TP = 1,
-    DS_GROUP_PP = 2,   /* neighbouring pipeline stages */
+    DS_GROUP_PP = 2, /* neighbouring pipeline stages */
     DS_GROUP_DP = 3,
     DS_GROUP_EMBEDDING = 4, /* first and last stage: tied embedding gradients */
-    DS_GROUP_MP = 5,   /* model-parallel group (tp x pp): gradient norm, overflow check */
+    DS_GROUP_MP = 5,        /* model-parallel group (tp x pp): gradient norm, overflow check */
     DS_GROUP_COUNT_
 } ds_group_t;
 
@@ -108,9 +108,9 @@ typedef struct ds_event_key {
     uint8_t variant; /* GEMM: DS_GEMM_TRANS_*; softmax: 1 = causal; comm: forced ds_dp_algo_t */
     uint8_t flags;   /* comm: DS_COMM_FLAG_* */
     uint8_t group;   /* ds_group_t (for display; equal keys in different groups are one event) */
-    uint8_t node_stride; /* comm: nodes from one of the group's nodes to the next when they
-                            are not neighbours (2..255, capped; 0: neighbours): the group
-                            crosses more of the network than its node count says */
+    uint8_t node_stride;    /* comm: nodes from one of the group's nodes to the next when they
+                               are not neighbours (2..255, capped; 0: neighbours): the group
+                               crosses more of the network than its node count says */
     int32_t group_size;     /* comm: ranks in the group */
     int32_t ranks_per_node; /* comm: most members on one node */
     int32_t nodes;          /* comm: nodes the group spans */
@@ -154,9 +154,9 @@ static inline void ds_attention_shape_set(ds_event_key_t *key, const ds_attentio
 typedef struct ds_event {
     ds_event_key_t key;
     uint64_t hash;
-    int64_t count;   /* occurrences in one iteration, summed over every target device */
-    double flops;    /* per occurrence (0 for communication) */
-    double bytes;    /* per occurrence: device memory traffic (compute) or message bytes (comm) */
+    int64_t count; /* occurrences in one iteration, summed over every target device */
+    double flops;  /* per occurrence (0 for communication) */
+    double bytes;  /* per occurrence: device memory traffic (compute) or message bytes (comm) */
     double estimated_s; /* per occurrence: the target device's roofline (compute), the
                            communication model without samples on its network (communication) */
     const char *label;  /* where it first appears ("layer.attn.qkv"); static string */
@@ -168,7 +168,7 @@ typedef struct ds_event_set ds_event_set_t;
  * resolved) on `cluster`, and deduplicates them.  Caller frees with
  * ds_event_set_destroy. */
 DS_API ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *strategy,
-                               const ds_cluster_t *cluster, ds_event_set_t **set_p);
+                                      const ds_cluster_t *cluster, ds_event_set_t **set_p);
 
 DS_API ds_status_t ds_event_set_create(ds_event_set_t **set_p);
 DS_API void ds_event_set_destroy(ds_event_set_t *set);
@@ -186,9 +186,9 @@ DS_API const ds_event_t *ds_event_set_find(const ds_event_set_t *set, const ds_e
 /* Totals per class of event. */
 typedef enum ds_event_class {
     DS_CLASS_COMPUTE = 0,
-    DS_CLASS_TP = 1,  /* tensor-parallel collectives */
-    DS_CLASS_PP = 2,  /* pipeline point-to-point */
-    DS_CLASS_DP = 3,  /* data-parallel gradient sync (and ZeRO traffic) */
+    DS_CLASS_TP = 1,    /* tensor-parallel collectives */
+    DS_CLASS_PP = 2,    /* pipeline point-to-point */
+    DS_CLASS_DP = 3,    /* data-parallel gradient sync (and ZeRO traffic) */
     DS_CLASS_OTHER = 4, /* embedding, gradient-norm and overflow collectives */
     DS_CLASS_COUNT_
 } ds_event_class_t;
@@ -256,8 +256,8 @@ DS_API ds_status_t ds_cost_table_set(ds_cost_table_t *table, const ds_event_key_
 DS_API const ds_cost_t *ds_cost_table_find(const ds_cost_table_t *table, const ds_event_key_t *key);
 DS_API size_t ds_cost_table_size(const ds_cost_table_t *table);
 /* Entry `index` (insertion order). */
-DS_API void ds_cost_table_at(const ds_cost_table_t *table, size_t index, const ds_event_key_t **key_p,
-                             const ds_cost_t **cost_p);
+DS_API void ds_cost_table_at(const ds_cost_table_t *table, size_t index,
+                             const ds_event_key_t **key_p, const ds_cost_t **cost_p);
 
 /* The band of a cost: how far its true value may lie below and above
  * cost.mean_s, as multiples of it (low <= 1 <= high).  The communication
@@ -276,13 +276,13 @@ DS_API void ds_cost_table_band(const ds_cost_table_t *table, const ds_event_key_
 typedef struct ds_comm_sample {
     ds_comm_op_t op;
     ds_dtype_t dtype;
-    int64_t bytes;          /* the nccl-tests "size": full buffer of the collective */
+    int64_t bytes; /* the nccl-tests "size": full buffer of the collective */
     int32_t group_size;
     int32_t nodes;          /* nodes the group spans */
     int32_t ranks_per_node; /* most members on one node */
     int32_t concurrency;    /* groups measured at the same time (1 = alone) */
     int32_t in_place;
-    int32_t batched;        /* point-to-point: both directions at once */
+    int32_t batched; /* point-to-point: both directions at once */
     double mean_s;
     double median_s;
     double p10_s;
@@ -295,7 +295,8 @@ typedef struct ds_comm_sample {
 /* Cost tables as text, one entry a line: "<key text> = <mean seconds>
  * [median p10 p90 repetitions provenance]"; '#' starts a comment.  Used for
  * synthetic costs in tests and for files a simulated cluster writes. */
-DS_API ds_status_t ds_cost_table_parse(ds_cost_table_t *table, const char *text, const char *origin);
+DS_API ds_status_t ds_cost_table_parse(ds_cost_table_t *table, const char *text,
+                                       const char *origin);
 DS_API ds_status_t ds_cost_table_load_text(ds_cost_table_t *table, const char *path);
 DS_API ds_status_t ds_cost_table_write_text(const ds_cost_table_t *table, FILE *out);
 

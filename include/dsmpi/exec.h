@@ -85,10 +85,10 @@ extern "C" {
 typedef struct ds_exec ds_exec_t;
 
 typedef struct ds_exec_options {
-    int warmup;       /* iterations run before the measured ones (>= 1) */
-    int iterations;   /* measured iterations (>= 1) */
-    int progress_ops; /* a test of the buckets in flight every this many compute operators
-                         (0 = the DS_EXEC_PROGRESS_OPS tunable) */
+    int warmup;         /* iterations run before the measured ones (>= 1) */
+    int iterations;     /* measured iterations (>= 1) */
+    int progress_ops;   /* a test of the buckets in flight every this many compute operators
+                           (0 = the DS_EXEC_PROGRESS_OPS tunable) */
     double max_foreign; /* a run is noisy when other processes and the hypervisor took more
                            than this fraction of a rank's core (0 = DS_EXEC_MAX_FOREIGN) */
     /* A run is noisy too when the speed probe before or after it took more
@@ -277,8 +277,7 @@ DS_API void ds_exec_cost_options_init(ds_exec_cost_options_t *options);
  * slower device, METHOD's device-to-device factor); otherwise 1.  Collective
  * over the backend's ranks; every rank ends with the same table. */
 DS_API ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model,
-                                         const ds_strategy_t *strategy,
-                                         const ds_cluster_t *cluster,
+                                         const ds_strategy_t *strategy, const ds_cluster_t *cluster,
                                          const ds_exec_cost_options_t *options,
                                          ds_cost_table_t *costs, ds_exec_load_t *load_p,
                                          double *speed_factors);

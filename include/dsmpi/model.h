@@ -52,8 +52,8 @@ typedef struct ds_model_info {
     int head_dim;
     int ffn_hidden_size;
     int vocab_size;
-    int max_positions; /* a limit of the model, not the training length */
-    int seq_len;       /* training sequence length (encoder length for T5) */
+    int max_positions;   /* a limit of the model, not the training length */
+    int seq_len;         /* training sequence length (encoder length for T5) */
     int decoder_seq_len; /* T5 target length; 0 otherwise */
     ds_activation_t activation;
     ds_norm_t norm;
@@ -74,7 +74,7 @@ DS_API ds_status_t ds_model_load(const char *spec, ds_model_t **model_p);
 /* Same as ds_model_load for JSON text already in memory; `origin` names it in
  * error messages. */
 DS_API ds_status_t ds_model_load_json(const char *text, size_t size, const char *origin,
-                               ds_model_t **model_p);
+                                      ds_model_t **model_p);
 
 DS_API void ds_model_destroy(ds_model_t *model);
 
@@ -99,7 +99,8 @@ DS_API const char *ds_model_preset_name(size_t index);
  *   full recompute     96 B s l h^2 (1 + s/(6h) + V/(16 l h))
  * with B the global batch, s the sequence, l layers, h hidden, V vocabulary.
  * It assumes an MLP of 4h and full multi-head attention. */
-DS_API double ds_model_megatron_flops(const ds_model_t *model, int64_t global_batch, int full_recompute);
+DS_API double ds_model_megatron_flops(const ds_model_t *model, int64_t global_batch,
+                                      int full_recompute);
 
 #ifdef __cplusplus
 }

@@ -31,18 +31,18 @@ extern "C" {
 #endif
 
 typedef struct ds_profile_options {
-    const char *db_path;              /* the profile database (created when missing); NULL:
-                                         none, the costs_out / comm_samples_out files instead */
-    const char *const *fallback_dbs;  /* read-only site databases, searched after db_path */
+    const char *db_path;             /* the profile database (created when missing); NULL:
+                                        none, the costs_out / comm_samples_out files instead */
+    const char *const *fallback_dbs; /* read-only site databases, searched after db_path */
     size_t num_fallbacks;
-    ds_backend_kind_t backend;        /* DS_BACKEND_AUTO: cuda when every rank sees a GPU */
-    int reprofile;                    /* measure again what the database already holds */
-    int compute_only;                 /* skip the communication tasks */
-    int comm_only;                    /* skip the layer passes */
-    int64_t sweep_min_bytes;          /* communication sweep, powers of two */
-    int64_t sweep_max_bytes;          /* at most DS_PROFILE_SWEEP_LIMIT */
-    int progress;                     /* rank 0 prints progress on stderr */
-    const char *command_line;         /* recorded in the database */
+    ds_backend_kind_t backend; /* DS_BACKEND_AUTO: cuda when every rank sees a GPU */
+    int reprofile;             /* measure again what the database already holds */
+    int compute_only;          /* skip the communication tasks */
+    int comm_only;             /* skip the layer passes */
+    int64_t sweep_min_bytes;   /* communication sweep, powers of two */
+    int64_t sweep_max_bytes;   /* at most DS_PROFILE_SWEEP_LIMIT */
+    int progress;              /* rank 0 prints progress on stderr */
+    const char *command_line;  /* recorded in the database */
     /* Without a database (builds without parallel HDF5: SimGrid SMPI), rank 0
      * writes what the run measured at its end: the event costs as a text
      * cost table (ds_cost_table_write_text) and the communication samples as
@@ -77,39 +77,39 @@ DS_API ds_status_t ds_profiler_add(ds_profiler_t *profiler, const ds_model_t *mo
 typedef struct ds_profile_summary {
     int ranks;
     int nodes;
-    size_t units;             /* unique layer passes (and single events) of the targets */
-    size_t units_measured;    /* ... measured by this run */
-    size_t units_reused;      /* ... whose every event the database already held */
-    size_t compute_keys;      /* unique compute events */
-    size_t comm_keys;         /* unique communication events of the targets */
-    size_t comm_tasks;        /* communication measurements the allocation runs */
-    size_t comm_tasks_reused; /* ... already in the database */
-    int64_t target_events;    /* events in one iteration of the targets, over every device */
+    size_t units;                /* unique layer passes (and single events) of the targets */
+    size_t units_measured;       /* ... measured by this run */
+    size_t units_reused;         /* ... whose every event the database already held */
+    size_t compute_keys;         /* unique compute events */
+    size_t comm_keys;            /* unique communication events of the targets */
+    size_t comm_tasks;           /* communication measurements the allocation runs */
+    size_t comm_tasks_reused;    /* ... already in the database */
+    int64_t target_events;       /* events in one iteration of the targets, over every device */
     double predicted_max_rank_s; /* plan: roofline time of the busiest rank's passes, run once */
     /* Plan: the expected wall time of each phase, from the measurement
      * loop's rules (warm-up, repetitions to the confidence target or the
      * minimum, the per-event budget) on speeds calibrated on this
      * allocation, rounds of passes, communicator set-up and database
      * writes (libdsmpi/profile/estimate.c). */
-    double estimated_compute_s;  /* the layer-pass phase */
-    double estimated_comm_s;     /* the communication phase, set-up included */
-    double estimated_setup_s;    /* ... of which setting communicators up */
-    double estimated_commit_s;   /* writing the results at the end */
-    double estimated_wall_s;     /* the three phases */
-    size_t compute_rounds;       /* rounds of the layer-pass phase */
-    int calibrated;              /* the speeds were measured here (else the device spec's) */
-    double compute_factor;       /* calibration: operators' time / the spec's roofline (median) */
-    double comm_factor;          /* ... a large all-reduce's time / the links' roofline */
-    double sync_s;               /* ... one barrier of the allocation */
-    double cpu_share;            /* ... cpu backend: the share of its core a rank had (mean) */
-    size_t comm_keys_measured;   /* target communication keys this allocation measures as they are */
-    size_t comm_keys_fitted;     /* ... predicted from measurements at the same network level */
-    size_t comm_keys_assumed;    /* ... from the cluster description (no measurement at that level) */
+    double estimated_compute_s; /* the layer-pass phase */
+    double estimated_comm_s;    /* the communication phase, set-up included */
+    double estimated_setup_s;   /* ... of which setting communicators up */
+    double estimated_commit_s;  /* writing the results at the end */
+    double estimated_wall_s;    /* the three phases */
+    size_t compute_rounds;      /* rounds of the layer-pass phase */
+    int calibrated;             /* the speeds were measured here (else the device spec's) */
+    double compute_factor;      /* calibration: operators' time / the spec's roofline (median) */
+    double comm_factor;         /* ... a large all-reduce's time / the links' roofline */
+    double sync_s;              /* ... one barrier of the allocation */
+    double cpu_share;           /* ... cpu backend: the share of its core a rank had (mean) */
+    size_t comm_keys_measured;  /* target communication keys this allocation measures as they are */
+    size_t comm_keys_fitted;    /* ... predicted from measurements at the same network level */
+    size_t comm_keys_assumed; /* ... from the cluster description (no measurement at that level) */
     double wall_s;            /* whole run */
     double compute_wall_s;
     double comm_wall_s;
     double commit_wall_s;
-    int interrupted;          /* stopped by ds_profiler_request_stop: saved, incomplete */
+    int interrupted; /* stopped by ds_profiler_request_stop: saved, incomplete */
 } ds_profile_summary_t;
 
 /* Plans without measuring (units, tasks, estimates): what --dry-run prints.
@@ -127,7 +127,8 @@ DS_API ds_status_t ds_profiler_run(ds_profiler_t *profiler, ds_profile_summary_t
 typedef enum ds_coverage {
     DS_COVERAGE_MEASURED = 0, /* the allocation forms the group and measures the size */
     DS_COVERAGE_FITTED = 1,   /* fitted from measurements at the same network level */
-    DS_COVERAGE_ASSUMED = 2,  /* nothing measurable at its level here: imported data or the cluster file */
+    DS_COVERAGE_ASSUMED =
+        2, /* nothing measurable at its level here: imported data or the cluster file */
 } ds_coverage_t;
 
 DS_API const char *ds_coverage_name(ds_coverage_t coverage);
@@ -165,20 +166,20 @@ DS_API void ds_fingerprint_source_tag(const char *fingerprint, char *tag, size_t
  * device and on imported ones (nccl-tests logs of the target system). */
 
 typedef struct ds_cost_sources {
-    const ds_profile_db_t *db;           /* may be NULL */
-    const char *fingerprint;             /* NULL: the database's fingerprint with most records */
-    const ds_comm_sample_t *samples;     /* more communication samples (imported logs); may be NULL */
+    const ds_profile_db_t *db;       /* may be NULL */
+    const char *fingerprint;         /* NULL: the database's fingerprint with most records */
+    const ds_comm_sample_t *samples; /* more communication samples (imported logs); may be NULL */
     size_t num_samples;
 } ds_cost_sources_t;
 
 typedef struct ds_cost_report {
     char fingerprint[DS_FINGERPRINT_MAX]; /* the fingerprint used, "" when none */
-    char measured_device[32];  /* device spec of that fingerprint, "" when not known */
-    size_t compute_measured;   /* compute keys of the events costed from measurements */
-    size_t compute_scaled;     /* ... of which scaled from another device (assumed) */
-    size_t comm_samples;       /* samples the communication model was fitted on */
-    size_t comm_filled;        /* communication keys of the events costed by that model */
-    char comm_library[16];     /* whose algorithms it follows ("nccl", "ompi"; DS_COMM_LIBRARY) */
+    char measured_device[32];             /* device spec of that fingerprint, "" when not known */
+    size_t compute_measured;              /* compute keys of the events costed from measurements */
+    size_t compute_scaled;                /* ... of which scaled from another device (assumed) */
+    size_t comm_samples;                  /* samples the communication model was fitted on */
+    size_t comm_filled;    /* communication keys of the events costed by that model */
+    char comm_library[16]; /* whose algorithms it follows ("nccl", "ompi"; DS_COMM_LIBRARY) */
 } ds_cost_report_t;
 
 /* The device the sources' measurements were made on (the fingerprint they
@@ -210,9 +211,9 @@ DS_API ds_status_t ds_costs_assemble(const ds_cost_sources_t *sources, const ds_
 #define DS_PROFILE_GROUP_SIZES 32
 
 typedef struct ds_profile_shape {
-    int ranks;          /* of the allocation */
-    int nodes;          /* nodes holding them */
-    int ranks_per_node; /* on its fullest node */
+    int ranks;                               /* of the allocation */
+    int nodes;                               /* nodes holding them */
+    int ranks_per_node;                      /* on its fullest node */
     int intra_sizes[DS_PROFILE_GROUP_SIZES]; /* group sizes measured inside a node, ascending */
     int num_intra_sizes;
     int cross_nodes[DS_PROFILE_GROUP_SIZES]; /* node counts measured one rank per node, ascending */
@@ -222,12 +223,12 @@ typedef struct ds_profile_shape {
     int tree_depth_max;
     int64_t target_nodes;
     int target_gpus_per_node;
-    int target_tree_depth;    /* ceil(log2 target nodes) */
-    double factor;            /* target nodes / most nodes measured (0: no network measured) */
-    double band_low;          /* the band's multipliers at factor (1 when factor <= 1, */
-    double band_high;         /* 0 when no network is measured: inter-node costs are assumed) */
-    int lacks_intra_pair;     /* the target has several GPUs per node; no group inside a node */
-    int lacks_network;        /* the target has several nodes; no group across nodes */
+    int target_tree_depth; /* ceil(log2 target nodes) */
+    double factor;         /* target nodes / most nodes measured (0: no network measured) */
+    double band_low;       /* the band's multipliers at factor (1 when factor <= 1, */
+    double band_high;      /* 0 when no network is measured: inter-node costs are assumed) */
+    int lacks_intra_pair;  /* the target has several GPUs per node; no group inside a node */
+    int lacks_network;     /* the target has several nodes; no group across nodes */
 } ds_profile_shape_t;
 
 /* What an allocation of `num_ranks` ranks, rank r on node node_of_rank[r]

@@ -160,7 +160,7 @@ DS_API ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *cos
 
 typedef struct ds_search_result {
     ds_strategy_t strategy;
-    int64_t candidate; /* index in ds_search_candidate_at */
+    int64_t candidate;  /* index in ds_search_candidate_at */
     double iteration_s; /* ranks the results */
     /* The band of iteration_s (ds_sim_options_t.band: every communication
      * cost at the low, then the high end of its band), simulated for the
@@ -170,10 +170,10 @@ typedef struct ds_search_result {
     double samples_per_s, tokens_per_s;
     double model_tflops_per_gpu, mfu, hfu;
     double bubble_fraction;
-    double comm_exposed_s; /* mean over devices */
-    double memory_GiB;     /* busiest device */
-    double lower_bound_s;  /* what branch and bound used */
-    double assumed_share;  /* share of the simulated time resting on assumed costs */
+    double comm_exposed_s;  /* mean over devices */
+    double memory_GiB;      /* busiest device */
+    double lower_bound_s;   /* what branch and bound used */
+    double assumed_share;   /* share of the simulated time resting on assumed costs */
     uint64_t timeline_hash; /* ds_sim_summary_t.timeline_hash of its simulation */
     /* Equivalent variants it stands for (see above): how many, and the
      * candidate indices of the first DS_SEARCH_MAX_VARIANTS of them in index

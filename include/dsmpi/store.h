@@ -14,9 +14,9 @@
  *                       device, command line, ranks, nodes, hosts, date
  * Tables are chunked and extendible, each chunk with a Fletcher-32 checksum;
  * the file uses the HDF5 1.10 format (metadata checksums), so any damage is
- * detected on reading.  HDF5 1.10 or newer reads it.  A file without the format attribute, with another format version, damaged
- * or truncated, or not HDF5 at all is refused with a one-line error naming
- * it, and is never written to.
+ * detected on reading.  HDF5 1.10 or newer reads it.  A file without the format attribute, with
+ * another format version, damaged or truncated, or not HDF5 at all is refused with a one-line error
+ * naming it, and is never written to.
  *
  * Model of use.  A database handle is opened collectively over an MPI
  * communicator; rank 0 reads the file and broadcasts its contents, so every

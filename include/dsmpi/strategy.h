@@ -56,30 +56,30 @@ typedef enum ds_fp8 {
 } ds_fp8_t;
 
 typedef struct ds_strategy {
-    int dp; /* data-parallel degree; 0 = target devices / (tp * pp) */
-    int tp; /* tensor-parallel degree (Megatron-style) */
-    int pp; /* pipeline stages */
-    int cp; /* context parallelism: reserved, must be 1 */
-    int ep; /* expert parallelism: reserved, must be 1 */
+    int dp;      /* data-parallel degree; 0 = target devices / (tp * pp) */
+    int tp;      /* tensor-parallel degree (Megatron-style) */
+    int pp;      /* pipeline stages */
+    int cp;      /* context parallelism: reserved, must be 1 */
+    int ep;      /* expert parallelism: reserved, must be 1 */
     int mbs;     /* micro-batch size, sequences */
     int64_t gbs; /* global batch, sequences; 0 = the model's default */
     ds_schedule_t schedule;
-    int vpp; /* virtual stages per pipeline rank (interleaved only), >= 1 */
+    int vpp;                      /* virtual stages per pipeline rank (interleaved only), >= 1 */
     int layers_per_virtual_stage; /* Megatron's way to give vpp; 0 = use vpp */
-    int sp;  /* sequence parallelism (needs tp > 1) */
-    int zero; /* ZeRO stage 0..3; 1 = Megatron's distributed optimizer */
+    int sp;                       /* sequence parallelism (needs tp > 1) */
+    int zero;                     /* ZeRO stage 0..3; 1 = Megatron's distributed optimizer */
     ds_recompute_t recompute;
     ds_dp_algo_t dp_algo;
-    int ps_servers;        /* parameter servers for dp_algo = ps; 0 = dp */
-    int64_t bucket_params; /* DP gradient bucket, parameters; 0 = max(40M, 1M * dp) */
-    int overlap_grad_reduce; /* DP gradient sync overlaps the backward pass */
+    int ps_servers;               /* parameter servers for dp_algo = ps; 0 = dp */
+    int64_t bucket_params;        /* DP gradient bucket, parameters; 0 = max(40M, 1M * dp) */
+    int overlap_grad_reduce;      /* DP gradient sync overlaps the backward pass */
     ds_dtype_t grad_reduce_dtype; /* Megatron reduces in fp32 by default */
-    int grad_clip;       /* gradient clipping: a global norm all-reduce */
-    int flash_attention; /* attention as one fused operator (FlashAttention, cuDNN SDPA) */
-    ds_fp8_t fp8;        /* FP8 GEMMs in the transformer layers, as Transformer Engine runs them */
+    int grad_clip;                /* gradient clipping: a global norm all-reduce */
+    int flash_attention;          /* attention as one fused operator (FlashAttention, cuDNN SDPA) */
+    ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers, as Transformer Engine runs them */
     int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
     int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
-    ds_dim_t order[3]; /* placement, innermost (fastest varying) first; default tp, dp, pp */
+    ds_dim_t order[3];      /* placement, innermost (fastest varying) first; default tp, dp, pp */
 } ds_strategy_t;
 
 /* Megatron-LM defaults: dp derived, tp = pp = 1, mbs 1, 1F1B, vpp 1, no SP,
@@ -90,14 +90,14 @@ DS_API void ds_strategy_init(ds_strategy_t *strategy);
 /* Applies "key=value,key=value,flag" text onto *strategy (fields not named
  * keep their value).  Keys: dp tp pp cp ep mbs gbs schedule vpp sp zero
  * recompute dp-algo ps-servers bucket overlap grad-reduce-dtype clip flash
- * fp8 (off, hybrid, e4m3) first-stage-layers last-stage-layers order.  Flags: sp, overlap, no-overlap,
- * no-sp, no-clip. */
+ * fp8 (off, hybrid, e4m3) first-stage-layers last-stage-layers order.  Flags: sp, overlap,
+ * no-overlap, no-sp, no-clip. */
 DS_API ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy);
 
 /* Applies one Megatron-LM option (without leading dashes), e.g.
  * ("tensor-model-parallel-size", "8") or ("sequence-parallel", NULL). */
 DS_API ds_status_t ds_strategy_apply_megatron(ds_strategy_t *strategy, const char *option,
-                                       const char *value);
+                                              const char *value);
 
 /* The strategy-grammar item a Megatron-LM option stands for, into text[size]:
  * ("tensor-model-parallel-size", "8") is "tp=8", ("sequence-parallel",
@@ -115,7 +115,7 @@ DS_API void ds_strategy_format(const ds_strategy_t *strategy, char *text, size_t
  * naming the value and what is accepted; warnings (tp spanning nodes) go to
  * the log. */
 DS_API ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model,
-                                int64_t target_gpus, int gpus_per_node);
+                                       int64_t target_gpus, int gpus_per_node);
 
 /* Micro-batches per iteration per pipeline: gbs / (dp * mbs). */
 DS_API int64_t ds_strategy_num_microbatches(const ds_strategy_t *strategy);
@@ -124,8 +124,8 @@ DS_API int64_t ds_strategy_num_microbatches(const ds_strategy_t *strategy);
  * model chunk (stage, chunk); chunk in [0, vpp). */
 DS_API int ds_strategy_stage_layers(const ds_strategy_t *strategy, int num_layers, int stage);
 /* First layer index and count of model chunk `chunk` on pipeline rank `stage`. */
-DS_API void ds_strategy_chunk_layers(const ds_strategy_t *strategy, int num_layers, int stage, int chunk,
-                              int *first_p, int *count_p);
+DS_API void ds_strategy_chunk_layers(const ds_strategy_t *strategy, int num_layers, int stage,
+                                     int chunk, int *first_p, int *count_p);
 
 /* ---- placement ----------------------------------------------------------- */
 

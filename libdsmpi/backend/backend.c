@@ -18,7 +18,8 @@ ds_status_t ds_backend_kind_parse(const char *text, ds_backend_kind_t *kind_p)
 {
     int index = 0;
     if (text == NULL)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no backend given (accepted: auto, cpu, cuda, replay)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "no backend given (accepted: auto, cpu, cuda, replay)");
     DSI_TRY(dsi_parse_choice(text, "backend", kind_names, DSI_ARRAY_SIZE(kind_names), &index));
     *kind_p = (ds_backend_kind_t)index;
     return DS_OK;
@@ -62,8 +63,8 @@ static ds_status_t open_backend(ds_backend_kind_t kind, MPI_Comm comm, const ds_
     ds_status_t status = DS_OK;
     ds_backend_t *b = NULL;
     if ((unsigned)kind >= DSI_ARRAY_SIZE(kind_names))
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "backend kind %d is not one of auto, cpu, cuda, replay",
-                         (int)kind);
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "backend kind %d is not one of auto, cpu, cuda, replay", (int)kind);
     DSI_TRY(dsi_calloc(1, sizeof(*b), &b));
     b->comm = MPI_COMM_NULL;
     DSI_TRY_GOTO(dsi_mpi_dup(comm, &b->comm), status, err_free);
@@ -81,8 +82,9 @@ static ds_status_t open_backend(ds_backend_kind_t kind, MPI_Comm comm, const ds_
         goto err_comm;
     }
     b->kind = kind == DS_BACKEND_REPLAY ? DS_BACKEND_REPLAY
-              : (kind == DS_BACKEND_CUDA || (kind == DS_BACKEND_AUTO && least > 0)) ? DS_BACKEND_CUDA
-                                                                                     : DS_BACKEND_CPU;
+              : (kind == DS_BACKEND_CUDA || (kind == DS_BACKEND_AUTO && least > 0))
+                  ? DS_BACKEND_CUDA
+                  : DS_BACKEND_CPU;
     if (kind == DS_BACKEND_AUTO && gpus > 0 && least == 0 && b->rank == 0)
         DSI_WARN("backend auto: some ranks see no GPU, so every rank uses the cpu backend");
 

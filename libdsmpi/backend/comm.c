@@ -430,10 +430,9 @@ static ds_status_t measure(ds_comm_t *comm, const ds_event_key_t *key, ds_kernel
             DSI_TRY_GOTO(ds_measurement_from_samples(cost, reps, &stats), status, out);
         ds_stop_reason_t reason = (ds_stop_reason_t)stop;
         double now = dsi_now_s();
-        int batch = (int)dsi_measure_next_batch(config, reps, reps > 0 ? stats.rel_ci : INFINITY,
-                                                now - start,
-                                                reps > 0 ? (now - timed_start) / (double)reps : 0.0,
-                                                DSI_COMM_MAX_BATCH, &reason);
+        int batch = (int)dsi_measure_next_batch(
+            config, reps, reps > 0 ? stats.rel_ci : INFINITY, now - start,
+            reps > 0 ? (now - timed_start) / (double)reps : 0.0, DSI_COMM_MAX_BATCH, &reason);
         stop = (int)reason;
         DSI_TRY_GOTO(agree(c, &batch), status, out);
         DSI_TRY_GOTO(agree(c, &stop), status, out);

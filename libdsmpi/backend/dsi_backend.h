@@ -124,15 +124,15 @@ typedef struct dsi_loop_model {
     double batch_wall_s; /* wall time added per batch (synchronisation, gathering the stamps) */
     double spread;       /* relative spread of the repetitions (standard deviation / median) */
     size_t max_batch;
-    int rate_from_wall;  /* the budget is shared out by wall time per repetition
-                            (communication), not by the timed part (compute) */
+    int rate_from_wall; /* the budget is shared out by wall time per repetition
+                           (communication), not by the timed part (compute) */
 } dsi_loop_model_t;
 
 typedef struct dsi_loop_expectation {
-    int warmup;        /* warm-up iterations */
-    size_t reps;       /* timed repetitions */
+    int warmup;  /* warm-up iterations */
+    size_t reps; /* timed repetitions */
     size_t batches;
-    double seconds;    /* wall time, warm-up included */
+    double seconds; /* wall time, warm-up included */
     ds_stop_reason_t stop;
 } dsi_loop_expectation_t;
 
@@ -168,7 +168,8 @@ ds_status_t dsi_cuda_open(ds_backend_t *backend);
 /* For tests: copies `bytes` of buffer `index` of a cuda kernel to the host. */
 ds_status_t dsi_cuda_kernel_read(const ds_kernel_t *kernel, int index, void *host, size_t bytes);
 
-/* ---- what the executor needs beyond the public interface (exec module) ------------------------ */
+/* ---- what the executor needs beyond the public interface (exec module) ------------------------
+ */
 
 /* Makes `consumer` read its main input from `producer`'s main output when it
  * fits (as a layer pass runs); *chained_p says whether it did. */

@@ -275,7 +275,7 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
             stored(plan, nq, DSI_FILL_NORMAL, 1.0f);
             stored(plan, nkv, DSI_FILL_NORMAL, 1.0f);
             stored(plan, nkv, DSI_FILL_NORMAL, 1.0f);
-            stored(plan, nq, DSI_FILL_SAVED, 0.0f);        /* output of the forward */
+            stored(plan, nq, DSI_FILL_SAVED, 0.0f);       /* output of the forward */
             fp32(plan, plan->rows, DSI_FILL_SAVED, 0.0f); /* its log-sum-exp */
             plan->out_index = stored(plan, nq, DSI_FILL_NONE, 0.0f);
             stored(plan, nkv, DSI_FILL_NONE, 0.0f);

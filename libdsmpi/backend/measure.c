@@ -115,8 +115,10 @@ void dsi_measure_expect(const ds_measure_config_t *c, const dsi_loop_model_t *m,
     for (;;) {
         double per_rep = 0.0;
         if (e.reps > 0)
-            per_rep = m->rate_from_wall ? (elapsed - warm) / (double)e.reps : timed / (double)e.reps;
-        double ci = e.reps >= (size_t)c->min_reps ? dsi_measure_expected_ci(m->spread, e.reps) : INFINITY;
+            per_rep =
+                m->rate_from_wall ? (elapsed - warm) / (double)e.reps : timed / (double)e.reps;
+        double ci =
+            e.reps >= (size_t)c->min_reps ? dsi_measure_expected_ci(m->spread, e.reps) : INFINITY;
         size_t batch =
             dsi_measure_next_batch(c, e.reps, ci, elapsed, per_rep, m->max_batch, &e.stop);
         if (batch == 0)
@@ -312,10 +314,9 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
         size_t reps = total.count;
         if (reps >= (size_t)config->min_reps)
             DSI_TRY_GOTO(ds_measurement_from_samples(total.data, reps, &stats), status, out);
-        size_t batch = dsi_measure_next_batch(config, reps, reps > 0 ? stats.rel_ci : INFINITY,
-                                              dsi_now_s() - start,
-                                              reps > 0 ? timed_s / (double)reps : 0.0, max_batch,
-                                              &stop);
+        size_t batch = dsi_measure_next_batch(
+            config, reps, reps > 0 ? stats.rel_ci : INFINITY, dsi_now_s() - start,
+            reps > 0 ? timed_s / (double)reps : 0.0, max_batch, &stop);
         if (batch == 0)
             break;
         DSI_TRY_GOTO(samples_reserve(&total, reps + batch), status, out);
@@ -350,8 +351,7 @@ static ds_status_t measure_sequence(ds_backend_t *b, void *const *impls, size_t 
             each[i].count = kept;
         if (kept < total.count) {
             total.count = kept;
-            DSI_TRY_GOTO(ds_measurement_from_samples(total.data, total.count, &stats), status,
-                         out);
+            DSI_TRY_GOTO(ds_measurement_from_samples(total.data, total.count, &stats), status, out);
         }
     }
     stats.stop = stop;

@@ -102,9 +102,8 @@ ds_status_t dsi_mpi_op_start(dsi_mpi_op_t *c, int role, int tag)
         c->num_pending = 1;
         break;
     case DS_COMM_ALLTOALL:
-        DSI_MPI_TRY_GOTO(
-            MPI_Ialltoall(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]), status,
-            out);
+        DSI_MPI_TRY_GOTO(MPI_Ialltoall(c->send, count, c->type, c->recv, count, c->type, mc, &r[0]),
+                         status, out);
         c->num_pending = 1;
         break;
     case DS_COMM_BROADCAST:
@@ -156,8 +155,7 @@ ds_status_t dsi_mpi_op_wait(dsi_mpi_op_t *c)
 {
     ds_status_t status = DS_OK;
     if (c->num_pending > 0) {
-        DSI_MPI_TRY_GOTO(MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE), status,
-                         out);
+        DSI_MPI_TRY_GOTO(MPI_Waitall(c->num_pending, c->pending, MPI_STATUSES_IGNORE), status, out);
         c->num_pending = 0;
     }
 out:

@@ -28,8 +28,8 @@
 #include "dsi_backend.h"
 #include "dsi_mpi_op.h"
 
-#include "dsi_kernel_plan.h"
 #include "comm/dsi_ompi.h"
+#include "dsi_kernel_plan.h"
 #include "events/dsi_events.h"
 
 #include <math.h>
@@ -57,7 +57,7 @@ typedef struct replay_backend {
     size_t region_bytes[2]; /* size of the current send [0] and receive [1] region */
     int current[2];         /* their index in regions, -1 = none */
     ds_cost_table_t *costs;
-    ds_cluster_t device; /* the device spec of estimates (only .device is used) */
+    ds_cluster_t device;        /* the device spec of estimates (only .device is used) */
     ds_cost_table_t *estimated; /* keys the table lacked, with their estimate */
     double *stamps;
     size_t stamp_capacity;
@@ -109,8 +109,9 @@ static ds_status_t key_seconds(replay_backend_t *rb, const ds_event_key_t *key, 
     c.provenance = key->kind == DS_EVENT_COMPUTE ? DS_PROV_MODELLED : DS_PROV_ASSUMED;
     DSI_TRY(ds_cost_table_set(rb->estimated, key, &c));
     ds_event_key_format(key, text, sizeof(text));
-    DSI_INFO("replay: '%s' is not in the cost table; it takes its device-model estimate on %s, %.3g us",
-             text, rb->device.device.name, c.mean_s * 1e6);
+    DSI_INFO(
+        "replay: '%s' is not in the cost table; it takes its device-model estimate on %s, %.3g us",
+        text, rb->device.device.name, c.mean_s * 1e6);
     *seconds_p = c.mean_s;
     return DS_OK;
 }
@@ -200,7 +201,8 @@ static ds_status_t replay_elapsed(ds_backend_t *backend, size_t from, size_t to,
     return DS_OK;
 }
 
-/* ---- communication buffers -------------------------------------------------------------------- */
+/* ---- communication buffers --------------------------------------------------------------------
+ */
 
 /* A buffer of `bytes` for direction `dir` (0 send, 1 receive). */
 static ds_status_t buffer_alloc(replay_backend_t *rb, int dir, size_t bytes, void **ptr_p)
@@ -380,7 +382,9 @@ static ds_status_t replay_comm_prepare(ds_comm_t *comm, const dsi_comm_op_t *op,
     c->mpi.comm = comm;
     c->mpi.op = *op;
     c->mpi.element = ds_dtype_size(op->dtype);
-    c->mpi.type = c->mpi.element == 4 ? MPI_FLOAT : c->mpi.element == 2 ? MPI_UINT16_T : MPI_UINT8_T;
+    c->mpi.type = c->mpi.element == 4   ? MPI_FLOAT
+                  : c->mpi.element == 2 ? MPI_UINT16_T
+                                        : MPI_UINT8_T;
     DSI_TRY_GOTO(buffer_alloc(rb, 0, op->send_bytes, &c->mpi.send), status, err);
     DSI_TRY_GOTO(buffer_alloc(rb, 1, op->recv_bytes, &c->mpi.recv), status, err);
     c->mpi.sum = rb->move;
@@ -420,14 +424,14 @@ static ds_status_t post_step(replay_op_t *c)
     MPI_Comm mc = c->mpi.comm->comm;
     c->mpi.num_pending = 0;
     if (s->recv_from >= 0) {
-        DSI_MPI_TRY_GOTO(MPI_Irecv(c->mpi.recv, (int)s->recv_count, c->mpi.type, s->recv_from, c->tag, mc,
-                                   &c->mpi.pending[c->mpi.num_pending]),
+        DSI_MPI_TRY_GOTO(MPI_Irecv(c->mpi.recv, (int)s->recv_count, c->mpi.type, s->recv_from,
+                                   c->tag, mc, &c->mpi.pending[c->mpi.num_pending]),
                          status, out);
         c->mpi.num_pending++;
     }
     if (s->send_to >= 0) {
-        DSI_MPI_TRY_GOTO(MPI_Isend(c->mpi.send, (int)s->send_count, c->mpi.type, s->send_to, c->tag, mc,
-                                   &c->mpi.pending[c->mpi.num_pending]),
+        DSI_MPI_TRY_GOTO(MPI_Isend(c->mpi.send, (int)s->send_count, c->mpi.type, s->send_to, c->tag,
+                                   mc, &c->mpi.pending[c->mpi.num_pending]),
                          status, out);
         c->mpi.num_pending++;
     }
@@ -444,12 +448,13 @@ static ds_status_t advance(replay_op_t *c, bool block, int *done_p)
         if (c->mpi.num_pending > 0) {
             int flag = 1;
             if (block)
-                DSI_MPI_TRY_GOTO(MPI_Waitall(c->mpi.num_pending, c->mpi.pending, MPI_STATUSES_IGNORE),
-                                 status, out);
+                DSI_MPI_TRY_GOTO(
+                    MPI_Waitall(c->mpi.num_pending, c->mpi.pending, MPI_STATUSES_IGNORE), status,
+                    out);
             else
-                DSI_MPI_TRY_GOTO(MPI_Testall(c->mpi.num_pending, c->mpi.pending, &flag,
-                                             MPI_STATUSES_IGNORE),
-                                 status, out);
+                DSI_MPI_TRY_GOTO(
+                    MPI_Testall(c->mpi.num_pending, c->mpi.pending, &flag, MPI_STATUSES_IGNORE),
+                    status, out);
             if (!flag) {
                 *done_p = 0;
                 return DS_OK;
@@ -499,7 +504,8 @@ static ds_status_t replay_comm_wait(void *impl)
     return dsi_mpi_op_wait(&c->mpi);
 }
 
-/* ---- opening ---------------------------------------------------------------------------------- */
+/* ---- opening ----------------------------------------------------------------------------------
+ */
 
 static void replay_close(ds_backend_t *backend)
 {
@@ -560,9 +566,8 @@ ds_status_t dsi_replay_open(ds_backend_t *b, const ds_cost_table_t *costs, const
 {
     ds_status_t status = DS_OK;
     replay_backend_t *rb = NULL;
-    const char *spec = device != NULL && device[0] != '\0'
-                           ? device
-                           : dsi_param_string(DSI_PARAM_REPLAY_DEVICE);
+    const char *spec =
+        device != NULL && device[0] != '\0' ? device : dsi_param_string(DSI_PARAM_REPLAY_DEVICE);
     DSI_TRY(dsi_calloc(1, sizeof(*rb), &rb));
     rb->move = MPI_OP_NULL;
     rb->current[0] = rb->current[1] = -1;

@@ -36,8 +36,9 @@ ds_status_t ds_slurm_parse_tasks_per_node(const char *text, int *counts, int max
             goto bad;
         for (long r = 0; r < repeat; r++) {
             if (nodes >= max_nodes)
-                return DSI_ERROR(DS_ERR_OVERFLOW, "SLURM_TASKS_PER_NODE '%s' describes more than %d nodes",
-                                 text, max_nodes);
+                return DSI_ERROR(DS_ERR_OVERFLOW,
+                                 "SLURM_TASKS_PER_NODE '%s' describes more than %d nodes", text,
+                                 max_nodes);
             counts[nodes++] = (int)tasks;
         }
         if (*p == ',')
@@ -48,7 +49,8 @@ ds_status_t ds_slurm_parse_tasks_per_node(const char *text, int *counts, int max
     *num_nodes_p = nodes;
     return DS_OK;
 bad:
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "SLURM_TASKS_PER_NODE '%s' is malformed (accepted: e.g. 4(x2),3)",
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "SLURM_TASKS_PER_NODE '%s' is malformed (accepted: e.g. 4(x2),3)",
                      text ? text : "");
 }
 
@@ -79,7 +81,8 @@ static void cross_check_slurm(ds_allocation_t *a)
     if (a->slurm_nnodes > 0 && a->slurm_nnodes != a->num_nodes) {
         a->warnings++;
         if (report)
-            DSI_WARN("Slurm job %lld has SLURM_NNODES=%d but MPI's shared-memory split finds %d nodes; using MPI's",
+            DSI_WARN("Slurm job %lld has SLURM_NNODES=%d but MPI's shared-memory split finds %d "
+                     "nodes; using MPI's",
                      (long long)a->slurm_job_id, a->slurm_nnodes, a->num_nodes);
     }
     const char *per_node = getenv("SLURM_TASKS_PER_NODE");

@@ -10,10 +10,12 @@ static ds_status_t check_size(int64_t nodes, int gpus_per_node)
 {
     int64_t max_gpus = dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS);
     if (gpus_per_node < 1 || gpus_per_node > 1024)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "gpus-per-node %d is out of range (accepted: 1 to 1024)",
-                         gpus_per_node);
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "gpus-per-node %d is out of range (accepted: 1 to 1024)", gpus_per_node);
     if (nodes < 1 || nodes > max_gpus || nodes * gpus_per_node > max_gpus)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "a target of %lld nodes x %d devices is out of range (accepted: 1 to %lld devices; DS_MAX_TARGET_GPUS raises the limit)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "a target of %lld nodes x %d devices is out of range (accepted: 1 to %lld "
+                         "devices; DS_MAX_TARGET_GPUS raises the limit)",
                          (long long)nodes, gpus_per_node, (long long)max_gpus);
     return DS_OK;
 }
@@ -49,13 +51,17 @@ ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int gpus_p
 {
     int64_t max_gpus = dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS);
     if (gpus < 1 || gpus > max_gpus)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "target-gpus %lld is out of range (accepted: 1 to %lld)",
-                         (long long)gpus, (long long)max_gpus);
-    int per_node = gpus_per_node > 0 ? gpus_per_node : (int)dsi_param_int(DSI_PARAM_DEFAULT_GPUS_PER_NODE);
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "target-gpus %lld is out of range (accepted: 1 to %lld)", (long long)gpus,
+                         (long long)max_gpus);
+    int per_node =
+        gpus_per_node > 0 ? gpus_per_node : (int)dsi_param_int(DSI_PARAM_DEFAULT_GPUS_PER_NODE);
     if (gpus < per_node)
         per_node = (int)gpus; /* a fraction of one node */
     if (gpus % per_node != 0)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "target-gpus %lld is not a multiple of %d devices per node (accepted: multiples of %d, or fewer than %d)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "target-gpus %lld is not a multiple of %d devices per node (accepted: "
+                         "multiples of %d, or fewer than %d)",
                          (long long)gpus, per_node, per_node, per_node);
     return ds_cluster_init(cluster, gpus / per_node, per_node, NULL);
 }
@@ -63,7 +69,8 @@ ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int gpus_p
 ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster)
 {
     if (text == NULL || strlen(text) >= 256)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "target is empty or too long (accepted: e.g. nodes=128,gpus-per-node=8)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "target is empty or too long (accepted: e.g. nodes=128,gpus-per-node=8)");
     char copy[256];
     strcpy(copy, text);
     int64_t nodes = 0;
@@ -73,12 +80,15 @@ ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster)
          item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         if (eq == NULL)
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "target item '%s' has no value (accepted: nodes=N, gpus-per-node=G, device=NAME)",
-                             item);
+            return DSI_ERROR(
+                DS_ERR_INVALID_ARG,
+                "target item '%s' has no value (accepted: nodes=N, gpus-per-node=G, device=NAME)",
+                item);
         *eq = '\0';
         const char *value = eq + 1;
         if (strcmp(item, "nodes") == 0) {
-            DSI_TRY(dsi_parse_i64(value, "nodes", 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS), true, &nodes));
+            DSI_TRY(dsi_parse_i64(value, "nodes", 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS), true,
+                                  &nodes));
         } else if (strcmp(item, "gpus-per-node") == 0) {
             DSI_TRY(dsi_parse_int(value, "gpus-per-node", 1, 1024, &per_node));
         } else if (strcmp(item, "device") == 0) {
@@ -86,12 +96,15 @@ ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster)
             ds_device_spec_t spec;
             DSI_TRY(ds_device_spec_lookup(device, &spec));
         } else {
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "target key '%s' is not known (accepted: nodes, gpus-per-node, device)",
-                             item);
+            return DSI_ERROR(
+                DS_ERR_INVALID_ARG,
+                "target key '%s' is not known (accepted: nodes, gpus-per-node, device)", item);
         }
     }
     if (nodes == 0)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "target '%s' names no nodes (accepted: e.g. nodes=128,gpus-per-node=8)", text);
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "target '%s' names no nodes (accepted: e.g. nodes=128,gpus-per-node=8)",
+                         text);
     /* `device` points into `copy`, still alive here. */
     return ds_cluster_init(cluster, nodes, per_node, device);
 }
@@ -100,7 +113,9 @@ ds_status_t ds_cluster_set_gpus(ds_cluster_t *cluster, int64_t gpus, const char 
 {
     int per_node = cluster->gpus_per_node;
     if (gpus > per_node && gpus % per_node != 0)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "%lld GPUs are not whole nodes of %d (cluster %s; accepted: multiples of %d, or fewer than %d)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "%lld GPUs are not whole nodes of %d (cluster %s; accepted: multiples of "
+                         "%d, or fewer than %d)",
                          (long long)gpus, per_node, origin, per_node, per_node);
     int64_t nodes = gpus > per_node ? gpus / per_node : 1;
     if (gpus < per_node)
@@ -116,20 +131,21 @@ ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus
                                            const char *origin)
 {
     if (gpus_per_node > 0 && gpus_per_node != cluster->gpus_per_node)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "gpus-per-node %d contradicts the %d devices per node of cluster file %s (accepted: %d, or leave it out)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "gpus-per-node %d contradicts the %d devices per node of cluster file %s "
+                         "(accepted: %d, or leave it out)",
                          gpus_per_node, cluster->gpus_per_node, origin, cluster->gpus_per_node);
     return DS_OK;
 }
 
 /* ---- cluster files ------------------------------------------------------------ */
 
-static const char *const file_keys[] = {"name",        "nodes",      "gpus_per_node",
-                                        "device",      "device_memory_GiB", "peak_tflops",
-                                        "mem_bw_GBps", "levels",     "pat",
-                                        NULL};
+static const char *const file_keys[] = {
+    "name",        "nodes",       "gpus_per_node", "device", "device_memory_GiB",
+    "peak_tflops", "mem_bw_GBps", "levels",        "pat",    NULL};
 /* Level 0 joins the devices of a node; NICs and oversubscription are the network's. */
-static const char *const node_level_keys[] = {"name", "latency_us", "bandwidth_GBps", "span",
-                                              "nvls", NULL};
+static const char *const node_level_keys[] = {"name", "latency_us", "bandwidth_GBps",
+                                              "span", "nvls",       NULL};
 /* Level 1: the nodes' own interfaces. */
 static const char *const first_network_keys[] = {"name",
                                                  "latency_us",
@@ -141,7 +157,7 @@ static const char *const first_network_keys[] = {"name",
                                                  "sharp",
                                                  NULL};
 static const char *const upper_level_keys[] = {
-    "name", "latency_us", "bandwidth_GBps", "span", "oversubscription", "congestion_per_doubling",
+    "name",  "latency_us", "bandwidth_GBps", "span", "oversubscription", "congestion_per_doubling",
     "sharp", NULL};
 
 /* Refuses the first member of `object` that `accepted` (NULL-terminated)
@@ -152,7 +168,8 @@ static ds_status_t check_keys(const json_t *object, const char *where, const cha
 {
     const char *key;
     json_t *value;
-    json_object_foreach((json_t *)object, key, value) {
+    json_object_foreach((json_t *)object, key, value)
+    {
         bool known = false;
         for (size_t i = 0; accepted[i] != NULL && !known; i++)
             known = strcmp(key, accepted[i]) == 0;
@@ -179,22 +196,26 @@ static ds_status_t parse_level(const json_t *object, const char *origin, int ind
     char where[4200];
     snprintf(where, sizeof(where), "%s: levels[%d]", origin, index);
     if (!json_is_object(object))
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s is not an object (accepted: {\"latency_us\": ..., \"bandwidth_GBps\": ...})",
-                         where);
+        return DSI_ERROR(
+            DS_ERR_BAD_FILE,
+            "%s is not an object (accepted: {\"latency_us\": ..., \"bandwidth_GBps\": ...})",
+            where);
     if (index == 0)
         DSI_TRY(check_keys(object, where, node_level_keys,
-                           "; level 0 joins the devices of a node: NICs and oversubscription belong to levels[1] and above"));
+                           "; level 0 joins the devices of a node: NICs and oversubscription "
+                           "belong to levels[1] and above"));
     else if (index == 1)
         DSI_TRY(check_keys(object, where, first_network_keys, ""));
     else
-        DSI_TRY(check_keys(object, where, upper_level_keys,
-                           "; a node's NICs are given on levels[1]"));
+        DSI_TRY(
+            check_keys(object, where, upper_level_keys, "; a node's NICs are given on levels[1]"));
     const char *name = NULL;
     DSI_TRY(dsi_json_string(object, "name", where, false, &name));
     if (name != NULL)
         snprintf(level->name, sizeof(level->name), "%s", name);
     DSI_TRY(dsi_json_double(object, "latency_us", where, 0.0, 1e6, true, &level->latency_us));
-    DSI_TRY(dsi_json_double(object, "bandwidth_GBps", where, 1e-6, 1e6, true, &level->bandwidth_GBps));
+    DSI_TRY(
+        dsi_json_double(object, "bandwidth_GBps", where, 1e-6, 1e6, true, &level->bandwidth_GBps));
     DSI_TRY(dsi_json_int32(object, "span", where, 0, 1 << 24, false, &level->span));
     DSI_TRY(dsi_json_double(object, "oversubscription", where, 1.0, 1024.0, false,
                             &level->oversubscription));
@@ -204,8 +225,11 @@ static ds_status_t parse_level(const json_t *object, const char *origin, int ind
     DSI_TRY(dsi_json_bool(object, "nvls", where, false, &level->nvls));
     DSI_TRY(dsi_json_bool(object, "sharp", where, false, &level->sharp));
     if (index == 1 && count == 2 && level->oversubscription != 1.0)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"oversubscription\" = %g has no level above levels[1] to apply to (accepted: 1 on a last levels[1]; or add the level its domains' uplinks reach)",
-                         where, level->oversubscription);
+        return DSI_ERROR(
+            DS_ERR_BAD_FILE,
+            "%s: \"oversubscription\" = %g has no level above levels[1] to apply to (accepted: 1 "
+            "on a last levels[1]; or add the level its domains' uplinks reach)",
+            where, level->oversubscription);
     return DS_OK;
 }
 
@@ -218,14 +242,22 @@ static ds_status_t check_spans(const ds_cluster_t *c, const char *origin)
         int span = c->levels[l].span;
         bool last = l == c->num_levels - 1;
         if (!last && span == 0)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d] has no \"span\" (it joins all nodes) but levels[%d] is above it (accepted: a span, in nodes, on every level but the last)",
-                             origin, l, l + 1);
+            return DSI_ERROR(
+                DS_ERR_BAD_FILE,
+                "%s: levels[%d] has no \"span\" (it joins all nodes) but levels[%d] is above it "
+                "(accepted: a span, in nodes, on every level but the last)",
+                origin, l, l + 1);
         if (l >= 2 && span > 0 && span <= c->levels[l - 1].span)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d].span %d is not larger than levels[%d].span %d (accepted: spans in nodes, growing with the level)",
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: levels[%d].span %d is not larger than levels[%d].span %d "
+                             "(accepted: spans in nodes, growing with the level)",
                              origin, l, span, l - 1, c->levels[l - 1].span);
         if (last && span > 0 && span < c->nodes)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[%d].span %d splits the %lld nodes into domains no level joins (accepted: no span, or at least %lld, on the last level; or a level above it)",
-                             origin, l, span, (long long)c->nodes, (long long)c->nodes);
+            return DSI_ERROR(
+                DS_ERR_BAD_FILE,
+                "%s: levels[%d].span %d splits the %lld nodes into domains no level joins "
+                "(accepted: no span, or at least %lld, on the last level; or a level above it)",
+                origin, l, span, (long long)c->nodes, (long long)c->nodes);
     }
     return DS_OK;
 }
@@ -241,33 +273,46 @@ ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *orig
     const char *device = NULL, *name = NULL;
     ds_cluster_t c;
     if (!json_is_object(root)) {
-        status = DSI_ERROR(DS_ERR_BAD_FILE, "%s is not a JSON object (accepted: {\"nodes\": N, \"gpus_per_node\": G, ...})",
-                           origin);
+        status = DSI_ERROR(
+            DS_ERR_BAD_FILE,
+            "%s is not a JSON object (accepted: {\"nodes\": N, \"gpus_per_node\": G, ...})",
+            origin);
         goto out;
     }
     DSI_TRY_GOTO(check_keys(root, origin, file_keys, ""), status, out);
-    DSI_TRY_GOTO(dsi_json_int(root, "nodes", origin, 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS), true, &nodes), status, out);
-    DSI_TRY_GOTO(dsi_json_int32(root, "gpus_per_node", origin, 1, 1024, true, &per_node), status, out);
+    DSI_TRY_GOTO(dsi_json_int(root, "nodes", origin, 1, dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS),
+                              true, &nodes),
+                 status, out);
+    DSI_TRY_GOTO(dsi_json_int32(root, "gpus_per_node", origin, 1, 1024, true, &per_node), status,
+                 out);
     DSI_TRY_GOTO(dsi_json_string(root, "device", origin, false, &device), status, out);
     DSI_TRY_GOTO(ds_cluster_init(&c, nodes, per_node, device), status, out);
     DSI_TRY_GOTO(dsi_json_string(root, "name", origin, false, &name), status, out);
     if (name != NULL)
         snprintf(c.name, sizeof(c.name), "%s", name);
-    DSI_TRY_GOTO(dsi_json_double(root, "device_memory_GiB", origin, 0.001, 1e6, false, &c.device.memory_GiB), status, out);
-    DSI_TRY_GOTO(dsi_json_double(root, "peak_tflops", origin, 1e-6, 1e6, false, &c.device.peak_tflops_bf16), status, out);
-    DSI_TRY_GOTO(dsi_json_double(root, "mem_bw_GBps", origin, 1e-6, 1e7, false, &c.device.mem_bw_GBps), status, out);
+    DSI_TRY_GOTO(
+        dsi_json_double(root, "device_memory_GiB", origin, 0.001, 1e6, false, &c.device.memory_GiB),
+        status, out);
+    DSI_TRY_GOTO(
+        dsi_json_double(root, "peak_tflops", origin, 1e-6, 1e6, false, &c.device.peak_tflops_bf16),
+        status, out);
+    DSI_TRY_GOTO(
+        dsi_json_double(root, "mem_bw_GBps", origin, 1e-6, 1e7, false, &c.device.mem_bw_GBps),
+        status, out);
     DSI_TRY_GOTO(dsi_json_bool(root, "pat", origin, false, &c.pat), status, out);
     const json_t *levels = json_object_get(root, "levels");
     if (levels != NULL && !json_is_null(levels)) {
         size_t count = json_array_size(levels);
         if (!json_is_array(levels) || count < 1 || count > DS_MAX_NET_LEVELS) {
-            status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"levels\" must be an array of 1 to %d network levels",
-                               origin, DS_MAX_NET_LEVELS);
+            status = DSI_ERROR(DS_ERR_BAD_FILE,
+                               "%s: \"levels\" must be an array of 1 to %d network levels", origin,
+                               DS_MAX_NET_LEVELS);
             goto out;
         }
         for (size_t i = 0; i < count; i++) {
             ds_net_level_t *level = &c.levels[i];
-            if (i >= (size_t)c.num_levels) { /* a level beyond the defaults starts from the one below */
+            if (i >=
+                (size_t)c.num_levels) { /* a level beyond the defaults starts from the one below */
                 *level = c.levels[i - 1];
                 level->span = 0;
                 level->sharp = false; /* declared per level */
@@ -278,7 +323,9 @@ ds_status_t ds_cluster_load_json(const char *text, size_t size, const char *orig
                          status, out);
         }
         if (c.levels[0].span != 0 && c.levels[0].span != per_node) {
-            status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: levels[0].span %d disagrees with \"gpus_per_node\" %d (accepted: %d, or no span: level 0 joins the devices of a node)",
+            status = DSI_ERROR(DS_ERR_BAD_FILE,
+                               "%s: levels[0].span %d disagrees with \"gpus_per_node\" %d "
+                               "(accepted: %d, or no span: level 0 joins the devices of a node)",
                                origin, c.levels[0].span, per_node, per_node);
             goto out;
         }

@@ -55,9 +55,13 @@ ds_status_t ds_device_spec_match(const char *backend_kind, const char *device_na
         const char *needle;
         const char *spec;
     } names[] = {
-        {"GH200", "gh200"},       {"H200", "h200"},     {"H100 PCIe", "h100-pcie"},
-        {"H100", "h100-sxm"}, {"B200", "b200"},
-        {"A100-SXM4-40GB", "a100-40g"}, {"A100-PCIE-40GB", "a100-40g"},
+        {"GH200", "gh200"},
+        {"H200", "h200"},
+        {"H100 PCIe", "h100-pcie"},
+        {"H100", "h100-sxm"},
+        {"B200", "b200"},
+        {"A100-SXM4-40GB", "a100-40g"},
+        {"A100-PCIE-40GB", "a100-40g"},
         {"A100", "a100-80g"},
     };
     if (backend_kind != NULL && strcmp(backend_kind, "cpu") == 0)

@@ -414,16 +414,16 @@ static double hierarchical_compose(const ds_comm_model_t *model, ds_comm_op_t op
     return t;
 }
 
-static const dsi_comm_algo_t ring_algo = {DS_COMM_ALGO_RING, "ring", ring_applies, ring_terms,
-                                          NULL, NULL};
-static const dsi_comm_algo_t tree_algo = {DS_COMM_ALGO_TREE, "tree", tree_applies, tree_terms,
-                                          NULL, NULL};
+static const dsi_comm_algo_t ring_algo = {DS_COMM_ALGO_RING, "ring", ring_applies,
+                                          ring_terms,        NULL,   NULL};
+static const dsi_comm_algo_t tree_algo = {DS_COMM_ALGO_TREE, "tree", tree_applies,
+                                          tree_terms,        NULL,   NULL};
 static const dsi_comm_algo_t direct_algo = {DS_COMM_ALGO_DIRECT, "direct", direct_applies,
-                                            direct_terms, NULL, NULL};
+                                            direct_terms,        NULL,     NULL};
 static const dsi_comm_algo_t ps_algo = {DS_COMM_ALGO_PS, "ps", ps_applies, ps_terms, NULL, NULL};
-static const dsi_comm_algo_t hierarchical_algo = {
-    DS_COMM_ALGO_HIERARCHICAL, "hierarchical", hierarchical_applies, NULL, hierarchical_compose,
-    NULL};
+static const dsi_comm_algo_t hierarchical_algo = {DS_COMM_ALGO_HIERARCHICAL, "hierarchical",
+                                                  hierarchical_applies,      NULL,
+                                                  hierarchical_compose,      NULL};
 
 /* ---- NCCL's algorithms on declared hardware ----------------------------------------------
  * NVLS, CollNet and PAT run the Simple protocol only.  Their per-hop
@@ -577,20 +577,20 @@ static double pat_compose(const ds_comm_model_t *model, ds_comm_op_t op, double 
            PAT_US_PER_RANK * 1e-6 * (double)shape->n;
 }
 
-static const dsi_comm_algo_t nvls_algo = {DS_COMM_ALGO_NVLS, "nvls", nvls_applies, NULL,
-                                          nvls_compose, nvls_declared};
-static const dsi_comm_algo_t collnet_algo = {DS_COMM_ALGO_COLLNET, "collnet", collnet_applies,
-                                             NULL, collnet_compose, collnet_declared};
-static const dsi_comm_algo_t pat_algo = {DS_COMM_ALGO_PAT, "pat", pat_applies, NULL, pat_compose,
-                                         pat_declared};
+static const dsi_comm_algo_t nvls_algo = {DS_COMM_ALGO_NVLS, "nvls",       nvls_applies, NULL,
+                                          nvls_compose,      nvls_declared};
+static const dsi_comm_algo_t collnet_algo = {
+    DS_COMM_ALGO_COLLNET, "collnet", collnet_applies, NULL, collnet_compose, collnet_declared};
+static const dsi_comm_algo_t pat_algo = {DS_COMM_ALGO_PAT, "pat",       pat_applies, NULL,
+                                         pat_compose,      pat_declared};
 
 /* NCCL picks among ring and tree for all-reduce (and NVLS and CollNet where
  * the cluster has them), runs the other collectives as rings (or PAT) and
  * point-to-point directly; hierarchical all-reduce is what MPI and Horovod
  * layer on top, used when forced. */
-static const dsi_comm_algo_t *const nccl_algos[] = {
-    &ring_algo,         &tree_algo, &direct_algo,  &ps_algo,
-    &hierarchical_algo, &nvls_algo, &collnet_algo, &pat_algo};
+static const dsi_comm_algo_t *const nccl_algos[] = {&ring_algo,    &tree_algo,         &direct_algo,
+                                                    &ps_algo,      &hierarchical_algo, &nvls_algo,
+                                                    &collnet_algo, &pat_algo};
 static const bool nccl_automatic[] = {true, true, true, true, false, true, true, true};
 _Static_assert(DSI_ARRAY_SIZE(nccl_algos) <= DSI_COMM_MAX_ALGOS, "too many algorithms");
 
@@ -711,7 +711,8 @@ static double ompi_time(const ds_comm_model_t *model, ds_comm_op_t op, dsi_ompi_
     case DS_COMM_ALLREDUCE:
         switch (algo) {
         case DSI_OMPI_RING:
-        case DSI_OMPI_SEGMENTED_RING: return 2.0 * (double)(n - 1) * ring_step_time(model, shape, S / (double)n);
+        case DSI_OMPI_SEGMENTED_RING:
+            return 2.0 * (double)(n - 1) * ring_step_time(model, shape, S / (double)n);
         case DSI_OMPI_RABENSEIFNER:
             for (int64_t d = 1; d < p; d *= 2)
                 t += 2.0 * step_time(model, shape, d, S / (2.0 * (double)d));
@@ -738,8 +739,9 @@ static double ompi_time(const ds_comm_model_t *model, ds_comm_op_t op, dsi_ompi_
                 t += step_time(model, shape, d, S * (double)d / (double)p);
             break;
         }
-        return t + (uneven ? step_time(model, shape, 1, S) + step_time(model, shape, 1, S / (double)n)
-                           : 0.0);
+        return t + (uneven
+                        ? step_time(model, shape, 1, S) + step_time(model, shape, 1, S / (double)n)
+                        : 0.0);
     case DS_COMM_ALLGATHER: {
         double block = S / (double)n;
         switch (algo) {
@@ -900,7 +902,8 @@ static int ompi_choose(ds_comm_op_t op, double bytes, const dsi_comm_shape_t *sh
 {
     if (!ompi_collective(op))
         return -1;
-    ds_comm_algo_t id = ompi_public_id(dsi_ompi_choose(op, shape->n, rule_bytes(op, bytes, shape->n)));
+    ds_comm_algo_t id =
+        ompi_public_id(dsi_ompi_choose(op, shape->n, rule_bytes(op, bytes, shape->n)));
     for (size_t i = 0; i < DSI_ARRAY_SIZE(ompi_algos); i++)
         if (ompi_algos[i]->id == id && times[i] >= 0.0)
             return (int)i;

@@ -40,7 +40,7 @@ static bool same_network(const ds_cluster_t *a, const ds_cluster_t *b)
 /* The model of `cluster`, built on first use (the least recently used one
  * replaced).  Called with the lock held. */
 static ds_status_t assumed_model(const ds_cluster_t *cluster, ds_comm_library_t library,
-                                  const ds_comm_model_t **model_p)
+                                 const ds_comm_model_t **model_p)
 {
     assumed_entry_t *slot = &assumed_models[0];
     for (int i = 0; i < ASSUMED_MODELS; i++) {

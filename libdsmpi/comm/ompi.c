@@ -74,10 +74,13 @@ static const row_t allgather_rows[] = {
     {64, 2, {{1024, RD}, {65536, NEIGH}}, RING},
     {128, 2, {{512, RD}, {65536, NEIGH}}, RING},
     {256, 4, {{512, RD}, {131072, NEIGH}, {524288, RING}, {1048576, NEIGH}}, RING},
-    {512, 6, {{32, RD}, {128, BRUCK}, {1024, RD}, {131072, NEIGH}, {524288, RING}, {1048576, NEIGH}},
+    {512,
+     6,
+     {{32, RD}, {128, BRUCK}, {1024, RD}, {131072, NEIGH}, {524288, RING}, {1048576, NEIGH}},
      RING},
     {1024, 3, {{64, RD}, {256, BRUCK}, {2048, RD}}, NEIGH},
-    {2048, 7,
+    {2048,
+     7,
      {{4, RD}, {8, BRUCK}, {16, RD}, {32, BRUCK}, {256, RD}, {512, BRUCK}, {4096, RD}},
      NEIGH},
     {4096, 4, {{32, BRUCK}, {128, RD}, {512, BRUCK}, {4096, RD}}, NEIGH},
@@ -87,9 +90,17 @@ static const row_t allgather_rows[] = {
 /* All-to-all (bytes = one rank's block to one peer); "linear sync" and
  * "two proc" post their messages as the linear algorithm does. */
 static const row_t alltoall_rows[] = {
-    {3, 9,
-     {{2, PAIRW}, {4, LIN}, {16, PAIRW}, {64, LIN}, {256, PAIRW}, {4096, LIN}, {32768, PAIRW},
-      {262144, LIN}, {1048576, LIN}},
+    {3,
+     9,
+     {{2, PAIRW},
+      {4, LIN},
+      {16, PAIRW},
+      {64, LIN},
+      {256, PAIRW},
+      {4096, LIN},
+      {32768, PAIRW},
+      {262144, LIN},
+      {1048576, LIN}},
      PAIRW},
     {8, 5, {{8192, LIN}, {16384, LIN}, {65536, LIN}, {524288, LIN}, {1048576, PAIRW}}, LIN},
     {16, 0, {{0, LIN}}, LIN},
@@ -138,10 +149,20 @@ dsi_ompi_algo_t dsi_ompi_choose(int op, int64_t ranks, int64_t bytes)
 
 const char *dsi_ompi_algo_name(dsi_ompi_algo_t algo)
 {
-    static const char *const names[DSI_OMPI_ALGO_COUNT_] = {
-        "reduce+bcast", "recursive-doubling", "ring",     "segmented-ring",
-        "rabenseifner", "recursive-halving",  "nonoverlapping", "pair",
-        "neighbor",     "bruck",              "linear",   "pairwise",
-        "binomial",     "pipeline",           "scatter-allgather"};
+    static const char *const names[DSI_OMPI_ALGO_COUNT_] = {"reduce+bcast",
+                                                            "recursive-doubling",
+                                                            "ring",
+                                                            "segmented-ring",
+                                                            "rabenseifner",
+                                                            "recursive-halving",
+                                                            "nonoverlapping",
+                                                            "pair",
+                                                            "neighbor",
+                                                            "bruck",
+                                                            "linear",
+                                                            "pairwise",
+                                                            "binomial",
+                                                            "pipeline",
+                                                            "scatter-allgather"};
     return (unsigned)algo < DSI_OMPI_ALGO_COUNT_ ? names[algo] : "?";
 }

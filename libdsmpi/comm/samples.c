@@ -203,9 +203,8 @@ static ds_status_t parse_layout_word(const char *word, ds_comm_sample_t *x, cons
 static ds_status_t parse_sample_line(char *line, const char *origin, int number,
                                      ds_comm_sample_t *x)
 {
-    static const char *const provenances[DS_PROV_COUNT_] = {"measured", "interpolated",
-                                                            "extrapolated", "imported", "assumed",
-                                                            "modelled"};
+    static const char *const provenances[DS_PROV_COUNT_] = {
+        "measured", "interpolated", "extrapolated", "imported", "assumed", "modelled"};
     memset(x, 0, sizeof(*x));
     x->concurrency = 1;
     x->provenance = DS_PROV_MEASURED;
@@ -316,17 +315,17 @@ ds_status_t ds_comm_samples_load_text(ds_comm_samples_t *samples, const char *pa
 
 ds_status_t ds_comm_samples_write_text(const ds_comm_sample_t *items, size_t count, FILE *out)
 {
-    static const char *const provenances[DS_PROV_COUNT_] = {"measured", "interpolated",
-                                                            "extrapolated", "imported", "assumed",
-                                                            "modelled"};
+    static const char *const provenances[DS_PROV_COUNT_] = {
+        "measured", "interpolated", "extrapolated", "imported", "assumed", "modelled"};
     fprintf(out, "# primitive dtype layout = mean median p10 p90 (seconds) repetitions "
                  "provenance source\n");
     for (size_t i = 0; i < count; i++) {
         const ds_comm_sample_t *x = &items[i];
-        fprintf(out, "%s %s bytes=%lld group=%d nodes=%d per-node=%d conc=%d%s%s = %.9e %.9e %.9e "
-                     "%.9e %lld %s",
-                ds_comm_op_name(x->op), ds_dtype_name(x->dtype), (long long)x->bytes,
-                x->group_size, x->nodes, x->ranks_per_node, x->concurrency > 0 ? x->concurrency : 1,
+        fprintf(out,
+                "%s %s bytes=%lld group=%d nodes=%d per-node=%d conc=%d%s%s = %.9e %.9e %.9e "
+                "%.9e %lld %s",
+                ds_comm_op_name(x->op), ds_dtype_name(x->dtype), (long long)x->bytes, x->group_size,
+                x->nodes, x->ranks_per_node, x->concurrency > 0 ? x->concurrency : 1,
                 x->in_place ? " in-place" : "", x->batched ? " batched" : "", x->mean_s,
                 x->median_s, x->p10_s, x->p90_s, (long long)x->repetitions,
                 (unsigned)x->provenance < DS_PROV_COUNT_ ? provenances[x->provenance] : "measured");

@@ -105,7 +105,8 @@ typedef struct dsi_strbuf {
 void dsi_strbuf_init(dsi_strbuf_t *buf);
 /* `size` > 0 bytes of `storage`; it holds "" at once. */
 void dsi_strbuf_init_fixed(dsi_strbuf_t *buf, char *storage, size_t size);
-void dsi_strbuf_appendf(dsi_strbuf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dsi_strbuf_appendf(dsi_strbuf_t *buf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void dsi_strbuf_append(dsi_strbuf_t *buf, const char *text);
 void dsi_strbuf_clear(dsi_strbuf_t *buf);
 ds_status_t dsi_strbuf_status(const dsi_strbuf_t *buf);

@@ -53,12 +53,14 @@ ds_status_t dsi_json_int(const json_t *object, const char *key, const char *orig
                fabs(json_real_value(value)) < 9.0e18) {
         number = (int64_t)json_real_value(value); /* 4096.0 is a whole number too */
     } else {
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"%s\" is not a whole number (accepted: %lld to %lld)",
-                         origin, key, (long long)min, (long long)max);
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: \"%s\" is not a whole number (accepted: %lld to %lld)", origin, key,
+                         (long long)min, (long long)max);
     }
     if (number < min || number > max)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"%s\" = %lld is out of range (accepted: %lld to %lld)",
-                         origin, key, (long long)number, (long long)min, (long long)max);
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: \"%s\" = %lld is out of range (accepted: %lld to %lld)", origin, key,
+                         (long long)number, (long long)min, (long long)max);
     *value_p = number;
     return DS_OK;
 }

@@ -32,7 +32,9 @@ static int level_from_env(void)
     for (size_t i = 0; i < DSI_ARRAY_SIZE(level_names); i++)
         if (strcasecmp(text, level_names[i]) == 0)
             return (int)i;
-    fprintf(stderr, "dsmpi: DS_LOG_LEVEL=%s is not a level (accepted: error, warn, info, debug, trace); using warn\n",
+    fprintf(stderr,
+            "dsmpi: DS_LOG_LEVEL=%s is not a level (accepted: error, warn, info, debug, trace); "
+            "using warn\n",
             text);
     return DS_LOG_WARN;
 }

@@ -36,8 +36,7 @@ static bool convert(param_t *p, const char *text)
     case PARAM_DOUBLE:
         p->double_value = strtod(text, &end);
         return errno == 0 && end != text && *end == '\0';
-    case PARAM_STRING:
-        return true;
+    case PARAM_STRING: return true;
     }
     return false;
 }

@@ -54,13 +54,13 @@ uint64_t dsi_hash64(const void *data, size_t size, uint64_t seed)
 static const uint64_t fnv_prime_pow[9] = {
     1ULL,
     FNV_PRIME,
-    FNV_PRIME * FNV_PRIME,
-    FNV_PRIME * FNV_PRIME * FNV_PRIME,
-    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
-    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
-    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
-    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
-    FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME * FNV_PRIME,
+    FNV_PRIME *FNV_PRIME,
+    FNV_PRIME *FNV_PRIME *FNV_PRIME,
+    FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME,
+    FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME,
+    FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME,
+    FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME,
+    FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME *FNV_PRIME,
 };
 
 uint64_t dsi_fnv64_seed(uint64_t seed)
@@ -324,9 +324,16 @@ ds_status_t dsi_parse_bytes(const char *text, const char *what, int64_t *bytes_p
     static const struct {
         const char *suffix;
         double scale;
-    } units[] = {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                 {"TiB", 1099511627776.0}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
-                 {"B", 1.0}, {"", 1.0}};
+    } units[] = {{"KiB", 1024.0},
+                 {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0},
+                 {"TiB", 1099511627776.0},
+                 {"K", 1e3},
+                 {"M", 1e6},
+                 {"G", 1e9},
+                 {"T", 1e12},
+                 {"B", 1.0},
+                 {"", 1.0}};
     const char *accepted = "a size in bytes (suffix B, K/M/G/T or KiB/MiB/GiB/TiB)";
     if (text == NULL || *text == '\0' || isspace((unsigned char)*text))
         return not_a_number(text ? text : "", what, accepted);
@@ -359,8 +366,8 @@ ds_status_t dsi_parse_choice(const char *text, const char *what, const char *con
     char accepted[512] = "";
     size_t used = 0;
     for (size_t i = 0; i < count && used < sizeof(accepted) - 1; i++)
-        used += (size_t)snprintf(accepted + used, sizeof(accepted) - used, "%s%s",
-                                 i ? ", " : "", names[i]);
+        used += (size_t)snprintf(accepted + used, sizeof(accepted) - used, "%s%s", i ? ", " : "",
+                                 names[i]);
     return DSI_ERROR(DS_ERR_INVALID_ARG, "%s '%s' is not known (accepted: %s)", what, text,
                      accepted);
 }
@@ -426,7 +433,8 @@ size_t ds_dtype_size(ds_dtype_t dtype)
 
 ds_status_t ds_dtype_parse(const char *text, ds_dtype_t *dtype_p)
 {
-    static const char *const names[] = {"fp32", "bf16", "fp16", "fp8", "float32", "bfloat16", "float16"};
+    static const char *const names[] = {"fp32",    "bf16",     "fp16",   "fp8",
+                                        "float32", "bfloat16", "float16"};
     static const ds_dtype_t values[] = {DS_DTYPE_FP32, DS_DTYPE_BF16, DS_DTYPE_FP16, DS_DTYPE_FP8,
                                         DS_DTYPE_FP32, DS_DTYPE_BF16, DS_DTYPE_FP16};
     int index = 0;

@@ -72,7 +72,8 @@ static ds_status_t grow(ds_cost_table_t *t)
 ds_status_t ds_cost_table_set(ds_cost_table_t *t, const ds_event_key_t *key, const ds_cost_t *cost)
 {
     if (!(cost->mean_s >= 0.0) || (unsigned)cost->provenance >= DS_PROV_COUNT_)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "cost %g s with provenance %d (accepted: >= 0 s and a known provenance)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "cost %g s with provenance %d (accepted: >= 0 s and a known provenance)",
                          cost->mean_s, (int)cost->provenance);
     if (t->num_slots == 0 || 2 * (t->count + 1) > t->num_slots)
         DSI_TRY(grow(t));
@@ -158,7 +159,8 @@ static ds_status_t parse_line(ds_cost_table_t *t, char *line, const char *origin
     if (sep == NULL) {
         for (char *c = line; *c; c++)
             if (*c != ' ' && *c != '\t' && *c != '\r')
-                return DSI_ERROR(DS_ERR_BAD_FILE, "%s:%d: expected '<event key> = <seconds>'", origin, number);
+                return DSI_ERROR(DS_ERR_BAD_FILE, "%s:%d: expected '<event key> = <seconds>'",
+                                 origin, number);
         return DS_OK; /* blank */
     }
     *sep = '\0';
@@ -172,7 +174,9 @@ static ds_status_t parse_line(ds_cost_table_t *t, char *line, const char *origin
     int fields = sscanf(sep + 3, "%lf %lf %lf %lf %lld %31s", &cost.mean_s, &cost.median_s,
                         &cost.p10_s, &cost.p90_s, &reps, provenance);
     if (fields < 1 || !(cost.mean_s >= 0.0))
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s:%d: the cost after '=' is not a number of seconds >= 0", origin, number);
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s:%d: the cost after '=' is not a number of seconds >= 0", origin,
+                         number);
     if (fields < 2)
         cost.median_s = cost.p10_s = cost.p90_s = cost.mean_s;
     cost.repetitions = reps;
@@ -181,7 +185,9 @@ static ds_status_t parse_line(ds_cost_table_t *t, char *line, const char *origin
         if (strcmp(provenance, provenance_names[i]) == 0)
             p = i;
     if (p < 0)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, imported, assumed, modelled)",
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, "
+                         "imported, assumed, modelled)",
                          origin, number, provenance);
     cost.provenance = (ds_provenance_t)p;
     return ds_cost_table_set(t, &key, &cost);

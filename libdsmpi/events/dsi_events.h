@@ -93,8 +93,8 @@ ds_event_key_t dsi_optimizer_key(int64_t shard);
 int64_t dsi_optimizer_shard(const ds_strategy_t *s, int64_t stage_params);
 
 /* Sizes. */
-int64_t dsi_dp_bucket_params(const ds_strategy_t *s);           /* max(40M, 1M x dp) unless set */
-int64_t dsi_vocab_share(const ds_model_info_t *info, int tp);    /* padded vocabulary / tp */
+int64_t dsi_dp_bucket_params(const ds_strategy_t *s);         /* max(40M, 1M x dp) unless set */
+int64_t dsi_vocab_share(const ds_model_info_t *info, int tp); /* padded vocabulary / tp */
 int dsi_has_tied_copy(const ds_model_info_t *info, const ds_strategy_t *s);
 int64_t dsi_chunk_params(const ds_model_t *model, const ds_strategy_t *s, int stage, int chunk);
 int64_t dsi_stage_params(const ds_model_t *model, const ds_strategy_t *s, int stage);

@@ -14,11 +14,11 @@ static const struct {
     ds_op_t op;
     double fraction;
 } stream_shares[] = {
-    {DS_OP_SOFTMAX, 0.8},       {DS_OP_LAYERNORM, 0.8},     {DS_OP_RMSNORM, 0.8},
-    {DS_OP_GELU, 1.0},          {DS_OP_RELU, 1.0},          {DS_OP_SWIGLU, 1.0},
-    {DS_OP_GEGLU, 1.0},         {DS_OP_DROPOUT_ADD, 1.0},   {DS_OP_ADD, 1.0},
-    {DS_OP_DROPOUT, 1.0},       {DS_OP_ROPE, 0.9},          {DS_OP_EMBEDDING, 0.6},
-    {DS_OP_CROSS_ENTROPY, 0.8}, {DS_OP_OPTIMIZER, 0.9},     {DS_OP_POOL, 1.0},
+    {DS_OP_SOFTMAX, 0.8},       {DS_OP_LAYERNORM, 0.8},   {DS_OP_RMSNORM, 0.8},
+    {DS_OP_GELU, 1.0},          {DS_OP_RELU, 1.0},        {DS_OP_SWIGLU, 1.0},
+    {DS_OP_GEGLU, 1.0},         {DS_OP_DROPOUT_ADD, 1.0}, {DS_OP_ADD, 1.0},
+    {DS_OP_DROPOUT, 1.0},       {DS_OP_ROPE, 0.9},        {DS_OP_EMBEDDING, 0.6},
+    {DS_OP_CROSS_ENTROPY, 0.8}, {DS_OP_OPTIMIZER, 0.9},   {DS_OP_POOL, 1.0},
     {DS_OP_FP8_CAST, 0.9},
 };
 
@@ -30,8 +30,8 @@ static const struct {
 
 /* Fractions of a device without a model (a cluster file's own name): the
  * H100 row's guesses, no waves. */
-static const ds_device_model_t unknown_device = {
-    "", 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.75, 0.90, 0.65, 0.88, 1};
+static const ds_device_model_t unknown_device = {"",  0,   0.0, 0.0, 0.0,  0.0,  0.0,  0.0,  0.0,
+                                                 0.0, 0.0, 0.0, 4.0, 0.75, 0.90, 0.65, 0.88, 1};
 
 /* The model of the cluster's device with the spec's peaks and bandwidth
  * (a cluster file or a calibration may have changed them). */
@@ -41,8 +41,8 @@ static void device_model_of(const ds_device_spec_t *spec, ds_device_model_t *mod
     for (size_t i = 0; i < ds_device_model_count(); i++)
         if (strcmp(ds_device_model_at(i)->name, spec->name) == 0)
             *model = *ds_device_model_at(i);
-    double scale = model->peak_tflops_bf16 > 0.0 ? spec->peak_tflops_bf16 / model->peak_tflops_bf16
-                                                 : 0.0;
+    double scale =
+        model->peak_tflops_bf16 > 0.0 ? spec->peak_tflops_bf16 / model->peak_tflops_bf16 : 0.0;
     model->peak_tflops_tf32 *= scale;
     model->peak_tflops_fp8 *= scale;
     model->peak_tflops_bf16 = spec->peak_tflops_bf16;
@@ -55,11 +55,13 @@ static void device_model_of(const ds_device_spec_t *spec, ds_device_model_t *mod
  * of the first level the group crosses. */
 static double flat_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *cluster)
 {
-    const ds_net_level_t *level = &cluster->levels[key->nodes > 1 && cluster->num_levels > 1 ? 1 : 0];
+    const ds_net_level_t *level =
+        &cluster->levels[key->nodes > 1 && cluster->num_levels > 1 ? 1 : 0];
     double bw = level->bandwidth_GBps * 1e9;
     if (key->nodes > 1 && key->concurrency > 1 && level->nics_per_node > 0) {
         /* Groups sharing a node's NICs share their bandwidth. */
-        double share = (double)level->nics_per_node / (key->concurrency * (double)key->ranks_per_node);
+        double share =
+            (double)level->nics_per_node / (key->concurrency * (double)key->ranks_per_node);
         if (share < 1.0)
             bw *= share;
     }

@@ -10,7 +10,7 @@ struct ds_event_set {
     ds_event_t *events;
     size_t count;
     size_t capacity;
-    uint32_t *slots; /* index + 1 into events; 0 = empty */
+    uint32_t *slots;  /* index + 1 into events; 0 = empty */
     size_t num_slots; /* power of two, at least twice count */
 };
 

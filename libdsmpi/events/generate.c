@@ -25,7 +25,7 @@ typedef struct gen {
     const ds_strategy_t *s;
     const ds_cluster_t *cluster;
     ds_event_set_t *set;
-    int64_t devices;    /* dp * tp * pp */
+    int64_t devices; /* dp * tp * pp */
     int64_t microbatches;
     dsi_shape_ctx_t ctx;
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
@@ -59,7 +59,9 @@ static ds_status_t layout_add(layout_list_t *list, layout_t item)
         }
     }
     if (list->count == (int)DSI_ARRAY_SIZE(list->items))
-        return DSI_ERROR(DS_ERR_UNSUPPORTED, "more than %zu distinct group layouts: the placement is too irregular for this node size",
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "more than %zu distinct group layouts: the placement is too irregular for "
+                         "this node size",
                          DSI_ARRAY_SIZE(list->items));
     list->items[list->count++] = item;
     return DS_OK;
@@ -173,7 +175,7 @@ static p2p_counts_t p2p_counts_of(const gen_t *g, int r)
     memset(&c, 0, sizeof(c));
     const ds_strategy_t *s = g->s;
     int64_t m = g->microbatches, pp = s->pp;
-    bool has_next = r < pp - 1, has_prev = r > 0;
+    bool has_next = r<pp - 1, has_prev = r> 0;
     if (s->schedule == DS_SCHEDULE_GPIPE) {
         c.fwd_send[0] = has_next ? m : 0;
         c.bwd_recv[0] = has_next ? m : 0;
@@ -233,9 +235,11 @@ static ds_status_t add_boundary(gen_t *g, int from, int to, int64_t bytes,
             }
         for (int i = 0; i < layouts.count; i++) {
             for (int batched = 0; batched <= 1; batched++) {
-                ds_event_key_t key = dsi_p2p_key(pass, g->ctx.dtype, bytes, &layouts.items[i], batched);
+                ds_event_key_t key =
+                    dsi_p2p_key(pass, g->ctx.dtype, bytes, &layouts.items[i], batched);
                 int64_t n = layouts.items[i].devices;
-                DSI_TRY(add(g, &key, 0.0, (double)bytes, pass == DS_PASS_FORWARD ? "pp.activation" : "pp.gradient",
+                DSI_TRY(add(g, &key, 0.0, (double)bytes,
+                            pass == DS_PASS_FORWARD ? "pp.activation" : "pp.gradient",
                             n * (send_counts[batched] + recv_counts[batched])));
             }
         }
@@ -281,8 +285,8 @@ static ds_event_key_t comm_key(const gen_t *g, ds_comm_op_t op, ds_group_t group
 
 /* Buckets of `params` parameters: `full` buckets of `bucket` and one of `rest`. */
 static ds_status_t add_bucketed(gen_t *g, const layout_list_t *dp_layouts, ds_comm_op_t op,
-                                ds_dtype_t dtype, int64_t params, int64_t bucket,
-                                int64_t repeats, const char *label)
+                                ds_dtype_t dtype, int64_t params, int64_t bucket, int64_t repeats,
+                                const char *label)
 {
     int64_t full = params / bucket, rest = params % bucket;
     int64_t dsz = (int64_t)ds_dtype_size(dtype);
@@ -338,13 +342,17 @@ static ds_status_t add_data_parallel(gen_t *g, int stage, const layout_list_t *d
     int64_t stage_devices = (int64_t)s->dp * s->tp;
     if (s->dp > 1) {
         if (s->dp_algo == DS_DP_PS) {
-            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_PS_PUSH, s->grad_reduce_dtype, params, bucket, 1, "dp.ps.push"));
-            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_PS_PULL, g->ctx.dtype, params, bucket, 1, "dp.ps.pull"));
+            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_PS_PUSH, s->grad_reduce_dtype, params,
+                                 bucket, 1, "dp.ps.push"));
+            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_PS_PULL, g->ctx.dtype, params, bucket, 1,
+                                 "dp.ps.pull"));
         } else if (s->zero == 0) {
-            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_ALLREDUCE, s->grad_reduce_dtype, params, bucket, 1, "dp.grad-allreduce"));
+            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_ALLREDUCE, s->grad_reduce_dtype, params,
+                                 bucket, 1, "dp.grad-allreduce"));
         } else if (s->zero <= 2) {
-            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_REDUCE_SCATTER, s->grad_reduce_dtype, params, bucket,
-                                 s->zero == 2 ? g->microbatches : 1, "dp.grad-reduce-scatter"));
+            DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_REDUCE_SCATTER, s->grad_reduce_dtype,
+                                 params, bucket, s->zero == 2 ? g->microbatches : 1,
+                                 "dp.grad-reduce-scatter"));
             DSI_TRY(add_bucketed(g, dp_layouts, DS_COMM_ALLGATHER, g->ctx.dtype, params, bucket, 1,
                                  "dp.param-allgather"));
         } else {
@@ -356,13 +364,14 @@ static ds_status_t add_data_parallel(gen_t *g, int stage, const layout_list_t *d
     ds_event_key_t opt = dsi_optimizer_key(shard);
     /* Adam: read/write fp32 master weights, two moments, the gradient, and
      * write the low-precision copy: ~36 bytes and ~12 FLOPs per parameter. */
-    DSI_TRY(add(g, &opt, 12.0 * (double)shard, 36.0 * (double)shard, "optimizer.adam", stage_devices));
+    DSI_TRY(
+        add(g, &opt, 12.0 * (double)shard, 36.0 * (double)shard, "optimizer.adam", stage_devices));
     return DS_OK;
 }
 
-static ds_status_t add_group_collective(gen_t *g, dsi_group_kind_t kind, int groups, ds_group_t group,
-                                        int size, int64_t bytes, const char *label,
-                                        int64_t per_device)
+static ds_status_t add_group_collective(gen_t *g, dsi_group_kind_t kind, int groups,
+                                        ds_group_t group, int size, int64_t bytes,
+                                        const char *label, int64_t per_device)
 {
     layout_list_t layouts = {.count = 0};
     for (int index = 0; index < groups; index++) {
@@ -386,12 +395,15 @@ static ds_status_t add_iteration_end(gen_t *g)
     int mp = s->tp * s->pp;
     if (dsi_has_tied_copy(info, s)) {
         DSI_TRY(add_group_collective(g, DSI_KIND_EMBEDDING, s->tp * s->dp, DS_GROUP_EMBEDDING, 2,
-                                     dsi_embedding_grad_bytes(g->model, s), "embedding.grad-allreduce", 1));
+                                     dsi_embedding_grad_bytes(g->model, s),
+                                     "embedding.grad-allreduce", 1));
     }
     if (mp > 1 && s->grad_clip)
-        DSI_TRY(add_group_collective(g, DSI_KIND_MP, s->dp, DS_GROUP_MP, mp, 4, "grad-norm.allreduce", 1));
+        DSI_TRY(add_group_collective(g, DSI_KIND_MP, s->dp, DS_GROUP_MP, mp, 4,
+                                     "grad-norm.allreduce", 1));
     if (mp > 1 && g->ctx.dtype == DS_DTYPE_FP16)
-        DSI_TRY(add_group_collective(g, DSI_KIND_MP, s->dp, DS_GROUP_MP, mp, 4, "overflow-check.allreduce", 1));
+        DSI_TRY(add_group_collective(g, DSI_KIND_MP, s->dp, DS_GROUP_MP, mp, 4,
+                                     "overflow-check.allreduce", 1));
     return DS_OK;
 }
 
@@ -403,7 +415,8 @@ static ds_status_t add_sp_norm_sync(gen_t *g, int stage, const layout_list_t *tp
         return DS_OK;
     int64_t params = dsi_sp_norm_params(g->model, g->s, stage);
     for (int l = 0; l < tp_layouts->count; l++) {
-        ds_event_key_t key = comm_key(g, DS_COMM_ALLREDUCE, DS_GROUP_TP, g->s->tp, DS_DTYPE_FP32, params * 4);
+        ds_event_key_t key =
+            comm_key(g, DS_COMM_ALLREDUCE, DS_GROUP_TP, g->s->tp, DS_DTYPE_FP32, params * 4);
         set_layout(&key, &tp_layouts->items[l]);
         DSI_TRY(add(g, &key, 0.0, (double)(params * 4), "tp.sp-norm-grad-allreduce",
                     tp_layouts->items[l].devices));
@@ -424,7 +437,9 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
     g.devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
     g.microbatches = ds_strategy_num_microbatches(strategy);
     if (strategy->dp < 1 || g.microbatches < 1 || g.devices != ds_cluster_num_gpus(cluster))
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy dp=%d tp=%d pp=%d gbs=%lld is not resolved for %lld devices (call ds_strategy_resolve first)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy dp=%d tp=%d pp=%d gbs=%lld is not resolved for %lld devices "
+                         "(call ds_strategy_resolve first)",
                          strategy->dp, strategy->tp, strategy->pp, (long long)strategy->gbs,
                          (long long)ds_cluster_num_gpus(cluster));
     dsi_shape_ctx_init(&g.ctx, model, strategy);

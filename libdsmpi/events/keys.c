@@ -9,17 +9,19 @@ _Static_assert(sizeof(ds_event_key_t) == 56, "ds_event_key_t must have no paddin
 _Static_assert(sizeof(ds_event_key_t) % sizeof(int64_t) == 0, "keys are hashed as words");
 
 static const char *const op_names[DS_OP_COUNT_] = {
-    "gemm",    "bgemm",   "softmax", "layernorm", "rmsnorm",       "gelu",
-    "relu",    "swiglu",  "geglu",   "dropout_add", "add",         "dropout",
-    "rope",    "embedding", "cross_entropy", "optimizer", "pool",  "flash_attention", "fp8_cast",
+    "gemm",     "bgemm",     "softmax",       "layernorm",   "rmsnorm", "gelu",
+    "relu",     "swiglu",    "geglu",         "dropout_add", "add",     "dropout",
+    "rope",     "embedding", "cross_entropy", "optimizer",   "pool",    "flash_attention",
+    "fp8_cast",
 };
 static const char *const comm_names[DS_COMM_COUNT_] = {
-    "sendrecv", "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "ps_push",
-    "ps_pull",
+    "sendrecv", "allreduce", "allgather", "reduce_scatter",
+    "alltoall", "broadcast", "ps_push",   "ps_pull",
 };
 static const char *const pass_names[] = {"fwd", "bwd", "recompute", "step"};
 static const char *const group_names[DS_GROUP_COUNT_] = {"-", "tp", "pp", "dp", "embedding", "mp"};
-static const char *const class_names[DS_CLASS_COUNT_] = {"compute", "tp-comm", "pp-p2p", "dp-comm", "other-comm"};
+static const char *const class_names[DS_CLASS_COUNT_] = {"compute", "tp-comm", "pp-p2p", "dp-comm",
+                                                         "other-comm"};
 static const char *const algo_names[] = {"", "ring", "tree", "hierarchical", "ps"};
 
 uint64_t ds_event_key_hash(const ds_event_key_t *key)
@@ -81,8 +83,8 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
         return;
     dsi_strbuf_t buf; /* formats into `text`: nothing to allocate, nothing to fail */
     dsi_strbuf_init_fixed(&buf, text, size);
-    dsi_strbuf_appendf(&buf, "%s %s %s", ds_event_key_op_name(key), ds_pass_name((ds_pass_t)key->pass),
-                       ds_dtype_name((ds_dtype_t)key->dtype));
+    dsi_strbuf_appendf(&buf, "%s %s %s", ds_event_key_op_name(key),
+                       ds_pass_name((ds_pass_t)key->pass), ds_dtype_name((ds_dtype_t)key->dtype));
     if (key->kind == DS_EVENT_COMM) {
         dsi_strbuf_appendf(&buf, " bytes=%lld group=%s:%d nodes=%d per-node=%d conc=%d",
                            (long long)key->dims[0], ds_group_name((ds_group_t)key->group),
@@ -108,9 +110,10 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
             dsi_strbuf_appendf(&buf, " batch=%lld", (long long)key->dims[3]);
     } else if (key->op == DS_OP_FLASH_ATTENTION) {
         ds_attention_shape_t a = ds_attention_shape_of(key);
-        dsi_strbuf_appendf(&buf, " batch=%lld heads=%lld kv-heads=%lld seq=%lld kv-seq=%lld head-dim=%lld",
-                           (long long)a.batch, (long long)a.heads, (long long)a.kv_heads,
-                           (long long)a.seq_q, (long long)a.seq_k, (long long)a.head_dim);
+        dsi_strbuf_appendf(
+            &buf, " batch=%lld heads=%lld kv-heads=%lld seq=%lld kv-seq=%lld head-dim=%lld",
+            (long long)a.batch, (long long)a.heads, (long long)a.kv_heads, (long long)a.seq_q,
+            (long long)a.seq_k, (long long)a.head_dim);
         if (key->variant)
             dsi_strbuf_append(&buf, " causal");
     } else if (key->op == DS_OP_OPTIMIZER) {
@@ -145,7 +148,7 @@ static ds_status_t parse_attention_field(const char *text, const char *name, con
                                          ds_attention_shape_t *shape)
 {
     static const char *const names[] = {"batch", "heads", "kv-heads", "seq", "kv-seq", "head-dim"};
-    int64_t *fields[] = {&shape->batch, &shape->heads,  &shape->kv_heads,
+    int64_t *fields[] = {&shape->batch, &shape->heads, &shape->kv_heads,
                          &shape->seq_q, &shape->seq_k, &shape->head_dim};
     int i = find_name(names, DSI_ARRAY_SIZE(names), name);
     if (i < 0)
@@ -161,7 +164,8 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
 {
     char copy[512];
     if (strlen(text) >= sizeof(copy))
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "event key of %zu characters is too long (accepted: at most %zu)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "event key of %zu characters is too long (accepted: at most %zu)",
                          strlen(text), sizeof(copy) - 1);
     strcpy(copy, text);
     ds_event_key_t key;
@@ -182,7 +186,8 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
     word = strtok_r(NULL, " \t", &save);
     int pass = word ? find_name(pass_names, DSI_ARRAY_SIZE(pass_names), word) : -1;
     if (pass < 0)
-        return bad_key(text, word ? word : "", "is not a pass (accepted: fwd, bwd, recompute, step)");
+        return bad_key(text, word ? word : "",
+                       "is not a pass (accepted: fwd, bwd, recompute, step)");
     key.pass = (uint8_t)pass;
     word = strtok_r(NULL, " \t", &save);
     ds_dtype_t dtype;
@@ -233,17 +238,18 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
         if (strcmp(word, "algo") == 0) {
             int algo = find_name(algo_names, DSI_ARRAY_SIZE(algo_names), value);
             if (algo <= 0)
-                return bad_key(text, value, "is not an algorithm (accepted: ring, tree, hierarchical, ps)");
+                return bad_key(text, value,
+                               "is not an algorithm (accepted: ring, tree, hierarchical, ps)");
             key.variant = (uint8_t)algo;
             continue;
         }
         static const struct {
             const char *name;
             int slot; /* 0..3 dims; 10 nodes, 11 per-node, 12 conc, 13 stride */
-        } fields[] = {{"m", 0},      {"n", 1},      {"k", 2},        {"batch", 3},
-                      {"rows", 0},   {"cols", 1},   {"params", 0},   {"tokens", 0},
-                      {"hidden", 1}, {"vocab", 2},  {"bytes", 0},    {"servers", 1},
-                      {"nodes", 10}, {"per-node", 11}, {"conc", 12}, {"stride", 13},
+        } fields[] = {{"m", 0},         {"n", 1},         {"k", 2},      {"batch", 3},
+                      {"rows", 0},      {"cols", 1},      {"params", 0}, {"tokens", 0},
+                      {"hidden", 1},    {"vocab", 2},     {"bytes", 0},  {"servers", 1},
+                      {"nodes", 10},    {"per-node", 11}, {"conc", 12},  {"stride", 13},
                       {"leaf-nodes", 2}};
         int slot = -1;
         for (size_t i = 0; i < DSI_ARRAY_SIZE(fields); i++)

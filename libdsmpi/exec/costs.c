@@ -821,8 +821,9 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                          "strategy dp=%d tp=%d pp=%d is not for the %d ranks measuring it",
                          strategy->dp, strategy->tp, strategy->pp, backend->size);
     /* Every step a rank may fail alone is agreed on before the next collective. */
-    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, ds_events_generate(model, strategy, cluster, &events)),
-                 status, out);
+    DSI_TRY_GOTO(
+        dsi_mpi_agree(backend->comm, ds_events_generate(model, strategy, cluster, &events)), status,
+        out);
     dsi_load_probe_t before, after;
     double speed_before = 0.0, speed_after = 0.0;
     DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, dsi_speed_probe(backend, &speed_before)), status,
@@ -863,8 +864,7 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
                                                            options, events, costs)),
                  status, out);
     dsi_load_probe(&after);
-    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, dsi_speed_probe(backend, &speed_after)), status,
-                 out);
+    DSI_TRY_GOTO(dsi_mpi_agree(backend->comm, dsi_speed_probe(backend, &speed_after)), status, out);
     if (load_p != NULL)
         DSI_TRY_GOTO(dsi_load_report(
                          backend->comm, &before, &after, DSI_MAX(speed_before, speed_after),

@@ -46,9 +46,9 @@ typedef struct dsi_xop {
 } dsi_xop_t;
 
 typedef struct dsi_xpart {
-    int layer;      /* layer index or DSI_PART_* */
-    int64_t params; /* this rank's parameters of the part (the head's tied copy included) */
-    int64_t rev;    /* where the part starts in reverse parameter order of the stage */
+    int layer;         /* layer index or DSI_PART_* */
+    int64_t params;    /* this rank's parameters of the part (the head's tied copy included) */
+    int64_t rev;       /* where the part starts in reverse parameter order of the stage */
     dsi_xop_t *ops[2]; /* [0] forward, [1] backward (recompute first) */
     int num_ops[2];
 } dsi_xpart_t;
@@ -84,21 +84,21 @@ typedef struct dsi_xrec {
     uint8_t pad;
     int16_t chunk;
     int16_t part;
-    int32_t mb;    /* micro-batch; DP: bucket */
-    int32_t op;    /* operator index in its part's pass */
-    int32_t match; /* collectives: the call's number in the iteration among calls of its kind */
+    int32_t mb;     /* micro-batch; DP: bucket */
+    int32_t op;     /* operator index in its part's pass */
+    int32_t match;  /* collectives: the call's number in the iteration among calls of its kind */
     int32_t xid[4]; /* P2P: (boundary * 2 + channel) << 20 | sequence of each transfer */
 } dsi_xrec_t;
 
-#define DSI_XID(boundary, channel, seq) ((((boundary) * 2 + (channel)) << 20) | (seq))
+#define DSI_XID(boundary, channel, seq) ((((boundary)*2 + (channel)) << 20) | (seq))
 
 /* Per-run results, the same on every rank. */
 typedef struct dsi_xrun {
     ds_exec_summary_t summary;
-    ds_exec_device_t *devices;     /* [ranks] */
-    ds_exec_microbatch_t *mbs;     /* [pp * vpp * m] */
-    double *iteration_s;           /* [iterations] */
-    dsi_xrec_t *recs;              /* rank 0: every rank's records (for traces); else NULL */
+    ds_exec_device_t *devices; /* [ranks] */
+    ds_exec_microbatch_t *mbs; /* [pp * vpp * m] */
+    double *iteration_s;       /* [iterations] */
+    dsi_xrec_t *recs;          /* rank 0: every rank's records (for traces); else NULL */
     size_t num_recs;
 } dsi_xrun_t;
 
@@ -113,7 +113,7 @@ struct ds_exec {
     int64_t m;
     dsi_groups_t groups;
     dsi_program_t program;
-    uint8_t *sync; /* [program.count]: a backward action during which buckets fill */
+    uint8_t *sync;        /* [program.count]: a backward action during which buckets fill */
     dsi_xchunk_t *chunks; /* [vpp] */
     /* tensor-parallel calls, one per distinct key */
     dsi_comm_call_t **tp_calls;
@@ -156,8 +156,8 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
 /* load.c: CPU time of this process and of its core. */
 typedef struct dsi_load_probe {
     double wall_s;
-    int64_t own_ticks;     /* utime + stime of this process */
-    int64_t core_busy;     /* busy ticks of the core (all cores when not pinned) */
+    int64_t own_ticks; /* utime + stime of this process */
+    int64_t core_busy; /* busy ticks of the core (all cores when not pinned) */
     int64_t core_steal;
     int64_t core_total;
     int cores; /* cores the counters cover */

@@ -146,7 +146,8 @@ static ds_status_t prepare_pass(ds_exec_t *x, dsi_xpart_t *part, int pass_index,
         /* The last stage's copy of tied embeddings gets its gradient from the
          * logits' weight gradient (as the simulator counts it). */
         if (tied_head && op->key.op == DS_OP_GEMM && (op->key.variant & DS_GEMM_TRANS_A)) {
-            op->grad_params += dsi_vocab_share(&x->model->info, x->s.tp) * x->model->info.hidden_size;
+            op->grad_params +=
+                dsi_vocab_share(&x->model->info, x->s.tp) * x->model->info.hidden_size;
             tied_head = false;
         }
     }
@@ -177,8 +178,8 @@ static ds_status_t prepare_chunks(ds_exec_t *x)
             dsi_xpart_t *part = &ch->parts[i];
             part->params = dsi_model_layer_params_tp(x->model, part->layer, s->tp);
             if (part->layer == DSI_PART_HEAD && tied)
-                part->params += dsi_vocab_share(&x->model->info, s->tp) *
-                                x->model->info.hidden_size;
+                part->params +=
+                    dsi_vocab_share(&x->model->info, s->tp) * x->model->info.hidden_size;
         }
     }
     /* Forward chains run parts in order, backward chains in reverse. */
@@ -359,10 +360,11 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
      * a GPU queue needs device events and non-blocking NCCL calls, which the
      * cuda backend does not offer the executor yet. */
     if (backend->kind == DS_BACKEND_CUDA)
-        return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "the executor runs on the cpu and replay backends only (the %s backend lacks "
-                         "device-event timestamps and non-blocking calls for it)",
-                         ds_backend_kind_name(backend->kind));
+        return DSI_ERROR(
+            DS_ERR_UNSUPPORTED,
+            "the executor runs on the cpu and replay backends only (the %s backend lacks "
+            "device-event timestamps and non-blocking calls for it)",
+            ds_backend_kind_name(backend->kind));
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
     x->backend = backend;
     x->model = model;
@@ -434,7 +436,8 @@ void ds_exec_destroy(ds_exec_t *x)
     dsi_free(x);
 }
 
-/* ---- runs ------------------------------------------------------------------------------------- */
+/* ---- runs -------------------------------------------------------------------------------------
+ */
 
 ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
 {
@@ -449,14 +452,14 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     if (!(o.max_foreign > 0.0))
         o.max_foreign = dsi_param_double(DSI_PARAM_EXEC_MAX_FOREIGN);
     if (o.warmup < 1 || o.iterations < 1 || o.warmup + o.iterations > 100000)
-        return DSI_ERROR(DS_ERR_INVALID_ARG,
-                         "executor warmup=%d iterations=%d (accepted: warmup >= 1, iterations >= 1, "
-                         "at most 100000 in all)",
-                         o.warmup, o.iterations);
+        return DSI_ERROR(
+            DS_ERR_INVALID_ARG,
+            "executor warmup=%d iterations=%d (accepted: warmup >= 1, iterations >= 1, "
+            "at most 100000 in all)",
+            o.warmup, o.iterations);
     /* Steps one rank may fail alone are agreed on; the agreement is also
      * the barrier that starts every rank's run together. */
-    DSI_TRY(dsi_mpi_agree(x->comm,
-                          dsi_realloc_array(&x->runs, x->num_runs + 1, sizeof(*x->runs))));
+    DSI_TRY(dsi_mpi_agree(x->comm, dsi_realloc_array(&x->runs, x->num_runs + 1, sizeof(*x->runs))));
     dsi_xrun_t *run = &x->runs[x->num_runs];
     memset(run, 0, sizeof(*run));
     x->num_recs = 0;
@@ -472,8 +475,8 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
             /* Room for every iteration, so that no allocation happens while timing. */
             size_t need = x->num_recs * (size_t)total + x->num_recs / 4 + 64;
             ds_status_t grown = DS_OK;
-            if (need > x->cap_recs && (grown = dsi_realloc_array(&x->recs, need,
-                                                                 sizeof(*x->recs))) == DS_OK)
+            if (need > x->cap_recs &&
+                (grown = dsi_realloc_array(&x->recs, need, sizeof(*x->recs))) == DS_OK)
                 x->cap_recs = need;
             DSI_TRY_GOTO(dsi_mpi_agree(x->comm, grown), status, out);
         }

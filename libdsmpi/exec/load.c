@@ -14,9 +14,9 @@
 #define _GNU_SOURCE /* sched_getcpu, CPU_COUNT */
 #include "dsi_exec.h"
 
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,8 +65,7 @@ static int64_t own_ticks(void)
         return 0;
     long long utime = 0, stime = 0;
     /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime) !=
-        2)
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime, &stime) != 2)
         return 0;
     return utime + stime;
 }
@@ -197,8 +196,8 @@ out:
     return status;
 }
 
-ds_status_t ds_exec_probe(ds_backend_t *backend, double window_s,
-                          const ds_exec_options_t *options, ds_exec_load_t *load_p)
+ds_status_t ds_exec_probe(ds_backend_t *backend, double window_s, const ds_exec_options_t *options,
+                          ds_exec_load_t *load_p)
 {
     ds_exec_options_t defaults;
     if (options == NULL) {

@@ -72,8 +72,8 @@ static const dsi_xrec_t *table_get(const match_table_t *t, const dsi_xrec_t *rec
 
 static bool is_collective(int kind)
 {
-    return kind == DSI_XK_TP || kind == DSI_XK_SP || kind == DSI_XK_DP_WAIT ||
-           kind == DSI_XK_EMB || kind == DSI_XK_MP;
+    return kind == DSI_XK_TP || kind == DSI_XK_SP || kind == DSI_XK_DP_WAIT || kind == DSI_XK_EMB ||
+           kind == DSI_XK_MP;
 }
 
 /* The members of the group `kind` of `rank` runs in; returns their count. */
@@ -106,8 +106,8 @@ static int members_of(const ds_strategy_t *s, int kind, int64_t rank, int64_t *m
 }
 
 /* The latest entry among the calls `r` had to wait for (its own included). */
-static double last_arrival(const ds_strategy_t *s, const match_table_t *t,
-                           const dsi_xrec_t *recs, const dsi_xrec_t *r, int64_t *members)
+static double last_arrival(const ds_strategy_t *s, const match_table_t *t, const dsi_xrec_t *recs,
+                           const dsi_xrec_t *r, int64_t *members)
 {
     double last = r->start_s;
     if (r->kind == DSI_XK_P2P) {
@@ -128,8 +128,8 @@ static double last_arrival(const ds_strategy_t *s, const match_table_t *t,
     for (int i = 0; i < n; i++) {
         if (members[i] == r->rank)
             continue;
-        const dsi_xrec_t *other = table_get(
-            t, recs, (match_key_t){(int32_t)members[i], r->kind, r->iteration, r->match});
+        const dsi_xrec_t *other =
+            table_get(t, recs, (match_key_t){(int32_t)members[i], r->kind, r->iteration, r->match});
         if (other != NULL && other->start_s > last)
             last = other->start_s;
     }
@@ -140,9 +140,9 @@ enum { F_COMPUTE, F_EXPOSED, F_WAIT, F_TP, F_PP, F_DP, F_OTHER, F_COUNT };
 
 typedef struct acc {
     int W, K, total, ranks;
-    double *end, *begin;  /* [total] */
-    double *field;        /* [(k * ranks + rank) * F_COUNT + f] for measured k */
-    double *mb;           /* [((k * slots) + slot) * 4]: pass start/end per mb slot */
+    double *end, *begin; /* [total] */
+    double *field;       /* [(k * ranks + rank) * F_COUNT + f] for measured k */
+    double *mb;          /* [((k * slots) + slot) * 4]: pass start/end per mb slot */
     size_t mb_slots;
 } acc_t;
 
@@ -242,8 +242,7 @@ static void accumulate_record(acc_t *a, const ds_strategy_t *s, int64_t microbat
     ds_coords_t c = ds_strategy_coords_of(s, r->rank);
     if (c.dp != 0 || c.tp != 0 || r->mb < 0 || r->mb >= microbatches)
         return;
-    size_t slot =
-        ((size_t)c.pp * s->vpp + (size_t)r->chunk) * (size_t)microbatches + (size_t)r->mb;
+    size_t slot = ((size_t)c.pp * s->vpp + (size_t)r->chunk) * (size_t)microbatches + (size_t)r->mb;
     double *m4 = &a->mb[((size_t)k * a->mb_slots + slot) * 4 + (r->fwd ? 0 : 2)];
     m4[0] = DSI_MIN(m4[0], r->start_s - a->begin[r->iteration]);
     m4[1] = DSI_MAX(m4[1], r->end_s - a->begin[r->iteration]);
@@ -263,9 +262,9 @@ static void summarise_devices(const acc_t *a, const ds_strategy_t *s, double *sc
             for (int k = 0; k < a->K; k++) {
                 const double *v = &a->field[((size_t)k * a->ranks + (size_t)rank) * F_COUNT];
                 double T = run->iteration_s[k];
-                scratch[k] = f < F_COUNT          ? v[f]
-                             : f == F_COUNT       ? T - v[F_COMPUTE] - v[F_EXPOSED] /* idle */
-                                                  : v[F_COMPUTE] + v[F_EXPOSED];    /* busy */
+                scratch[k] = f < F_COUNT    ? v[f]
+                             : f == F_COUNT ? T - v[F_COMPUTE] - v[F_EXPOSED] /* idle */
+                                            : v[F_COMPUTE] + v[F_EXPOSED];    /* busy */
             }
             med[f] = dsi_median(scratch, (size_t)a->K);
         }
@@ -358,8 +357,8 @@ out:
 
 /* ---- gather and broadcast ------------------------------------------------------------------- */
 
-ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o, const ds_exec_load_t *load,
-                                double wall_s, dsi_xrun_t *run)
+ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o,
+                                const ds_exec_load_t *load, double wall_s, dsi_xrun_t *run)
 {
     ds_status_t status = DS_OK;
     int *counts = NULL, *displs = NULL;
@@ -402,12 +401,12 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o, const 
         status = x->rank == 0 ? local : DSI_ERROR(DS_ERR_NO_MEMORY, "rank 0 could not gather");
         goto out;
     }
-    DSI_MPI_TRY_GOTO(MPI_Gatherv(x->recs, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
-                                 x->comm),
-                     status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Gatherv(x->recs, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, x->comm), status,
+        out);
     if (x->rank == 0)
-        local = dsi_exec_compute_run(&x->s, x->m, x->size, o->warmup, o->iterations, all, total,
-                                     run);
+        local =
+            dsi_exec_compute_run(&x->s, x->m, x->size, o->warmup, o->iterations, all, total, run);
     failed = local != DS_OK;
     DSI_MPI_TRY_GOTO(MPI_Bcast(&failed, 1, MPI_INT, 0, x->comm), status, out);
     if (failed) {
@@ -431,9 +430,8 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o, const 
     DSI_MPI_TRY_GOTO(MPI_Bcast(run->devices, (int)(sizeof(*run->devices) * (size_t)x->size),
                                MPI_BYTE, 0, x->comm),
                      status, out);
-    DSI_MPI_TRY_GOTO(
-        MPI_Bcast(run->mbs, (int)(sizeof(*run->mbs) * mb_slots), MPI_BYTE, 0, x->comm), status,
-        out);
+    DSI_MPI_TRY_GOTO(MPI_Bcast(run->mbs, (int)(sizeof(*run->mbs) * mb_slots), MPI_BYTE, 0, x->comm),
+                     status, out);
     ds_exec_summary_t *sum = &run->summary;
     sum->load = *load;
     sum->clock_error_s = DSI_MAX(x->clock_error_s, error);
@@ -450,7 +448,8 @@ out:
     return status;
 }
 
-/* ---- accessors --------------------------------------------------------------------------------- */
+/* ---- accessors ---------------------------------------------------------------------------------
+ */
 
 ds_status_t ds_exec_get_summary(const ds_exec_t *exec, size_t run, ds_exec_summary_t *summary_p)
 {
@@ -479,8 +478,9 @@ ds_status_t ds_exec_microbatch_at(const ds_exec_t *exec, size_t run, size_t inde
                                   ds_exec_microbatch_t *mb_p)
 {
     if (run >= exec->num_runs || index >= ds_exec_microbatch_count(exec))
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "run %zu micro-batch entry %zu (accepted: below %zu "
-                                             "and %zu)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "run %zu micro-batch entry %zu (accepted: below %zu "
+                         "and %zu)",
                          run, index, exec->num_runs, ds_exec_microbatch_count(exec));
     *mb_p = exec->runs[run].mbs[index];
     return DS_OK;

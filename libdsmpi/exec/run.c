@@ -105,7 +105,8 @@ static void buckets_ready(ds_exec_t *x, const dsi_xpart_t *part, int64_t pos)
             x->bucket_state[k] = 1;
 }
 
-/* ---- passes and transfers --------------------------------------------------------------------- */
+/* ---- passes and transfers ---------------------------------------------------------------------
+ */
 
 static ds_status_t run_pass(iter_t *st, const dsi_action_t *a, bool sync)
 {

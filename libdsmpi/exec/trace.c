@@ -10,7 +10,8 @@
 #include <string.h>
 
 static const char *const kind_names[DSI_XK_COUNT_] = {
-    "compute", "tp", "p2p", "dp.start", "dp.test", "dp.wait", "tp.sp-norm", "embedding", "mp", "optimizer",
+    "compute", "tp",         "p2p",       "dp.start", "dp.test",
+    "dp.wait", "tp.sp-norm", "embedding", "mp",       "optimizer",
 };
 
 /* The layer (or part) at index `part` of chunk `chunk` on pipeline rank `stage`. */

@@ -14,9 +14,9 @@
 /* ---- layer-list models ----------------------------------------------------- */
 
 typedef enum dsi_generic_op_kind {
-    DSI_GENERIC_LINEAR,  /* rows x in_features -> rows x out_features */
-    DSI_GENERIC_CONV2D,  /* as an implicit GEMM */
-    DSI_GENERIC_NORM,    /* layer or batch norm over `elements` with `channels` */
+    DSI_GENERIC_LINEAR, /* rows x in_features -> rows x out_features */
+    DSI_GENERIC_CONV2D, /* as an implicit GEMM */
+    DSI_GENERIC_NORM,   /* layer or batch norm over `elements` with `channels` */
     DSI_GENERIC_RELU,
     DSI_GENERIC_GELU,
     DSI_GENERIC_SOFTMAX, /* rows x cols */
@@ -56,7 +56,7 @@ struct ds_model {
     int num_generic;
     dsi_generic_layer_t *generic;
     int *layer_of;
-    int64_t classes; /* layer-list loss: output classes (0 = no loss op) */
+    int64_t classes;      /* layer-list loss: output classes (0 = no loss op) */
     int hf_max_positions; /* > 0 when seq_len came from a HF config's limit */
     int seq_len_overridden;
     char seq_note[160];
@@ -71,8 +71,8 @@ typedef struct dsi_shape_ctx {
     int sp;
     ds_recompute_t recompute;
     ds_dtype_t dtype;
-    int flash;      /* attention as one fused operator (strategy flash=on) */
-    ds_fp8_t fp8;   /* FP8 GEMMs in the transformer layers (strategy fp8=) */
+    int flash;    /* attention as one fused operator (strategy flash=on) */
+    ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers (strategy fp8=) */
 } dsi_shape_ctx_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the

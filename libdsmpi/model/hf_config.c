@@ -15,8 +15,8 @@ static const struct {
     const char *model_type;
     family_t family;
 } families[] = {
-    {"gpt2", FAMILY_GPT2},   {"bert", FAMILY_BERT},     {"roberta", FAMILY_BERT},
-    {"t5", FAMILY_T5},       {"mt5", FAMILY_T5},        {"llama", FAMILY_LLAMA},
+    {"gpt2", FAMILY_GPT2},     {"bert", FAMILY_BERT},   {"roberta", FAMILY_BERT},
+    {"t5", FAMILY_T5},         {"mt5", FAMILY_T5},      {"llama", FAMILY_LLAMA},
     {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_LLAMA},
 };
 
@@ -28,11 +28,11 @@ static const struct {
     const char *field;
     double dense_max;
 } moe_fields[] = {
-    {"num_local_experts", 1},               /* mixtral, phimoe, granitemoe, jetmoe, arctic, llama4, gpt_oss */
-    {"num_experts", 1},                     /* qwen2_moe, qwen3_moe, olmoe, jamba, grok-1 */
-    {"n_routed_experts", 1},                /* deepseek_v2, deepseek_v3, glm4_moe */
-    {"moe_num_experts", 1},                 /* dbrx (ffn_config), ernie4_5_moe, aria */
-    {"num_experts_per_tok", 1},             /* most families: experts chosen per token */
+    {"num_local_experts", 1},   /* mixtral, phimoe, granitemoe, jetmoe, arctic, llama4, gpt_oss */
+    {"num_experts", 1},         /* qwen2_moe, qwen3_moe, olmoe, jamba, grok-1 */
+    {"n_routed_experts", 1},    /* deepseek_v2, deepseek_v3, glm4_moe */
+    {"moe_num_experts", 1},     /* dbrx (ffn_config), ernie4_5_moe, aria */
+    {"num_experts_per_tok", 1}, /* most families: experts chosen per token */
     {"num_experts_per_token", 1},
     {"experts_per_token", 1},               /* gpt_oss */
     {"moe_top_k", 1},                       /* dbrx (ffn_config) */
@@ -41,18 +41,51 @@ static const struct {
     {"moe_intermediate_size", 0},           /* qwen2_moe, qwen3_moe, deepseek_v2/v3 */
     {"shared_expert_intermediate_size", 0}, /* qwen2_moe */
 };
-#define MOE_SUBCONFIG_DEPTH 3 /* sub-configs in sub-configs: thinker_config.text_config.num_experts */
+#define MOE_SUBCONFIG_DEPTH                                                                        \
+    3 /* sub-configs in sub-configs: thinker_config.text_config.num_experts */
 
 /* model_type values of mixture-of-experts families: refused as such even when
  * their expert fields are named otherwise.  Any model_type containing "moe"
  * is one as well. */
 static const char *const moe_model_types[] = {
-    "mixtral", "phimoe", "jetmoe", "arctic", "minimax", "gpt_oss", "grok", "grok-1",
-    "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_omni_moe", "qwen3_vl_moe",
-    "deepseek_v2", "deepseek_v3", "deepseek_vl_v2", "kimi_vl", "glm4_moe", "glm4v_moe",
-    "dbrx", "llama4", "llama4_text", "jamba", "olmoe", "flex_olmo", "granitemoe",
-    "granitemoeshared", "granitemoehybrid", "switch_transformers", "nllb_moe", "gptsan-japanese",
-    "hunyuan_v1_moe", "ernie4_5_moe", "dots1", "bailing_moe", "aria", "aria_text", "longcat_flash",
+    "mixtral",
+    "phimoe",
+    "jetmoe",
+    "arctic",
+    "minimax",
+    "gpt_oss",
+    "grok",
+    "grok-1",
+    "qwen2_moe",
+    "qwen3_moe",
+    "qwen3_next",
+    "qwen3_omni_moe",
+    "qwen3_vl_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_vl_v2",
+    "kimi_vl",
+    "glm4_moe",
+    "glm4v_moe",
+    "dbrx",
+    "llama4",
+    "llama4_text",
+    "jamba",
+    "olmoe",
+    "flex_olmo",
+    "granitemoe",
+    "granitemoeshared",
+    "granitemoehybrid",
+    "switch_transformers",
+    "nllb_moe",
+    "gptsan-japanese",
+    "hunyuan_v1_moe",
+    "ernie4_5_moe",
+    "dots1",
+    "bailing_moe",
+    "aria",
+    "aria_text",
+    "longcat_flash",
 };
 
 /* The first expert field of `object` or of its sub-configs that declares a
@@ -72,7 +105,8 @@ static bool find_moe_field(const json_t *object, const char *prefix, int depth, 
         return false;
     const char *key;
     json_t *member;
-    json_object_foreach((json_t *)object, key, member) {
+    json_object_foreach((json_t *)object, key, member)
+    {
         if (!json_is_object(member))
             continue;
         char inner[128];
@@ -97,11 +131,16 @@ static ds_status_t refuse_moe(const json_t *root, const char *origin, const char
     char path[256];
     double value = 0;
     if (find_moe_field(root, "", MOE_SUBCONFIG_DEPTH, path, sizeof(path), &value))
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: mixture-of-experts (%s = %.15g) is not modelled yet (accepted: dense models)",
-                         origin, path, value);
+        return DSI_ERROR(
+            DS_ERR_BAD_FILE,
+            "%s: mixture-of-experts (%s = %.15g) is not modelled yet (accepted: dense models)",
+            origin, path, value);
     if (is_moe_model_type(model_type))
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: mixture-of-experts (model_type \"%s\") is not modelled yet (accepted: dense models of model_type gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2)",
-                         origin, model_type);
+        return DSI_ERROR(
+            DS_ERR_BAD_FILE,
+            "%s: mixture-of-experts (model_type \"%s\") is not modelled yet (accepted: dense "
+            "models of model_type gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2)",
+            origin, model_type);
     return DS_OK;
 }
 
@@ -118,10 +157,14 @@ static ds_status_t activation_from_name(const char *name, const char *origin, co
         const char *name;
         ds_activation_t plain, gated;
     } acts[] = {
-        {"gelu", DS_ACT_GELU, DS_ACT_GEGLU},      {"gelu_new", DS_ACT_GELU, DS_ACT_GEGLU},
-        {"gelu_fast", DS_ACT_GELU, DS_ACT_GEGLU}, {"gelu_pytorch_tanh", DS_ACT_GELU, DS_ACT_GEGLU},
-        {"relu", DS_ACT_RELU, DS_ACT_RELU},       {"silu", DS_ACT_SWIGLU, DS_ACT_SWIGLU},
-        {"swish", DS_ACT_SWIGLU, DS_ACT_SWIGLU},  {"gated-gelu", DS_ACT_GEGLU, DS_ACT_GEGLU},
+        {"gelu", DS_ACT_GELU, DS_ACT_GEGLU},
+        {"gelu_new", DS_ACT_GELU, DS_ACT_GEGLU},
+        {"gelu_fast", DS_ACT_GELU, DS_ACT_GEGLU},
+        {"gelu_pytorch_tanh", DS_ACT_GELU, DS_ACT_GEGLU},
+        {"relu", DS_ACT_RELU, DS_ACT_RELU},
+        {"silu", DS_ACT_SWIGLU, DS_ACT_SWIGLU},
+        {"swish", DS_ACT_SWIGLU, DS_ACT_SWIGLU},
+        {"gated-gelu", DS_ACT_GEGLU, DS_ACT_GEGLU},
         {"gated-silu", DS_ACT_SWIGLU, DS_ACT_SWIGLU},
     };
     for (size_t i = 0; i < DSI_ARRAY_SIZE(acts); i++) {
@@ -130,7 +173,9 @@ static ds_status_t activation_from_name(const char *name, const char *origin, co
             return DS_OK;
         }
     }
-    return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"%s\" = \"%s\" is not supported (accepted: gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu, silu, swish, gated-gelu, gated-silu)",
+    return DSI_ERROR(DS_ERR_BAD_FILE,
+                     "%s: \"%s\" = \"%s\" is not supported (accepted: gelu, gelu_new, gelu_fast, "
+                     "gelu_pytorch_tanh, relu, silu, swish, gated-gelu, gated-silu)",
                      origin, field, name);
 }
 
@@ -206,7 +251,8 @@ static ds_status_t parse_t5(const json_t *root, const char *origin, ds_model_inf
     decoder = encoder;
     DSI_TRY(get_int(root, "num_decoder_layers", origin, false, &decoder));
     if (encoder + decoder > HF_MAX)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %d + %d layers is too many", origin, encoder, decoder);
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %d + %d layers is too many", origin, encoder,
+                         decoder);
     info->num_layers = encoder + decoder;
     info->num_encoder_layers = encoder;
     DSI_TRY(get_int(root, "d_model", origin, true, &info->hidden_size));
@@ -255,7 +301,9 @@ static ds_status_t parse_llama(const json_t *root, const char *origin, ds_model_
     else if (strncmp(act, "gelu", 4) == 0)
         info->activation = DS_ACT_GEGLU;
     else
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"hidden_act\" = \"%s\" is not supported for gated MLPs (accepted: silu, swish, gelu)",
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: \"hidden_act\" = \"%s\" is not supported for gated MLPs (accepted: "
+                         "silu, swish, gelu)",
                          origin, act);
     info->norm = DS_NORM_RMSNORM;
     bool bias = false;
@@ -276,14 +324,18 @@ ds_status_t dsi_model_from_hf_config(const void *json_root, const char *origin, 
     const char *model_type = NULL;
     DSI_TRY(dsi_json_string(root, "model_type", origin, false, &model_type));
     if (model_type == NULL)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: neither a Hugging Face config (no \"model_type\") nor a dsmpi layer list (no \"format\": \"dsmpi-layers\")",
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: neither a Hugging Face config (no \"model_type\") nor a dsmpi layer "
+                         "list (no \"format\": \"dsmpi-layers\")",
                          origin);
     DSI_TRY(refuse_moe(root, origin, model_type));
     size_t index = 0;
     while (index < DSI_ARRAY_SIZE(families) && strcmp(families[index].model_type, model_type) != 0)
         index++;
     if (index == DSI_ARRAY_SIZE(families))
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: model_type \"%s\" is not supported (accepted: gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2)",
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: model_type \"%s\" is not supported (accepted: gpt2, bert, roberta, "
+                         "t5, mt5, llama, mistral, qwen2)",
                          origin, model_type);
     memset(info, 0, sizeof(*info));
     name_from_origin(root, origin, info);
@@ -300,8 +352,9 @@ ds_status_t dsi_model_from_hf_config(const void *json_root, const char *origin, 
     int cap = (int)DSI_MIN(dsi_param_int(DSI_PARAM_HF_SEQ_LEN_CAP), (int64_t)HF_MAX);
     info->seq_len = DSI_MIN(info->max_positions, cap > 0 ? cap : info->max_positions);
     model->hf_max_positions = info->max_positions;
-    snprintf(model->seq_note, sizeof(model->seq_note),
-             "seq-len %d taken from max_position_embeddings %d%s; set --seq-len for the training length",
-             info->seq_len, info->max_positions, info->seq_len < info->max_positions ? " (capped)" : "");
+    snprintf(
+        model->seq_note, sizeof(model->seq_note),
+        "seq-len %d taken from max_position_embeddings %d%s; set --seq-len for the training length",
+        info->seq_len, info->max_positions, info->seq_len < info->max_positions ? " (capped)" : "");
     return dsi_model_finish(model, origin);
 }

@@ -25,10 +25,10 @@
 #define MAX_DIM (1LL << 31)
 #define MAX_ELEMENTS (1LL << 40)
 
-static const char *const op_names[] = {"linear", "conv2d", "norm",    "relu", "gelu",
-                                       "softmax", "dropout", "add",   "pool"};
+static const char *const op_names[] = {"linear",  "conv2d",  "norm", "relu", "gelu",
+                                       "softmax", "dropout", "add",  "pool"};
 static const dsi_generic_op_kind_t op_kinds[] = {
-    DSI_GENERIC_LINEAR, DSI_GENERIC_CONV2D,  DSI_GENERIC_NORM, DSI_GENERIC_RELU, DSI_GENERIC_GELU,
+    DSI_GENERIC_LINEAR,  DSI_GENERIC_CONV2D,  DSI_GENERIC_NORM, DSI_GENERIC_RELU, DSI_GENERIC_GELU,
     DSI_GENERIC_SOFTMAX, DSI_GENERIC_DROPOUT, DSI_GENERIC_ADD,  DSI_GENERIC_POOL};
 
 /* A tensor of a x b elements (each at most 2^31) is refused past
@@ -55,7 +55,9 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
         if (strcmp(name, op_names[i]) == 0)
             index = (int)i;
     if (index < 0)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: op \"%s\" is not known (accepted: linear, conv2d, norm, relu, gelu, softmax, dropout, add, pool)",
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: op \"%s\" is not known (accepted: linear, conv2d, norm, relu, gelu, "
+                         "softmax, dropout, add, pool)",
                          origin, name);
     memset(op, 0, sizeof(*op));
     op->kind = op_kinds[index];
@@ -80,8 +82,9 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
         else if (strcmp(parallel, "row") == 0)
             op->split = DSI_TP_ROW;
         else if (strcmp(parallel, "none") != 0)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"parallel\" = \"%s\" (accepted: none, column, row)",
-                             origin, parallel);
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: \"parallel\" = \"%s\" (accepted: none, column, row)", origin,
+                             parallel);
         DSI_TRY(check_tensor(origin, op, "weights", op->inner, op->cols));
         DSI_TRY(check_tensor(origin, op, "input", op->rows, op->inner));
         DSI_TRY(check_tensor(origin, op, "output", op->rows, op->cols));
@@ -103,8 +106,11 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
         int64_t out_h = (height + 2 * padding - kernel) / stride + 1;
         int64_t out_w = (width + 2 * padding - kernel) / stride + 1;
         if (out_h < 1 || out_w < 1)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: conv2d \"%s\" has no output (kernel %lld larger than the padded %lldx%lld input)",
-                             origin, op->name, (long long)kernel, (long long)height, (long long)width);
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: conv2d \"%s\" has no output (kernel %lld larger than the padded "
+                             "%lldx%lld input)",
+                             origin, op->name, (long long)kernel, (long long)height,
+                             (long long)width);
         op->rows = out_h * out_w;
         op->cols = out;
         op->inner = in * kernel * kernel;
@@ -119,7 +125,8 @@ static ds_status_t parse_op(const json_t *object, const char *origin, dsi_generi
         DSI_TRY(dsi_json_int(object, "channels", origin, 1, MAX_DIM, true, &op->cols));
         DSI_TRY(dsi_json_int(object, "elements", origin, 1, MAX_ELEMENTS, true, &elements));
         if (elements % op->cols != 0)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: norm \"%s\": %lld elements are not a multiple of %lld channels",
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: norm \"%s\": %lld elements are not a multiple of %lld channels",
                              origin, op->name, (long long)elements, (long long)op->cols);
         op->rows = elements / op->cols;
         op->params = 2 * op->cols;
@@ -150,8 +157,9 @@ static ds_status_t parse_layer(const json_t *object, const char *origin, dsi_gen
     DSI_TRY(dsi_json_int(object, "repeat", origin, 1, 100000, false, &repeat));
     const json_t *ops = json_object_get(object, "ops");
     if (!json_is_array(ops) || json_array_size(ops) == 0 || json_array_size(ops) > MAX_LAYER_OPS)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: layer \"%s\" needs \"ops\", an array of 1 to %d operators",
-                         origin, layer->name, MAX_LAYER_OPS);
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: layer \"%s\" needs \"ops\", an array of 1 to %d operators", origin,
+                         layer->name, MAX_LAYER_OPS);
     layer->num_ops = (int)json_array_size(ops);
     DSI_TRY(dsi_calloc((size_t)layer->num_ops, sizeof(*layer->ops), &layer->ops));
     for (int i = 0; i < layer->num_ops; i++)
@@ -182,7 +190,8 @@ ds_status_t dsi_model_from_layer_list(const void *json_root, const char *origin,
 
     const json_t *layers = json_object_get(root, "layers");
     if (!json_is_array(layers) || json_array_size(layers) == 0 || json_array_size(layers) > 100000)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"layers\" must be an array of 1 to 100000 layers", origin);
+        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"layers\" must be an array of 1 to 100000 layers",
+                         origin);
     size_t count = json_array_size(layers);
     int64_t *repeats = NULL;
     ds_status_t status;
@@ -191,16 +200,19 @@ ds_status_t dsi_model_from_layer_list(const void *json_root, const char *origin,
     int64_t total = 0;
     for (size_t i = 0; i < count; i++) {
         model->num_generic = (int)i + 1;
-        DSI_TRY_GOTO(parse_layer(json_array_get(layers, i), origin, &model->generic[i], &repeats[i]),
-                     status, out);
+        DSI_TRY_GOTO(
+            parse_layer(json_array_get(layers, i), origin, &model->generic[i], &repeats[i]), status,
+            out);
         total += repeats[i];
     }
     if (total > 100000) {
-        status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: %lld layers after \"repeat\" (accepted: at most 100000)",
-                           origin, (long long)total);
+        status = DSI_ERROR(DS_ERR_BAD_FILE,
+                           "%s: %lld layers after \"repeat\" (accepted: at most 100000)", origin,
+                           (long long)total);
         goto out;
     }
-    DSI_TRY_GOTO(dsi_calloc((size_t)total, sizeof(*model->layer_of), &model->layer_of), status, out);
+    DSI_TRY_GOTO(dsi_calloc((size_t)total, sizeof(*model->layer_of), &model->layer_of), status,
+                 out);
     int64_t next = 0;
     for (size_t i = 0; i < count; i++)
         for (int64_t r = 0; r < repeats[i]; r++)

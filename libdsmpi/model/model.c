@@ -47,7 +47,9 @@ static ds_status_t load_json_root(json_t *root, const char *origin, ds_model_t *
     if (format != NULL && strcmp(format, "dsmpi-layers") == 0)
         return dsi_model_from_layer_list(root, origin, model);
     if (format != NULL)
-        return DSI_ERROR(DS_ERR_BAD_FILE, "%s: \"format\" is \"%s\" (accepted: \"dsmpi-layers\", or a Hugging Face config without \"format\")",
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: \"format\" is \"%s\" (accepted: \"dsmpi-layers\", or a Hugging Face "
+                         "config without \"format\")",
                          origin, format);
     return dsi_model_from_hf_config(root, origin, model);
 }
@@ -76,7 +78,8 @@ ds_status_t ds_model_load(const char *spec, ds_model_t **model_p)
     ds_model_t *model = NULL;
     json_t *root = NULL;
     if (spec == NULL || *spec == '\0')
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "model is empty (accepted: a preset name or a JSON file)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "model is empty (accepted: a preset name or a JSON file)");
     DSI_TRY_GOTO(model_alloc(&model), status, err);
     if (looks_like_path(spec)) {
         DSI_TRY_GOTO(dsi_json_load_file(spec, &root), status, err);
@@ -109,16 +112,20 @@ ds_status_t dsi_model_finish(ds_model_t *model, const char *origin)
             return DSI_ERROR(DS_ERR_BAD_FILE, "%s: hidden size %d (accepted: 1 to %d)", origin,
                              info->hidden_size, MAX_HIDDEN);
         if (info->num_heads < 1 || info->num_heads > info->hidden_size)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %d attention heads (accepted: 1 to the hidden size %d)",
-                             origin, info->num_heads, info->hidden_size);
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: %d attention heads (accepted: 1 to the hidden size %d)", origin,
+                             info->num_heads, info->hidden_size);
         if (info->num_kv_heads == 0)
             info->num_kv_heads = info->num_heads;
         if (info->num_kv_heads < 1 || info->num_heads % info->num_kv_heads != 0)
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %d key/value heads do not divide %d attention heads (accepted: a divisor of %d)",
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: %d key/value heads do not divide %d attention heads (accepted: a "
+                             "divisor of %d)",
                              origin, info->num_kv_heads, info->num_heads, info->num_heads);
         if (info->head_dim == 0) {
             if (info->hidden_size % info->num_heads != 0)
-                return DSI_ERROR(DS_ERR_BAD_FILE, "%s: hidden size %d is not a multiple of %d heads (give head_dim)",
+                return DSI_ERROR(DS_ERR_BAD_FILE,
+                                 "%s: hidden size %d is not a multiple of %d heads (give head_dim)",
                                  origin, info->hidden_size, info->num_heads);
             info->head_dim = info->hidden_size / info->num_heads;
         }
@@ -133,7 +140,9 @@ ds_status_t dsi_model_finish(ds_model_t *model, const char *origin)
                              info->vocab_size, 1 << 24);
         if (info->arch == DS_ARCH_ENCODER_DECODER &&
             (info->num_encoder_layers < 1 || info->num_encoder_layers >= info->num_layers))
-            return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %d encoder layers of %d (accepted: at least one encoder and one decoder layer)",
+            return DSI_ERROR(DS_ERR_BAD_FILE,
+                             "%s: %d encoder layers of %d (accepted: at least one encoder and one "
+                             "decoder layer)",
                              origin, info->num_encoder_layers, info->num_layers);
         if (info->arch == DS_ARCH_ENCODER)
             info->num_encoder_layers = info->num_layers;
@@ -163,7 +172,8 @@ static int64_t attention_params(const ds_model_info_t *info, int64_t tp, bool cr
     int64_t h = info->hidden_size, d = info->head_dim;
     int64_t q = info->num_heads * d / tp, kv = info->num_kv_heads * d / tp;
     int64_t bias = info->linear_bias;
-    (void)cross; /* cross-attention has the same weights: q from the decoder, k/v from the encoder */
+    (void)
+        cross; /* cross-attention has the same weights: q from the decoder, k/v from the encoder */
     int64_t qkv = h * (q + 2 * kv) + bias * (q + 2 * kv);
     int64_t proj = q * h + bias * h;
     return qkv + proj;
@@ -225,7 +235,8 @@ static int64_t layer_params(const ds_model_t *model, int layer, int tp, bool pad
         return total;
     }
     bool decoder_of_t5 = info->arch == DS_ARCH_ENCODER_DECODER && layer >= info->num_encoder_layers;
-    int64_t total = attention_params(info, tp, false) + mlp_params(info, tp) + 2 * norm_params(info);
+    int64_t total =
+        attention_params(info, tp, false) + mlp_params(info, tp) + 2 * norm_params(info);
     if (decoder_of_t5)
         total += attention_params(info, tp, true) + norm_params(info);
     return total;
@@ -249,9 +260,12 @@ ds_status_t ds_model_set_seq_len(ds_model_t *model, int64_t seq_len)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "seq-len %lld is out of range (accepted: 1 to %d)",
                          (long long)seq_len, MAX_SEQ_LEN);
     if (model->info.arch == DS_ARCH_LAYER_LIST)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "seq-len cannot change a layer-list model (its shapes are fixed per sample)");
+        return DSI_ERROR(
+            DS_ERR_INVALID_ARG,
+            "seq-len cannot change a layer-list model (its shapes are fixed per sample)");
     if (model->info.learned_positions && seq_len > model->info.max_positions)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "seq-len %lld exceeds the %d learned positions of %s (accepted: 1 to %d)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "seq-len %lld exceeds the %d learned positions of %s (accepted: 1 to %d)",
                          (long long)seq_len, model->info.max_positions, model->info.name,
                          model->info.max_positions);
     model->info.seq_len = (int)seq_len;
@@ -263,7 +277,8 @@ ds_status_t ds_model_set_seq_len(ds_model_t *model, int64_t seq_len)
 ds_status_t ds_model_set_global_batch(ds_model_t *model, int64_t global_batch)
 {
     if (global_batch < 1 || global_batch > MAX_GLOBAL_BATCH)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "global-batch %lld is out of range (accepted: 1 to %lld)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "global-batch %lld is out of range (accepted: 1 to %lld)",
                          (long long)global_batch, MAX_GLOBAL_BATCH);
     model->info.global_batch = global_batch;
     return DS_OK;
@@ -272,7 +287,8 @@ ds_status_t ds_model_set_global_batch(ds_model_t *model, int64_t global_batch)
 ds_status_t ds_model_set_dtype(ds_model_t *model, ds_dtype_t dtype)
 {
     if (dtype == DS_DTYPE_FP8)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "dtype fp8 is not modelled yet (accepted: fp32, bf16, fp16)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "dtype fp8 is not modelled yet (accepted: fp32, bf16, fp16)");
     model->info.dtype = dtype;
     return DS_OK;
 }

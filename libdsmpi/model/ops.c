@@ -21,15 +21,15 @@ typedef struct op_list {
     const dsi_shape_ctx_t *ctx;
     ds_pass_t pass; /* the pass of operators being appended */
     ds_status_t status;
-    bool fp8;       /* GEMMs in FP8: the transformer layers' linears under fp8= */
+    bool fp8; /* GEMMs in FP8: the transformer layers' linears under fp8= */
 } op_list_t;
 
 static dsi_op_t *push(op_list_t *list, const char *label)
 {
     if (list->count == list->max) {
         if (list->status == DS_OK)
-            list->status = DSI_ERROR(DS_ERR_INTERNAL, "more than %zu operators in one layer pass",
-                                     list->max);
+            list->status =
+                DSI_ERROR(DS_ERR_INTERNAL, "more than %zu operators in one layer pass", list->max);
         return NULL;
     }
     dsi_op_t *op = &list->ops[list->count++];
@@ -127,8 +127,8 @@ static void elementwise(op_list_t *list, ds_op_t kind, const char *label, int64_
     op->grad_params = grad_params;
 }
 
-static void tp_collective(op_list_t *list, ds_comm_op_t primitive, const char *label,
-                          int64_t bytes, ds_dtype_t dtype)
+static void tp_collective(op_list_t *list, ds_comm_op_t primitive, const char *label, int64_t bytes,
+                          ds_dtype_t dtype)
 {
     if (list->ctx->tp == 1)
         return;
@@ -147,14 +147,14 @@ static void tp_collective(op_list_t *list, ds_comm_op_t primitive, const char *l
 /* ---- transformer layers ----------------------------------------------------- */
 
 typedef struct shape {
-    int64_t b, s, t;    /* micro-batch, sequence, tensor-parallel degree */
-    int64_t tokens;     /* b * s */
-    int64_t rows;       /* tokens of elementwise work: tokens / t with SP */
+    int64_t b, s, t;     /* micro-batch, sequence, tensor-parallel degree */
+    int64_t tokens;      /* b * s */
+    int64_t rows;        /* tokens of elementwise work: tokens / t with SP */
     int64_t h, d, q, kv; /* hidden, head dim, q heads and kv heads on this rank */
-    int64_t ffn;        /* MLP columns on this rank */
-    int64_t act_bytes;  /* bytes of a [tokens, h] activation */
+    int64_t ffn;         /* MLP columns on this rank */
+    int64_t act_bytes;   /* bytes of a [tokens, h] activation */
     bool sp, gated, causal, dropout, rope, bias;
-    bool flash;         /* attention as one fused operator */
+    bool flash; /* attention as one fused operator */
 } shape_t;
 
 static ds_op_t norm_op(const ds_model_info_t *info)
@@ -246,7 +246,8 @@ static void flash_attention(op_list_t *list, const shape_t *sh, int64_t kv_seq)
     ds_attention_shape_set(&op->key, &a);
     bool bwd = list->pass == DS_PASS_BACKWARD;
     double heads = (double)sh->b * (double)sh->q;
-    op->flops = (bwd ? 10.0 : 4.0) * (double)sh->d * heads * visible_pairs(sh->s, kv_seq, sh->causal);
+    op->flops =
+        (bwd ? 10.0 : 4.0) * (double)sh->d * heads * visible_pairs(sh->s, kv_seq, sh->causal);
     double q_side = heads * (double)sh->s * (double)sh->d;
     double kv_side = (double)sh->b * (double)sh->kv * (double)kv_seq * (double)sh->d;
     op->bytes = dsize(list) * (bwd ? 4.0 * (q_side + kv_side) : 2.0 * (q_side + kv_side)) +
@@ -262,8 +263,8 @@ static void attention_core_forward(op_list_t *list, const shape_t *sh, int64_t k
     }
     int64_t batch = sh->b * sh->q;
     batched_gemm(list, "attn.scores", sh->s, kv_seq, sh->d, batch, DS_GEMM_TRANS_B);
-    elementwise(list, DS_OP_SOFTMAX, "attn.softmax", batch * sh->s, kv_seq, sh->causal ? 1 : 0,
-                5.0, 2.0, 0);
+    elementwise(list, DS_OP_SOFTMAX, "attn.softmax", batch * sh->s, kv_seq, sh->causal ? 1 : 0, 5.0,
+                2.0, 0);
     if (sh->dropout)
         elementwise(list, DS_OP_DROPOUT, "attn.dropout", batch * sh->s, kv_seq, 0, 2.0, 2.0, 0);
     batched_gemm(list, "attn.context", sh->s, sh->d, kv_seq, batch, 0);
@@ -280,8 +281,8 @@ static void attention_core_backward(op_list_t *list, const shape_t *sh, int64_t 
     batched_gemm(list, "attn.context.dvalue", kv_seq, sh->d, sh->s, batch, DS_GEMM_TRANS_A);
     if (sh->dropout)
         elementwise(list, DS_OP_DROPOUT, "attn.dropout", batch * sh->s, kv_seq, 0, 2.0, 2.0, 0);
-    elementwise(list, DS_OP_SOFTMAX, "attn.softmax", batch * sh->s, kv_seq, sh->causal ? 1 : 0,
-                4.0, 3.0, 0);
+    elementwise(list, DS_OP_SOFTMAX, "attn.softmax", batch * sh->s, kv_seq, sh->causal ? 1 : 0, 4.0,
+                3.0, 0);
     batched_gemm(list, "attn.scores.dquery", sh->s, sh->d, kv_seq, batch, 0);
     batched_gemm(list, "attn.scores.dkey", kv_seq, sh->d, sh->s, batch, DS_GEMM_TRANS_A);
 }
@@ -320,15 +321,14 @@ static void self_attention_forward(op_list_t *list, const ds_model_info_t *info,
     fp8_cast(list, "attn.proj.cast", sh->tokens, sh->q * sh->d);
     gemm(list, "attn.proj", sh->tokens, sh->h, sh->q * sh->d, DS_GEMM_TRANS_B, 0);
     tp_exit(list, sh, "attn.tp.reduce");
-    elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows,
-                sh->h, 0, 3.0, 3.0, 0);
+    elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows, sh->h,
+                0, 3.0, 3.0, 0);
 }
 
-static void self_attention_backward(op_list_t *list, const ds_model_info_t *info,
-                                    const shape_t *sh)
+static void self_attention_backward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
-    elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows,
-                sh->h, 0, 2.0, 3.0, 0);
+    elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows, sh->h,
+                0, 2.0, 3.0, 0);
     row_linear_backward(list, sh, "attn.proj.dgrad", "attn.proj.wgrad", "attn.tp.gather",
                         sh->q * sh->d, sh->h);
     attention_core_backward(list, sh, sh->s);
@@ -343,8 +343,8 @@ static void self_attention_backward(op_list_t *list, const ds_model_info_t *info
 
 /* T5 decoder cross-attention: queries from the decoder, keys and values from
  * the encoder output of `enc_seq` tokens. */
-static void cross_attention_forward(op_list_t *list, const ds_model_info_t *info,
-                                    const shape_t *sh, int64_t enc_seq)
+static void cross_attention_forward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh,
+                                    int64_t enc_seq)
 {
     int64_t enc_tokens = sh->b * enc_seq;
     elementwise(list, norm_op(info), "xattn.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
@@ -400,7 +400,8 @@ static void mlp_backward(op_list_t *list, const ds_model_info_t *info, const sha
     int64_t up = sh->ffn * (sh->gated ? 2 : 1);
     elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "mlp.residual", sh->rows, sh->h,
                 0, 2.0, 3.0, 0);
-    row_linear_backward(list, sh, "mlp.fc2.dgrad", "mlp.fc2.wgrad", "mlp.tp.gather", sh->ffn, sh->h);
+    row_linear_backward(list, sh, "mlp.fc2.dgrad", "mlp.fc2.wgrad", "mlp.tp.gather", sh->ffn,
+                        sh->h);
     elementwise(list, activation_op(info), "mlp.act", sh->tokens, sh->ffn, 0,
                 sh->gated ? 10.0 : 12.0, sh->gated ? 5.0 : 3.0, 0);
     column_linear_backward(list, sh, "mlp.fc1.dgrad", "mlp.fc1.wgrad", "mlp.tp.reduce", sh->h, up);
@@ -528,7 +529,8 @@ static void generic_pass(op_list_t *list, const ds_model_t *model, const dsi_gen
             if (pass == DS_PASS_FORWARD) {
                 gemm(list, g->name, rows, n, k, DS_GEMM_TRANS_B, 0);
                 if (g->split == DSI_TP_ROW)
-                    tp_collective(list, DS_COMM_ALLREDUCE, "layer.tp.reduce", out_bytes, ctx->dtype);
+                    tp_collective(list, DS_COMM_ALLREDUCE, "layer.tp.reduce", out_bytes,
+                                  ctx->dtype);
             } else {
                 gemm(list, g->name, rows, k, n, 0, 0);
                 if (g->split == DSI_TP_COLUMN)

@@ -15,14 +15,20 @@ typedef struct preset {
 } preset_t;
 
 #define GPT(name, layers, hidden, heads, vocab, seq, gbs)                                          \
-    {name, DS_ARCH_DECODER, layers, 0, hidden, heads, heads, 4 * (hidden), vocab, seq, seq, 0,     \
-     DS_ACT_GELU, DS_NORM_LAYERNORM, 1, 1, 1, 1, gbs}
-#define LLAMA(name, layers, hidden, heads, kv, ffn, vocab, seq, gbs)                                \
-    {name, DS_ARCH_DECODER, layers, 0, hidden, heads, kv, ffn, vocab, seq, seq, 0, DS_ACT_SWIGLU,  \
-     DS_NORM_RMSNORM, 0, 0, 0, 0, gbs}
+    {                                                                                              \
+        name, DS_ARCH_DECODER, layers, 0, hidden, heads, heads, 4 * (hidden), vocab, seq, seq, 0,  \
+            DS_ACT_GELU, DS_NORM_LAYERNORM, 1, 1, 1, 1, gbs                                        \
+    }
+#define LLAMA(name, layers, hidden, heads, kv, ffn, vocab, seq, gbs)                               \
+    {                                                                                              \
+        name, DS_ARCH_DECODER, layers, 0, hidden, heads, kv, ffn, vocab, seq, seq, 0,              \
+            DS_ACT_SWIGLU, DS_NORM_RMSNORM, 0, 0, 0, 0, gbs                                        \
+    }
 #define BERT(name, layers, hidden, heads, gbs)                                                     \
-    {name, DS_ARCH_ENCODER, layers, layers, hidden, heads, heads, 4 * (hidden), 30522, 512, 512,   \
-     0, DS_ACT_GELU, DS_NORM_LAYERNORM, 1, 1, 1, 1, gbs}
+    {                                                                                              \
+        name, DS_ARCH_ENCODER, layers, layers, hidden, heads, heads, 4 * (hidden), 30522, 512,     \
+            512, 0, DS_ACT_GELU, DS_NORM_LAYERNORM, 1, 1, 1, 1, gbs                                \
+    }
 
 static const preset_t presets[] = {
     BERT("bert-large", 24, 1024, 16, 256),

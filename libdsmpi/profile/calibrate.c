@@ -434,8 +434,8 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
             key.ranks_per_node = m.sample.ranks_per_node;
             double estimate = 0.0;
             if (local == DS_OK)
-                local = dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library,
-                                                  &estimate);
+                local =
+                    dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library, &estimate);
             if (m.cost.cost.median_s > 0.0 && estimate > 0.0) {
                 factor[0] = m.cost.cost.median_s / estimate;
                 factor[1] = spread_of(&m.cost);
@@ -453,8 +453,8 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
             DSI_TRY_GOTO(measure_briefly(c, &key, CALIBRATE_HUGE_S, &m, &call_s), status, out);
             double estimate = 0.0;
             if (local == DS_OK)
-                local = dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library,
-                                                  &estimate);
+                local =
+                    dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library, &estimate);
             if (m.cost.cost.median_s > 0.0 && estimate > 0.0)
                 huge = m.cost.cost.median_s / estimate;
         }

@@ -31,7 +31,8 @@ static const char *pick_fingerprint(const ds_profile_db_t *db)
         size_t count = 0;
         for (size_t r = 0; r < ds_profile_db_num_records(db); r++) {
             ds_profile_record_t record;
-            if (ds_profile_db_get_record(db, r, &record) == DS_OK && strcmp(record.fingerprint, fp) == 0)
+            if (ds_profile_db_get_record(db, r, &record) == DS_OK &&
+                strcmp(record.fingerprint, fp) == 0)
                 count++;
         }
         if (best == NULL || count > best_count) {
@@ -45,8 +46,9 @@ static const char *pick_fingerprint(const ds_profile_db_t *db)
 /* The optimizer step streams its parameters through memory: a step over a
  * parameter count nobody measured is the nearest measured step scaled
  * linearly (interpolated between two measured counts, extrapolated beyond). */
-static ds_status_t scale_optimizer_steps(const ds_cost_table_t *measured, const ds_event_set_t *events,
-                                         ds_cost_table_t *table, ds_cost_report_t *report)
+static ds_status_t scale_optimizer_steps(const ds_cost_table_t *measured,
+                                         const ds_event_set_t *events, ds_cost_table_t *table,
+                                         ds_cost_report_t *report)
 {
     for (size_t i = 0; i < ds_event_set_size(events); i++) {
         const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
@@ -64,7 +66,8 @@ static ds_status_t scale_optimizer_steps(const ds_cost_table_t *measured, const 
                 continue;
             below |= k->dims[0] < key->dims[0];
             above |= k->dims[0] > key->dims[0];
-            if (best == NULL || llabs(k->dims[0] - key->dims[0]) < llabs(best_params - key->dims[0])) {
+            if (best == NULL ||
+                llabs(k->dims[0] - key->dims[0]) < llabs(best_params - key->dims[0])) {
                 best = c;
                 best_params = k->dims[0];
             }
@@ -97,7 +100,8 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
     ds_cluster_t on_measured = *target;
     bool known = spec_of_fingerprint(fingerprint, &on_measured.device) == DS_OK;
     if (known)
-        snprintf(report->measured_device, sizeof(report->measured_device), "%s", on_measured.device.name);
+        snprintf(report->measured_device, sizeof(report->measured_device), "%s",
+                 on_measured.device.name);
     bool same = known && strcmp(on_measured.device.name, target->device.name) == 0;
     *same_device_p = same;
     for (size_t i = 0; i < ds_event_set_size(events); i++) {
@@ -111,7 +115,8 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
              * model's estimates on the two devices; modelled, said so. */
             double on_target = dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, target);
             double on_source =
-                known ? dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, &on_measured) : 0.0;
+                known ? dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, &on_measured)
+                      : 0.0;
             if (!(on_source > 0.0))
                 continue;
             double ratio = on_target / on_source;
@@ -149,7 +154,7 @@ ds_status_t ds_costs_measured_device(const ds_cost_sources_t *src, ds_device_spe
  * or with "auto" Open MPI's when most samples were measured with MPI (the
  * cpu and replay backends tag them "cpu:" and "replay:"), NCCL's otherwise. */
 static ds_status_t comm_library_of(const ds_comm_sample_t *samples, size_t count,
-                                          ds_comm_library_t *library_p)
+                                   ds_comm_library_t *library_p)
 {
     const char *forced = dsi_param_string(DSI_PARAM_COMM_LIBRARY);
     if (forced != NULL && strcmp(forced, "auto") != 0) {
@@ -182,14 +187,17 @@ ds_status_t ds_costs_assemble(const ds_cost_sources_t *src, const ds_event_set_t
         fingerprint = pick_fingerprint(src->db);
     if (src->db != NULL && fingerprint != NULL) {
         snprintf(r.fingerprint, sizeof(r.fingerprint), "%s", fingerprint);
-        DSI_TRY_GOTO(compute_costs(src, fingerprint, events, target, table, &r, &same_device), status, out);
-        DSI_TRY_GOTO(ds_profile_db_get_comm_samples(src->db, NULL, &db_samples, &num_db), status, out);
+        DSI_TRY_GOTO(compute_costs(src, fingerprint, events, target, table, &r, &same_device),
+                     status, out);
+        DSI_TRY_GOTO(ds_profile_db_get_comm_samples(src->db, NULL, &db_samples, &num_db), status,
+                     out);
     }
     /* Samples measured on the target's kind of device, and imported ones. */
     char tag[64] = "";
     if (fingerprint != NULL)
         ds_fingerprint_source_tag(fingerprint, tag, sizeof(tag));
-    DSI_TRY_GOTO(dsi_calloc(num_db + src->num_samples + 1, sizeof(*samples), &samples), status, out);
+    DSI_TRY_GOTO(dsi_calloc(num_db + src->num_samples + 1, sizeof(*samples), &samples), status,
+                 out);
     for (size_t i = 0; i < num_db; i++)
         if (db_samples[i].provenance == DS_PROV_IMPORTED ||
             (same_device && strcmp(db_samples[i].source, tag) == 0))
@@ -201,7 +209,8 @@ ds_status_t ds_costs_assemble(const ds_cost_sources_t *src, const ds_event_set_t
         ds_comm_model_options_t options;
         ds_comm_model_options_init(&options);
         DSI_TRY_GOTO(comm_library_of(samples, num, &options.library), status, out);
-        snprintf(r.comm_library, sizeof(r.comm_library), "%s", ds_comm_library_name(options.library));
+        snprintf(r.comm_library, sizeof(r.comm_library), "%s",
+                 ds_comm_library_name(options.library));
         DSI_TRY_GOTO(ds_comm_model_create(target, samples, num, &options, &model), status, out);
         DSI_TRY_GOTO(ds_comm_model_fill(model, events, table, &r.comm_filled), status, out);
     }

@@ -14,9 +14,9 @@
 #ifndef DSI_PROFILE_H
 #define DSI_PROFILE_H
 
+#include <dsmpi/backend.h>
 #include <dsmpi/cluster.h>
 #include <dsmpi/comm.h>
-#include <dsmpi/backend.h>
 #include <dsmpi/events.h>
 
 #include <mpi.h>
@@ -24,13 +24,13 @@
 #include "dsi_core.h"
 
 typedef struct dsi_unit {
-    uint64_t hash;       /* of the key sequence */
-    size_t first_key;    /* into plan->keys */
+    uint64_t hash;    /* of the key sequence */
+    size_t first_key; /* into plan->keys */
     size_t num_keys;
-    double estimate_s;   /* one run of the unit on the profiling device */
-    int rank;            /* who measures it; -1 = nobody (already measured) */
+    double estimate_s; /* one run of the unit on the profiling device */
+    int rank;          /* who measures it; -1 = nobody (already measured) */
 
-    char label[64];      /* "gpt2-medium layer 0 fwd" */
+    char label[64]; /* "gpt2-medium layer 0 fwd" */
 } dsi_unit_t;
 
 /* One communication measurement: `num_groups` groups of `sample.group_size`
@@ -38,8 +38,8 @@ typedef struct dsi_unit {
 typedef struct dsi_comm_task {
     ds_comm_sample_t sample; /* what is measured (layout fields filled; times empty) */
     int num_groups;
-    int shape;               /* index of the group shape (for communicator reuse) */
-    int exact;               /* a size some target event has (else a sweep point) */
+    int shape; /* index of the group shape (for communicator reuse) */
+    int exact; /* a size some target event has (else a sweep point) */
 } dsi_comm_task_t;
 
 /* A set of groups of the allocation; ranks[g * size + i]. */
@@ -52,11 +52,11 @@ typedef struct dsi_group_shape {
 } dsi_group_shape_t;
 
 typedef struct dsi_profile_plan {
-    ds_event_set_t *events;  /* union of every added strategy's events */
-    ds_event_key_t *keys;    /* unit key sequences, concatenated */
-    double *key_bytes;       /* their kernels' buffers on the backend (dsi_profile_plan_buffers)
-                                for the first num_key_bytes keys; 0: not known, the roofline
-                                bytes stand for them */
+    ds_event_set_t *events; /* union of every added strategy's events */
+    ds_event_key_t *keys;   /* unit key sequences, concatenated */
+    double *key_bytes;      /* their kernels' buffers on the backend (dsi_profile_plan_buffers)
+                               for the first num_key_bytes keys; 0: not known, the roofline
+                               bytes stand for them */
     size_t num_key_bytes;
     size_t num_keys, keys_capacity;
     dsi_unit_t *units;
@@ -82,13 +82,15 @@ ds_status_t dsi_profile_plan_add(dsi_profile_plan_t *plan, const ds_model_t *mod
  * units whose keys all have a cost in `measured` (may be NULL), estimating
  * on `device`; then lists the communication tasks with sizes from
  * `sweep_min` to `sweep_max` bytes (powers of two). */
-ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank,
-                                    const ds_cost_table_t *measured, const ds_device_spec_t *device,
-                                    int64_t sweep_min, int64_t sweep_max);
+ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks,
+                                    const int *node_of_rank, const ds_cost_table_t *measured,
+                                    const ds_device_spec_t *device, int64_t sweep_min,
+                                    int64_t sweep_max);
 
 /* Replaces the plan's group shapes with those of `num_ranks` ranks, rank r
  * on node node_of_rank[r] (what dsi_profile_plan_assign measures). */
-ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank);
+ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks,
+                                    const int *node_of_rank);
 
 /* ---- how long measuring the plan takes (estimate.c, calibrate.c) ------------------------------
  * The estimate runs the measurement loop's own rules (dsi_measure_expect)
@@ -109,19 +111,19 @@ typedef struct dsi_speed_class {
 #define DSI_SPEED_RANKS 256
 
 typedef struct dsi_profile_speed {
-    ds_cluster_t here;          /* the allocation as a cluster of its device spec (rooflines) */
+    ds_cluster_t here;              /* the allocation as a cluster of its device spec (rooflines) */
     ds_comm_library_t comm_library; /* whose algorithms shape communication estimates: the
                                        backend's (MPI's on the cpu backend, NCCL's on cuda) */
     dsi_speed_class_t classes[DSI_SPEED_CLASSES];
     int num_classes;
-    double default_factor;      /* for a class not calibrated */
-    double fill_s_per_byte;     /* preparing a kernel: its buffers filled with values */
-    double compute_spread;      /* relative spread of repeated compute runs */
+    double default_factor;              /* for a class not calibrated */
+    double fill_s_per_byte;             /* preparing a kernel: its buffers filled with values */
+    double compute_spread;              /* relative spread of repeated compute runs */
     double rank_share[DSI_SPEED_RANKS]; /* cpu backend: the share of its core each of the first
                                            ranks had during the calibration (1: alone) */
     int num_rank_shares;
-    double cpu_share;           /* ... their mean, for the others */
-    double comm_factor;         /* measured / roofline time of an operation of a few MiB here */
+    double cpu_share;   /* ... their mean, for the others */
+    double comm_factor; /* measured / roofline time of an operation of a few MiB here */
     /* The same per primitive (0: comm_factor) at comm_factor_bytes, and at
      * comm_huge_bytes (0: not measured), log-linear between; beyond, the
      * nearer one (messages out of the caches run slower per byte). */
@@ -134,11 +136,11 @@ typedef struct dsi_profile_speed {
     double comm_spread;
     double comm_op_spread[DS_COMM_COUNT_];
     double comm_spread_small_bytes, comm_spread_large_bytes;
-    double sync_s;               /* one barrier (or small collective) of the allocation */
-    double comm_create_s;        /* setting up one communicator (backend and its warm-up) */
-    double commit_s;             /* writing the database: a fixed part ... */
-    double commit_s_per_record;  /* ... and per record it holds */
-    int calibrated;              /* measured here, not the defaults */
+    double sync_s;              /* one barrier (or small collective) of the allocation */
+    double comm_create_s;       /* setting up one communicator (backend and its warm-up) */
+    double commit_s;            /* writing the database: a fixed part ... */
+    double commit_s_per_record; /* ... and per record it holds */
+    int calibrated;             /* measured here, not the defaults */
 } dsi_profile_speed_t;
 
 /* Defaults without a calibration: factors 1 (the device spec's roofline),
@@ -166,9 +168,9 @@ ds_status_t dsi_profile_calibrate(ds_backend_t *backend, MPI_Comm comm,
                                   dsi_profile_speed_t *speed);
 
 typedef struct dsi_profile_estimate {
-    double *unit_s;   /* per unit: preparing and measuring it (0: not measured by this run) */
-    double *rank_s;   /* per rank: its units */
-    double *round_s;  /* per compute round: the slowest rank's unit, the agreement, a checkpoint */
+    double *unit_s;  /* per unit: preparing and measuring it (0: not measured by this run) */
+    double *rank_s;  /* per rank: its units */
+    double *round_s; /* per compute round: the slowest rank's unit, the agreement, a checkpoint */
     size_t num_rounds;
     double *task_s;   /* per task: communicators when the shape changes, preparing, measuring,
                          agreeing (0: reused) */

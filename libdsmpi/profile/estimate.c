@@ -312,8 +312,8 @@ static ds_status_t task_seconds(const dsi_comm_task_t *task, const ds_measure_co
 }
 
 static ds_status_t estimate_comm(const dsi_profile_plan_t *plan, const ds_measure_config_t *config,
-                          const dsi_profile_speed_t *speed, const unsigned char *task_reused,
-                          db_model_t *db, dsi_profile_estimate_t *e)
+                                 const dsi_profile_speed_t *speed, const unsigned char *task_reused,
+                                 db_model_t *db, dsi_profile_estimate_t *e)
 {
     int shape = -1;
     for (size_t t = 0; t < plan->num_tasks; t++) {

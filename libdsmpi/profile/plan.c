@@ -47,7 +47,8 @@ static uint64_t sequence_hash(const ds_event_key_t *keys, size_t n)
     return h;
 }
 
-static bool has_unit(const dsi_profile_plan_t *plan, uint64_t hash, const ds_event_key_t *keys, size_t n)
+static bool has_unit(const dsi_profile_plan_t *plan, uint64_t hash, const ds_event_key_t *keys,
+                     size_t n)
 {
     for (size_t u = 0; u < plan->num_units; u++) {
         const dsi_unit_t *unit = &plan->units[u];
@@ -100,7 +101,8 @@ static ds_status_t add_layer_units(dsi_profile_plan_t *plan, const ds_model_t *m
     ds_event_key_t keys[DSI_MAX_LAYER_OPS];
     for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
         size_t count = 0, n = 0;
-        DSI_TRY(dsi_model_layer_ops(model, layer, ctx, (ds_pass_t)pass, ops, DSI_MAX_LAYER_OPS, &count));
+        DSI_TRY(dsi_model_layer_ops(model, layer, ctx, (ds_pass_t)pass, ops, DSI_MAX_LAYER_OPS,
+                                    &count));
         for (size_t i = 0; i < count; i++)
             if (ops[i].key.kind == DS_EVENT_COMPUTE)
                 keys[n++] = ops[i].key;
@@ -287,7 +289,8 @@ static ds_status_t make_shapes(dsi_profile_plan_t *plan, int num_ranks, const in
     for (int r = 0; r < num_ranks; r++)
         counts[node_of_rank[r]]++;
     for (int n = 0; n < num_nodes; n++) {
-        DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(counts[n], 1), sizeof(int), &node_ranks[n]), status, out);
+        DSI_TRY_GOTO(dsi_calloc((size_t)DSI_MAX(counts[n], 1), sizeof(int), &node_ranks[n]), status,
+                     out);
         counts[n] = 0;
     }
     for (int r = 0; r < num_ranks; r++)
@@ -321,7 +324,8 @@ out:
     return status;
 }
 
-ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank)
+ds_status_t dsi_profile_plan_shapes(dsi_profile_plan_t *plan, int num_ranks,
+                                    const int *node_of_rank)
 {
     for (int i = 0; i < plan->num_shapes; i++)
         dsi_free(plan->shapes[i].ranks);
@@ -340,8 +344,8 @@ static ds_status_t add_task(dsi_profile_plan_t *plan, int shape, ds_comm_op_t op
     bytes = (bytes + unit - 1) / unit * unit;
     for (size_t i = 0; i < plan->num_tasks; i++) {
         const ds_comm_sample_t *t = &plan->tasks[i].sample;
-        if (plan->tasks[i].shape == shape && t->op == op && t->dtype == dtype && t->bytes == bytes &&
-            t->batched == batched) {
+        if (plan->tasks[i].shape == shape && t->op == op && t->dtype == dtype &&
+            t->bytes == bytes && t->batched == batched) {
             plan->tasks[i].exact |= exact;
             return DS_OK;
         }
@@ -395,9 +399,11 @@ static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64
         int batched = (k->flags & DS_COMM_FLAG_BATCHED) != 0;
         for (int shape = 0; shape < plan->num_shapes; shape++) {
             if (k->dims[0] <= sweep_max)
-                DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, k->dims[0], batched, 1));
+                DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, k->dims[0],
+                                 batched, 1));
             for (int64_t bytes = sweep_min; bytes <= sweep_max;) {
-                DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, bytes, batched, 0));
+                DSI_TRY(add_task(plan, shape, (ds_comm_op_t)k->op, (ds_dtype_t)k->dtype, bytes,
+                                 batched, 0));
                 if (bytes > sweep_max / 2)
                     break;
                 bytes *= 2;
@@ -420,12 +426,15 @@ static ds_status_t make_tasks(dsi_profile_plan_t *plan, int64_t sweep_min, int64
     return DS_OK;
 }
 
-ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks, const int *node_of_rank,
-                                    const ds_cost_table_t *measured, const ds_device_spec_t *device,
-                                    int64_t sweep_min, int64_t sweep_max)
+ds_status_t dsi_profile_plan_assign(dsi_profile_plan_t *plan, int num_ranks,
+                                    const int *node_of_rank, const ds_cost_table_t *measured,
+                                    const ds_device_spec_t *device, int64_t sweep_min,
+                                    int64_t sweep_max)
 {
     if (num_ranks < 1 || sweep_min < 1 || sweep_max < sweep_min)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "profiling plan for %d ranks, sweep %lld..%lld bytes (accepted: >= 1 rank, 1 <= min <= max)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "profiling plan for %d ranks, sweep %lld..%lld bytes (accepted: >= 1 "
+                         "rank, 1 <= min <= max)",
                          num_ranks, (long long)sweep_min, (long long)sweep_max);
     dsi_free(plan->rank_load_s);
     plan->rank_load_s = NULL;

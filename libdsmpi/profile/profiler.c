@@ -16,9 +16,9 @@
 
 #include "dsi_mpi.h"
 #include "dsi_profile.h"
+#include "dsi_profile_run.h"
 #include "events/dsi_events.h"
 #include "model/dsi_model.h"
-#include "dsi_profile_run.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,8 +32,8 @@ struct ds_profiler {
     ds_profile_options_t options;
     char *db_path;
     ds_backend_t *backend;
-    ds_profile_db_t *db;       /* NULL: no database, the text outputs instead */
-    ds_cost_table_t *measured; /* without a database: this rank's event costs */
+    ds_profile_db_t *db;        /* NULL: no database, the text outputs instead */
+    ds_cost_table_t *measured;  /* without a database: this rank's event costs */
     ds_comm_samples_t *samples; /* ... and communication samples */
     ds_allocation_t allocation;
     int *node_of_rank;
@@ -116,16 +116,19 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
     ds_profiler_t *p = NULL;
     bool text_only = options->db_path == NULL || options->db_path[0] == '\0';
     if (text_only && options->costs_out == NULL && options->comm_samples_out == NULL)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "no profile database given (accepted: --profile-db FILE.h5, "
-                                             "or text files: --costs-out FILE, --comm-samples-out FILE)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "no profile database given (accepted: --profile-db FILE.h5, "
+                         "or text files: --costs-out FILE, --comm-samples-out FILE)");
     if (text_only && options->num_fallbacks > 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "site databases are read with a profile database "
                                              "(accepted: --site-db with --profile-db FILE.h5)");
     if (options->compute_only && options->comm_only)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "compute only and communication only at once (accepted: one of them)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "compute only and communication only at once (accepted: one of them)");
     if (options->sweep_min_bytes < 1 || options->sweep_max_bytes < options->sweep_min_bytes ||
         options->sweep_max_bytes > DS_PROFILE_SWEEP_LIMIT)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max <= 1TiB)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "communication sweep %lld..%lld bytes (accepted: 1 <= min <= max <= 1TiB)",
                          (long long)options->sweep_min_bytes, (long long)options->sweep_max_bytes);
     DSI_TRY(dsi_calloc(1, sizeof(*p), &p));
     p->comm = MPI_COMM_NULL;
@@ -137,8 +140,9 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
     DSI_MPI_TRY_GOTO(MPI_Comm_size(p->comm, &p->size), status, err);
     DSI_TRY_GOTO(ds_allocation_detect(p->comm, &p->allocation), status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(int), &p->node_of_rank), status, err);
-    DSI_MPI_TRY_GOTO(MPI_Allgather(&p->allocation.node_index, 1, MPI_INT, p->node_of_rank, 1,
-                                   MPI_INT, p->comm), status, err);
+    DSI_MPI_TRY_GOTO(
+        MPI_Allgather(&p->allocation.node_index, 1, MPI_INT, p->node_of_rank, 1, MPI_INT, p->comm),
+        status, err);
     fake_nodes(p);
     DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(double), &p->rank_predicted_s), status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)p->size, sizeof(double), &p->rank_busy_s), status, err);
@@ -149,7 +153,8 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
                  ds_backend_device_name(p->backend));
         ds_device_spec_lookup("h100-sxm", &p->device_spec);
     }
-    ds_fingerprint_source_tag(ds_backend_fingerprint(p->backend), p->source_tag, sizeof(p->source_tag));
+    ds_fingerprint_source_tag(ds_backend_fingerprint(p->backend), p->source_tag,
+                              sizeof(p->source_tag));
     if (text_only) {
         DSI_TRY_GOTO(ds_cost_table_create(&p->measured), status, err);
         DSI_TRY_GOTO(ds_comm_samples_create(&p->samples), status, err);
@@ -157,9 +162,10 @@ ds_status_t ds_profiler_create(MPI_Comm comm, const ds_profile_options_t *option
         DSI_TRY_GOTO(ds_profile_db_open(p->comm, p->db_path, 0, &p->db), status, err);
         for (size_t i = 0; i < options->num_fallbacks; i++)
             DSI_TRY_GOTO(ds_profile_db_add_fallback(p->db, options->fallback_dbs[i]), status, err);
-        DSI_TRY_GOTO(ds_profile_db_set_run_info(p->db, ds_backend_kind_name(ds_backend_kind(p->backend)),
-                                                ds_backend_device_name(p->backend), options->command_line),
-                     status, err);
+        DSI_TRY_GOTO(
+            ds_profile_db_set_run_info(p->db, ds_backend_kind_name(ds_backend_kind(p->backend)),
+                                       ds_backend_device_name(p->backend), options->command_line),
+            status, err);
     }
     DSI_TRY_GOTO(dsi_profile_plan_create(&p->plan), status, err);
     ds_measure_config_default(&p->config);
@@ -171,8 +177,8 @@ err:
     return status;
 }
 
-ds_status_t ds_profiler_add(ds_profiler_t *p, const ds_model_t *model, const ds_strategy_t *strategy,
-                            const ds_cluster_t *target)
+ds_status_t ds_profiler_add(ds_profiler_t *p, const ds_model_t *model,
+                            const ds_strategy_t *strategy, const ds_cluster_t *target)
 {
     p->planned = false;
     return dsi_profile_plan_add(p->plan, model, strategy, target);
@@ -263,8 +269,9 @@ size_t ds_profiler_comm_key_count(const ds_profiler_t *p)
     return n;
 }
 
-ds_status_t ds_profiler_comm_key_at(const ds_profiler_t *p, size_t index, const ds_event_key_t **key_p,
-                                    ds_coverage_t *coverage_p, int64_t *count_p)
+ds_status_t ds_profiler_comm_key_at(const ds_profiler_t *p, size_t index,
+                                    const ds_event_key_t **key_p, ds_coverage_t *coverage_p,
+                                    int64_t *count_p)
 {
     for (size_t i = 0; i < ds_event_set_size(p->plan->events); i++) {
         const ds_event_t *e = ds_event_set_at(p->plan->events, i);
@@ -372,17 +379,20 @@ static ds_status_t plan_locally(ds_profiler_t *p)
     size_t num_samples = 0;
     DSI_TRY(ds_cost_table_create(&measured));
     if (!p->options.reprofile && p->db != NULL)
-        DSI_TRY_GOTO(ds_profile_db_fill_costs(p->db, ds_backend_fingerprint(p->backend), measured, NULL),
-                     status, out);
+        DSI_TRY_GOTO(
+            ds_profile_db_fill_costs(p->db, ds_backend_fingerprint(p->backend), measured, NULL),
+            status, out);
     DSI_TRY_GOTO(dsi_profile_plan_assign(p->plan, p->size, p->node_of_rank,
                                          p->options.reprofile ? NULL : measured, &p->device_spec,
                                          p->options.sweep_min_bytes, p->options.sweep_max_bytes),
                  status, out);
     dsi_free(p->task_reused);
     p->task_reused = NULL;
-    DSI_TRY_GOTO(dsi_calloc(p->plan->num_tasks ? p->plan->num_tasks : 1, 1, &p->task_reused), status, out);
+    DSI_TRY_GOTO(dsi_calloc(p->plan->num_tasks ? p->plan->num_tasks : 1, 1, &p->task_reused),
+                 status, out);
     if (!p->options.reprofile && p->db != NULL) {
-        DSI_TRY_GOTO(ds_profile_db_get_comm_samples(p->db, p->source_tag, &samples, &num_samples), status, out);
+        DSI_TRY_GOTO(ds_profile_db_get_comm_samples(p->db, p->source_tag, &samples, &num_samples),
+                     status, out);
         for (size_t t = 0; t < p->plan->num_tasks; t++)
             for (size_t i = 0; i < num_samples && !p->task_reused[t]; i++)
                 p->task_reused[t] = same_sample(&p->plan->tasks[t].sample, &samples[i]);
@@ -435,7 +445,8 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
     const ds_event_key_t *keys = &p->plan->keys[unit->first_key];
     ds_measurement_t total, per_op[DSI_MAX_LAYER_OPS];
     double start = dsi_now_s();
-    ds_status_t status = ds_measure_layer(p->backend, keys, unit->num_keys, &p->config, &total, per_op);
+    ds_status_t status =
+        ds_measure_layer(p->backend, keys, unit->num_keys, &p->config, &total, per_op);
     double took = dsi_now_s() - start;
     *busy_s += took;
     if (status == DS_OK)
@@ -447,7 +458,8 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
         ds_log(DS_LOG_WARN, "cannot measure %s here: %s; its events stay unmeasured", unit->label,
                ds_last_error());
         if (p->failed_units++ == 0 && p->failed_tasks == 0)
-            snprintf(p->first_failure, sizeof(p->first_failure), "%s: %s", unit->label, ds_last_error());
+            snprintf(p->first_failure, sizeof(p->first_failure), "%s: %s", unit->label,
+                     ds_last_error());
         return 0;
     }
     const char *fingerprint = ds_backend_fingerprint(p->backend);
@@ -493,14 +505,17 @@ static ds_status_t run_compute(ds_profiler_t *p, int *stop_p, double *busy_s)
             order[mine++] = u;
     /* Sort by estimate, descending, as the assignment did. */
     for (size_t i = 1; i < mine; i++)
-        for (size_t j = i; j > 0 && plan->units[order[j]].estimate_s > plan->units[order[j - 1]].estimate_s; j--) {
+        for (size_t j = i;
+             j > 0 && plan->units[order[j]].estimate_s > plan->units[order[j - 1]].estimate_s;
+             j--) {
             size_t t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
     ds_status_t status = DS_OK;
     long long rounds = (long long)mine, all_rounds = 0, measured_here = 0;
-    DSI_MPI_TRY_GOTO(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_LONG_LONG, MPI_MAX, p->comm), status, out);
+    DSI_MPI_TRY_GOTO(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_LONG_LONG, MPI_MAX, p->comm),
+                     status, out);
     dsi_progress_t progress;
     dsi_progress_start(&progress, "profiling layer passes", plan->units_to_measure,
                        p->estimate.compute_s, p->options.progress && p->rank == 0);
@@ -525,8 +540,8 @@ typedef struct shape_comm {
     int shape;
     MPI_Comm mpi;
     ds_comm_t *comm;
-    int group;       /* this rank's group in the shape, -1 = not a member */
-    int position;    /* this rank's place in it */
+    int group;    /* this rank's group in the shape, -1 = not a member */
+    int position; /* this rank's place in it */
 } shape_comm_t;
 
 static void shape_comm_free(shape_comm_t *sc)
@@ -552,8 +567,9 @@ static ds_status_t shape_comm_make(ds_profiler_t *p, int shape, shape_comm_t *sc
                 sc->group = g;
                 sc->position = i;
             }
-    DSI_MPI_TRY_GOTO(MPI_Comm_split(p->comm, sc->group >= 0 ? sc->group : MPI_UNDEFINED,
-                                    sc->position, &sc->mpi), status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Comm_split(p->comm, sc->group >= 0 ? sc->group : MPI_UNDEFINED, sc->position, &sc->mpi),
+        status, out);
     if (sc->group >= 0)
         DSI_TRY(ds_comm_create(p->backend, sc->mpi, &sc->comm));
 out:
@@ -582,7 +598,8 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
             double start = dsi_now_s();
             DSI_TRY_GOTO(shape_comm_make(p, task->shape, &sc), status, out);
             DSI_DEBUG("communicators of shape %d (%d x %d ranks): %.3f s", task->shape,
-                      plan->shapes[task->shape].num_groups, plan->shapes[task->shape].size, dsi_now_s() - start);
+                      plan->shapes[task->shape].num_groups, plan->shapes[task->shape].size,
+                      dsi_now_s() - start);
         }
         if (sc.comm != NULL) {
             ds_event_key_t key;
@@ -599,7 +616,8 @@ static ds_status_t run_comm(ds_profiler_t *p, int *stop_p, double *busy_s)
             double took = dsi_now_s() - start;
             *busy_s += took;
             if (status == DS_OK)
-                DSI_DEBUG("%s of %lld bytes on %d ranks: %.3f s, expected %.3f s (loop %.3f s; %lld runs of median %.3g s, %s)",
+                DSI_DEBUG("%s of %lld bytes on %d ranks: %.3f s, expected %.3f s (loop %.3f s; "
+                          "%lld runs of median %.3g s, %s)",
                           ds_comm_op_name(task->sample.op), (long long)task->sample.bytes,
                           task->sample.group_size, took, p->estimate.task_s[t], m.cost.wall_s,
                           (long long)m.cost.cost.repetitions, m.cost.cost.median_s,
@@ -721,8 +739,9 @@ agree:
         status = DSI_ERROR(DS_ERR_OVERFLOW, "the measurements do not fit in one message to rank 0");
         goto out;
     }
-    DSI_MPI_TRY_GOTO(MPI_Gatherv(data, length, MPI_BYTE, all, lengths, offsets, MPI_BYTE, 0, p->comm),
-                     status, out);
+    DSI_MPI_TRY_GOTO(
+        MPI_Gatherv(data, length, MPI_BYTE, all, lengths, offsets, MPI_BYTE, 0, p->comm), status,
+        out);
     if (p->rank == 0) {
         all[total] = '\0';
         *all_p = all;
@@ -768,7 +787,8 @@ static ds_status_t write_text_outputs(ds_profiler_t *p)
     }
 out:;
     int verdict = status;
-    if (MPI_Bcast(&verdict, 1, MPI_INT, 0, p->comm) == MPI_SUCCESS && p->rank != 0 && verdict != DS_OK)
+    if (MPI_Bcast(&verdict, 1, MPI_INT, 0, p->comm) == MPI_SUCCESS && p->rank != 0 &&
+        verdict != DS_OK)
         status = DSI_ERROR((ds_status_t)verdict, "rank 0 could not write the measurements");
     ds_cost_table_destroy(merged);
     free(text);
@@ -814,11 +834,14 @@ ds_status_t ds_profiler_run(ds_profiler_t *p, ds_profile_summary_t *summary)
         if (p->first_failure[0])
             snprintf(first, sizeof(first), " (first: %s)", p->first_failure);
         return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "%lld layer passes and %lld communication tasks could not be measured here%s; %s holds everything else",
+                         "%lld layer passes and %lld communication tasks could not be measured "
+                         "here%s; %s holds everything else",
                          all_failed[0], all_failed[1], first, p->db_path);
     }
     if (stop)
-        return DSI_ERROR(DS_ERR_INTERRUPTED, "profiling stopped on request; what was measured is saved in %s and a rerun measures the rest",
+        return DSI_ERROR(DS_ERR_INTERRUPTED,
+                         "profiling stopped on request; what was measured is saved in %s and a "
+                         "rerun measures the rest",
                          p->db_path);
     return DS_OK;
 }

@@ -64,8 +64,8 @@ void dsi_progress_step(dsi_progress_t *p, size_t done, double expected_s)
 void dsi_progress_finish(dsi_progress_t *p)
 {
     /* A terminal line is closed; a log gets the final count once. */
-    if (p->enabled && (p->terminal || (p->total > 0 && p->last_print_s > p->start_s &&
-                                        p->last_done != p->done)))
+    if (p->enabled &&
+        (p->terminal || (p->total > 0 && p->last_print_s > p->start_s && p->last_done != p->done)))
         print_line(p, dsi_now_s(), true);
 }
 

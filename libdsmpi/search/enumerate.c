@@ -7,8 +7,9 @@
 
 #include <string.h>
 
-static const char *const dim_keys[DSI_FIX_COUNT_] = {
-    "tp", "pp", "dp", "mbs", "schedule", "vpp", "sp", "recompute", "zero", "dp-algo", "flash", "fp8"};
+static const char *const dim_keys[DSI_FIX_COUNT_] = {"tp",       "pp",      "dp",    "mbs",
+                                                     "schedule", "vpp",     "sp",    "recompute",
+                                                     "zero",     "dp-algo", "flash", "fp8"};
 
 static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
 {
@@ -232,9 +233,9 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                         for (int ai = 0; ai < algos.count; ai++)
                             for (int fi = 0; fi < flashes.count; fi++)
                                 for (int ei = 0; ei < fp8s.count; ei++)
-                                    variants[nv++] = (variant_t){sps.v[qi],   recs.v[ri],
-                                                                 zeros.v[zi], algos.v[ai],
-                                                                 flashes.v[fi], fp8s.v[ei]};
+                                    variants[nv++] =
+                                        (variant_t){sps.v[qi],   recs.v[ri],    zeros.v[zi],
+                                                    algos.v[ai], flashes.v[fi], fp8s.v[ei]};
             for (int bi = 0; bi < mbss.count; bi++)
                 for (int si = 0; si < num_sched; si++)
                     for (size_t vi = 0; vi < nv; vi++) {

@@ -183,8 +183,8 @@ typedef struct plan_series {
     const char *name; /* legend */
     const char *axis; /* the panel's axis */
     const char *colour;
-    const char *unit;   /* in the tooltips */
-    double values[256]; /* in increasing GPU order */
+    const char *unit;           /* in the tooltips */
+    double values[256];         /* in increasing GPU order */
     double low[256], high[256]; /* the band, when `band` */
     bool band;
 } plan_series_t;
@@ -217,8 +217,8 @@ static void plan_panel(FILE *out, const plan_frame_t *f, const plan_series_t *se
 {
     double vmax = 0.0;
     for (size_t i = 0; i < n; i++)
-        vmax = fmax(vmax, series->band ? fmax(series->values[i], series->high[i])
-                                       : series->values[i]);
+        vmax =
+            fmax(vmax, series->band ? fmax(series->values[i], series->high[i]) : series->values[i]);
     /* About five ticks of 1, 2, 2.5 or 5 times a power of ten, the top one at or above
      * the largest value. */
     double step = nice_step(vmax / 5.0);

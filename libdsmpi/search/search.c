@@ -529,11 +529,13 @@ static ds_status_t add_details(ds_search_t *search, const ds_cost_table_t *costs
     size_t n = search->num_results + (search->have_worst ? 1 : 0);
     for (size_t i = 0; i < n; i++) {
         ds_search_result_t *r = i < search->num_results ? &search->results[i] : &search->worst;
-        DSI_TRY(ds_sim_run(search->sim, search->model, &r->strategy, &search->cluster, costs, &full));
+        DSI_TRY(
+            ds_sim_run(search->sim, search->model, &r->strategy, &search->cluster, costs, &full));
         ds_sim_summary_t sum;
         ds_sim_get_summary(search->sim, &sum);
         if (sum.iteration_s != r->iteration_s)
-            return DSI_ERROR(DS_ERR_INTERNAL, "the simulator gave %.9g s and then %.9g s for the same strategy",
+            return DSI_ERROR(DS_ERR_INTERNAL,
+                             "the simulator gave %.9g s and then %.9g s for the same strategy",
                              r->iteration_s, sum.iteration_s);
         r->bubble_fraction = sum.bubble_fraction;
         r->comm_exposed_s = sum.comm_exposed_s;
@@ -844,9 +846,9 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
     if (status != DS_OK)
         goto err_block;
     if (dup != MPI_COMM_NULL)
-        DSI_MPI_TRY_GOTO(MPI_Gatherv(block, mine, MPI_BYTE, blocks, sizes, offsets, MPI_BYTE, 0,
-                                     dup),
-                         status, err_blocks);
+        DSI_MPI_TRY_GOTO(
+            MPI_Gatherv(block, mine, MPI_BYTE, blocks, sizes, offsets, MPI_BYTE, 0, dup), status,
+            err_blocks);
     else
         memcpy(blocks, block, bs);
     if (rank == 0)
@@ -911,11 +913,16 @@ static const struct {
     const char *key;
     const char *omitted;
 } variant_fields[] = {
-    {"dp", NULL},          {"tp", NULL},
-    {"pp", NULL},          {"mbs", NULL},
-    {"schedule", NULL},    {"vpp", "vpp=1"},
-    {"sp", "no-sp"},       {"recompute", "recompute=none"},
-    {"zero", "zero=0"},    {"dp-algo", "dp-algo=auto"},
+    {"dp", NULL},
+    {"tp", NULL},
+    {"pp", NULL},
+    {"mbs", NULL},
+    {"schedule", NULL},
+    {"vpp", "vpp=1"},
+    {"sp", "no-sp"},
+    {"recompute", "recompute=none"},
+    {"zero", "zero=0"},
+    {"dp-algo", "dp-algo=auto"},
     {"ps-servers", "ps-servers=0"},
 };
 
@@ -993,7 +1000,10 @@ void ds_search_variants_text(const ds_search_t *search, const ds_search_result_t
                 if (single && in_group > 0)
                     dsi_strbuf_appendf(&buf, ",%s", value != NULL ? value + 1 : item);
                 else
-                    dsi_strbuf_appendf(&buf, "%s%s", parts > 0 ? "+" : in_group > 0 ? ", " : "",
+                    dsi_strbuf_appendf(&buf, "%s%s",
+                                       parts > 0      ? "+"
+                                       : in_group > 0 ? ", "
+                                                      : "",
                                        item);
                 parts++;
             }

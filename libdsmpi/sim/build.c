@@ -114,8 +114,7 @@ static void reset_iteration_state(ds_sim_t *sim)
 /* The hooks of the phases kept for an iteration, each list in table order:
  * the walk calls only those a phase has, not every phase per action. */
 typedef struct iteration_hooks {
-    const dsi_phase_t *before_pass[NUM_PHASES], *lane_action[NUM_PHASES],
-        *after_action[NUM_PHASES];
+    const dsi_phase_t *before_pass[NUM_PHASES], *lane_action[NUM_PHASES], *after_action[NUM_PHASES];
     int num_before_pass, num_lane_action, num_after_action;
 } iteration_hooks_t;
 

@@ -110,8 +110,8 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
  * 8, by the asymptotic expansion above). */
 double dsi_expected_max_normal(int n)
 {
-    static const double table[9] = {0.0, 0.0, 0.5642, 0.8463, 1.0294, 1.1630, 1.2672, 1.3522,
-                                    1.4236};
+    static const double table[9] = {0.0,    0.0,    0.5642, 0.8463, 1.0294,
+                                    1.1630, 1.2672, 1.3522, 1.4236};
     if (n <= 1)
         return 0.0;
     if (n <= 8)

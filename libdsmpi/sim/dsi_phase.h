@@ -50,8 +50,8 @@ extern const dsi_phase_t dsi_phase_optimizer;
 /* ---- nodes and lanes (build.c) ------------------------------------------------------------ */
 
 /* Inline: the builder calls these for every node and edge. */
-static inline ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it,
-                                         int32_t owner, int64_t dur, int32_t *id_p)
+static inline ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, int it, int32_t owner,
+                                         int64_t dur, int32_t *id_p)
 {
     if (sim->g.n == sim->g.cap) /* growing says why it cannot: no memory, or too large */
         DSI_TRY(dsi_graph_grow_nodes(&sim->g));

@@ -77,10 +77,10 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
     double lse = flash ? 4.0 * a * seq * b / t / scale : 0.0;
     double per_layer = replicated / (sp ? t : 1.0) + split / t + scores / t + lse;
     if (t5_decoder) /* cross-attention: another attention block over the encoder tokens */
-        per_layer += (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t + lse +
-                     (recompute == DS_RECOMPUTE_SELECTIVE || flash
-                          ? 0.0
-                          : 5.0 * a * seq * info->seq_len * b / t);
+        per_layer +=
+            (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t + lse +
+            (recompute == DS_RECOMPUTE_SELECTIVE || flash ? 0.0
+                                                          : 5.0 * a * seq * info->seq_len * b / t);
     return per_layer * scale;
 }
 

@@ -424,7 +424,8 @@ static ds_status_t hash_prefixes(ds_sim_t *sim)
     for (int32_t i = 0; i < g->n; i++) {
         int64_t place[4];
         dsi_node_place(g, i, place);
-        int64_t id[] = {g->kind[i], g->iter[i], g->owner[i], place[0], place[1], place[2], place[3]};
+        int64_t id[] = {g->kind[i], g->iter[i], g->owner[i], place[0],
+                        place[1],   place[2],   place[3]};
         r->hash_prefix[i] = dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id));
     }
     r->hash_prefix_generation = g->generation;

@@ -349,8 +349,7 @@ static ds_status_t code_names_make(code_names_t *n)
     for (int i = 0; i <= DS_DTYPE_FP8; i++)
         dsi_strbuf_appendf(&n->dtypes, "%s%d=%s", i ? " " : "", i, ds_dtype_name((ds_dtype_t)i));
     for (int i = 0; i < DS_GROUP_COUNT_; i++)
-        dsi_strbuf_appendf(&n->groups, "%s%d=%s", i ? " " : "", i,
-                           ds_group_name((ds_group_t)i));
+        dsi_strbuf_appendf(&n->groups, "%s%d=%s", i ? " " : "", i, ds_group_name((ds_group_t)i));
     ds_status_t status = dsi_strbuf_status(&n->compute);
     if (status == DS_OK)
         status = dsi_strbuf_status(&n->comm);
@@ -504,10 +503,10 @@ static ds_status_t write_steps(ds_profile_db_t *db, const char *path, bool colle
                      "measured event costs, one row per (device fingerprint, event key); "
                      "times in seconds, measured_at_s in UTC seconds since 1970",
                      &codes));
-    STEP(write_table(
-        db, file, "comm_samples", comm_type, own->comm, sizeof(dsi_comm_row_t), own->num_comm,
-        collective,
-        "communication measurements (measured or imported); bytes as nccl-tests' size", NULL));
+    STEP(write_table(db, file, "comm_samples", comm_type, own->comm, sizeof(dsi_comm_row_t),
+                     own->num_comm, collective,
+                     "communication measurements (measured or imported); bytes as nccl-tests' size",
+                     NULL));
     hook(db, "written");
     local = DS_OK;
     if (H5Fclose(file) < 0)

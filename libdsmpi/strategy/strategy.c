@@ -66,7 +66,9 @@ static ds_status_t parse_order(const char *value, ds_dim_t order[3])
     if (count == 3)
         return DS_OK;
 bad:
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "order '%s' is not accepted (accepted: a permutation of tp, dp, pp, innermost first, e.g. tp-dp-pp)",
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "order '%s' is not accepted (accepted: a permutation of tp, dp, pp, innermost "
+                     "first, e.g. tp-dp-pp)",
                      value);
 }
 
@@ -88,7 +90,9 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
             }
             return DS_OK;
         }
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy item '%s' has no value (accepted flags: sp, no-sp, overlap, no-overlap, no-clip, flash; or key=value)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy item '%s' has no value (accepted flags: sp, no-sp, overlap, "
+                         "no-overlap, no-clip, flash; or key=value)",
                          key);
     }
     int index = 0;
@@ -162,16 +166,22 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         return dsi_parse_int(value, "last-stage-layers", 1, 1 << 20, &s->last_stage_layers);
     if (strcmp(key, "order") == 0)
         return parse_order(value, s->order);
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, fp8, grad-reduce-dtype, first-stage-layers, last-stage-layers, order)",
-                     key);
+    return DSI_ERROR(
+        DS_ERR_INVALID_ARG,
+        "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, "
+        "sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, fp8, "
+        "grad-reduce-dtype, first-stage-layers, last-stage-layers, order)",
+        key);
 }
 
 ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy)
 {
     if (text == NULL || *text == '\0')
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy is empty (accepted: e.g. dp=16,tp=8,pp=8,mbs=1,schedule=1f1b)");
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy is empty (accepted: e.g. dp=16,tp=8,pp=8,mbs=1,schedule=1f1b)");
     if (strlen(text) >= 1024)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy text of %zu characters is too long (accepted: at most 1023)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "strategy text of %zu characters is too long (accepted: at most 1023)",
                          strlen(text));
     char copy[1024];
     strcpy(copy, text);
@@ -388,7 +398,8 @@ typedef struct resolve_ctx {
 } resolve_ctx_t;
 
 /* A refusal: the error message, or only the status while trying suggestions. */
-#define REFUSE(ctx, ...) ((ctx)->quiet ? DS_ERR_INVALID_ARG : DSI_ERROR(DS_ERR_INVALID_ARG, __VA_ARGS__))
+#define REFUSE(ctx, ...)                                                                           \
+    ((ctx)->quiet ? DS_ERR_INVALID_ARG : DSI_ERROR(DS_ERR_INVALID_ARG, __VA_ARGS__))
 
 #define MAX_SUGGESTION_TEXT 256
 
@@ -441,13 +452,15 @@ static void suggest(const resolve_ctx_t *ctx, suggest_field_t field, char *text,
         trial.given = &probe;
         if (resolve(&trial, &resolved) == DS_OK)
             append_value(text, size, (int)value, &full);
-        else if ((field == SUGGEST_TP ? check_tp(&trial, &probe) : check_stages(&trial, &probe)) == DS_OK)
+        else if ((field == SUGGEST_TP ? check_tp(&trial, &probe) : check_stages(&trial, &probe)) ==
+                 DS_OK)
             append_value(own, sizeof(own), (int)value, &own_full);
     }
     if (text[0] != '\0' && given->dp != 0 && !full)
         snprintf(text + strlen(text), size - strlen(text), " with dp derived from the target");
     else if (text[0] == '\0' && own[0] != '\0')
-        snprintf(text, size, "none with the rest of this strategy; %s values its model and target allow: %s",
+        snprintf(text, size,
+                 "none with the rest of this strategy; %s values its model and target allow: %s",
                  field == SUGGEST_TP ? "tp" : "pp", own);
     else if (text[0] == '\0')
         snprintf(text, size, "none");
@@ -473,15 +486,20 @@ static ds_status_t check_layer_list_tp(const resolve_ctx_t *ctx, int tp)
         const dsi_generic_layer_t *layer = &model->generic[i];
         for (int j = 0; j < layer->num_ops; j++) {
             const dsi_generic_op_t *op = &layer->ops[j];
-            int64_t split = op->split == DSI_TP_COLUMN ? op->cols : op->split == DSI_TP_ROW ? op->inner : 0;
+            int64_t split = op->split == DSI_TP_COLUMN ? op->cols
+                            : op->split == DSI_TP_ROW  ? op->inner
+                                                       : 0;
             if (split == 0 || split % tp == 0)
                 continue;
             if (ctx->quiet)
                 return DS_ERR_INVALID_ARG;
             char accepted[MAX_SUGGESTION_TEXT];
             suggest(ctx, SUGGEST_TP, accepted, sizeof(accepted));
-            return DSI_ERROR(DS_ERR_INVALID_ARG, "tp=%d does not divide the %lld features of %s in layer \"%s\" of %s (accepted: %s)",
-                             tp, (long long)split, op->name, layer->name, model->info.name, accepted);
+            return DSI_ERROR(DS_ERR_INVALID_ARG,
+                             "tp=%d does not divide the %lld features of %s in layer \"%s\" of %s "
+                             "(accepted: %s)",
+                             tp, (long long)split, op->name, layer->name, model->info.name,
+                             accepted);
         }
     }
     return DS_OK;
@@ -500,7 +518,8 @@ static ds_status_t check_tp(const resolve_ctx_t *ctx, const ds_strategy_t *s)
     if (s->sp && s->tp > 1) {
         DSI_TRY(check_divides(ctx, "tokens of a sequence (sp splits them)", info->seq_len, s->tp));
         if (info->decoder_seq_len > 0)
-            DSI_TRY(check_divides(ctx, "decoder tokens (sp splits them)", info->decoder_seq_len, s->tp));
+            DSI_TRY(check_divides(ctx, "decoder tokens (sp splits them)", info->decoder_seq_len,
+                                  s->tp));
     }
     return DS_OK;
 }
@@ -524,17 +543,20 @@ static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s
         if (s->pp < 2 || middle_stages < 0 || middle_layers < 0 ||
             (middle_stages == 0 && middle_layers != 0) ||
             (middle_stages > 0 && (middle_layers == 0 || middle_layers % middle_stages != 0)))
-            return REFUSE(ctx, "first-stage-layers=%d, last-stage-layers=%d leave %d layers for %d other stages (accepted: pp >= 2 and a remainder divisible by the other stages)",
-                          s->first_stage_layers, s->last_stage_layers, middle_layers,
-                          middle_stages);
+            return REFUSE(
+                ctx,
+                "first-stage-layers=%d, last-stage-layers=%d leave %d layers for %d other stages "
+                "(accepted: pp >= 2 and a remainder divisible by the other stages)",
+                s->first_stage_layers, s->last_stage_layers, middle_layers, middle_stages);
         int per_middle = middle_stages > 0 ? middle_layers / middle_stages : 0;
-        if (s->vpp > 1 && (s->first_stage_layers % s->vpp != 0 ||
-                           s->last_stage_layers % s->vpp != 0 || per_middle % s->vpp != 0 ||
-                           (s->first_stage_layers == 0 && per_middle == 0) ||
-                           (s->last_stage_layers == 0 && per_middle == 0)))
-            return REFUSE(ctx, "vpp=%d does not divide every stage's layers (first %d, middle %d, "
-                               "last %d; accepted: vpp dividing each, as Megatron-Core splits a "
-                               "stage's layers evenly over its virtual stages)",
+        if (s->vpp > 1 &&
+            (s->first_stage_layers % s->vpp != 0 || s->last_stage_layers % s->vpp != 0 ||
+             per_middle % s->vpp != 0 || (s->first_stage_layers == 0 && per_middle == 0) ||
+             (s->last_stage_layers == 0 && per_middle == 0)))
+            return REFUSE(ctx,
+                          "vpp=%d does not divide every stage's layers (first %d, middle %d, "
+                          "last %d; accepted: vpp dividing each, as Megatron-Core splits a "
+                          "stage's layers evenly over its virtual stages)",
                           s->vpp, s->first_stage_layers ? s->first_stage_layers : per_middle,
                           per_middle, s->last_stage_layers ? s->last_stage_layers : per_middle);
         return DS_OK;
@@ -546,9 +568,13 @@ static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s
         return DS_ERR_INVALID_ARG;
     suggest(ctx, SUGGEST_PP, accepted, sizeof(accepted));
     if (s->vpp > 1)
-        return DSI_ERROR(DS_ERR_INVALID_ARG, "pp*vpp = %d*%d does not divide the %d layers of %s (accepted: pp*vpp dividing %d; pp with vpp=%d: %s)",
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "pp*vpp = %d*%d does not divide the %d layers of %s (accepted: pp*vpp "
+                         "dividing %d; pp with vpp=%d: %s)",
                          s->pp, s->vpp, L, info->name, L, s->vpp, accepted);
-    return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d does not divide the %d layers of %s (accepted: %s; or give first-stage-layers/last-stage-layers)",
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "pp=%d does not divide the %d layers of %s (accepted: %s; or give "
+                     "first-stage-layers/last-stage-layers)",
                      s->pp, L, info->name, accepted);
 }
 
@@ -564,19 +590,26 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     if (s.ep != 1)
         return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
     if (s.fp8 != DS_FP8_OFF && info->dtype == DS_DTYPE_FP32)
-        return REFUSE(ctx, "fp8=%s needs bf16 or fp16 training (accepted: fp8=off with fp32, or "
-                           "--dtype bf16)",
+        return REFUSE(ctx,
+                      "fp8=%s needs bf16 or fp16 training (accepted: fp8=off with fp32, or "
+                      "--dtype bf16)",
                       fp8_names[s.fp8]);
     int64_t model_parallel = (int64_t)s.tp * s.pp;
     if (s.dp == 0) {
         if (target_gpus % model_parallel != 0)
-            return REFUSE(ctx, "tp*pp = %lld does not divide the %lld target devices (accepted: tp*pp dividing %lld)",
-                          (long long)model_parallel, (long long)target_gpus, (long long)target_gpus);
+            return REFUSE(ctx,
+                          "tp*pp = %lld does not divide the %lld target devices (accepted: tp*pp "
+                          "dividing %lld)",
+                          (long long)model_parallel, (long long)target_gpus,
+                          (long long)target_gpus);
         s.dp = (int)(target_gpus / model_parallel);
     } else if ((int64_t)s.dp * model_parallel != target_gpus) {
-        return REFUSE(ctx, "dp*tp*pp = %d*%d*%d = %lld does not equal the %lld target devices (accepted: dp=%lld or leave dp out)",
+        return REFUSE(ctx,
+                      "dp*tp*pp = %d*%d*%d = %lld does not equal the %lld target devices "
+                      "(accepted: dp=%lld or leave dp out)",
                       s.dp, s.tp, s.pp, (long long)s.dp * model_parallel, (long long)target_gpus,
-                      target_gpus % model_parallel == 0 ? (long long)(target_gpus / model_parallel) : 0LL);
+                      target_gpus % model_parallel == 0 ? (long long)(target_gpus / model_parallel)
+                                                        : 0LL);
     }
     if (s.sp && s.tp == 1) {
         if (!ctx->quiet)
@@ -587,7 +620,9 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     if (s.layers_per_virtual_stage > 0) {
         int64_t per_rank = info->num_layers / s.pp;
         if (info->num_layers % s.pp != 0 || per_rank % s.layers_per_virtual_stage != 0)
-            return REFUSE(ctx, "num-layers-per-virtual-pipeline-stage=%d does not divide the %lld layers per pipeline rank",
+            return REFUSE(ctx,
+                          "num-layers-per-virtual-pipeline-stage=%d does not divide the %lld "
+                          "layers per pipeline rank",
                           s.layers_per_virtual_stage, (long long)per_rank);
         s.vpp = (int)(per_rank / s.layers_per_virtual_stage);
         s.layers_per_virtual_stage = 0;
@@ -607,36 +642,48 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     /* Beyond this, activation sizes in bytes approach int64's range. */
     const int64_t max_tokens = INT64_C(1) << 32;
     if ((int64_t)s.mbs * info->seq_len > max_tokens)
-        return REFUSE(ctx, "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
-                      s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
+        return REFUSE(
+            ctx,
+            "mbs=%d x sequence length %d = %lld tokens per micro-batch (accepted: at most %lld)",
+            s.mbs, info->seq_len, (long long)s.mbs * info->seq_len, (long long)max_tokens);
     int64_t per_step = (int64_t)s.dp * s.mbs;
     /* interleaving also needs the micro-batches in groups of pp (below) */
     int64_t gbs_step = per_step * (s.schedule == DS_SCHEDULE_INTERLEAVED ? s.pp : 1);
     if (s.gbs % per_step != 0)
-        return REFUSE(ctx, "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
-                      (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)gbs_step);
+        return REFUSE(
+            ctx,
+            "gbs=%lld is not a multiple of dp*mbs = %d*%d = %lld (accepted: multiples of %lld)",
+            (long long)s.gbs, s.dp, s.mbs, (long long)per_step, (long long)gbs_step);
     int64_t m = s.gbs / per_step;
     int64_t max_m = dsi_param_int(DSI_PARAM_MAX_MICROBATCHES);
     if (m > max_m)
-        return REFUSE(ctx, "gbs=%lld is %lld micro-batches of dp*mbs = %d*%d per iteration (accepted: at most %lld, DS_MAX_MICROBATCHES; a larger mbs or dp, or a smaller global batch)",
-                      (long long)s.gbs, (long long)m, s.dp, s.mbs, (long long)max_m);
+        return REFUSE(
+            ctx,
+            "gbs=%lld is %lld micro-batches of dp*mbs = %d*%d per iteration (accepted: at most "
+            "%lld, DS_MAX_MICROBATCHES; a larger mbs or dp, or a smaller global batch)",
+            (long long)s.gbs, (long long)m, s.dp, s.mbs, (long long)max_m);
     if (s.schedule == DS_SCHEDULE_INTERLEAVED && m % s.pp != 0)
-        return REFUSE(ctx, "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d (Megatron's micro-batch group)",
+        return REFUSE(ctx,
+                      "schedule=interleaved needs the %lld micro-batches to be a multiple of pp=%d "
+                      "(Megatron's micro-batch group)",
                       (long long)m, s.pp);
     if (s.zero >= 2 && s.pp > 1)
-        return REFUSE(ctx, "zero=%d cannot be combined with pp=%d (accepted: zero 0 or 1 with pipelining)",
-                      s.zero, s.pp);
+        return REFUSE(
+            ctx, "zero=%d cannot be combined with pp=%d (accepted: zero 0 or 1 with pipelining)",
+            s.zero, s.pp);
     if (s.dp_algo == DS_DP_PS) {
         if (s.ps_servers == 0)
             s.ps_servers = s.dp;
         if (s.ps_servers > s.dp)
-            return REFUSE(ctx, "ps-servers=%d exceeds dp=%d (accepted: 1 to %d)", s.ps_servers, s.dp,
-                          s.dp);
+            return REFUSE(ctx, "ps-servers=%d exceeds dp=%d (accepted: 1 to %d)", s.ps_servers,
+                          s.dp, s.dp);
         if (s.zero != 0)
-            return REFUSE(ctx, "dp-algo=ps cannot be combined with zero=%d (accepted: zero=0)", s.zero);
+            return REFUSE(ctx, "dp-algo=ps cannot be combined with zero=%d (accepted: zero=0)",
+                          s.zero);
     }
     if (!ctx->quiet && ctx->gpus_per_node > 0 && s.tp > ctx->gpus_per_node)
-        DSI_WARN("tp=%d spans more than the %d devices of a node: tensor-parallel collectives will cross the network",
+        DSI_WARN("tp=%d spans more than the %d devices of a node: tensor-parallel collectives will "
+                 "cross the network",
                  s.tp, ctx->gpus_per_node);
     *resolved_p = s;
     return DS_OK;
@@ -666,9 +713,10 @@ void ds_strategy_chunk_layers(const ds_strategy_t *s, int num_layers, int stage,
          * stages' and the last stage's in order. */
         int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
         int middle_stages = s->pp - ends;
-        int middle = middle_stages > 0
-                         ? (num_layers - s->first_stage_layers - s->last_stage_layers) / middle_stages
-                         : 0;
+        int middle =
+            middle_stages > 0
+                ? (num_layers - s->first_stage_layers - s->last_stage_layers) / middle_stages
+                : 0;
         int middle_chunk = middle / s->vpp;
         int first_chunk = (s->first_stage_layers ? s->first_stage_layers : middle) / s->vpp;
         int last_chunk = (s->last_stage_layers ? s->last_stage_layers : middle) / s->vpp;

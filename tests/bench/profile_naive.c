@@ -24,14 +24,16 @@ int main(int argc, char **argv)
     int64_t gpus = atoll(argv[4]);
     if (ds_model_load(argv[2], &model) != DS_OK ||
         (argc > 5 && ds_model_set_seq_len(model, atoll(argv[5])) != DS_OK) ||
-        ds_strategy_parse(argv[3], &s) != DS_OK || ds_cluster_from_gpus(&cluster, gpus, 8) != DS_OK ||
+        ds_strategy_parse(argv[3], &s) != DS_OK ||
+        ds_cluster_from_gpus(&cluster, gpus, 8) != DS_OK ||
         ds_strategy_resolve(&s, model, gpus, 8) != DS_OK ||
         ds_events_generate(model, &s, &cluster, &events) != DS_OK ||
         ds_profile_db_open(MPI_COMM_NULL, argv[1], DS_PROFILE_DB_READ_ONLY, &db) != DS_OK) {
         fprintf(stderr, "profile_naive: %s\n", ds_last_error());
         return 1;
     }
-    const char *fingerprint = ds_profile_db_num_fingerprints(db) ? ds_profile_db_fingerprint(db, 0) : "";
+    const char *fingerprint =
+        ds_profile_db_num_fingerprints(db) ? ds_profile_db_fingerprint(db, 0) : "";
     double warmup = atof(getenv("DS_MEASURE_WARMUP") ? getenv("DS_MEASURE_WARMUP") : "2");
     double unique_s = 0, naive_s = 0, replica_events = 0;
     size_t unique = 0, missing = 0;
@@ -51,10 +53,12 @@ int main(int argc, char **argv)
         naive_s += in_replica * each;
         replica_events += in_replica;
     }
-    printf("# compute events of one data-parallel replica (%d devices): %.0f occurrences, %zu unique (%zu without a measurement)\n",
+    printf("# compute events of one data-parallel replica (%d devices): %.0f occurrences, %zu "
+           "unique (%zu without a measurement)\n",
            s.tp * s.pp, replica_events, unique, missing);
-    printf("# measuring time: unique events %.1f s; every occurrence of one replica %.1f s (%.0fx)\n",
-           unique_s, naive_s, unique_s > 0 ? naive_s / unique_s : 0.0);
+    printf(
+        "# measuring time: unique events %.1f s; every occurrence of one replica %.1f s (%.0fx)\n",
+        unique_s, naive_s, unique_s > 0 ? naive_s / unique_s : 0.0);
     ds_profile_db_close(db);
     ds_event_set_destroy(events);
     ds_model_destroy(model);

@@ -106,9 +106,10 @@ static void one_strategy(const ds_model_t *model, const char *text, int64_t gpus
     printf("%-12s %s on %lld GPUs: %lld events (%lld simulated devices), first run %.3f ms, "
            "p50 %.3f ms, p99 %.3f ms, min %.3f ms, %.0f strategies/s (1/p50), %.0f (runs/total), "
            "%.3g events/s at p50, iteration %.4f s, peak RSS %.0f MiB (%.0f before the runs)\n",
-           name, text, (long long)gpus, (long long)sum.graph_nodes, (long long)sum.simulated_devices,
-           first * 1e3, p50 * 1e3, p99 * 1e3, t[0] * 1e3, 1.0 / p50, repeats / total,
-           (double)sum.graph_nodes / p50, sum.iteration_s, peak_rss_MiB(), rss_before);
+           name, text, (long long)gpus, (long long)sum.graph_nodes,
+           (long long)sum.simulated_devices, first * 1e3, p50 * 1e3, p99 * 1e3, t[0] * 1e3,
+           1.0 / p50, repeats / total, (double)sum.graph_nodes / p50, sum.iteration_s,
+           peak_rss_MiB(), rss_before);
     free(t);
     ds_sim_destroy(sim);
     ds_cost_table_destroy(costs);

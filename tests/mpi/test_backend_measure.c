@@ -107,8 +107,8 @@ static void test_prepare_errors(ds_backend_t *b)
      * log-sum-exp are made by the forward at prepare). */
     ds_attention_shape_t shape = {1, 4, 2, 96, 96, 32};
     for (int pass = 0; pass < 2; pass++) {
-        key = compute_key(DS_OP_FLASH_ATTENTION, pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD, 1, 1,
-                          1, 1, 1);
+        key = compute_key(DS_OP_FLASH_ATTENTION, pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD, 1, 1, 1,
+                          1, 1);
         ds_attention_shape_set(&key, &shape);
         CHECK_OK(ds_kernel_prepare(b, &key, &k));
         CHECK_OK(ds_kernel_run(k));

@@ -94,8 +94,9 @@ static void test_pipeline(const char *text, int order)
     int m = (int)ds_strategy_num_microbatches(&s);
     for (int mb = 0; mb < m; mb++) {
         ds_exec_microbatch_t a = mb_of(exec, 0, 0, mb), b = mb_of(exec, 1, 0, mb);
-        CHECK_MSG(b.fwd_start_s >= a.fwd_end_s, "%s mb %d: stage 1 forward %g before stage 0's end %g",
-                  text, mb, b.fwd_start_s, a.fwd_end_s);
+        CHECK_MSG(b.fwd_start_s >= a.fwd_end_s,
+                  "%s mb %d: stage 1 forward %g before stage 0's end %g", text, mb, b.fwd_start_s,
+                  a.fwd_end_s);
         CHECK_MSG(a.bwd_start_s >= b.bwd_end_s, "%s mb %d: stage 0 backward %g before stage 1's %g",
                   text, mb, a.bwd_start_s, b.bwd_end_s);
     }

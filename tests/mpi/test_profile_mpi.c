@@ -45,7 +45,8 @@ int main(int argc, char **argv)
     CHECK_OK(ds_profiler_add(profiler, model, &s, &target));
     ds_profile_summary_t summary;
     CHECK_OK(ds_profiler_run(profiler, &summary));
-    CHECK(summary.units > 0 && summary.units_measured == summary.units && summary.units_reused == 0);
+    CHECK(summary.units > 0 && summary.units_measured == summary.units &&
+          summary.units_reused == 0);
     CHECK(summary.comm_tasks > 0 && summary.comm_tasks_reused == 0 && !summary.interrupted);
     CHECK_INT(summary.ranks, size);
 
@@ -60,7 +61,8 @@ int main(int argc, char **argv)
         compute++;
         ds_profile_record_t record;
         const ds_cost_t *cost = &record.cost;
-        CHECK_MSG(ds_profile_db_lookup(db, ds_profiler_fingerprint(profiler), &e->key, &record) == DS_OK &&
+        CHECK_MSG(ds_profile_db_lookup(db, ds_profiler_fingerprint(profiler), &e->key, &record) ==
+                          DS_OK &&
                       cost->mean_s > 0 && cost->repetitions >= 1 && cost->p10_s <= cost->median_s &&
                       cost->median_s <= cost->p90_s && record.rank >= 0 && record.rank < size,
                   "compute event %zu has no sane cost", i);
@@ -75,7 +77,8 @@ int main(int argc, char **argv)
     /* Communication samples were measured on this device, one per task. */
     ds_comm_sample_t *samples = NULL;
     size_t num_samples = 0;
-    CHECK_OK(ds_profile_db_get_comm_samples(db, ds_profiler_source_tag(profiler), &samples, &num_samples));
+    CHECK_OK(ds_profile_db_get_comm_samples(db, ds_profiler_source_tag(profiler), &samples,
+                                            &num_samples));
     CHECK_INT(num_samples, summary.comm_tasks);
     for (size_t i = 0; i < num_samples; i++)
         CHECK(samples[i].mean_s > 0 && samples[i].provenance == DS_PROV_MEASURED);
@@ -123,7 +126,8 @@ int main(int argc, char **argv)
     CHECK_OK(ds_profiler_add(profiler, model, &s, &target));
     ds_profiler_request_stop();
     ds_status_t status = ds_profiler_run(profiler, &summary);
-    CHECK_MSG(status == DS_ERR_INTERRUPTED && strstr(ds_last_error(), "a rerun measures the rest") != NULL,
+    CHECK_MSG(status == DS_ERR_INTERRUPTED &&
+                  strstr(ds_last_error(), "a rerun measures the rest") != NULL,
               "%s: %s", ds_status_string(status), ds_last_error());
     CHECK(summary.interrupted);
     ds_profiler_destroy(profiler);

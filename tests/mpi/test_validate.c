@@ -127,9 +127,9 @@ static void test_one_rank_fails(void)
     resolve(&s, "dp=1,tp=1,pp=2,mbs=1,gbs=2,schedule=1f1b");
     ds_validate_options_t o;
     quick_options(&o);
-    static const long points[] = {1,    2,    5,    10,   20,   25,   30,   40,   60,   100,
-                                  200,  400,  1000, 2000, 2100, 2200, 2300, 2350, 2400, 2425,
-                                  2450, 2475, 2500, 2525, 2550, 2600, 3000};
+    static const long points[] = {1,    2,    5,    10,   20,   25,   30,   40,   60,
+                                  100,  200,  400,  1000, 2000, 2100, 2200, 2300, 2350,
+                                  2400, 2425, 2450, 2475, 2500, 2525, 2550, 2600, 3000};
     int failed = 0;
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
         if (rank == 1)

@@ -42,8 +42,9 @@ extern int check_count;
 #define CHECK_NEAR(actual, expected, rel)                                                          \
     do {                                                                                           \
         double check_a_ = (double)(actual), check_e_ = (double)(expected);                         \
-        CHECK_MSG(fabs(check_a_ - check_e_) <= (rel) * fabs(check_e_),                             \
-                  "%s = %.9g, expected %.9g within %g", #actual, check_a_, check_e_, (double)(rel)); \
+        CHECK_MSG(fabs(check_a_ - check_e_) <= (rel)*fabs(check_e_),                               \
+                  "%s = %.9g, expected %.9g within %g", #actual, check_a_, check_e_,               \
+                  (double)(rel));                                                                  \
     } while (0)
 
 #define CHECK_OK(call)                                                                             \
@@ -60,7 +61,8 @@ extern int check_count;
         ds_status_t check_s_ = (call);                                                             \
         CHECK_MSG(check_s_ == (status) && strstr(ds_last_error(), (needle)) != NULL,               \
                   "%s returned %s with '%s'; expected %s with '%s'", #call,                        \
-                  ds_status_string(check_s_), ds_last_error(), ds_status_string(status), (needle)); \
+                  ds_status_string(check_s_), ds_last_error(), ds_status_string(status),           \
+                  (needle));                                                                       \
     } while (0)
 
 int check_summary(const char *name);

@@ -88,8 +88,8 @@ static int close_to(const char *what, const float *got, const double *want, int6
 {
     for (int64_t i = 0; i < n; i++)
         if (!(fabs(got[i] - want[i]) <= 1e-4 + 1e-4 * fabs(want[i]))) {
-            fprintf(stderr, "%s: element %lld = %.8g, expected %.8g\n", what, (long long)i,
-                    got[i], want[i]);
+            fprintf(stderr, "%s: element %lld = %.8g, expected %.8g\n", what, (long long)i, got[i],
+                    want[i]);
             return 0;
         }
     return 1;

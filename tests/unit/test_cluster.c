@@ -18,13 +18,17 @@ static void test_targets(void)
                 "target-gpus 12 is not a multiple of 8 devices per node");
     CHECK_FAILS(ds_cluster_from_gpus(&c, 1000000000000LL, 8), DS_ERR_INVALID_ARG,
                 "target-gpus 1000000000000 is out of range (accepted: 1 to 1048576)");
-    CHECK_FAILS(ds_cluster_parse_target("nodes=0", &c), DS_ERR_INVALID_ARG, "nodes 0 is out of range");
+    CHECK_FAILS(ds_cluster_parse_target("nodes=0", &c), DS_ERR_INVALID_ARG,
+                "nodes 0 is out of range");
     CHECK_FAILS(ds_cluster_parse_target("nodes=4,gpus-per-node=2000", &c), DS_ERR_INVALID_ARG,
                 "gpus-per-node 2000 is out of range (accepted: 1 to 1024)");
     CHECK_FAILS(ds_cluster_parse_target("nodes=4,device=tpu-v5", &c), DS_ERR_INVALID_ARG,
-                "device 'tpu-v5' is not known (accepted: a100-40g, a100-80g, h100-sxm, h100-pcie, h200, gh200, b200, cpu)");
-    CHECK_FAILS(ds_cluster_parse_target("racks=4", &c), DS_ERR_INVALID_ARG, "target key 'racks' is not known");
-    CHECK_FAILS(ds_cluster_parse_target("gpus-per-node=8", &c), DS_ERR_INVALID_ARG, "names no nodes");
+                "device 'tpu-v5' is not known (accepted: a100-40g, a100-80g, h100-sxm, h100-pcie, "
+                "h200, gh200, b200, cpu)");
+    CHECK_FAILS(ds_cluster_parse_target("racks=4", &c), DS_ERR_INVALID_ARG,
+                "target key 'racks' is not known");
+    CHECK_FAILS(ds_cluster_parse_target("gpus-per-node=8", &c), DS_ERR_INVALID_ARG,
+                "names no nodes");
 }
 
 static void test_cluster_file(void)
@@ -33,8 +37,10 @@ static void test_cluster_file(void)
         "{\"name\": \"fat-tree\", \"nodes\": 64, \"gpus_per_node\": 8, \"device\": \"h100-sxm\",\n"
         " \"device_memory_GiB\": 80, \"peak_tflops\": 900,\n"
         " \"levels\": [{\"name\": \"nvlink\", \"latency_us\": 1.5, \"bandwidth_GBps\": 400},\n"
-        "            {\"name\": \"leaf\", \"latency_us\": 4, \"bandwidth_GBps\": 50, \"span\": 16, \"nics_per_node\": 8},\n"
-        "            {\"name\": \"spine\", \"latency_us\": 6, \"bandwidth_GBps\": 50, \"oversubscription\": 2}]}";
+        "            {\"name\": \"leaf\", \"latency_us\": 4, \"bandwidth_GBps\": 50, \"span\": 16, "
+        "\"nics_per_node\": 8},\n"
+        "            {\"name\": \"spine\", \"latency_us\": 6, \"bandwidth_GBps\": 50, "
+        "\"oversubscription\": 2}]}";
     ds_cluster_t c;
     CHECK_OK(ds_cluster_load_json(json, strlen(json), "fat-tree.json", &c));
     CHECK(strcmp(c.name, "fat-tree") == 0 && c.nodes == 64 && c.num_levels == 3);
@@ -42,7 +48,8 @@ static void test_cluster_file(void)
     CHECK(c.levels[0].latency_us == 1.5 && c.levels[0].span == 8);
     CHECK(c.levels[1].span == 16 && c.levels[1].nics_per_node == 8);
     CHECK(c.levels[2].oversubscription == 2.0 && strcmp(c.levels[2].name, "spine") == 0);
-    const char *bad = "{\"nodes\": 4, \"gpus_per_node\": 8, \"levels\": [{\"latency_us\": -1, \"bandwidth_GBps\": 5}]}";
+    const char *bad = "{\"nodes\": 4, \"gpus_per_node\": 8, \"levels\": [{\"latency_us\": -1, "
+                      "\"bandwidth_GBps\": 5}]}";
     CHECK_FAILS(ds_cluster_load_json(bad, strlen(bad), "bad.json", &c), DS_ERR_BAD_FILE,
                 "bad.json: levels[0]: \"latency_us\" = -1 is out of range");
     const char *missing = "{\"gpus_per_node\": 8}";
@@ -70,13 +77,15 @@ static void test_cluster_file_refusals(void)
     CHECK_FAILS(ds_cluster_load_json(top, strlen(top), "df.json", &c), DS_ERR_BAD_FILE,
                 "df.json: key \"topology\" is not known (accepted: name, nodes, gpus_per_node, "
                 "device, device_memory_GiB, peak_tflops, mem_bw_GBps, levels, pat)");
-    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"spann\": 16"), &c), DS_ERR_BAD_FILE,
-                "c.json: levels[1]: key \"spann\" is not known (accepted: name, latency_us, "
-                "bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling, sharp)");
-    CHECK_FAILS(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"nics_per_node\": 8}", &c),
-                DS_ERR_BAD_FILE,
-                "c.json: levels[0]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
-                "bandwidth_GBps, span, nvls; level 0 joins the devices of a node");
+    CHECK_FAILS(
+        load_levels(NVLINK ", " LEAF(", \"spann\": 16"), &c), DS_ERR_BAD_FILE,
+        "c.json: levels[1]: key \"spann\" is not known (accepted: name, latency_us, "
+        "bandwidth_GBps, span, oversubscription, nics_per_node, congestion_per_doubling, sharp)");
+    CHECK_FAILS(
+        load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"nics_per_node\": 8}", &c),
+        DS_ERR_BAD_FILE,
+        "c.json: levels[0]: key \"nics_per_node\" is not known (accepted: name, latency_us, "
+        "bandwidth_GBps, span, nvls; level 0 joins the devices of a node");
     CHECK_FAILS(
         load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"nics_per_node\": 4"), &c),
         DS_ERR_BAD_FILE,
@@ -108,27 +117,33 @@ static void test_cluster_file_refusals(void)
     /* Placements the model would ignore. */
     CHECK_FAILS(load_levels(NVLINK ", " LEAF("") ", " LEAF(""), &c), DS_ERR_BAD_FILE,
                 "c.json: levels[1] has no \"span\" (it joins all nodes) but levels[2] is above it");
-    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"span\": 16") ", " LEAF(", \"span\": 8") ", " LEAF(""), &c),
+    CHECK_FAILS(load_levels(NVLINK
+                            ", " LEAF(", \"span\": 16") ", " LEAF(", \"span\": 8") ", " LEAF(""),
+                            &c),
                 DS_ERR_BAD_FILE, "c.json: levels[2].span 8 is not larger than levels[1].span 16");
     CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"span\": 16"), &c), DS_ERR_BAD_FILE,
                 "c.json: levels[1].span 16 splits the 64 nodes into domains no level joins");
-    CHECK_FAILS(load_levels(NVLINK ", " LEAF(", \"oversubscription\": 2"), &c), DS_ERR_BAD_FILE,
-                "c.json: levels[1]: \"oversubscription\" = 2 has no level above levels[1] to apply to");
+    CHECK_FAILS(
+        load_levels(NVLINK ", " LEAF(", \"oversubscription\": 2"), &c), DS_ERR_BAD_FILE,
+        "c.json: levels[1]: \"oversubscription\" = 2 has no level above levels[1] to apply to");
     CHECK_FAILS(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"span\": 4}", &c),
                 DS_ERR_BAD_FILE, "c.json: levels[0].span 4 disagrees with \"gpus_per_node\" 8");
     /* What is accepted: a level 0 span equal to the node, a last span
      * covering the nodes, oversubscription where a level is above. */
-    CHECK_OK(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"span\": 8}, "
-                         LEAF(", \"span\": 64, \"oversubscription\": 1"), &c));
+    CHECK_OK(load_levels("{\"latency_us\": 2, \"bandwidth_GBps\": 450, \"span\": 8}, " LEAF(
+                             ", \"span\": 64, \"oversubscription\": 1"),
+                         &c));
     CHECK(c.num_levels == 2 && c.levels[0].span == 8 && c.levels[1].span == 64);
-    CHECK_OK(load_levels(NVLINK ", " LEAF(", \"span\": 16, \"oversubscription\": 2") ", " LEAF(""), &c));
+    CHECK_OK(
+        load_levels(NVLINK ", " LEAF(", \"span\": 16, \"oversubscription\": 2") ", " LEAF(""), &c));
     CHECK(c.num_levels == 3 && c.levels[1].oversubscription == 2.0);
 }
 
 /* Every cluster file the project ships still loads. */
 static void test_shipped_cluster_files(void)
 {
-    static const char *const patterns[] = {"smpi/*.json", "../fuzz/corpus/fuzz_cluster_json/*.json"};
+    static const char *const patterns[] = {"smpi/*.json",
+                                           "../fuzz/corpus/fuzz_cluster_json/*.json"};
     size_t loaded = 0;
     for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
         char pattern[4096];
@@ -155,7 +170,8 @@ static void test_slurm_tasks(void)
     CHECK(n == 1 && counts[0] == 2);
     CHECK_FAILS(ds_slurm_parse_tasks_per_node("4(x", counts, 8, &n), DS_ERR_INVALID_ARG,
                 "SLURM_TASKS_PER_NODE '4(x' is malformed");
-    CHECK_FAILS(ds_slurm_parse_tasks_per_node("1(x9)", counts, 8, &n), DS_ERR_OVERFLOW, "more than 8 nodes");
+    CHECK_FAILS(ds_slurm_parse_tasks_per_node("1(x9)", counts, 8, &n), DS_ERR_OVERFLOW,
+                "more than 8 nodes");
 }
 
 int main(void)

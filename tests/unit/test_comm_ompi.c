@@ -124,7 +124,8 @@ static void test_composition(void)
     want = 2 * (p2p(0, S / 2) + p2p(0, S / 4) + p2p(0, S / 8) + p2p(1, S / 16));
     CHECK_NEAR(predict(model, DS_COMM_ALLREDUCE, 1 << 20, 16, 2, 8, 1, NULL), want, tol);
     /* The same with 2 groups per node: 16 flows on 8 NICs, half the bandwidth. */
-    want = 2 * (p2p(0, S / 2) + p2p(0, S / 4) + p2p(0, S / 8) + INTER_LAT + S / 16 / (INTER_BW / 2));
+    want =
+        2 * (p2p(0, S / 2) + p2p(0, S / 4) + p2p(0, S / 8) + INTER_LAT + S / 16 / (INTER_BW / 2));
     CHECK_NEAR(predict(model, DS_COMM_ALLREDUCE, 1 << 20, 16, 2, 8, 2, NULL), want, tol);
     /* One rank per node on 16 nodes over 2 leaves, 8 groups (every device):
      * the distance-8 step crosses the spine at half the bandwidth. */
@@ -254,18 +255,20 @@ static void test_text(void)
                                         "per-node=2 = 5e-6\n",
                                         "memory"));
     CHECK_INT(ds_comm_samples_size(samples), 4);
-    CHECK_FAILS(ds_comm_samples_parse_text(samples,
-                                           "sendrecv fp32 bytes=8 group=2 nodes=1 per-node=2 = 1e-6\n"
-                                           "sendrecv fp32 bytes=8 group=2 nodes=1 per-node=2 = -1\n",
-                                           "bad.txt"),
-                DS_ERR_BAD_FILE, "bad.txt:2:");
-    CHECK_FAILS(ds_comm_samples_parse_text(samples, "allsum fp32 bytes=8 group=2 nodes=1 per-node=2 = 1\n",
-                                           "bad.txt"),
+    CHECK_FAILS(
+        ds_comm_samples_parse_text(samples,
+                                   "sendrecv fp32 bytes=8 group=2 nodes=1 per-node=2 = 1e-6\n"
+                                   "sendrecv fp32 bytes=8 group=2 nodes=1 per-node=2 = -1\n",
+                                   "bad.txt"),
+        DS_ERR_BAD_FILE, "bad.txt:2:");
+    CHECK_FAILS(ds_comm_samples_parse_text(
+                    samples, "allsum fp32 bytes=8 group=2 nodes=1 per-node=2 = 1\n", "bad.txt"),
                 DS_ERR_INVALID_ARG, "bad.txt:1: primitive 'allsum'");
-    CHECK_FAILS(ds_comm_samples_parse_text(samples, "allreduce fp32 bytes=8 ranks=2 = 1\n", "bad.txt"),
-                DS_ERR_BAD_FILE, "'ranks=2'");
-    CHECK_FAILS(ds_comm_samples_parse_text(samples, "allreduce fp32 bytes=8 group=2 nodes=1 per-node=2\n",
-                                           "bad.txt"),
+    CHECK_FAILS(
+        ds_comm_samples_parse_text(samples, "allreduce fp32 bytes=8 ranks=2 = 1\n", "bad.txt"),
+        DS_ERR_BAD_FILE, "'ranks=2'");
+    CHECK_FAILS(ds_comm_samples_parse_text(
+                    samples, "allreduce fp32 bytes=8 group=2 nodes=1 per-node=2\n", "bad.txt"),
                 DS_ERR_BAD_FILE, "bad.txt:1: expected");
     CHECK_INT(ds_comm_samples_size(samples), 4);
     CHECK_FAILS(ds_comm_samples_load_text(samples, "/nonexistent/samples.txt"), DS_ERR_NOT_FOUND,

@@ -5,9 +5,10 @@
 static void test_status(void)
 {
     static const ds_status_t codes[] = {
-        DS_OK, DS_ERR_INVALID_ARG, DS_ERR_BAD_FILE, DS_ERR_NOT_FOUND, DS_ERR_NO_MEMORY, DS_ERR_IO,
-        DS_ERR_MPI, DS_ERR_HDF5, DS_ERR_CUDA, DS_ERR_CUBLAS, DS_ERR_NCCL, DS_ERR_UNSUPPORTED,
-        DS_ERR_NO_DEVICE, DS_ERR_INTERRUPTED, DS_ERR_DEADLOCK, DS_ERR_OVERFLOW, DS_ERR_INTERNAL};
+        DS_OK,           DS_ERR_INVALID_ARG, DS_ERR_BAD_FILE,  DS_ERR_NOT_FOUND,   DS_ERR_NO_MEMORY,
+        DS_ERR_IO,       DS_ERR_MPI,         DS_ERR_HDF5,      DS_ERR_CUDA,        DS_ERR_CUBLAS,
+        DS_ERR_NCCL,     DS_ERR_UNSUPPORTED, DS_ERR_NO_DEVICE, DS_ERR_INTERRUPTED, DS_ERR_DEADLOCK,
+        DS_ERR_OVERFLOW, DS_ERR_INTERNAL};
     for (size_t i = 0; i < DSI_ARRAY_SIZE(codes); i++) {
         CHECK(strcmp(ds_status_string(codes[i]), "unknown status") != 0);
         for (size_t j = 0; j < i; j++)
@@ -33,11 +34,14 @@ static void test_parse(void)
     CHECK_INT(v, 1000000000000LL);
     CHECK_OK(ds_parse_count("40M", "bucket", 1, 1LL << 60, &v));
     CHECK_INT(v, 40000000);
-    CHECK_FAILS(ds_parse_count("1.5", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs '1.5' is not a whole number");
-    CHECK_FAILS(ds_parse_count("0", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs 0 is out of range (accepted: 1 to 100)");
+    CHECK_FAILS(ds_parse_count("1.5", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG,
+                "gbs '1.5' is not a whole number");
+    CHECK_FAILS(ds_parse_count("0", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG,
+                "gbs 0 is out of range (accepted: 1 to 100)");
     CHECK_FAILS(ds_parse_count("", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "is not a whole number");
     CHECK_FAILS(ds_parse_count("12x", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "gbs '12x'");
-    CHECK_FAILS(ds_parse_count("99999999999999999999", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_parse_count("99999999999999999999", "gbs", 1, 100, &v), DS_ERR_INVALID_ARG,
+                "out of range");
     CHECK_INT(v, 40000000); /* untouched on failure */
     /* Sizes (sequence lengths, hidden sizes, batches) take powers of 1024. */
     CHECK_OK(ds_parse_size("8k", "seq-len", 1, 1 << 24, &v));
@@ -52,11 +56,16 @@ static void test_parse(void)
     CHECK_INT(v, 2147483648LL);
     CHECK_OK(ds_parse_size("8000", "seq-len", 1, 1 << 24, &v));
     CHECK_INT(v, 8000);
-    CHECK_FAILS(ds_parse_size("32M", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len 32M is out of range (accepted: 1 to 16777216)");
-    CHECK_FAILS(ds_parse_size("1B", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len '1B' is not a whole number (K/M/G allowed, powers of 1024: 8K = 8192)");
-    CHECK_FAILS(ds_parse_size("1.1K", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len '1.1K' is not a whole number");
-    CHECK_FAILS(ds_parse_size("8KiB", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG, "seq-len '8KiB'");
-    CHECK_FAILS(ds_parse_size("9223372036854775807K", "seq-len", 1, INT64_MAX, &v), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_parse_size("32M", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG,
+                "seq-len 32M is out of range (accepted: 1 to 16777216)");
+    CHECK_FAILS(ds_parse_size("1B", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG,
+                "seq-len '1B' is not a whole number (K/M/G allowed, powers of 1024: 8K = 8192)");
+    CHECK_FAILS(ds_parse_size("1.1K", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG,
+                "seq-len '1.1K' is not a whole number");
+    CHECK_FAILS(ds_parse_size("8KiB", "seq-len", 1, 1 << 24, &v), DS_ERR_INVALID_ARG,
+                "seq-len '8KiB'");
+    CHECK_FAILS(ds_parse_size("9223372036854775807K", "seq-len", 1, INT64_MAX, &v),
+                DS_ERR_INVALID_ARG, "out of range");
     CHECK_INT(v, 8000);
     int size = 0;
     CHECK_OK(dsi_parse_size_int("2k", "mbs", 1, 1 << 24, &size));
@@ -91,17 +100,27 @@ static void test_parse_public(void)
     CHECK_OK(ds_parse_int("9223372036854775807", "n", 0, INT64_MAX, &v));
     CHECK_INT(v, INT64_MAX);
     v = 7;
-    CHECK_FAILS(ds_parse_int("", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "repeats '' is not a whole number");
-    CHECK_FAILS(ds_parse_int(" 4", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
-    CHECK_FAILS(ds_parse_int("4 ", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
-    CHECK_FAILS(ds_parse_int("12x", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "repeats '12x' is not a whole number");
-    CHECK_FAILS(ds_parse_int("4K", "repeats", 1, 1000000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
-    CHECK_FAILS(ds_parse_int("2.5", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
-    CHECK_FAILS(ds_parse_int("-1", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG, "repeats -1 is out of range (accepted: 0 to 1000)");
+    CHECK_FAILS(ds_parse_int("", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
+                "repeats '' is not a whole number");
+    CHECK_FAILS(ds_parse_int(" 4", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
+                "is not a whole number");
+    CHECK_FAILS(ds_parse_int("4 ", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
+                "is not a whole number");
+    CHECK_FAILS(ds_parse_int("12x", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
+                "repeats '12x' is not a whole number");
+    CHECK_FAILS(ds_parse_int("4K", "repeats", 1, 1000000, &v), DS_ERR_INVALID_ARG,
+                "is not a whole number");
+    CHECK_FAILS(ds_parse_int("2.5", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
+                "is not a whole number");
+    CHECK_FAILS(ds_parse_int("-1", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG,
+                "repeats -1 is out of range (accepted: 0 to 1000)");
     CHECK_FAILS(ds_parse_int("1001", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG, "out of range");
-    CHECK_FAILS(ds_parse_int("9223372036854775808", "n", 0, INT64_MAX, &v), DS_ERR_INVALID_ARG, "out of range");
-    CHECK_FAILS(ds_parse_int("-9223372036854775809", "n", INT64_MIN, 0, &v), DS_ERR_INVALID_ARG, "out of range");
-    CHECK_FAILS(ds_parse_int(NULL, "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG, "is not a whole number");
+    CHECK_FAILS(ds_parse_int("9223372036854775808", "n", 0, INT64_MAX, &v), DS_ERR_INVALID_ARG,
+                "out of range");
+    CHECK_FAILS(ds_parse_int("-9223372036854775809", "n", INT64_MIN, 0, &v), DS_ERR_INVALID_ARG,
+                "out of range");
+    CHECK_FAILS(ds_parse_int(NULL, "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
+                "is not a whole number");
     CHECK_INT(v, 7);
 
     double d = 0.5;
@@ -112,18 +131,26 @@ static void test_parse_public(void)
     CHECK_OK(ds_parse_double("0", "max-foreign", 0, 1, &d)); /* bounds are inclusive */
     CHECK(d == 0.0);
     d = 0.5;
-    CHECK_FAILS(ds_parse_double("", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "max-foreign '' is not a number");
-    CHECK_FAILS(ds_parse_double(" 1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "is not a number");
-    CHECK_FAILS(ds_parse_double("0.5%", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "max-foreign '0.5%' is not a number");
-    CHECK_FAILS(ds_parse_double("-0.1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG, "max-foreign -0.1 is out of range");
-    CHECK_FAILS(ds_parse_double("inf", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG, "is not a number");
-    CHECK_FAILS(ds_parse_double("1e999", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG, "is not a number");
-    CHECK_FAILS(ds_parse_double("2e6", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_parse_double("", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
+                "max-foreign '' is not a number");
+    CHECK_FAILS(ds_parse_double(" 1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
+                "is not a number");
+    CHECK_FAILS(ds_parse_double("0.5%", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
+                "max-foreign '0.5%' is not a number");
+    CHECK_FAILS(ds_parse_double("-0.1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
+                "max-foreign -0.1 is out of range");
+    CHECK_FAILS(ds_parse_double("inf", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG,
+                "is not a number");
+    CHECK_FAILS(ds_parse_double("1e999", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG,
+                "is not a number");
+    CHECK_FAILS(ds_parse_double("2e6", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG,
+                "out of range");
     CHECK(d == 0.5);
     ds_dtype_t dtype;
     CHECK_OK(ds_dtype_parse("bfloat16", &dtype));
     CHECK(dtype == DS_DTYPE_BF16 && ds_dtype_size(dtype) == 2);
-    CHECK_FAILS(ds_dtype_parse("fp64", &dtype), DS_ERR_INVALID_ARG, "dtype 'fp64' is not known (accepted: fp32, bf16");
+    CHECK_FAILS(ds_dtype_parse("fp64", &dtype), DS_ERR_INVALID_ARG,
+                "dtype 'fp64' is not known (accepted: fp32, bf16");
 }
 
 static void test_strbuf_and_hash(void)
@@ -171,7 +198,8 @@ static void test_strbuf_and_hash(void)
         }
         CHECK(dsi_hash64_words(w, 3, (uint64_t)i) == dsi_hash64(w, sizeof(w), (uint64_t)i));
         uint64_t h = dsi_fnv64_words(dsi_fnv64_seed((uint64_t)i), w, 1);
-        CHECK(dsi_hash_mix64(dsi_fnv64_words(h, w + 1, 2)) == dsi_hash64(w, sizeof(w), (uint64_t)i));
+        CHECK(dsi_hash_mix64(dsi_fnv64_words(h, w + 1, 2)) ==
+              dsi_hash64(w, sizeof(w), (uint64_t)i));
     }
 }
 
@@ -181,7 +209,8 @@ static void test_params(void)
     const char *env, *def, *help, *current;
     CHECK_OK(ds_param_describe(0, &env, &def, &help, &current));
     CHECK(strncmp(env, "DS_", 3) == 0 && help[0] != '\0');
-    CHECK_FAILS(ds_param_describe(ds_param_count(), &env, &def, &help, &current), DS_ERR_INVALID_ARG, "out of range");
+    CHECK_FAILS(ds_param_describe(ds_param_count(), &env, &def, &help, &current),
+                DS_ERR_INVALID_ARG, "out of range");
     CHECK(dsi_param_int(DSI_PARAM_MAX_TARGET_GPUS) == 1048576);
     CHECK(dsi_param_int(DSI_PARAM_DEFAULT_GPUS_PER_NODE) == 8);
 }

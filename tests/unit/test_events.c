@@ -15,7 +15,8 @@ static int make(setup_t *s, const char *model, const char *strategy, int64_t gpu
 {
     memset(s, 0, sizeof(*s));
     ds_strategy_init(&s->strategy);
-    if (ds_model_load(model, &s->model) != DS_OK || ds_strategy_parse(strategy, &s->strategy) != DS_OK ||
+    if (ds_model_load(model, &s->model) != DS_OK ||
+        ds_strategy_parse(strategy, &s->strategy) != DS_OK ||
         ds_cluster_from_gpus(&s->cluster, gpus, per_node) != DS_OK ||
         ds_strategy_resolve(&s->strategy, s->model, gpus, per_node) != DS_OK ||
         ds_events_generate(s->model, &s->strategy, &s->cluster, &s->set) != DS_OK) {
@@ -100,7 +101,8 @@ static void test_counts(void)
             if (e->key.kind == DS_EVENT_COMM && e->key.group == DS_GROUP_DP) {
                 CHECK(e->key.op == DS_COMM_ALLREDUCE && e->key.dtype == DS_DTYPE_FP32 &&
                       e->key.group_size == 4 && e->key.nodes == 1 && e->key.ranks_per_node == 4);
-                found += e->key.dims[0] == 160000000 || e->key.dims[0] == (354871296LL - 320000000LL) * 4;
+                found += e->key.dims[0] == 160000000 ||
+                         e->key.dims[0] == (354871296LL - 320000000LL) * 4;
             }
         }
         CHECK_INT(found, 2);
@@ -144,10 +146,12 @@ static void test_layouts(void)
             continue;
         switch (k->group) {
         case DS_GROUP_TP: /* one node, all eight devices, one group per node */
-            CHECK(k->group_size == 8 && k->nodes == 1 && k->ranks_per_node == 8 && k->concurrency == 1);
+            CHECK(k->group_size == 8 && k->nodes == 1 && k->ranks_per_node == 8 &&
+                  k->concurrency == 1);
             break;
         case DS_GROUP_DP: /* stride 8: one member per node over 16 nodes, 8 groups per node */
-            CHECK(k->group_size == 16 && k->nodes == 16 && k->ranks_per_node == 1 && k->concurrency == 8);
+            CHECK(k->group_size == 16 && k->nodes == 16 && k->ranks_per_node == 1 &&
+                  k->concurrency == 8);
             break;
         case DS_GROUP_PP: /* a stage is 16 nodes: every transfer leaves the node, 8 at a time */
             CHECK(k->nodes == 2 && k->ranks_per_node == 1 && k->concurrency == 8);
@@ -237,25 +241,30 @@ static void test_keys_and_sets(void)
     CHECK_INT(ds_event_set_size(a.set), ds_event_set_size(b.set));
     CHECK_INT(ds_event_set_at(a.set, 0)->count, 2 * ds_event_set_at(b.set, 0)->count);
     ds_event_key_t key;
-    CHECK_FAILS(ds_event_key_parse("gemm sideways bf16", &key), DS_ERR_INVALID_ARG, "'sideways' is not a pass");
-    CHECK_FAILS(ds_event_key_parse("conv fwd bf16", &key), DS_ERR_INVALID_ARG, "'conv' is not an operator");
-    CHECK_FAILS(ds_event_key_parse("gemm fwd bf16 q=4", &key), DS_ERR_INVALID_ARG, "'q' is not a key field");
+    CHECK_FAILS(ds_event_key_parse("gemm sideways bf16", &key), DS_ERR_INVALID_ARG,
+                "'sideways' is not a pass");
+    CHECK_FAILS(ds_event_key_parse("conv fwd bf16", &key), DS_ERR_INVALID_ARG,
+                "'conv' is not an operator");
+    CHECK_FAILS(ds_event_key_parse("gemm fwd bf16 q=4", &key), DS_ERR_INVALID_ARG,
+                "'q' is not a key field");
     done(&a);
     done(&b);
 
     /* Cost tables read their text form back. */
     ds_cost_table_t *table = NULL;
     CHECK_OK(ds_cost_table_create(&table));
-    CHECK_OK(ds_cost_table_parse(table,
-                                 "# synthetic\n"
-                                 "gemm fwd bf16 NT m=1024 n=1536 k=1024 = 1e-4\n"
-                                 "allreduce fwd bf16 bytes=2097152 group=tp:2 nodes=1 per-node=2 conc=4 = "
-                                 "2e-5 1.9e-5 1.8e-5 2.2e-5 50 measured\n",
-                                 "costs.txt"));
+    CHECK_OK(ds_cost_table_parse(
+        table,
+        "# synthetic\n"
+        "gemm fwd bf16 NT m=1024 n=1536 k=1024 = 1e-4\n"
+        "allreduce fwd bf16 bytes=2097152 group=tp:2 nodes=1 per-node=2 conc=4 = "
+        "2e-5 1.9e-5 1.8e-5 2.2e-5 50 measured\n",
+        "costs.txt"));
     CHECK_INT(ds_cost_table_size(table), 2);
     CHECK_OK(ds_event_key_parse("gemm fwd bf16 NT m=1024 n=1536 k=1024", &key));
     const ds_cost_t *cost = ds_cost_table_find(table, &key);
-    CHECK(cost != NULL && cost->mean_s == 1e-4 && cost->median_s == 1e-4 && cost->provenance == DS_PROV_MEASURED);
+    CHECK(cost != NULL && cost->mean_s == 1e-4 && cost->median_s == 1e-4 &&
+          cost->provenance == DS_PROV_MEASURED);
     CHECK_FAILS(ds_cost_table_parse(table, "gemm fwd bf16 NT m=1 n=1 k=1 = fast\n", "c.txt"),
                 DS_ERR_BAD_FILE, "c.txt:1: the cost after '=' is not a number");
     /* A band: 1, 1 until set, kept until the cost is set again; only on a

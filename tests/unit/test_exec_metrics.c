@@ -8,7 +8,6 @@
 
 #include <stdlib.h>
 
-
 typedef struct recs {
     dsi_xrec_t v[256];
     size_t n;

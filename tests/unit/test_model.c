@@ -2,8 +2,8 @@
  * TP/SP split, layer lists, and bad inputs. */
 #include "check.h"
 
-#include <stdlib.h>
 #include "model/dsi_model.h"
+#include <stdlib.h>
 
 static ds_model_t *load(const char *spec)
 {
@@ -24,7 +24,8 @@ static int64_t params_of(const char *spec)
     return info.num_parameters;
 }
 
-/* Megatron's count for its GPT models: 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)), plus the final LayerNorm. */
+/* Megatron's count for its GPT models: 12 l h^2 (1 + 13/(12h) + (V+s)/(12lh)), plus the final
+ * LayerNorm. */
 static double megatron_params(double l, double h, double V, double s)
 {
     return 12.0 * l * h * h + 13.0 * l * h + (V + s) * h + 2.0 * h;
@@ -85,9 +86,10 @@ static void test_hf_configs(void)
             ds_model_get_info(preset, &p);
             CHECK(info.arch == p.arch && info.num_layers == p.num_layers &&
                   info.hidden_size == p.hidden_size && info.num_heads == p.num_heads &&
-                  info.num_kv_heads == p.num_kv_heads && info.ffn_hidden_size == p.ffn_hidden_size &&
-                  info.vocab_size == p.vocab_size && info.activation == p.activation &&
-                  info.norm == p.norm && info.tied_embeddings == p.tied_embeddings);
+                  info.num_kv_heads == p.num_kv_heads &&
+                  info.ffn_hidden_size == p.ffn_hidden_size && info.vocab_size == p.vocab_size &&
+                  info.activation == p.activation && info.norm == p.norm &&
+                  info.tied_embeddings == p.tied_embeddings);
             ds_model_destroy(preset);
         }
         ds_model_destroy(model);
@@ -260,24 +262,39 @@ static void test_bad_models(void)
         const char *message;
     } bad[] = {
         {"{\"model_type\": \"gpt2\", \"n_layer\": 2,", "test.json:1:"},
-        {"{\"model_type\": \"gpt_neox\"}", "model_type \"gpt_neox\" is not supported (accepted: gpt2, bert"},
+        {"{\"model_type\": \"gpt_neox\"}",
+         "model_type \"gpt_neox\" is not supported (accepted: gpt2, bert"},
         {"{\"n_layer\": 2}", "neither a Hugging Face config"},
-        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"vocab_size\": 100}", "required field \"n_head\" is missing"},
-        {"{\"model_type\": \"gpt2\", \"n_layer\": 0, \"n_embd\": 64, \"n_head\": 4, \"vocab_size\": 100}", "\"n_layer\" = 0 is out of range"},
-        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 5, \"vocab_size\": 100}", "hidden size 64 is not a multiple of 5 heads"},
-        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 8, \"num_key_value_heads\": 3, \"intermediate_size\": 128, \"vocab_size\": 100}", "3 key/value heads do not divide 8 attention heads"},
-        {"{\"model_type\": \"mistral\", \"num_local_experts\": 8, \"num_hidden_layers\": 2}", "mixture-of-experts"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"vocab_size\": 100}",
+         "required field \"n_head\" is missing"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 0, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100}",
+         "\"n_layer\" = 0 is out of range"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 5, "
+         "\"vocab_size\": 100}",
+         "hidden size 64 is not a multiple of 5 heads"},
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 8, \"num_key_value_heads\": 3, \"intermediate_size\": 128, "
+         "\"vocab_size\": 100}",
+         "3 key/value heads do not divide 8 attention heads"},
+        {"{\"model_type\": \"mistral\", \"num_local_experts\": 8, \"num_hidden_layers\": 2}",
+         "mixture-of-experts"},
         {"{\"model_type\": \"gpt2\", \"n_layer\": \"two\"}", "\"n_layer\" is not a whole number"},
-        {"{\"format\": \"dsmpi-layers\", \"layers\": []}", "\"layers\" must be an array of 1 to 100000 layers"},
-        {"{\"format\": \"dsmpi-layers\", \"layers\": [{\"ops\": [{\"op\": \"lstm\"}]}]}", "op \"lstm\" is not known (accepted: linear, conv2d"},
-        {"{\"format\": \"dsmpi-layers\", \"layers\": [{\"ops\": [{\"op\": \"linear\", \"in_features\": 4, \"out_features\": 4, \"parallel\": \"diagonal\"}]}]}", "\"parallel\" = \"diagonal\" (accepted: none, column, row)"},
+        {"{\"format\": \"dsmpi-layers\", \"layers\": []}",
+         "\"layers\" must be an array of 1 to 100000 layers"},
+        {"{\"format\": \"dsmpi-layers\", \"layers\": [{\"ops\": [{\"op\": \"lstm\"}]}]}",
+         "op \"lstm\" is not known (accepted: linear, conv2d"},
+        {"{\"format\": \"dsmpi-layers\", \"layers\": [{\"ops\": [{\"op\": \"linear\", "
+         "\"in_features\": 4, \"out_features\": 4, \"parallel\": \"diagonal\"}]}]}",
+         "\"parallel\" = \"diagonal\" (accepted: none, column, row)"},
         {"{\"format\": \"onnx\"}", "\"format\" is \"onnx\""},
         {"[1, 2]", "the top level is not a JSON object"},
         {"{\"a\": 1, \"a\": 2}", "duplicate"},
     };
     for (size_t i = 0; i < DSI_ARRAY_SIZE(bad); i++) {
         ds_clear_error();
-        ds_status_t status = ds_model_load_json(bad[i].json, strlen(bad[i].json), "test.json", &model);
+        ds_status_t status =
+            ds_model_load_json(bad[i].json, strlen(bad[i].json), "test.json", &model);
         CHECK_MSG(status == DS_ERR_BAD_FILE && strstr(ds_last_error(), bad[i].message) != NULL,
                   "case %zu: %s: %s", i, ds_status_string(status), ds_last_error());
     }
@@ -295,8 +312,10 @@ static void test_bad_models(void)
     model = load("gpt2-medium");
     CHECK_FAILS(ds_model_set_seq_len(model, 2048), DS_ERR_INVALID_ARG,
                 "seq-len 2048 exceeds the 1024 learned positions of gpt2-medium");
-    CHECK_FAILS(ds_model_set_global_batch(model, 0), DS_ERR_INVALID_ARG, "global-batch 0 is out of range");
-    CHECK_FAILS(ds_model_set_dtype(model, DS_DTYPE_FP8), DS_ERR_INVALID_ARG, "fp8 is not modelled yet");
+    CHECK_FAILS(ds_model_set_global_batch(model, 0), DS_ERR_INVALID_ARG,
+                "global-batch 0 is out of range");
+    CHECK_FAILS(ds_model_set_dtype(model, DS_DTYPE_FP8), DS_ERR_INVALID_ARG,
+                "fp8 is not modelled yet");
     ds_model_destroy(model);
     ds_model_destroy(NULL);
 }
@@ -305,44 +324,58 @@ static void test_bad_models(void)
  * dense config that carries the fields with 0, 1 or null is still read. */
 static void test_moe_configs(void)
 {
-#define DENSE_QWEN2 "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, " \
-                    "\"num_key_value_heads\": 2, \"intermediate_size\": 128, \"vocab_size\": 100"
+#define DENSE_QWEN2                                                                                \
+    "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "                  \
+    "\"num_key_value_heads\": 2, \"intermediate_size\": 128, \"vocab_size\": 100"
     static const struct {
         const char *json;
         const char *message; /* NULL: read as a dense model */
     } cases[] = {
         /* Qwen2-MoE written with the dense model_type */
-        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"num_experts\": 60, \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 1408}",
-         "test.json: mixture-of-experts (num_experts = 60) is not modelled yet (accepted: dense models)"},
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2
+         ", \"num_experts\": 60, \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 1408}",
+         "test.json: mixture-of-experts (num_experts = 60) is not modelled yet (accepted: dense "
+         "models)"},
         {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"moe_intermediate_size\": 1408}",
          "mixture-of-experts (moe_intermediate_size = 1408)"},
         /* DeepSeek-V3 style */
-        {"{\"model_type\": \"llama\", " DENSE_QWEN2 ", \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"num_experts_per_tok\": 8}",
+        {"{\"model_type\": \"llama\", " DENSE_QWEN2
+         ", \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"num_experts_per_tok\": 8}",
          "mixture-of-experts (n_routed_experts = 256)"},
-        {"{\"model_type\": \"deepseek_v3\", \"n_routed_experts\": 256}", "mixture-of-experts (n_routed_experts = 256)"},
+        {"{\"model_type\": \"deepseek_v3\", \"n_routed_experts\": 256}",
+         "mixture-of-experts (n_routed_experts = 256)"},
         /* an MoE family's model_type, with or without expert fields */
         {"{\"model_type\": \"mixtral\", " DENSE_QWEN2 "}",
-         "test.json: mixture-of-experts (model_type \"mixtral\") is not modelled yet (accepted: dense models of model_type gpt2"},
+         "test.json: mixture-of-experts (model_type \"mixtral\") is not modelled yet (accepted: "
+         "dense models of model_type gpt2"},
         {"{\"model_type\": \"qwen3_moe\"}", "mixture-of-experts (model_type \"qwen3_moe\")"},
         {"{\"model_type\": \"some_new_moe\"}", "mixture-of-experts (model_type \"some_new_moe\")"},
-        {"{\"model_type\": \"mixtral\", \"num_local_experts\": 8}", "mixture-of-experts (num_local_experts = 8)"},
+        {"{\"model_type\": \"mixtral\", \"num_local_experts\": 8}",
+         "mixture-of-experts (num_local_experts = 8)"},
         /* experts in sub-configs: dbrx's ffn_config, llama4's text_config */
         {"{\"model_type\": \"dbrx\", \"ffn_config\": {\"moe_num_experts\": 16, \"moe_top_k\": 4}}",
          "mixture-of-experts (ffn_config.moe_num_experts = 16)"},
-        {"{\"model_type\": \"llama4\", \"text_config\": {\"num_local_experts\": 16, \"num_experts_per_tok\": 1}}",
+        {"{\"model_type\": \"llama4\", \"text_config\": {\"num_local_experts\": 16, "
+         "\"num_experts_per_tok\": 1}}",
          "mixture-of-experts (text_config.num_local_experts = 16)"},
-        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, \"vocab_size\": 100, \"num_experts_per_tok\": 2}",
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100, \"num_experts_per_tok\": 2}",
          "mixture-of-experts (num_experts_per_tok = 2)"},
         /* dense: no experts, or fields that declare none */
         {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 "}", NULL},
-        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"num_experts_per_tok\": 0, \"num_experts\": null}", NULL},
-        {"{\"model_type\": \"llama\", " DENSE_QWEN2 ", \"num_local_experts\": 1, \"num_experts_per_tok\": 1, \"moe_intermediate_size\": 0}", NULL},
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2
+         ", \"num_experts_per_tok\": 0, \"num_experts\": null}",
+         NULL},
+        {"{\"model_type\": \"llama\", " DENSE_QWEN2
+         ", \"num_local_experts\": 1, \"num_experts_per_tok\": 1, \"moe_intermediate_size\": 0}",
+         NULL},
     };
 #undef DENSE_QWEN2
     for (size_t i = 0; i < DSI_ARRAY_SIZE(cases); i++) {
         ds_model_t *model = NULL;
         ds_clear_error();
-        ds_status_t status = ds_model_load_json(cases[i].json, strlen(cases[i].json), "test.json", &model);
+        ds_status_t status =
+            ds_model_load_json(cases[i].json, strlen(cases[i].json), "test.json", &model);
         if (cases[i].message == NULL) {
             CHECK_MSG(status == DS_OK, "case %zu: %s", i, ds_last_error());
             ds_model_info_t info;
@@ -352,7 +385,8 @@ static void test_moe_configs(void)
                 CHECK_INT(info.ffn_hidden_size, 128);
             }
         } else {
-            CHECK_MSG(status == DS_ERR_BAD_FILE && strstr(ds_last_error(), cases[i].message) != NULL,
+            CHECK_MSG(status == DS_ERR_BAD_FILE &&
+                          strstr(ds_last_error(), cases[i].message) != NULL,
                       "case %zu: %s: %s", i, ds_status_string(status), ds_last_error());
             CHECK(model == NULL);
         }

@@ -3,8 +3,8 @@
  * match the groups the allocation can form; the expected profiling time is
  * the measurement loop's warm-up, repetitions and budget on the time model,
  * summed over rounds and tasks as worked out by hand. */
-#include "check.h"
 #include "backend/dsi_backend.h"
+#include "check.h"
 #include "profile/dsi_profile.h"
 #include "profile/dsi_profile_run.h"
 
@@ -81,7 +81,8 @@ static int count_shapes(const dsi_profile_plan_t *plan, int size, int nodes, int
 {
     int n = 0;
     for (int i = 0; i < plan->num_shapes; i++)
-        n += plan->shapes[i].size == size && plan->shapes[i].nodes == nodes && plan->shapes[i].num_groups == groups;
+        n += plan->shapes[i].size == size && plan->shapes[i].nodes == nodes &&
+             plan->shapes[i].num_groups == groups;
     return n;
 }
 
@@ -94,12 +95,15 @@ static void test_comm_tasks(void)
     int one_node[4] = {0, 0, 0, 0};
     CHECK_OK(dsi_profile_plan_assign(plan, 4, one_node, NULL, &cpu, 1024, 1 << 20));
     CHECK_INT(plan->num_shapes, 3);
-    CHECK(count_shapes(plan, 2, 1, 1) == 1 && count_shapes(plan, 4, 1, 1) == 1 && count_shapes(plan, 2, 1, 2) == 1);
+    CHECK(count_shapes(plan, 2, 1, 1) == 1 && count_shapes(plan, 4, 1, 1) == 1 &&
+          count_shapes(plan, 2, 1, 2) == 1);
     int sendrecv_on_4 = 0, exact = 0, sweep_1k = 0;
     for (size_t i = 0; i < plan->num_tasks; i++) {
         const dsi_comm_task_t *t = &plan->tasks[i];
         const ds_comm_sample_t *s = &t->sample;
-        CHECK(s->bytes % ((int64_t)ds_dtype_size(s->dtype) * (s->op == DS_COMM_SENDRECV ? 1 : s->group_size)) == 0);
+        CHECK(s->bytes % ((int64_t)ds_dtype_size(s->dtype) *
+                          (s->op == DS_COMM_SENDRECV ? 1 : s->group_size)) ==
+              0);
         CHECK(s->bytes <= (1 << 20)); /* exact sizes above the sweep are left to the fit */
         sendrecv_on_4 += s->op == DS_COMM_SENDRECV && s->group_size != 2;
         exact += t->exact;
@@ -123,7 +127,8 @@ static void test_comm_tasks(void)
         if (s->size == 2 && s->nodes == 2 && s->num_groups == 2)
             CHECK(s->ranks[0] == 0 && s->ranks[1] == 2 && s->ranks[2] == 1 && s->ranks[3] == 3);
     }
-    CHECK_FAILS(dsi_profile_plan_assign(plan, 0, two_nodes, NULL, &cpu, 1024, 4096), DS_ERR_INVALID_ARG, "0 ranks");
+    CHECK_FAILS(dsi_profile_plan_assign(plan, 0, two_nodes, NULL, &cpu, 1024, 4096),
+                DS_ERR_INVALID_ARG, "0 ranks");
     dsi_profile_plan_destroy(plan);
 }
 
@@ -195,8 +200,8 @@ static void sizes_text(const int *sizes, int count, char *text, size_t size)
  * inside a node, node counts across nodes, ranks per node across nodes,
  * tree depths, extrapolation factor and band multipliers. */
 static void check_shape(const ds_profile_shape_t *s, const char *intra, const char *cross,
-                        int cross_per_node, int depth_min, int depth_max, double factor,
-                        double low, double high, const char *what)
+                        int cross_per_node, int depth_min, int depth_max, double factor, double low,
+                        double high, const char *what)
 {
     char text[128];
     sizes_text(s->intra_sizes, s->num_intra_sizes, text, sizeof(text));
@@ -275,8 +280,8 @@ static void check_compare(int ranks, int64_t nodes, int gpus_per_node, const cha
         used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%dx%d", i ? " " : "",
                                  shapes[i].nodes, shapes[i].ranks_per_node);
     CHECK_MSG(strcmp(text, expected) == 0 && best == expected_best,
-              "%d ranks for %lld x %d: '%s' best %d, expected '%s' best %d", ranks, (long long)nodes,
-              gpus_per_node, text, best, expected, expected_best);
+              "%d ranks for %lld x %d: '%s' best %d, expected '%s' best %d", ranks,
+              (long long)nodes, gpus_per_node, text, best, expected, expected_best);
     ds_profile_shapes_free(shapes);
 }
 
@@ -408,7 +413,8 @@ static ds_event_key_t compute_key(ds_op_t op, int64_t d0)
     return k;
 }
 
-static void add_event(dsi_profile_plan_t *plan, const ds_event_key_t *key, double flops, double bytes)
+static void add_event(dsi_profile_plan_t *plan, const ds_event_key_t *key, double flops,
+                      double bytes)
 {
     ds_event_t e;
     memset(&e, 0, sizeof(e));
@@ -418,7 +424,8 @@ static void add_event(dsi_profile_plan_t *plan, const ds_event_key_t *key, doubl
     CHECK_OK(ds_event_set_add(plan->events, &e, 1));
 }
 
-static dsi_comm_task_t comm_task(ds_comm_op_t op, ds_dtype_t dtype, int64_t bytes, int batched, int shape)
+static dsi_comm_task_t comm_task(ds_comm_op_t op, ds_dtype_t dtype, int64_t bytes, int batched,
+                                 int shape)
 {
     dsi_comm_task_t t;
     memset(&t, 0, sizeof(t));
@@ -476,7 +483,7 @@ static void test_estimate_by_hand(void)
     dsi_profile_speed_init(&speed, &here);
     speed.classes[0] = (dsi_speed_class_t){DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_BF16, 2.0, 1e-9};
     speed.num_classes = 1;
-    speed.default_factor = 3.0;  /* the layernorm's class was not calibrated */
+    speed.default_factor = 3.0; /* the layernorm's class was not calibrated */
     speed.fill_s_per_byte = 2e-9;
     speed.sync_s = 1e-3;
     speed.comm_create_s = 0.5;

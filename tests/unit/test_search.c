@@ -114,9 +114,9 @@ static void test_enumerate_by_hand(void)
 
     /* flash and fp8 follow the base strategy unless fixed to several values:
      * then every candidate comes in each, the innermost dimensions. */
-    static const char *const both[] = {"mbs=1",    "recompute=none", "zero=0",   "dp-algo=auto",
-                                       "flash=off", "flash=on",      "fp8=off", "fp8=hybrid",
-                                       NULL};
+    static const char *const both[] = {"mbs=1",        "recompute=none", "zero=0",
+                                       "dp-algo=auto", "flash=off",      "flash=on",
+                                       "fp8=off",      "fp8=hybrid",     NULL};
     search = make(model, &cluster, 0, NULL, both);
     CHECK_OK(ds_search_enumerate(search));
     ds_search_get_stats(search, &st);
@@ -464,7 +464,7 @@ static void test_equivalent_variants(void)
         CHECK_INT(b.num_variants, groups[i].count);
         for (int v = 0; v < groups[i].count && v < DS_SEARCH_MAX_VARIANTS; v++)
             CHECK_INT(b.variants[v], groups[i].members[v]); /* in index order, as ranked */
-        for (size_t j = 0; j < i; j++) { /* K distinct timelines */
+        for (size_t j = 0; j < i; j++) {                    /* K distinct timelines */
             ds_search_result_t c;
             CHECK_OK(ds_search_result_at(grouped, j, &c));
             CHECK(!(c.timeline_hash == b.timeline_hash && c.iteration_s == b.iteration_s &&

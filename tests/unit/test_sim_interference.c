@@ -68,10 +68,13 @@ static ds_sim_summary_t simulate(ds_sim_t *sim, const ds_model_t *model, const c
 static ds_model_t *tp_model(void)
 {
     const char *json =
-        "{\"format\": \"dsmpi-layers\", \"name\": \"mlp\", \"dtype\": \"bf16\", \"global_batch\": 2,"
+        "{\"format\": \"dsmpi-layers\", \"name\": \"mlp\", \"dtype\": \"bf16\", \"global_batch\": "
+        "2,"
         " \"classes\": 0, \"layers\": [{\"name\": \"block\", \"repeat\": 2, \"ops\": ["
-        " {\"op\": \"linear\", \"in_features\": 256, \"out_features\": 512, \"parallel\": \"column\"},"
-        " {\"op\": \"linear\", \"in_features\": 512, \"out_features\": 256, \"parallel\": \"row\"}]}]}";
+        " {\"op\": \"linear\", \"in_features\": 256, \"out_features\": 512, \"parallel\": "
+        "\"column\"},"
+        " {\"op\": \"linear\", \"in_features\": 512, \"out_features\": 256, \"parallel\": "
+        "\"row\"}]}]}";
     ds_model_t *model = NULL;
     CHECK_OK(ds_model_load_json(json, strlen(json), "mlp", &model));
     return model;

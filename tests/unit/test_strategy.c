@@ -19,7 +19,9 @@ static void test_parse_and_format(void)
           s.overlap_grad_reduce == 1 && s.grad_reduce_dtype == DS_DTYPE_FP32);
     CHECK_OK(ds_strategy_parse("dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=1f1b", &s));
     CHECK(s.dp == 16 && s.tp == 8 && s.pp == 8 && s.gbs == 1536);
-    CHECK_OK(ds_strategy_parse("vpp=2,sp,zero=1,recompute=selective,dp-algo=ring,bucket=25M,no-overlap,order=dp-tp-pp", &s));
+    CHECK_OK(ds_strategy_parse(
+        "vpp=2,sp,zero=1,recompute=selective,dp-algo=ring,bucket=25M,no-overlap,order=dp-tp-pp",
+        &s));
     CHECK(s.schedule == DS_SCHEDULE_INTERLEAVED && s.vpp == 2 && s.sp && s.zero == 1 &&
           s.recompute == DS_RECOMPUTE_SELECTIVE && s.dp_algo == DS_DP_RING &&
           s.bucket_params == 25000000 && !s.overlap_grad_reduce && s.order[0] == DS_DIM_DP &&
@@ -33,8 +35,10 @@ static void test_parse_and_format(void)
     CHECK(sizes.gbs == 4096);
     char text[DS_STRATEGY_TEXT_MAX];
     ds_strategy_format(&s, text, sizeof(text));
-    CHECK(strcmp(text, "dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=interleaved,vpp=2,sp,zero=1,"
-                       "recompute=selective,dp-algo=ring,bucket=25000000,no-overlap,order=dp-tp-pp") == 0);
+    CHECK(strcmp(text,
+                 "dp=16,tp=8,pp=8,mbs=1,gbs=1536,schedule=interleaved,vpp=2,sp,zero=1,"
+                 "recompute=selective,dp-algo=ring,bucket=25000000,no-overlap,order=dp-tp-pp") ==
+          0);
     ds_strategy_t back;
     ds_strategy_init(&back);
     CHECK_OK(ds_strategy_parse(text, &back));
@@ -63,8 +67,8 @@ static void test_parse_and_format(void)
     char amax_item[32] = "x";
     CHECK_OK(ds_strategy_megatron_item("fp8-amax-history-len", "16", amax_item, sizeof(amax_item)));
     CHECK(amax_item[0] == '\0');
-    CHECK_FAILS(ds_strategy_apply_megatron(&m, "fp8-amax-compute-algo", "mean"),
-                DS_ERR_INVALID_ARG, "accepted: max, most_recent");
+    CHECK_FAILS(ds_strategy_apply_megatron(&m, "fp8-amax-compute-algo", "mean"), DS_ERR_INVALID_ARG,
+                "accepted: max, most_recent");
     m.fp8 = DS_FP8_OFF;
     CHECK(m.tp == 4 && m.pp == 2 && m.mbs == 2 && m.sp && m.zero == 1 &&
           m.recompute == DS_RECOMPUTE_FULL && m.schedule == DS_SCHEDULE_INTERLEAVED);
@@ -84,8 +88,8 @@ static void test_parse_and_format(void)
     CHECK_OK(ds_strategy_parse("pp=4,vpp=2,first-stage-layers=4,last-stage-layers=4,gbs=8", &u));
     ds_model_t *gpt2u = model_named("gpt2-medium");
     CHECK_OK(ds_strategy_resolve(&u, gpt2u, 4, 4));
-    static const int layout[4][2][2] = {{{0, 2}, {12, 2}}, {{2, 4}, {14, 4}},
-                                        {{6, 4}, {18, 4}}, {{10, 2}, {22, 2}}};
+    static const int layout[4][2][2] = {
+        {{0, 2}, {12, 2}}, {{2, 4}, {14, 4}}, {{6, 4}, {18, 4}}, {{10, 2}, {22, 2}}};
     for (int stage = 0; stage < 4; stage++)
         for (int chunk = 0; chunk < 2; chunk++) {
             int first = -1, count = -1;
@@ -147,9 +151,11 @@ static void test_bad_strategies(void)
         {"schedule=zigzag", "schedule 'zigzag' is not known (accepted: gpipe, 1f1b, interleaved)"},
         {"recompute=some", "recompute 'some' is not known (accepted: none, selective, full)"},
         {"zero=4", "zero 4 is out of range (accepted: 0 to 3)"},
-        {"order=tp-tp-pp", "order 'tp-tp-pp' is not accepted (accepted: a permutation of tp, dp, pp"},
+        {"order=tp-tp-pp",
+         "order 'tp-tp-pp' is not accepted (accepted: a permutation of tp, dp, pp"},
         {"mbs=abc", "mbs 'abc' is not a whole number"},
-        {"dp-algo=butterfly", "dp-algo 'butterfly' is not known (accepted: auto, ring, tree, hierarchical, ps)"},
+        {"dp-algo=butterfly",
+         "dp-algo 'butterfly' is not known (accepted: auto, ring, tree, hierarchical, ps)"},
         {"overlap=maybe", "overlap 'maybe' is not known"},
         {"tp", "strategy item 'tp' has no value"},
         {"", "strategy is empty"},
@@ -172,24 +178,39 @@ static void test_bad_strategies(void)
     } bad_resolve[] = {
         /* gbs=512 is no multiple of any dp these targets leave (a factor 3 or 5): no
          * value passes, and the message says which ones would with the rest changed. */
-        {"gpt2-medium", "tp=3", 24, "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: none with the rest of this strategy; tp values its model and target allow: 1, 2, 4, 8)"},
-        {"gpt2-medium", "pp=5", 40, "pp=5 does not divide the 24 layers of gpt2-medium (accepted: none with the rest of this strategy; pp values its model and target allow: 1, 2, 4, 8; or give first-stage-layers/last-stage-layers)"},
-        {"gpt2-medium", "dp=2,tp=2,pp=2", 16, "dp*tp*pp = 2*2*2 = 8 does not equal the 16 target devices (accepted: dp=4"},
+        {"gpt2-medium", "tp=3", 24,
+         "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: none with the rest "
+         "of this strategy; tp values its model and target allow: 1, 2, 4, 8)"},
+        {"gpt2-medium", "pp=5", 40,
+         "pp=5 does not divide the 24 layers of gpt2-medium (accepted: none with the rest of this "
+         "strategy; pp values its model and target allow: 1, 2, 4, 8; or give "
+         "first-stage-layers/last-stage-layers)"},
+        {"gpt2-medium", "dp=2,tp=2,pp=2", 16,
+         "dp*tp*pp = 2*2*2 = 8 does not equal the 16 target devices (accepted: dp=4"},
         {"gpt2-medium", "tp=4,pp=2", 12, "tp*pp = 8 does not divide the 12 target devices"},
-        {"gpt2-medium", "tp=2,gbs=100", 16, "gbs=100 is not a multiple of dp*mbs = 8*1 = 8 (accepted: multiples of 8)"},
+        {"gpt2-medium", "tp=2,gbs=100", 16,
+         "gbs=100 is not a multiple of dp*mbs = 8*1 = 8 (accepted: multiples of 8)"},
         {"gpt2-medium", "schedule=interleaved,vpp=2", 8, "schedule=interleaved needs pp >= 2"},
         {"gpt2-medium", "pp=2,vpp=2,schedule=1f1b", 8, "vpp=2 needs schedule=interleaved"},
         {"gpt2-medium", "pp=2,zero=2", 8, "zero=2 cannot be combined with pp=2"},
         {"gpt2-medium", "cp=2", 8, "context parallelism is not modelled yet (accepted: cp=1)"},
         {"gpt2-medium", "ep=2", 8, "expert parallelism is not modelled yet"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
-        {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8, "needs the 6 micro-batches to be a multiple of pp=4"},
-        {"gpt2-medium", "pp=4,vpp=2,gbs=9,mbs=1", 8, "gbs=9 is not a multiple of dp*mbs = 2*1 = 2 (accepted: multiples of 8)"},
-        {"gpt2-medium", "pp=4,vpp=5", 8, "pp*vpp = 4*5 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; pp with vpp=5: none)"},
-        {"gpt2-medium", "pp=2,vpp=4,first-stage-layers=10", 8, "vpp=4 does not divide every stage's layers (first 10, middle 14, last 14"},
-        {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4, "leave 3 layers for 2 other stages"},
-        {"gpt2-medium", "dp-algo=ps,ps-servers=9", 8, "ps-servers=9 exceeds dp=8 (accepted: 1 to 8)"},
-        {"gpt2-medium", "pp=32", 32, "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)"},
+        {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8,
+         "needs the 6 micro-batches to be a multiple of pp=4"},
+        {"gpt2-medium", "pp=4,vpp=2,gbs=9,mbs=1", 8,
+         "gbs=9 is not a multiple of dp*mbs = 2*1 = 2 (accepted: multiples of 8)"},
+        {"gpt2-medium", "pp=4,vpp=5", 8,
+         "pp*vpp = 4*5 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; "
+         "pp with vpp=5: none)"},
+        {"gpt2-medium", "pp=2,vpp=4,first-stage-layers=10", 8,
+         "vpp=4 does not divide every stage's layers (first 10, middle 14, last 14"},
+        {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4,
+         "leave 3 layers for 2 other stages"},
+        {"gpt2-medium", "dp-algo=ps,ps-servers=9", 8,
+         "ps-servers=9 exceeds dp=8 (accepted: 1 to 8)"},
+        {"gpt2-medium", "pp=32", 32,
+         "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)"},
         {"t5-large", "tp=3", 3, "tp=3 does not divide the 16 attention heads of t5-large"},
     };
     for (size_t i = 0; i < sizeof(bad_resolve) / sizeof(bad_resolve[0]); i++) {
@@ -237,16 +258,30 @@ static void test_suggestions(void)
         const char *list_after; /* the suggestions follow this */
     } cases[] = {
         /* 7, 14 and 28 divide the heads but not the 4 key/value heads */
-        {1, "tp=8", 64, "tp", "tp=8 does not divide the 28 attention heads of qwen2.5-7b (accepted: 1, 2, 4)", "(accepted: "},
-        {1, "tp=7,gbs=448", 56, "tp", "tp=7 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)", "(accepted: "},
-        {1, "tp=28,gbs=448", 56, "tp", "tp=28 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)", "(accepted: "},
+        {1, "tp=8", 64, "tp",
+         "tp=8 does not divide the 28 attention heads of qwen2.5-7b (accepted: 1, 2, 4)",
+         "(accepted: "},
+        {1, "tp=7,gbs=448", 56, "tp",
+         "tp=7 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)",
+         "(accepted: "},
+        {1, "tp=28,gbs=448", 56, "tp",
+         "tp=28 does not divide the 4 key/value heads of qwen2.5-7b (accepted: 1, 2, 4)",
+         "(accepted: "},
         /* 8 and 16 divide the heads but not the target's 48 / pp */
-        {0, "tp=3,pp=2,gbs=768", 48, "tp", "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8)", "(accepted: "},
+        {0, "tp=3,pp=2,gbs=768", 48, "tp",
+         "tp=3 does not divide the 16 attention heads of gpt2-medium (accepted: 1, 2, 4, 8)",
+         "(accepted: "},
         /* 3, 6, 12 and 24 divide the layers but not the target */
-        {0, "pp=5,gbs=480", 40, "pp", "pp=5 does not divide the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8; or give", "(accepted: "},
-        {0, "pp=32", 32, "pp", "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)", "(accepted: "},
+        {0, "pp=5,gbs=480", 40, "pp",
+         "pp=5 does not divide the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8; or give",
+         "(accepted: "},
+        {0, "pp=32", 32, "pp", "pp=32 exceeds the 24 layers of gpt2-medium (accepted: 1, 2, 4, 8)",
+         "(accepted: "},
         /* interleaving needs pp >= 2 and pp*vpp dividing the layers */
-        {0, "pp=5,vpp=2,gbs=480", 40, "pp", "pp*vpp = 5*2 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; pp with vpp=2: 2, 4)", "pp with vpp=2: "},
+        {0, "pp=5,vpp=2,gbs=480", 40, "pp",
+         "pp*vpp = 5*2 does not divide the 24 layers of gpt2-medium (accepted: pp*vpp dividing 24; "
+         "pp with vpp=2: 2, 4)",
+         "pp with vpp=2: "},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ds_model_t *model = model_named(cases[i].qwen ? qwen : "gpt2-medium");
@@ -275,7 +310,8 @@ static void test_suggestions(void)
                 break;
         }
         for (int value = 1; value <= 128; value++) {
-            ds_status_t got = resolve_with(model, cases[i].text, cases[i].field, value, cases[i].gpus);
+            ds_status_t got =
+                resolve_with(model, cases[i].text, cases[i].field, value, cases[i].gpus);
             CHECK_MSG((got == DS_OK) == listed[value], "case %zu: %s=%d %s but is %s", i,
                       cases[i].field, value, listed[value] ? "is suggested" : "is not suggested",
                       got == DS_OK ? "accepted" : ds_last_error());
@@ -316,7 +352,8 @@ static void test_stages_and_placement(void)
     s.pp = 3;
     ds_coords_t c = {1, 2, 1};
     CHECK_INT(ds_strategy_rank_of(&s, c), 1 + 2 * (2 + 4 * 1));
-    static const char *const orders[] = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"};
+    static const char *const orders[] = {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp",
+                                         "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"};
     for (size_t o = 0; o < 6; o++) {
         char text[32];
         snprintf(text, sizeof(text), "order=%s", orders[o]);

@@ -41,9 +41,8 @@ static void tile_scores(const ds_attention_shape_t *sh, int causal, float scale,
                         int64_t rows, int64_t j0, int64_t cols, const float *q, const float *k,
                         float *s)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols,
-                (int)sh->head_dim, scale, q, (int)sh->head_dim, k, (int)sh->head_dim, 0.0f, s,
-                (int)cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)sh->head_dim,
+                scale, q, (int)sh->head_dim, k, (int)sh->head_dim, 0.0f, s, (int)cols);
     if (!causal)
         return;
     for (int64_t r = 0; r < rows; r++)
@@ -97,8 +96,8 @@ void dsi_cpu_attention_fwd(dsi_stype_t type, const ds_attention_shape_t *sh, int
                 for (int64_t r = 0; r < rows; r++)
                     if (max[r] == -INFINITY)
                         memset(s + r * cols, 0, (size_t)cols * sizeof(float));
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d,
-                            (int)cols, 1.0f, s, (int)cols, vt, (int)d, 1.0f, acc, (int)d);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d, (int)cols,
+                            1.0f, s, (int)cols, vt, (int)d, 1.0f, acc, (int)d);
             }
             for (int64_t r = 0; r < rows; r++) {
                 float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
@@ -113,8 +112,8 @@ void dsi_cpu_attention_fwd(dsi_stype_t type, const ds_attention_shape_t *sh, int
 
 /* One query tile of one head against every key tile it sees: dQ of the tile,
  * and its share of the KV head's dK and dV (fp32 accumulators). */
-static void backward_tile(dsi_stype_t type, const ds_attention_shape_t *sh, int causal,
-                          int64_t i0, int64_t rows, int64_t kv_base, const void *k, const void *v,
+static void backward_tile(dsi_stype_t type, const ds_attention_shape_t *sh, int causal, int64_t i0,
+                          int64_t rows, int64_t kv_base, const void *k, const void *v,
                           float *scratch, float *dk_acc, float *dv_acc)
 {
     const int64_t d = sh->head_dim;
@@ -132,15 +131,15 @@ static void backward_tile(dsi_stype_t type, const ds_attention_shape_t *sh, int 
             for (int64_t c = 0; c < cols; c++)
                 p[r * cols + c] = expf(p[r * cols + c] - lse[r]); /* exp(-inf) = 0 */
         /* dV += P^T dO; dP = dO V^T; dS = P (dP - D); dQ += dS K; dK += dS^T Q */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)d, (int)rows, 1.0f,
-                    p, (int)cols, dot, (int)d, 1.0f, dv_acc + j0 * d, (int)d);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)d, (int)rows, 1.0f, p,
+                    (int)cols, dot, (int)d, 1.0f, dv_acc + j0 * d, (int)d);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)d, 1.0f,
                     dot, (int)d, vt, (int)d, 0.0f, dp, (int)cols);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
                 dp[r * cols + c] = p[r * cols + c] * (dp[r * cols + c] - delta[r]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d, (int)cols,
-                    scale, dp, (int)cols, kt, (int)d, 1.0f, dq, (int)d);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d, (int)cols, scale,
+                    dp, (int)cols, kt, (int)d, 1.0f, dq, (int)d);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)d, (int)rows, scale,
                     dp, (int)cols, qt, (int)d, 1.0f, dk_acc + j0 * d, (int)d);
     }

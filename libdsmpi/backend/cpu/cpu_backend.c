@@ -111,7 +111,7 @@ struct cpu_kernel {
 static dsi_stype_t storage_of(const cpu_backend_t *cpu, ds_dtype_t dtype)
 {
     return (dtype == DS_DTYPE_BF16 || dtype == DS_DTYPE_FP8) && cpu->sbgemm != NULL ? DSI_STYPE_BF16
-                                                                                   : DSI_STYPE_F32;
+                                                                                    : DSI_STYPE_F32;
 }
 
 /* The plan of `key` on this backend, its scratch (floats) and bf16 GEMM rows. */
@@ -420,8 +420,8 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
         if (!bwd)
             dsi_cpu_attention_fwd(t, &shape, k->plan.causal, in, b[1], b[2], b[3], b[4], s);
         else
-            dsi_cpu_attention_bwd(t, &shape, k->plan.causal, in, b[1], b[2], b[3], b[4], b[5],
-                                  b[6], b[7], b[8], s);
+            dsi_cpu_attention_bwd(t, &shape, k->plan.causal, in, b[1], b[2], b[3], b[4], b[5], b[6],
+                                  b[7], b[8], s);
         break;
     }
     case DS_OP_FP8_CAST: dsi_cpu_fp8_cast(t, n, in, b[1], b[2], s); break;

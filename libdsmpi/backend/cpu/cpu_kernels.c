@@ -824,7 +824,7 @@ static inline uint8_t e4m3_of(float v)
     float a = fabsf(v);
     if (!(a < 448.0f))
         return (uint8_t)(sign | 0x7eu); /* saturate (NaN too) */
-    if (a < 0.015625f) /* below 2^-6: subnormals in steps of 2^-9 */
+    if (a < 0.015625f)                  /* below 2^-6: subnormals in steps of 2^-9 */
         return (uint8_t)(sign | (uint32_t)lrintf(a * 512.0f));
     uint32_t m = bits_of(a);
     m += 0x7ffffu + ((m >> 20) & 1u); /* round the 23-bit mantissa to 3 bits */

@@ -10,7 +10,8 @@ int main(void)
     ds_cluster_t cluster;
     ds_event_set_t *events = NULL;
     ds_strategy_init(&strategy);
-    if (ds_model_load("gpt2-medium", &model) != DS_OK || ds_cluster_from_gpus(&cluster, 16, 8) != DS_OK ||
+    if (ds_model_load("gpt2-medium", &model) != DS_OK ||
+        ds_cluster_from_gpus(&cluster, 16, 8) != DS_OK ||
         ds_strategy_parse("tp=2,pp=2", &strategy) != DS_OK ||
         ds_strategy_resolve(&strategy, model, 16, 8) != DS_OK ||
         ds_events_generate(model, &strategy, &cluster, &events) != DS_OK) {
