@@ -130,13 +130,6 @@ void dsi_sim_set_unbatched_p2p(ds_sim_t *sim, int on)
     sim->unbatched_p2p = on;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static ds_status_t set_factors(ds_sim_t *sim)
 {
     const ds_sim_options_t *o = &sim->opt;
@@ -192,7 +185,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                        const ds_cluster_t *cluster, const ds_cost_table_t *costs,
                        const ds_sim_options_t *options)
 {
-    double t0 = now_s();
+    double t0 = dsi_now_s();
     sim->results.evaluated = 0;
     ds_sim_options_t defaults;
     if (options == NULL) {
@@ -255,7 +248,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike. */
     DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
                                                   dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
-    double t1 = now_s();
+    double t1 = dsi_now_s();
     int32_t *cycle = NULL, cycle_len = 0;
     status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
     if (status == DS_ERR_DEADLOCK) {
@@ -264,7 +257,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
         return status;
     }
     DSI_TRY(status);
-    double t2 = now_s();
+    double t2 = dsi_now_s();
     sim->results.build_s = t1 - t0;
     sim->results.eval_s = t2 - t1;
     DSI_TRY(dsi_sim_metrics(sim));
