@@ -219,30 +219,31 @@ static ds_status_t clock_overflow(void)
 /* The sweep of a graph evaluated before with this structure: the nodes in
  * the order Kahn's algorithm released them then, each start decided as it
  * was (first predecessor in that order reaching the latest end). */
-static ds_status_t sweep_in_order(dsi_graph_t *g)
+/* Node u ends: each successor starts no earlier, bound to the predecessor
+ * that ends last (the first one on a tie). */
+static inline ds_status_t release(dsi_graph_t *g, int32_t u)
 {
-    int32_t n = g->n;
-    int64_t *start = g->start;
-    const int64_t *dur = g->dur;
-    int32_t *bind = g->bind;
-    const int32_t *off = g->off, *adj = g->adj, *queue = g->queue;
-    for (int32_t i = 0; i < n; i++) {
-        start[i] = 0;
-        bind[i] = -1;
-    }
-    for (int32_t q = 0; q < n; q++) {
-        int32_t u = queue[q];
-        int64_t end;
-        if (__builtin_add_overflow(start[u], dur[u], &end) || end >= DSI_SIM_MAX_NS)
-            return clock_overflow();
-        for (int32_t e = off[u]; e < off[u + 1]; e++) {
-            int32_t v = adj[e];
-            if (end > start[v] || bind[v] < 0) {
-                start[v] = end;
-                bind[v] = u;
-            }
+    int64_t end;
+    if (__builtin_add_overflow(g->start[u], g->dur[u], &end) || end >= DSI_SIM_MAX_NS)
+        return clock_overflow();
+    for (int32_t e = g->off[u]; e < g->off[u + 1]; e++) {
+        int32_t v = g->adj[e];
+        if (end > g->start[v] || g->bind[v] < 0) {
+            g->start[v] = end;
+            g->bind[v] = u;
         }
     }
+    return DS_OK;
+}
+
+static ds_status_t sweep_in_order(dsi_graph_t *g)
+{
+    for (int32_t i = 0; i < g->n; i++) {
+        g->start[i] = 0;
+        g->bind[i] = -1;
+    }
+    for (int32_t q = 0; q < g->n; q++)
+        DSI_TRY(release(g, g->queue[q]));
     return DS_OK;
 }
 
@@ -279,30 +280,19 @@ ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle
         off[i] = off[i - 1];
     off[0] = 0;
 
-    int64_t *start = g->start;
-    const int64_t *dur = g->dur;
-    int32_t *bind = g->bind;
     int32_t head = 0, tail = 0;
     for (int32_t i = 0; i < n; i++) {
-        start[i] = 0;
-        bind[i] = -1;
+        g->start[i] = 0;
+        g->bind[i] = -1;
         if (indeg[i] == 0)
             queue[tail++] = i;
     }
     while (head < tail) {
         int32_t u = queue[head++];
-        int64_t end;
-        if (__builtin_add_overflow(start[u], dur[u], &end) || end >= DSI_SIM_MAX_NS)
-            return clock_overflow();
-        for (int32_t e = off[u]; e < off[u + 1]; e++) {
-            int32_t v = adj[e];
-            if (end > start[v] || bind[v] < 0) {
-                start[v] = end;
-                bind[v] = u;
-            }
-            if (--indeg[v] == 0)
-                queue[tail++] = v;
-        }
+        DSI_TRY(release(g, u));
+        for (int32_t e = off[u]; e < off[u + 1]; e++)
+            if (--indeg[adj[e]] == 0)
+                queue[tail++] = adj[e];
     }
     if (tail == n) {
         g->order_valid = g->last.n == n && n > 0; /* the structure is noted for reuse */

@@ -120,17 +120,11 @@ static ds_status_t zero2_after_action(ds_sim_t *sim, int it, const dsi_action_t 
     return build_grad_sync(sim, it, round, !overlap);
 }
 
-/* The optimizer waits for the group streams. */
-static ds_status_t zero2_at_end(ds_sim_t *sim, int it)
-{
-    return dsi_lanes_wait_dp(sim, it);
-}
-
 const dsi_phase_t dsi_phase_zero2 = {
     .name = "zero-2 gradients",
     .applies = zero2_applies,
     .after_action = zero2_after_action,
-    .at_end = zero2_at_end,
+    .at_end = dsi_lanes_wait_dp, /* the optimizer waits for the group streams */
 };
 
 /* ---- parameters after the optimizer (ZeRO-1/2, parameter server) -------------------------- */

@@ -84,17 +84,11 @@ static ds_status_t zero3_after_action(ds_sim_t *sim, int it, const dsi_action_t 
     return DS_OK;
 }
 
-/* The optimizer waits for the group streams. */
-static ds_status_t zero3_at_end(ds_sim_t *sim, int it)
-{
-    return dsi_lanes_wait_dp(sim, it);
-}
-
 const dsi_phase_t dsi_phase_zero3 = {
     .name = "zero-3",
     .applies = zero3_applies,
     .needs_parts = true,
     .before_pass = zero3_before_pass,
     .after_action = zero3_after_action,
-    .at_end = zero3_at_end,
+    .at_end = dsi_lanes_wait_dp, /* the optimizer waits for the group streams */
 };

@@ -99,28 +99,28 @@ static void test_parse_public(void)
     CHECK_INT(v, -3);
     CHECK_OK(ds_parse_int("9223372036854775807", "n", 0, INT64_MAX, &v));
     CHECK_INT(v, INT64_MAX);
+    /* Refusals: one line naming the value, the output untouched. */
+    static const struct {
+        const char *text;
+        int64_t min, max;
+        const char *message;
+    } bad_ints[] = {
+        {"", 1, 1000, "repeats '' is not a whole number"},
+        {" 4", 1, 1000, "is not a whole number"},
+        {"4 ", 1, 1000, "is not a whole number"},
+        {"12x", 1, 1000, "repeats '12x' is not a whole number"},
+        {"4K", 1, 1000000, "is not a whole number"},
+        {"2.5", 1, 1000, "is not a whole number"},
+        {"-1", 0, 1000, "repeats -1 is out of range (accepted: 0 to 1000)"},
+        {"1001", 0, 1000, "out of range"},
+        {"9223372036854775808", 0, INT64_MAX, "out of range"},
+        {"-9223372036854775809", INT64_MIN, 0, "out of range"},
+        {NULL, 1, 1000, "is not a whole number"},
+    };
     v = 7;
-    CHECK_FAILS(ds_parse_int("", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
-                "repeats '' is not a whole number");
-    CHECK_FAILS(ds_parse_int(" 4", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
-                "is not a whole number");
-    CHECK_FAILS(ds_parse_int("4 ", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
-                "is not a whole number");
-    CHECK_FAILS(ds_parse_int("12x", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
-                "repeats '12x' is not a whole number");
-    CHECK_FAILS(ds_parse_int("4K", "repeats", 1, 1000000, &v), DS_ERR_INVALID_ARG,
-                "is not a whole number");
-    CHECK_FAILS(ds_parse_int("2.5", "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
-                "is not a whole number");
-    CHECK_FAILS(ds_parse_int("-1", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG,
-                "repeats -1 is out of range (accepted: 0 to 1000)");
-    CHECK_FAILS(ds_parse_int("1001", "repeats", 0, 1000, &v), DS_ERR_INVALID_ARG, "out of range");
-    CHECK_FAILS(ds_parse_int("9223372036854775808", "n", 0, INT64_MAX, &v), DS_ERR_INVALID_ARG,
-                "out of range");
-    CHECK_FAILS(ds_parse_int("-9223372036854775809", "n", INT64_MIN, 0, &v), DS_ERR_INVALID_ARG,
-                "out of range");
-    CHECK_FAILS(ds_parse_int(NULL, "repeats", 1, 1000, &v), DS_ERR_INVALID_ARG,
-                "is not a whole number");
+    for (size_t i = 0; i < sizeof(bad_ints) / sizeof(bad_ints[0]); i++)
+        CHECK_FAILS(ds_parse_int(bad_ints[i].text, "repeats", bad_ints[i].min, bad_ints[i].max, &v),
+                    DS_ERR_INVALID_ARG, bad_ints[i].message);
     CHECK_INT(v, 7);
 
     double d = 0.5;
@@ -130,21 +130,23 @@ static void test_parse_public(void)
     CHECK(d == 1000.0);
     CHECK_OK(ds_parse_double("0", "max-foreign", 0, 1, &d)); /* bounds are inclusive */
     CHECK(d == 0.0);
+    static const struct {
+        const char *text;
+        double max;
+        const char *message;
+    } bad_doubles[] = {
+        {"", 1, "max-foreign '' is not a number"},
+        {" 1", 1, "is not a number"},
+        {"0.5%", 1, "max-foreign '0.5%' is not a number"},
+        {"-0.1", 1, "max-foreign -0.1 is out of range"},
+        {"inf", 1e6, "is not a number"},
+        {"1e999", 1e6, "is not a number"},
+        {"2e6", 1e6, "out of range"},
+    };
     d = 0.5;
-    CHECK_FAILS(ds_parse_double("", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
-                "max-foreign '' is not a number");
-    CHECK_FAILS(ds_parse_double(" 1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
-                "is not a number");
-    CHECK_FAILS(ds_parse_double("0.5%", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
-                "max-foreign '0.5%' is not a number");
-    CHECK_FAILS(ds_parse_double("-0.1", "max-foreign", 0, 1, &d), DS_ERR_INVALID_ARG,
-                "max-foreign -0.1 is out of range");
-    CHECK_FAILS(ds_parse_double("inf", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG,
-                "is not a number");
-    CHECK_FAILS(ds_parse_double("1e999", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG,
-                "is not a number");
-    CHECK_FAILS(ds_parse_double("2e6", "max-error", 0, 1e6, &d), DS_ERR_INVALID_ARG,
-                "out of range");
+    for (size_t i = 0; i < sizeof(bad_doubles) / sizeof(bad_doubles[0]); i++)
+        CHECK_FAILS(ds_parse_double(bad_doubles[i].text, "max-foreign", 0, bad_doubles[i].max, &d),
+                    DS_ERR_INVALID_ARG, bad_doubles[i].message);
     CHECK(d == 0.5);
     ds_dtype_t dtype;
     CHECK_OK(ds_dtype_parse("bfloat16", &dtype));

@@ -51,12 +51,23 @@ static void tile_scores(const ds_attention_shape_t *sh, int causal, float scale,
                 s[r * cols + c] = -INFINITY;
 }
 
+/* Keys and values j0..j0+cols of one KV head into kt and vt, and the
+ * scores of the query tile qt against them into s. */
+static void key_tile(dsi_stype_t type, const ds_attention_shape_t *sh, int causal, const void *k,
+                     const void *v, int64_t kv_base, int64_t i0, int64_t rows, int64_t j0,
+                     int64_t cols, const float *qt, float *kt, float *vt, float *s)
+{
+    const int64_t d = sh->head_dim;
+    dsi_cpu_load(k, type, kv_base + j0 * d, cols * d, kt);
+    dsi_cpu_load(v, type, kv_base + j0 * d, cols * d, vt);
+    tile_scores(sh, causal, 1.0f / sqrtf((float)d), i0, rows, j0, cols, qt, kt, s);
+}
+
 void dsi_cpu_attention_fwd(dsi_stype_t type, const ds_attention_shape_t *sh, int causal,
                            const void *q, const void *k, const void *v, void *o, float *lse,
                            float *scratch)
 {
     const int64_t d = sh->head_dim, group = sh->heads / sh->kv_heads;
-    const float scale = 1.0f / sqrtf((float)d);
     float *qt = scratch, *acc = qt + TILE * d, *kt = acc + TILE * d, *vt = kt + TILE * d;
     float *s = vt + TILE * d, *max = s + TILE * TILE, *sum = max + TILE;
     for (int64_t bh = 0; bh < sh->batch * sh->heads; bh++) {
@@ -73,9 +84,7 @@ void dsi_cpu_attention_fwd(dsi_stype_t type, const ds_attention_shape_t *sh, int
             int64_t j_end = key_end(sh, causal, i0 + rows - 1);
             for (int64_t j0 = 0; j0 < j_end; j0 += TILE) {
                 int64_t cols = j_end - j0 < TILE ? j_end - j0 : TILE;
-                dsi_cpu_load(k, type, kv_base + j0 * d, cols * d, kt);
-                dsi_cpu_load(v, type, kv_base + j0 * d, cols * d, vt);
-                tile_scores(sh, causal, scale, i0, rows, j0, cols, qt, kt, s);
+                key_tile(type, sh, causal, k, v, kv_base, i0, rows, j0, cols, qt, kt, vt, s);
                 for (int64_t r = 0; r < rows; r++) {
                     float *row = s + r * cols, m = max[r];
                     for (int64_t c = 0; c < cols; c++)
@@ -124,9 +133,7 @@ static void backward_tile(dsi_stype_t type, const ds_attention_shape_t *sh, int 
     int64_t j_end = key_end(sh, causal, i0 + rows - 1);
     for (int64_t j0 = 0; j0 < j_end; j0 += TILE) {
         int64_t cols = j_end - j0 < TILE ? j_end - j0 : TILE;
-        dsi_cpu_load(k, type, kv_base + j0 * d, cols * d, kt);
-        dsi_cpu_load(v, type, kv_base + j0 * d, cols * d, vt);
-        tile_scores(sh, causal, scale, i0, rows, j0, cols, qt, kt, p);
+        key_tile(type, sh, causal, k, v, kv_base, i0, rows, j0, cols, qt, kt, vt, p);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
                 p[r * cols + c] = expf(p[r * cols + c] - lse[r]); /* exp(-inf) = 0 */
