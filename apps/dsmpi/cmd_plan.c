@@ -102,24 +102,12 @@ typedef struct plan_entry {
 
 static int parse_gpus(const app_t *app, options_t *o, const char *text)
 {
-    char copy[1024];
-    if (strlen(text) >= sizeof(copy))
-        return app_usage_error(app, "--gpus list is too long (accepted: up to %d sizes)",
-                               MAX_SIZES);
-    strcpy(copy, text);
-    o->num_gpus = 0;
-    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item != NULL;
-         item = strtok_r(NULL, ",", &save)) {
-        if (o->num_gpus == MAX_SIZES)
-            return app_usage_error(app, "more than %d sizes in --gpus", MAX_SIZES);
-        ds_status_t status = ds_parse_count(item, "gpus", 1, 1LL << 24, &o->gpus[o->num_gpus]);
-        if (status != DS_OK)
-            return app_fail(app, status);
-        o->num_gpus++;
-    }
-    if (o->num_gpus == 0)
-        return app_usage_error(app, "--gpus '%s' names no size (accepted: e.g. 256,512,1024,2048)",
-                               text);
+    size_t count;
+    ds_status_t status =
+        ds_parse_int_list(text, "--gpus", 1, 1LL << 24, 1, o->gpus, MAX_SIZES, &count);
+    if (status != DS_OK)
+        return app_fail(app, status);
+    o->num_gpus = (int)count;
     return APP_EXIT_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "predict.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,68 +90,21 @@ void predict_print_help(FILE *out)
  * trace viewer still loads. */
 #define MAX_TRACE_RANKS 4096
 
-/* "0-3,8,12-15" into ranks below `limit`; caller frees *ranks_p. */
+/* A rank list for --trace-ranks / --detail-ranks, at most MAX_TRACE_RANKS. */
 static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_p, size_t *count_p)
 {
-    size_t cap = 16, n = 0;
-    int64_t *ranks = malloc(cap * sizeof(*ranks));
-    if (ranks == NULL)
-        return ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
-    const char *p = text;
-    while (*p != '\0') {
-        char *end;
-        long long a = strtoll(p, &end, 10), b = a;
-        if (end == p)
-            goto bad;
-        p = end;
-        if (*p == '-') {
-            b = strtoll(p + 1, &end, 10);
-            if (end == p + 1)
-                goto bad;
-            p = end;
-        }
-        if (a < 0 || b < a || b >= limit)
-            goto bad;
-        if ((long long)n + (b - a + 1) > limit) { /* more than every rank: repeats */
-            free(ranks);
-            return ds_set_error(DS_ERR_INVALID_ARG,
-                                "rank list '%.40s%s' names more than the %lld ranks there are "
-                                "(accepted: each rank once)",
-                                text, strlen(text) > 40 ? "..." : "", (long long)limit);
-        }
-        for (long long r = a; r <= b; r++) {
-            if (n == cap) {
-                cap *= 2;
-                int64_t *grown = realloc(ranks, cap * sizeof(*ranks));
-                if (grown == NULL) {
-                    free(ranks);
-                    return ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
-                }
-                ranks = grown;
-            }
-            ranks[n++] = r;
-        }
-        if (*p == ',')
-            p++;
-        else if (*p != '\0')
-            goto bad;
-    }
-    if (n == 0)
-        goto bad;
-    if (n > MAX_TRACE_RANKS) {
-        free(ranks);
+    ds_status_t status = ds_parse_rank_list(text, limit, ranks_p, count_p);
+    if (status != DS_OK)
+        return status;
+    if (*count_p > MAX_TRACE_RANKS) {
+        size_t n = *count_p;
+        ds_rank_list_free(*ranks_p);
+        *ranks_p = NULL;
         return ds_set_error(DS_ERR_INVALID_ARG,
                             "rank list '%.40s%s' names %zu ranks (accepted: at most %d in a trace)",
                             text, strlen(text) > 40 ? "..." : "", n, MAX_TRACE_RANKS);
     }
-    *ranks_p = ranks;
-    *count_p = n;
     return DS_OK;
-bad:
-    free(ranks);
-    return ds_set_error(DS_ERR_INVALID_ARG,
-                        "rank list '%.40s%s' (accepted: ranks or ranges below %lld, e.g. 0-7,64)",
-                        text, strlen(text) > 40 ? "..." : "", (long long)limit);
 }
 
 typedef predict_options_t options_t;
@@ -606,10 +560,17 @@ static int parse_slow(const app_t *app, options_t *o, const char *arg)
     if (o->num_slow == PREDICT_MAX_SLOW)
         return app_usage_error(app, "more than %d --slow-device options", PREDICT_MAX_SLOW);
     const char *eq = strchr(arg, '=');
-    char *end;
-    long long rank = strtoll(arg, &end, 10);
-    double factor = eq ? strtod(eq + 1, &end) : 0.0;
-    if (eq == NULL || end == eq + 1 || *end != '\0' || rank < 0 || !(factor > 0.0))
+    char rank_text[32];
+    int64_t rank;
+    double factor;
+    /* The ranges are the sim's to check (it knows the device count): here
+     * only the form. */
+    if (eq == NULL || (size_t)(eq - arg) >= sizeof(rank_text))
+        return app_usage_error(app, "--slow-device '%s' (accepted: RANK=FACTOR, e.g. 17=1.2)", arg);
+    snprintf(rank_text, sizeof(rank_text), "%.*s", (int)(eq - arg), arg);
+    if (ds_parse_int(rank_text, "slow device rank", 0, INT64_MAX, &rank) != DS_OK ||
+        ds_parse_double(eq + 1, "slow device factor", 0.0, DBL_MAX, &factor) != DS_OK ||
+        !(factor > 0.0))
         return app_usage_error(app, "--slow-device '%s' (accepted: RANK=FACTOR, e.g. 17=1.2)", arg);
     o->slow[o->num_slow].rank = rank;
     o->slow[o->num_slow].factor = factor;
@@ -642,8 +603,8 @@ static int exports(const app_t *app, const inputs_t *in, const options_t *o, ds_
         status = ds_sim_write_timeline(sim, o->timeline);
     if (status == DS_OK && o->svg != NULL)
         status = ds_sim_write_svg(sim, o->svg, ranks, num_ranks, 64);
-    free(ranks);
-    free(detail);
+    ds_rank_list_free(ranks);
+    ds_rank_list_free(detail);
     return status == DS_OK ? APP_EXIT_OK : app_fail(app, status);
 }
 

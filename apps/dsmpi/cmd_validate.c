@@ -105,23 +105,13 @@ typedef struct report {
 /* "2,4,8" into counts. */
 static int parse_counts(const app_t *app, options_t *o, const char *arg)
 {
-    o->num_mb_counts = 0;
-    const char *p = arg;
-    while (*p != '\0') {
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v < 1 || v > 100000 || o->num_mb_counts == MAX_MB_COUNTS)
-            return app_usage_error(app,
-                                   "--microbatches '%s' (accepted: up to %d counts of 1..100000, "
-                                   "e.g. 2,4,8)",
-                                   arg, MAX_MB_COUNTS);
-        o->mb_counts[o->num_mb_counts++] = v;
-        p = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0')
-            return app_usage_error(app, "--microbatches '%s' (accepted: e.g. 2,4,8)", arg);
-    }
-    return o->num_mb_counts > 0 ? APP_EXIT_OK
-                                : app_usage_error(app, "--microbatches '%s' is empty", arg);
+    size_t count;
+    ds_status_t status =
+        ds_parse_int_list(arg, "--microbatches", 1, 100000, 0, o->mb_counts, MAX_MB_COUNTS, &count);
+    if (status != DS_OK)
+        return app_fail(app, status);
+    o->num_mb_counts = (int)count;
+    return APP_EXIT_OK;
 }
 
 static int parse_positive(const app_t *app, const char *name, const char *arg, double min,

@@ -138,6 +138,21 @@ DS_API ds_status_t ds_parse_count(const char *text, const char *what, int64_t mi
 DS_API ds_status_t ds_parse_size(const char *text, const char *what, int64_t min, int64_t max,
                                  int64_t *value_p);
 
+/* Parses a comma-separated list of whole numbers ("2,4,8"; with
+ * ds_parse_count's K/M/B/T suffixes when `count_suffix` is non-zero) into
+ * values[capacity], each between min and max; *count_p is their number.  An
+ * empty list, an empty item ("2,,8"), a trailing comma and more than
+ * `capacity` items fail with one line naming `what`. */
+DS_API ds_status_t ds_parse_int_list(const char *text, const char *what, int64_t min, int64_t max,
+                                     int count_suffix, int64_t *values, size_t capacity,
+                                     size_t *count_p);
+/* Parses ranks and inclusive ranges below `limit` ("0-7,64"), in the order
+ * given, at most `limit` ranks in all; *ranks_p is allocated and freed with
+ * ds_rank_list_free. */
+DS_API ds_status_t ds_parse_rank_list(const char *text, int64_t limit, int64_t **ranks_p,
+                                      size_t *count_p);
+DS_API void ds_rank_list_free(int64_t *ranks);
+
 /* ---- data types --------------------------------------------------------- */
 
 typedef enum ds_dtype {

@@ -166,7 +166,7 @@ cases = [
      2, r"all_reduce_ranks.log:3:"),
     ("64+ plan sizes", ["plan", "--model", "gpt2-medium", "--tokens", "1T", "--estimate-missing",
                         "--gpus", ",".join(str(i) for i in range(1, 20001))], 2,
-     r"--gpus list is too long"),
+     r"--gpus '1,2,3.*' has more than 64 items \(accepted: at most 64\)"),
 ]
 profile = ["profile", "--model", "gpt2-medium", "--target-gpus", "64", "--strategy", "tp=2",
            "--profile-db", "p.h5", "--dry-run"]

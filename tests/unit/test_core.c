@@ -155,6 +155,58 @@ static void test_parse_public(void)
                 "dtype 'fp64' is not known (accepted: fp32, bf16");
 }
 
+/* The list parsers the options share: --microbatches, --gpus, --trace-ranks. */
+static void test_parse_lists(void)
+{
+    int64_t values[4] = {0};
+    size_t count = 99;
+    CHECK_OK(ds_parse_int_list("2,4,8", "--microbatches", 1, 100000, 0, values, 4, &count));
+    CHECK(count == 3 && values[0] == 2 && values[1] == 4 && values[2] == 8);
+    CHECK_OK(ds_parse_int_list("1K,2k", "--gpus", 1, 1 << 24, 1, values, 4, &count));
+    CHECK(count == 2 && values[0] == 1000 && values[1] == 2000); /* counts: powers of 1000 */
+    static const struct {
+        const char *text;
+        int suffix;
+        const char *message;
+    } bad_lists[] = {
+        {"", 0, "--microbatches '' names nothing"},
+        {",", 0, "has an empty item"},
+        {"2,,8", 0, "--microbatches '2,,8' has an empty item"},
+        {"2,4,", 0, "ends with a comma"},
+        {"2,x", 0, "--microbatches 'x' is not a whole number"},
+        {"1K", 0, "is not a whole number"}, /* no suffix where counts are plain */
+        {"0", 0, "--microbatches 0 is out of range (accepted: 1 to 100000)"},
+        {"1,2,3,4,5", 0, "has more than 4 items"},
+        {"123456789012345678901234567890123", 0, "has an item of 33 characters"},
+    };
+    values[0] = 77;
+    count = 99;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(bad_lists); i++)
+        CHECK_FAILS(ds_parse_int_list(bad_lists[i].text, "--microbatches", 1, 100000,
+                                      bad_lists[i].suffix, values, 4, &count),
+                    DS_ERR_INVALID_ARG, bad_lists[i].message);
+    CHECK(count == 99);
+
+    int64_t *ranks = NULL;
+    CHECK_OK(ds_parse_rank_list("0-3,8,6-7", 16, &ranks, &count));
+    CHECK(count == 7 && ranks[0] == 0 && ranks[3] == 3 && ranks[4] == 8 && ranks[6] == 7);
+    ds_rank_list_free(ranks);
+    CHECK_OK(ds_parse_rank_list("15", 16, &ranks, &count));
+    CHECK(count == 1 && ranks[0] == 15);
+    ds_rank_list_free(ranks);
+    static const char *const bad_ranks[] = {"16", "3-2", "-1", "1-",        "a", "1,,2",
+                                            "1,", " 1",  "+1", "0-15,0-15", ""};
+    ranks = NULL;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(bad_ranks); i++)
+        CHECK_FAILS(ds_parse_rank_list(bad_ranks[i], 16, &ranks, &count), DS_ERR_INVALID_ARG,
+                    "rank list '");
+    CHECK(ranks == NULL);
+    CHECK_FAILS(ds_parse_rank_list("0-15,0-15", 16, &ranks, &count), DS_ERR_INVALID_ARG,
+                "names more than the 16 ranks there are");
+    CHECK_FAILS(ds_parse_rank_list("16", 16, &ranks, &count), DS_ERR_INVALID_ARG,
+                "rank list '16' (accepted: ranks or ranges below 16, e.g. 0-7,64)");
+}
+
 static void test_strbuf_and_hash(void)
 {
     dsi_strbuf_t buf;
@@ -222,6 +274,7 @@ int main(void)
     test_status();
     test_parse();
     test_parse_public();
+    test_parse_lists();
     test_strbuf_and_hash();
     test_params();
     return check_summary("test_core");
