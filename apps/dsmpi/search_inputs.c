@@ -137,6 +137,19 @@ int search_inputs_check(const app_t *app, const search_inputs_t *si)
     return APP_EXIT_OK;
 }
 
+/* The sources of the library's cost assembly that these options name (the
+ * database itself is opened collectively by search_inputs_load). */
+static ds_predict_sources_t predict_sources(const search_inputs_t *si)
+{
+    ds_predict_sources_t sources;
+    ds_predict_sources_init(&sources);
+    sources.fingerprint = si->fingerprint;
+    sources.nccl_tests = si->logs;
+    sources.num_nccl_tests = (size_t)si->num_logs;
+    sources.gpus_per_node = si->logs_gpus_per_node;
+    return sources;
+}
+
 ds_status_t search_inputs_load(search_inputs_t *si, MPI_Comm comm)
 {
     ds_status_t status = ds_cost_table_create(&si->costs);
@@ -144,13 +157,9 @@ ds_status_t search_inputs_load(search_inputs_t *si, MPI_Comm comm)
         status = ds_profile_db_open(comm, si->profile_db, DS_PROFILE_DB_READ_ONLY, &si->db);
     if (status == DS_OK && si->cost_table != NULL)
         status = ds_cost_table_load_text(si->costs, si->cost_table);
-    if (status == DS_OK && si->num_logs > 0) {
-        status = ds_comm_samples_create(&si->samples);
-        ds_comm_import_options_t import;
-        ds_comm_import_options_init(&import);
-        import.gpus_per_node = si->logs_gpus_per_node;
-        for (int i = 0; i < si->num_logs && status == DS_OK; i++)
-            status = ds_comm_import_nccl_tests(si->logs[i], &import, si->samples, NULL);
+    if (status == DS_OK) {
+        ds_predict_sources_t sources = predict_sources(si);
+        status = ds_predict_load_logs(&sources, &si->samples);
     }
     return status;
 }
@@ -209,20 +218,9 @@ ds_status_t search_inputs_create(const search_inputs_t *si, const ds_model_t *mo
 ds_status_t search_inputs_costs_from_db(search_inputs_t *si, ds_search_t *search,
                                         const ds_cluster_t *cluster)
 {
-    if (si->db == NULL)
-        return DS_OK;
-    ds_event_set_t *events = NULL;
-    ds_status_t status = ds_search_enumerate(search);
-    if (status == DS_OK)
-        status = ds_search_events(search, &events);
-    if (status == DS_OK) {
-        ds_cost_sources_t sources = {si->db, si->fingerprint,
-                                     si->samples ? ds_comm_samples_data(si->samples) : NULL,
-                                     si->samples ? ds_comm_samples_size(si->samples) : 0};
-        status = ds_costs_assemble(&sources, events, cluster, si->costs, &si->db_report);
-    }
-    ds_event_set_destroy(events);
-    return status;
+    ds_predict_sources_t sources = predict_sources(si);
+    return ds_predict_search_costs(&sources, si->db, si->samples, search, cluster, si->costs,
+                                   &si->db_report);
 }
 
 void search_inputs_free(search_inputs_t *si)

@@ -13,6 +13,7 @@
 #include <dsmpi/events.h>
 #include <dsmpi/model.h>
 #include <dsmpi/profile.h>
+#include <dsmpi/search.h>
 #include <dsmpi/sim.h>
 #include <dsmpi/store.h>
 #include <dsmpi/strategy.h>
@@ -52,6 +53,22 @@ DS_API ds_status_t ds_predict_costs_assemble(const ds_predict_sources_t *sources
                                              const ds_strategy_t *strategy,
                                              const ds_cluster_t *cluster, ds_cost_table_t *costs,
                                              ds_cost_report_t *report_p, int *assembled_p);
+
+/* The communication samples of sources->nccl_tests (read with
+ * sources->gpus_per_node) in a new set the caller destroys; *samples_p is
+ * NULL when no log is named.  Not collective. */
+DS_API ds_status_t ds_predict_load_logs(const ds_predict_sources_t *sources,
+                                        ds_comm_samples_t **samples_p);
+
+/* Adds the costs of every event of every candidate of `search` (enumerated
+ * here) that `db` (measured, or scaled from another device and marked
+ * assumed) and `samples` (may be NULL) give, the database's measurements
+ * under sources->fingerprint; *report_p says what they gave.  Does nothing
+ * when `db` is NULL.  Not collective. */
+DS_API ds_status_t ds_predict_search_costs(const ds_predict_sources_t *sources, ds_profile_db_t *db,
+                                           const ds_comm_samples_t *samples, ds_search_t *search,
+                                           const ds_cluster_t *cluster, ds_cost_table_t *costs,
+                                           ds_cost_report_t *report_p);
 
 /* Runs `sim` for the band's low end, its high end, then the expected
  * iteration last (the run the simulator's reports and exports read), with

@@ -33,16 +33,38 @@ out:
     return status;
 }
 
-/* The communication samples of the logs, read with sources->gpus_per_node. */
-static ds_status_t load_nccl_logs(const ds_predict_sources_t *sources, ds_comm_samples_t *samples)
+ds_status_t ds_predict_load_logs(const ds_predict_sources_t *sources, ds_comm_samples_t **samples_p)
 {
-    for (size_t i = 0; i < sources->num_nccl_tests; i++) {
+    ds_comm_samples_t *samples = NULL;
+    ds_status_t status = DS_OK;
+    *samples_p = NULL;
+    if (sources->num_nccl_tests == 0)
+        return DS_OK;
+    DSI_TRY(ds_comm_samples_create(&samples));
+    for (size_t i = 0; i < sources->num_nccl_tests && status == DS_OK; i++) {
         ds_comm_import_options_t io;
         ds_comm_import_options_init(&io);
         io.gpus_per_node = sources->gpus_per_node;
-        DSI_TRY(ds_comm_import_nccl_tests(sources->nccl_tests[i], &io, samples, NULL));
+        status = ds_comm_import_nccl_tests(sources->nccl_tests[i], &io, samples, NULL);
     }
+    if (status != DS_OK) {
+        ds_comm_samples_destroy(samples);
+        return status;
+    }
+    *samples_p = samples;
     return DS_OK;
+}
+
+/* ds_costs_assemble over `events` with the database and the samples. */
+static ds_status_t assemble(const ds_predict_sources_t *sources, ds_profile_db_t *db,
+                            const ds_comm_samples_t *samples, const ds_event_set_t *events,
+                            const ds_cluster_t *cluster, ds_cost_table_t *costs,
+                            ds_cost_report_t *report_p)
+{
+    ds_cost_sources_t from = {db, sources->fingerprint,
+                              samples != NULL ? ds_comm_samples_data(samples) : NULL,
+                              samples != NULL ? ds_comm_samples_size(samples) : 0};
+    return ds_costs_assemble(&from, events, cluster, costs, report_p);
 }
 
 ds_status_t ds_predict_costs_assemble(const ds_predict_sources_t *sources, ds_profile_db_t *db,
@@ -58,14 +80,28 @@ ds_status_t ds_predict_costs_assemble(const ds_predict_sources_t *sources, ds_pr
         return DS_OK;
     }
     DSI_TRY_GOTO(ds_events_generate(model, strategy, cluster, &events), status, out);
-    DSI_TRY_GOTO(ds_comm_samples_create(&logs), status, out);
-    DSI_TRY_GOTO(load_nccl_logs(sources, logs), status, out);
-    ds_cost_sources_t from = {db, sources->fingerprint, ds_comm_samples_data(logs),
-                              ds_comm_samples_size(logs)};
-    DSI_TRY_GOTO(ds_costs_assemble(&from, events, cluster, costs, report_p), status, out);
+    DSI_TRY_GOTO(ds_predict_load_logs(sources, &logs), status, out);
+    DSI_TRY_GOTO(assemble(sources, db, logs, events, cluster, costs, report_p), status, out);
     *assembled_p = 1;
 out:
     ds_comm_samples_destroy(logs);
+    ds_event_set_destroy(events);
+    return status;
+}
+
+ds_status_t ds_predict_search_costs(const ds_predict_sources_t *sources, ds_profile_db_t *db,
+                                    const ds_comm_samples_t *samples, ds_search_t *search,
+                                    const ds_cluster_t *cluster, ds_cost_table_t *costs,
+                                    ds_cost_report_t *report_p)
+{
+    if (db == NULL)
+        return DS_OK;
+    ds_event_set_t *events = NULL;
+    ds_status_t status = ds_search_enumerate(search);
+    if (status == DS_OK)
+        status = ds_search_events(search, &events);
+    if (status == DS_OK)
+        status = assemble(sources, db, samples, events, cluster, costs, report_p);
     ds_event_set_destroy(events);
     return status;
 }
