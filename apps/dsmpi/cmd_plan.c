@@ -52,6 +52,9 @@ static void help(void)
            "  --gpus N[,N...]          cluster sizes, e.g. 256,512,1024,2048\n"
            "  --gpus-per-node G        devices per node (default 8)\n"
            "  --cluster FILE           network and device of the cluster (nodes set per size)\n"
+           "  --target system=NAME     a real system ('dsmpi systems'): its network, device and\n"
+           "                           charging unit; sizes beyond its partition refused\n"
+           "  --systems FILE           a site's systems file: changes or adds systems\n"
            "  --device NAME            a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n"
            "Money and reliability:\n"
            "  --price-per-gpu-hour X   price of one GPU-hour (currency of your choice)\n"
@@ -189,9 +192,11 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         return code;
     if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
-    if (in->target_gpus != 0 || in->target_text != NULL || in->demo)
+    bool system_target = inputs_target_is_system(in) && strstr(in->target_text, "nodes=") == NULL;
+    if (in->target_gpus != 0 || (in->target_text != NULL && !system_target) || in->demo)
         return app_usage_error(app, "plan takes the cluster sizes from --gpus N[,N...] (not "
-                                    "--target-gpus, --target-nodes, --target or --demo)");
+                                    "--target-gpus, --target-nodes, --target other than "
+                                    "system=NAME, or --demo)");
     /* --strategy and the Megatron options fix what they name, as --fix does. */
     if ((code = search_inputs_fix_strategy(app, &o->si, in)) != APP_EXIT_OK)
         return code;
@@ -217,13 +222,48 @@ static ds_status_t cluster_of(const inputs_t *in, const ds_cluster_t *template_c
                               int64_t gpus, ds_cluster_t *cluster)
 {
     ds_status_t status;
-    if (in->cluster_file != NULL) {
+    if (in->system != NULL && in->system->max_nodes > 0 &&
+        gpus > in->system->max_nodes * in->system->gpus_per_node)
+        return ds_set_error(DS_ERR_INVALID_ARG,
+                            "%lld GPUs are beyond system %s's largest partition (accepted: up to "
+                            "%lld GPUs, %lld nodes of %d)",
+                            (long long)gpus, in->system->name,
+                            (long long)(in->system->max_nodes * in->system->gpus_per_node),
+                            (long long)in->system->max_nodes, in->system->gpus_per_node);
+    if (in->cluster_file != NULL || in->system != NULL) {
         *cluster = *template_cluster;
-        return ds_cluster_set_gpus(cluster, gpus, in->cluster_file);
+        return ds_cluster_set_gpus(cluster, gpus,
+                                   in->system != NULL ? in->system->name : in->cluster_file);
     }
     status = ds_cluster_from_gpus(cluster, gpus, in->target_gpus_per_node);
     if (status == DS_OK && in->device != NULL)
         status = ds_device_spec_lookup(in->device, &cluster->device);
+    return status;
+}
+
+/* --target system=NAME: the system's cluster at its largest partition (or the
+ * largest size where it publishes none), and its charging unless
+ * --charge-factor says otherwise. */
+static ds_status_t plan_system_template(inputs_t *in, options_t *o, ds_cluster_t *cluster)
+{
+    const ds_system_t *system;
+    ds_status_t status = ds_system_lookup(in->target_text + 7, &system);
+    if (status != DS_OK)
+        return status;
+    int64_t largest = 0;
+    for (int i = 0; i < o->num_gpus; i++)
+        largest = o->gpus[i] > largest ? o->gpus[i] : largest;
+    char text[DS_NAME_MAX + 64];
+    if (system->max_nodes > 0)
+        snprintf(text, sizeof(text), "system=%s", system->name);
+    else
+        snprintf(text, sizeof(text), "system=%s,nodes=%lld", system->name,
+                 (long long)((largest + system->gpus_per_node - 1) / system->gpus_per_node));
+    status = inputs_system_target(in, text, cluster);
+    if (status == DS_OK && !o->charge_given) {
+        o->charge = system->charge_per_node_hour;
+        o->charge_given = true;
+    }
     return status;
 }
 
@@ -344,6 +384,10 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
     printf("%sdevice: %s, %d per node; the best strategy of each size is searched as 'dsmpi "
            "search' does\n",
            prefix, first->device.name, first->gpus_per_node);
+    if (in->system != NULL)
+        printf("%ssystem: %s (%s); charged in %s, %.4g per node-hour%s (column SU)\n", prefix,
+               in->system->name, in->system->title, in->system->charge_unit, p->charge_factor,
+               in->system->charge_published ? "" : ", not published");
     if (o->si.num_fixes > 0) {
         printf("%sfixed:", prefix);
         for (int i = 0; i < o->si.num_fixes; i++)
@@ -702,6 +746,8 @@ int cmd_plan(app_t *app)
         status = ds_device_spec_lookup(in.device, &template_cluster.device);
     if (status == DS_OK && in.cluster_file != NULL)
         status = check_cluster_file(app, &in, o, &template_cluster);
+    if (status == DS_OK && inputs_target_is_system(&in))
+        status = plan_system_template(&in, o, &template_cluster);
     static char svg_path[4096];
     if (o->svg == NULL)
         o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));
