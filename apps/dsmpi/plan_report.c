@@ -183,6 +183,8 @@ static void escaped(const doc_t *d, const char *text)
             fputs("&gt;", d->f);
         else if (d->html && *c == '&')
             fputs("&amp;", d->f);
+        else if (d->html && *c == ',')
+            fputs(",<wbr>", d->f); /* strategies break after their items */
         else if (!d->html && *c == '|')
             fputs("\\|", d->f);
         else
@@ -385,51 +387,63 @@ static void write_inputs(const doc_t *d, const plan_report_t *r)
     list_edge(d, false);
 }
 
+/* Whether the site's units are a column of their own: not when they are the
+ * node-hours themselves. */
+static bool units_column(const plan_report_t *r)
+{
+    if (r->charge_unit == NULL)
+        return false;
+    for (int i = 0; i < r->num_sizes; i++)
+        if (r->sizes[i].found && r->sizes[i].row.service_units != r->sizes[i].row.node_hours)
+            return true;
+    return strcmp(r->charge_unit, "node-hours") != 0;
+}
+
 static void write_sizes(const doc_t *d, const plan_report_t *r)
 {
     heading(d, 2, "Best strategy per cluster size (low / expected / high)");
-    char units[64];
-    snprintf(units, sizeof(units), "charged (%s)",
-             r->charge_unit != NULL ? r->charge_unit : "no unit given");
-    const char *header[] = {"GPUs",       "nodes", "best strategy", "days",       "GPU-hours",
-                            "node-hours", units,   "MFU",           "efficiency", "assumed"};
+    bool units = units_column(r);
+    char charged[64];
+    snprintf(charged, sizeof(charged), "%s", units ? r->charge_unit : "");
+    const char *header[] = {"GPUs",       "nodes", "best strategy", "days",    "GPU-hours",
+                            "node-hours", "MFU",   "efficiency",    "assumed", charged};
+    int columns = units ? 10 : 9;
     table_edge(d, true);
-    row(d, header, 10, true);
+    row(d, header, columns, true);
     for (int i = 0; i < r->num_sizes; i++) {
         const plan_report_size_t *s = &r->sizes[i];
         char c[10][DS_STRATEGY_TEXT_MAX];
+        for (int j = 0; j < 10; j++)
+            c[j][0] = '\0';
         snprintf(c[0], sizeof(c[0]), "%lld", (long long)s->gpus);
         snprintf(c[1], sizeof(c[1]), "%lld", (long long)s->nodes);
         if (!s->found) {
             snprintf(c[2], sizeof(c[2]), "%s", s->note != NULL ? s->note : "no strategy");
-            for (int j = 3; j < 10; j++)
-                c[j][0] = '\0';
         } else {
             ds_strategy_format(&s->strategy, c[2], sizeof(c[2]));
             band3(c[3], sizeof(c[3]), s->low.days, s->row.days, s->high.days, 1);
             band3(c[4], sizeof(c[4]), s->low.gpu_hours, s->row.gpu_hours, s->high.gpu_hours, 0);
             band3(c[5], sizeof(c[5]), s->low.node_hours, s->row.node_hours, s->high.node_hours, 0);
-            if (r->charge_unit != NULL)
-                band3(c[6], sizeof(c[6]), s->low.service_units, s->row.service_units,
-                      s->high.service_units, 0);
-            else
-                snprintf(c[6], sizeof(c[6]), "-");
-            snprintf(c[7], sizeof(c[7]), "%.1f%%", 100.0 * s->mfu);
-            snprintf(c[8], sizeof(c[8]), "%.1f%%", 100.0 * s->row.efficiency);
-            snprintf(c[9], sizeof(c[9]), "%.3g%%", 100.0 * s->assumed_share);
+            snprintf(c[6], sizeof(c[6]), "%.1f%%", 100.0 * s->mfu);
+            snprintf(c[7], sizeof(c[7]), "%.1f%%", 100.0 * s->row.efficiency);
+            snprintf(c[8], sizeof(c[8]), "%.3g%%", 100.0 * s->assumed_share);
+            band3(c[9], sizeof(c[9]), s->low.service_units, s->row.service_units,
+                  s->high.service_units, 0);
         }
         const char *cells[10];
         for (int j = 0; j < 10; j++)
             cells[j] = c[j];
-        row(d, cells, 10, false);
+        row(d, cells, columns, false);
     }
     table_edge(d, false);
     paragraph(d, "Low and high: every communication cost extrapolated beyond the node counts "
                  "measured, at the low and the high end of its band; compute costs carry no "
                  "band (the kernels' uncertainty is the sensitivity below). Days = steps x "
                  "iteration time / goodput; GPU-hours = GPUs x days x 24; node-hours = nodes x "
-                 "days x 24; site units = node-hours x the charge per node-hour; efficiency = "
-                 "GPU-hours of the smallest size / GPU-hours.");
+                 "days x 24; the site's units = node-hours x its charge per node-hour (a "
+                 "column of their own unless they are the node-hours); efficiency = GPU-hours "
+                 "of the smallest size / GPU-hours; assumed = share of the simulated event "
+                 "time on modelled or assumed costs.");
 }
 
 static void write_basis(const doc_t *d, const plan_report_t *r)
@@ -554,11 +568,13 @@ static void write_provenance(const doc_t *d, const plan_report_t *r)
 }
 
 static const char css[] =
-    "body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em;color:#222;"
+    "body{font-family:sans-serif;max-width:80em;margin:2em auto;padding:0 1em;color:#222;"
     "line-height:1.4}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px "
     "solid #ccc}table{border-collapse:collapse;margin:0.5em 0;font-size:0.9em}th,td{border:1px "
-    "solid #ccc;padding:0.25em 0.5em;text-align:right}th:nth-child(3),td:nth-child(3){text-"
-    "align:left}tr:nth-child(even){background:#f5f5f5}.request{background:#eef4fb;border-left:4px "
+    "solid #ccc;padding:0.25em "
+    "0.5em;text-align:right;white-space:nowrap}th:nth-child(3),td:nth-child(3){text-"
+    "align:left;white-space:normal;min-width:16em}tr:nth-child(even){background:#f5f5f5}."
+    "request{background:#eef4fb;border-left:4px "
     "solid #1f5fbf;padding:0.5em 1em}figure{margin:1em 0}svg{max-width:100%;height:auto}";
 
 static ds_status_t write_doc(const doc_t *d, const plan_report_t *r)
@@ -623,7 +639,22 @@ static ds_status_t write_sensitivity_svg(const plan_report_t *r, const char *pat
         for (int j = 0; j < 3; j++)
             most = days[j] > most ? days[j] : most;
     }
-    most = most > 0 ? most * 1.1 : 1.0;
+    /* The axis ends at a round number: 1, 2 or 5 times a power of ten per tick. */
+    if (most > 0) {
+        static const double multiples[] = {1.0, 2.0, 5.0, 10.0};
+        double power = 1.0; /* the power of ten at or below a quarter of the axis */
+        while (power * 10.0 <= most / 4.0)
+            power *= 10.0;
+        while (power > most / 4.0)
+            power /= 10.0;
+        double tick = 10.0 * power;
+        for (int m = 3; m >= 0; m--)
+            if (multiples[m] * power * 4.0 >= most * 1.05)
+                tick = multiples[m] * power;
+        most = tick * 4.0;
+    } else {
+        most = 1.0;
+    }
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
             "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
