@@ -421,7 +421,8 @@ static void write_sizes(const doc_t *d, const plan_report_t *r)
             snprintf(c[2], sizeof(c[2]), "%s", s->note != NULL ? s->note : "no strategy");
         } else {
             ds_strategy_format(&s->strategy, c[2], sizeof(c[2]));
-            band3(c[3], sizeof(c[3]), s->low.days, s->row.days, s->high.days, 1);
+            band3(c[3], sizeof(c[3]), s->low.days, s->row.days, s->high.days,
+                  s->high.days < 10.0 ? 2 : 1);
             band3(c[4], sizeof(c[4]), s->low.gpu_hours, s->row.gpu_hours, s->high.gpu_hours, 0);
             band3(c[5], sizeof(c[5]), s->low.node_hours, s->row.node_hours, s->high.node_hours, 0);
             snprintf(c[6], sizeof(c[6]), "%.1f%%", 100.0 * s->mfu);
@@ -520,11 +521,13 @@ static void write_sensitivity(const doc_t *d, const plan_report_t *r)
         snprintf(c[1], sizeof(c[1]), "%.4g", s->base_s);
         snprintf(c[2], sizeof(c[2]), "%.4g (%+.1f%%)", s->network_s,
                  100.0 * (s->network_s / s->base_s - 1.0));
-        snprintf(c[3], sizeof(c[3]), "%.1f", s->network_row.days);
+        snprintf(c[3], sizeof(c[3]), "%.*f", s->network_row.days < 10.0 ? 2 : 1,
+                 s->network_row.days);
         snprintf(c[4], sizeof(c[4]), "%.0f", s->network_row.gpu_hours);
         snprintf(c[5], sizeof(c[5]), "%.4g (%+.1f%%)", s->kernels_s,
                  100.0 * (s->kernels_s / s->base_s - 1.0));
-        snprintf(c[6], sizeof(c[6]), "%.1f", s->kernels_row.days);
+        snprintf(c[6], sizeof(c[6]), "%.*f", s->kernels_row.days < 10.0 ? 2 : 1,
+                 s->kernels_row.days);
         snprintf(c[7], sizeof(c[7]), "%.0f", s->kernels_row.gpu_hours);
         const char *cells[8];
         for (int j = 0; j < 8; j++)

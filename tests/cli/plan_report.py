@@ -9,7 +9,10 @@ sensitivity to a network 20% slower and kernels 10% slower, and the command;
 the sensitivity's first run reproduces the plan's iteration time.  A DIR that
 holds files is refused (one line, exit 2, nothing written) unless --force.
 
-  plan_report.py DSMPI WORKDIR
+With nccl-tests logs of 1 and 2 nodes (8 GPUs each) on the DGX H100
+SuperPOD, the band is not empty at 32 nodes and the report shows it.
+
+  plan_report.py DSMPI DATA WORKDIR
 """
 import json
 import os
@@ -18,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-dsmpi, work = sys.argv[1:3]
+dsmpi, data, work = sys.argv[1:4]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 os.chdir(work)
@@ -82,6 +85,17 @@ if code != 0:
 code, out, err = run(plan + ["--force"])
 if code != 2 or "--force goes with --report" not in err:
     failures.append("--force alone: exit %d %r" % (code, err))
+
+# A band from real logs: low < expected < high days at 256 GPUs (32 nodes).
+logs = os.path.join(data, "nccl-tests", "a100-azure-ndv4")
+code, out, err = run(["plan", "--model", "llama3-8b", "--tokens", "100B", "--target",
+                      "system=dgx-h100-superpod", "--gpus", "64,256", "--estimate-missing",
+                      "--nccl-tests", os.path.join(logs, "all_reduce_8.log"),
+                      os.path.join(logs, "all_reduce_16.log"), "--report", "band", "--quiet"])
+band = re.search(r"^\| 256 \| 32 \| [^|]* \| ([0-9.]+) / ([0-9.]+) / ([0-9.]+) \|",
+                 open("band/report.md").read() if code == 0 else "", re.M)
+if band is None or not float(band.group(1)) <= float(band.group(2)) < float(band.group(3)):
+    failures.append("band report: exit %d, %s %s" % (code, band and band.groups(), err))
 
 for f in failures:
     print("FAIL:", f)

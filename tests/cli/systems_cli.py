@@ -90,6 +90,13 @@ if site is not None and (site["target_gpus"] != 16 or site["device"] != "a100-80
 with open("bad.json", "w") as f:
     json.dump({"systems": [{"name": "lab-a100", "racks": 2}]}, f)
 
+# search on a system.
+code, out, err = run(["search", "--model", "gpt2-medium", "--estimate-missing", "--top", "1",
+                      "--target", "system=polaris,nodes=8", "--json"])
+found = json.loads(out) if code == 0 else {}
+if found.get("target") != "polaris" or found.get("target_gpus") != 32:
+    failures.append("search on polaris,nodes=8: exit %d %s %s" % (code, out[:200], err))
+
 # plan on a system: its network per size, its charging unit.
 code, out, err = run(["plan", "--model", "gpt2-medium", "--tokens", "10B", "--target",
                       "system=jupiter-booster", "--gpus", "64,128", "--estimate-missing", "--csv"])
