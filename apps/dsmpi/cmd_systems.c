@@ -6,7 +6,8 @@
 
 static void help(void)
 {
-    printf("usage: dsmpi systems [NAME] [--json] [--systems FILE] [--print-cluster [--nodes N]]\n\n"
+    printf("usage: dsmpi systems [NAME] [--json | --csv] [--systems FILE] [--print-cluster "
+           "[--nodes N]]\n\n"
            "Lists the GPU systems dsmpi knows from their public documentation (GPUs per node,\n"
            "NICs, topology, largest partition, charging), or one system with the source of\n"
            "each group of facts, the date they were read and what the sources do not say.\n"
@@ -17,7 +18,7 @@ static void help(void)
            "  --print-cluster          print the cluster file NAME stands for (predict, search\n"
            "                           and plan on that file predict the same to the bit)\n"
            "  --nodes N                its nodes (default: the largest partition)\n"
-           "  --json                   the catalogue or the system as JSON\n");
+           "  --json, --csv            the catalogue or the system as JSON or CSV\n");
 }
 
 static void json_system(const ds_system_t *s)
@@ -54,8 +55,30 @@ static void json_system(const ds_system_t *s)
     printf("}");
 }
 
-static void print_list(void)
+static void csv_system(const ds_system_t *s)
 {
+    const char *texts[] = {s->name, s->title, s->device};
+    for (size_t i = 0; i < 3; i++) {
+        output_csv_field(stdout, texts[i]);
+        putchar(',');
+    }
+    printf("%.17g,%d,%.17g,%d,%.17g,%.17g,", s->gpu_memory_GiB, s->gpus_per_node,
+           s->intra_node_GBps, s->nics_per_node, s->nic_Gbps, s->injection_Gbps);
+    output_csv_field(stdout, s->topology);
+    printf(",%d,%d,%.17g,%lld,%lld,", s->group_nodes, s->groups, s->oversubscription,
+           (long long)s->max_nodes, (long long)s->partition_gpus);
+    output_csv_field(stdout, s->charge_unit);
+    printf(",%.17g,%d,", s->charge_per_node_hour, s->charge_published ? 1 : 0);
+    const char *sources[] = {s->source_node, s->source_network, s->source_charge, s->read_on};
+    for (size_t i = 0; i < 4; i++) {
+        output_csv_field(stdout, sources[i]);
+        putchar(i < 3 ? ',' : '\n');
+    }
+}
+
+static void print_list(const app_t *app)
+{
+    output_preamble(app, stdout);
     printf(
         "# GPU systems (dsmpi systems NAME for the sources; as a target: system=NAME[,nodes=N])\n");
     printf("# %-18s %-9s %4s %6s %4s %8s %10s %7s %14s  %s\n", "name", "device", "gpn", "GiB",
@@ -108,15 +131,16 @@ static void print_system(const ds_system_t *s)
 
 typedef struct options {
     const char *systems_file, *name;
-    bool json, print_cluster;
+    bool json, csv, print_cluster;
     int64_t nodes;
 } options_t;
 
 static int parse(app_t *app, options_t *o)
 {
-    enum { OPT_JSON = 256, OPT_SYSTEMS, OPT_PRINT_CLUSTER, OPT_NODES, OPT_HELP };
+    enum { OPT_JSON = 256, OPT_CSV, OPT_SYSTEMS, OPT_PRINT_CLUSTER, OPT_NODES, OPT_HELP };
     static const struct option options[] = {
         {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
         {"systems", required_argument, NULL, OPT_SYSTEMS},
         {"print-cluster", no_argument, NULL, OPT_PRINT_CLUSTER},
         {"nodes", required_argument, NULL, OPT_NODES},
@@ -124,7 +148,7 @@ static int parse(app_t *app, options_t *o)
         {NULL, 0, NULL, 0},
     };
     static const char accepted[] =
-        "accepted: NAME, --json, --systems FILE, --print-cluster, --nodes N, --help";
+        "accepted: NAME, --json, --csv, --systems FILE, --print-cluster, --nodes N, --help";
     int id;
     opterr = 0;
     optind = 1;
@@ -133,6 +157,7 @@ static int parse(app_t *app, options_t *o)
         switch (id) {
         case OPT_HELP: help(); return APP_EXIT_OK;
         case OPT_JSON: o->json = true; break;
+        case OPT_CSV: o->csv = true; break;
         case OPT_SYSTEMS: o->systems_file = optarg; break;
         case OPT_PRINT_CLUSTER: o->print_cluster = true; break;
         case OPT_NODES: status = ds_parse_count(optarg, "nodes", 1, 1LL << 32, &o->nodes); break;
@@ -148,6 +173,8 @@ static int parse(app_t *app, options_t *o)
     if ((o->print_cluster || o->nodes > 0) && o->name == NULL)
         return app_usage_error(app, "--print-cluster and --nodes need a system NAME (see 'dsmpi "
                                     "systems' for the names)");
+    if (o->json && o->csv)
+        return app_usage_error(app, "--json and --csv: give one of them");
     if (o->nodes > 0 && !o->print_cluster)
         return app_usage_error(app, "--nodes goes with --print-cluster");
     return -1;
@@ -158,6 +185,9 @@ int cmd_systems(app_t *app)
     options_t o = {0};
     int code = parse(app, &o);
     if (code >= 0)
+        return code;
+    code = app_mpi_start(app, false);
+    if (code != APP_EXIT_OK || app->rank != 0) /* one rank prints */
         return code;
     ds_status_t status = DS_OK;
     if (o.systems_file != NULL && (status = ds_systems_load(o.systems_file)) != DS_OK)
@@ -172,7 +202,15 @@ int cmd_systems(app_t *app)
         fputs(text, stdout);
         return APP_EXIT_OK;
     }
-    if (system != NULL && o.json) {
+    if (o.csv) {
+        printf("name,title,device,gpu_memory_GiB,gpus_per_node,intra_node_GBps,nics_per_node,"
+               "nic_Gbps,injection_Gbps,topology,group_nodes,groups,oversubscription,max_nodes,"
+               "partition_gpus,charge_unit,charge_per_node_hour,charge_published,source_node,"
+               "source_network,source_charge,read_on\n");
+        for (size_t i = 0; i < ds_system_count(); i++)
+            if (system == NULL || ds_system_at(i) == system)
+                csv_system(ds_system_at(i));
+    } else if (system != NULL && o.json) {
         json_system(system);
         printf("\n");
     } else if (system != NULL) {
@@ -185,7 +223,7 @@ int cmd_systems(app_t *app)
         }
         printf("]}\n");
     } else {
-        print_list();
+        print_list(app);
     }
     return APP_EXIT_OK;
 }
