@@ -81,6 +81,8 @@ typedef struct inputs {
     int target_gpus_per_node;
     const char *target_text;
     const char *cluster_file;
+    const char *systems_file;  /* --systems FILE: loaded when given */
+    const ds_system_t *system; /* --target system=NAME: set by inputs_build_target */
     const char *device;
     output_format_t format;
     bool quiet;
@@ -158,6 +160,12 @@ const char *app_next_option_word(const app_t *app);
 /* Help text of the common options. */
 void inputs_print_help(FILE *out);
 
+/* --target system=...: the target is a catalogued system (system_target.c). */
+bool inputs_target_is_system(const inputs_t *in);
+/* The cluster of `text` (system=NAME[,nodes=N]) into *cluster and in->system;
+ * refuses --cluster, --target-gpus/--target-nodes, and a --gpus-per-node or
+ * --device other than the system's. */
+ds_status_t inputs_system_target(inputs_t *in, const char *text, ds_cluster_t *cluster);
 /* True when the user named the target's device (--device, device= in
  * --target, or --cluster). */
 bool inputs_target_names_device(const inputs_t *in);

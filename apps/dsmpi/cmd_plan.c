@@ -3,6 +3,7 @@
  * units, cost, goodput and scaling efficiency; a table to paste into a
  * proposal and a chart. */
 #include "commands.h"
+#include "plan_report.h"
 #include "search_inputs.h"
 
 #include <mpi.h>
@@ -21,6 +22,8 @@ enum {
     OPT_MTBF,
     OPT_MARKDOWN,
     OPT_SVG,
+    OPT_REPORT,
+    OPT_FORCE,
     OPT_HELP,
 };
 
@@ -52,6 +55,9 @@ static void help(void)
            "  --gpus N[,N...]          cluster sizes, e.g. 256,512,1024,2048\n"
            "  --gpus-per-node G        devices per node (default 8)\n"
            "  --cluster FILE           network and device of the cluster (nodes set per size)\n"
+           "  --target system=NAME     a real system ('dsmpi systems'): its network, device and\n"
+           "                           charging unit; sizes beyond its partition refused\n"
+           "  --systems FILE           a site's systems file: changes or adds systems\n"
            "  --device NAME            a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n"
            "Money and reliability:\n"
            "  --price-per-gpu-hour X   price of one GPU-hour (currency of your choice)\n"
@@ -75,7 +81,12 @@ static void help(void)
            "  --markdown               a Markdown table to paste into a proposal\n"
            "  --csv, --json, --quiet\n"
            "  --svg FILE.svg           days to train, GPU-hours and cost against GPUs\n"
-           "  --out DIR                plan.svg into DIR (created)\n");
+           "  --out DIR                plan.svg into DIR (created)\n"
+           "  --report DIR             a proposal's report: report.md, report.html (CSS and\n"
+           "                           charts inline, nothing external), plan.svg and\n"
+           "                           sensitivity.svg (a network 20%% slower, kernels 10%%\n"
+           "                           slower); DIR must be new or empty\n"
+           "  --force                  with --report: write into a DIR that holds files\n");
 }
 
 typedef struct options {
@@ -84,8 +95,9 @@ typedef struct options {
     int num_gpus;
     int64_t tokens, samples;
     double price, charge, ckpt_interval_min, ckpt_cost_s, restart_min, mtbf_hours;
-    bool charge_given, markdown;
+    bool charge_given, markdown, force;
     const char *svg;
+    const char *report; /* --report DIR */
 } options_t;
 
 typedef struct plan_entry {
@@ -98,6 +110,7 @@ typedef struct plan_entry {
     ds_search_stats_t stats;
     char note[160];
     int faster; /* scaling stops here: the entry with fewer GPUs that trains faster; -1: none */
+    plan_report_size_t report; /* --report: the sensitivity of the best strategy */
 } plan_entry_t;
 
 static int parse_gpus(const app_t *app, options_t *o, const char *text)
@@ -143,6 +156,8 @@ static int plan_option(const app_t *app, void *ctx, int id, const char *arg)
     case OPT_MTBF: rc = nonnegative(app, "mtbf-hours-per-gpu", arg, &o->mtbf_hours); break;
     case OPT_MARKDOWN: o->markdown = true; break;
     case OPT_SVG: o->svg = arg; break;
+    case OPT_REPORT: o->report = arg; break;
+    case OPT_FORCE: o->force = true; break;
     default: return search_inputs_handle(app, &o->si, id, arg);
     }
     if (status != DS_OK)
@@ -165,6 +180,8 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         {"mtbf-hours-per-gpu", required_argument, NULL, OPT_MTBF},
         {"markdown", no_argument, NULL, OPT_MARKDOWN},
         {"svg", required_argument, NULL, OPT_SVG},
+        {"report", required_argument, NULL, OPT_REPORT},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -177,9 +194,11 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         return code;
     if ((code = search_inputs_positional(app, &o->si, first)) != APP_EXIT_OK)
         return code;
-    if (in->target_gpus != 0 || in->target_text != NULL || in->demo)
+    bool system_target = inputs_target_is_system(in) && strstr(in->target_text, "nodes=") == NULL;
+    if (in->target_gpus != 0 || (in->target_text != NULL && !system_target) || in->demo)
         return app_usage_error(app, "plan takes the cluster sizes from --gpus N[,N...] (not "
-                                    "--target-gpus, --target-nodes, --target or --demo)");
+                                    "--target-gpus, --target-nodes, --target other than "
+                                    "system=NAME, or --demo)");
     /* --strategy and the Megatron options fix what they name, as --fix does. */
     if ((code = search_inputs_fix_strategy(app, &o->si, in)) != APP_EXIT_OK)
         return code;
@@ -196,6 +215,11 @@ static int parse(app_t *app, inputs_t *in, options_t *o)
         return app_usage_error(app,
                                "--checkpoint-cost-s and --restart-min need "
                                "--checkpoint-interval-min (and --mtbf-hours-per-gpu for restarts)");
+    if (o->force && o->report == NULL)
+        return app_usage_error(app, "--force goes with --report DIR");
+    ds_status_t status = o->report != NULL ? plan_report_check_dir(o->report, o->force) : DS_OK;
+    if (status != DS_OK)
+        return app_fail(app, status);
     code = search_inputs_check(app, &o->si);
     return code == APP_EXIT_OK ? -1 : code;
 }
@@ -205,13 +229,48 @@ static ds_status_t cluster_of(const inputs_t *in, const ds_cluster_t *template_c
                               int64_t gpus, ds_cluster_t *cluster)
 {
     ds_status_t status;
-    if (in->cluster_file != NULL) {
+    if (in->system != NULL && in->system->max_nodes > 0 &&
+        gpus > in->system->max_nodes * in->system->gpus_per_node)
+        return ds_set_error(DS_ERR_INVALID_ARG,
+                            "%lld GPUs are beyond system %s's largest partition (accepted: up to "
+                            "%lld GPUs, %lld nodes of %d)",
+                            (long long)gpus, in->system->name,
+                            (long long)(in->system->max_nodes * in->system->gpus_per_node),
+                            (long long)in->system->max_nodes, in->system->gpus_per_node);
+    if (in->cluster_file != NULL || in->system != NULL) {
         *cluster = *template_cluster;
-        return ds_cluster_set_gpus(cluster, gpus, in->cluster_file);
+        return ds_cluster_set_gpus(cluster, gpus,
+                                   in->system != NULL ? in->system->name : in->cluster_file);
     }
     status = ds_cluster_from_gpus(cluster, gpus, in->target_gpus_per_node);
     if (status == DS_OK && in->device != NULL)
         status = ds_device_spec_lookup(in->device, &cluster->device);
+    return status;
+}
+
+/* --target system=NAME: the system's cluster at its largest partition (or the
+ * largest size where it publishes none), and its charging unless
+ * --charge-factor says otherwise. */
+static ds_status_t plan_system_template(inputs_t *in, options_t *o, ds_cluster_t *cluster)
+{
+    const ds_system_t *system;
+    ds_status_t status = ds_system_lookup(in->target_text + 7, &system);
+    if (status != DS_OK)
+        return status;
+    int64_t largest = 0;
+    for (int i = 0; i < o->num_gpus; i++)
+        largest = o->gpus[i] > largest ? o->gpus[i] : largest;
+    char text[DS_NAME_MAX + 64];
+    if (system->max_nodes > 0)
+        snprintf(text, sizeof(text), "system=%s", system->name);
+    else
+        snprintf(text, sizeof(text), "system=%s,nodes=%lld", system->name,
+                 (long long)((largest + system->gpus_per_node - 1) / system->gpus_per_node));
+    status = inputs_system_target(in, text, cluster);
+    if (status == DS_OK && !o->charge_given) {
+        o->charge = system->charge_per_node_hour;
+        o->charge_given = true;
+    }
     return status;
 }
 
@@ -332,6 +391,10 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
     printf("%sdevice: %s, %d per node; the best strategy of each size is searched as 'dsmpi "
            "search' does\n",
            prefix, first->device.name, first->gpus_per_node);
+    if (in->system != NULL)
+        printf("%ssystem: %s (%s); charged in %s, %.4g per node-hour%s (column SU)\n", prefix,
+               in->system->name, in->system->title, in->system->charge_unit, p->charge_factor,
+               in->system->charge_published ? "" : ", not published");
     if (o->si.num_fixes > 0) {
         printf("%sfixed:", prefix);
         for (int i = 0; i < o->si.num_fixes; i++)
@@ -610,6 +673,85 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
     printf("]}\n");
 }
 
+/* The rows of the sizes with a strategy, as the chart draws them. */
+typedef struct plan_chart {
+    const ds_plan_row_t *rows;
+    size_t count;
+    const double *assumed;
+    const ds_plan_row_t *lows, *highs;
+} plan_chart_t;
+
+static ds_status_t write_chart(const inputs_t *in, const options_t *o, const ds_cluster_t *first,
+                               const plan_chart_t *c, const char *path)
+{
+    ds_model_info_t info;
+    ds_model_get_info(in->model, &info);
+    char title[160], budget[32];
+    count_text(o->tokens > 0 ? (double)o->tokens : (double)o->samples, budget, sizeof(budget));
+    snprintf(title, sizeof(title), "%s: %s %s on %s", info.name, budget,
+             o->tokens > 0 ? "tokens" : "samples", first->device.name);
+    ds_plan_chart_t chart = {
+        .title = title, .assumed_share = c->assumed, .low = c->lows, .high = c->highs};
+    return ds_plan_write_svg(c->rows, c->count, &chart, path);
+}
+
+/* --report DIR: plan.svg, sensitivity.svg, report.md and report.html. */
+static ds_status_t write_report(const app_t *app, const inputs_t *in, const options_t *o,
+                                const ds_cluster_t *first, plan_entry_t *e,
+                                const plan_chart_t *chart)
+{
+    ds_status_t status = plan_report_make_dir(o->report);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/plan.svg", o->report);
+    if (status == DS_OK && chart->count > 0)
+        status = write_chart(in, o, first, chart, path);
+    char command[2048] = "dsmpi plan", budget[64], costs[1024], basis[1200];
+    for (int i = 1, used = (int)strlen(command); i < app->argc && used < (int)sizeof(command); i++)
+        used += snprintf(command + used, sizeof(command) - (size_t)used, " %s", app->argv[i]);
+    count_text(o->tokens > 0 ? (double)o->tokens : (double)o->samples, budget, sizeof(budget));
+    strncat(budget, o->tokens > 0 ? " tokens" : " samples", sizeof(budget) - strlen(budget) - 1);
+    cost_origin_t origin = search_inputs_cost_origin(&o->si, false);
+    cost_origin_describe(&origin, costs, sizeof(costs));
+    double lo, hi;
+    assumed_range(e, o->num_gpus, &lo, &hi);
+    cost_origin_basis(&origin, lo, hi, basis, sizeof(basis));
+    for (int i = 0; i < o->num_gpus; i++) {
+        plan_report_size_t *r = &e[i].report;
+        r->gpus = o->gpus[i];
+        r->nodes = e[i].row.nodes;
+        r->found = e[i].found;
+        r->note = e[i].note;
+        r->strategy = e[i].best.strategy;
+        r->mfu = e[i].best.mfu;
+        r->assumed_share = e[i].best.assumed_share;
+        r->row = e[i].row;
+        r->low = e[i].low;
+        r->high = e[i].high;
+    }
+    static plan_report_size_t sizes[MAX_SIZES];
+    for (int i = 0; i < o->num_gpus; i++)
+        sizes[i] = e[i].report;
+    const char *unit = in->system != NULL ? in->system->charge_unit
+                       : o->charge_given  ? "service units"
+                                          : NULL;
+    plan_report_t report = {o->report,
+                            command,
+                            in->model,
+                            budget,
+                            first,
+                            in->system,
+                            unit,
+                            costs,
+                            basis,
+                            o->si.db,
+                            sizes,
+                            o->num_gpus,
+                            chart->count > 0 ? "plan.svg" : NULL};
+    if (status == DS_OK)
+        status = plan_report_write(&report);
+    return status;
+}
+
 /* One size: search, then the arithmetic.  Collective over comm. */
 static ds_status_t plan_size(const app_t *app, const inputs_t *in, const options_t *o,
                              const ds_cluster_t *cluster, const ds_plan_inputs_t *p,
@@ -642,6 +784,13 @@ static ds_status_t plan_size(const app_t *app, const inputs_t *in, const options
             if (status == DS_OK)
                 status =
                     ds_plan_row_compute(p, gpus, e->best.iteration_high_s, gbs, tokens, &e->high);
+            if (status == DS_OK && o->report != NULL) {
+                e->report.gpus = gpus;
+                e->report.strategy = e->best.strategy;
+                status =
+                    plan_report_sensitivity(in->model, cluster, o->si.costs, comm, o->si.estimate,
+                                            o->si.peak_tflops, p, tokens, &e->report);
+            }
         } else {
             e->row.nodes = cluster->nodes;
             if (e->stats.out_of_memory > 0)
@@ -690,6 +839,8 @@ int cmd_plan(app_t *app)
         status = ds_device_spec_lookup(in.device, &template_cluster.device);
     if (status == DS_OK && in.cluster_file != NULL)
         status = check_cluster_file(app, &in, o, &template_cluster);
+    if (status == DS_OK && inputs_target_is_system(&in))
+        status = plan_system_template(&in, o, &template_cluster);
     static char svg_path[4096];
     if (o->svg == NULL)
         o->svg = inputs_out_path(&in, "plan.svg", svg_path, sizeof(svg_path));
@@ -757,20 +908,13 @@ int cmd_plan(app_t *app)
             print_markdown(&in, o, &p, &first, e, o->num_gpus);
         else if (!in.quiet)
             print_text(&shown, &in, o, &p, &first, e, o->num_gpus);
-        if (o->svg != NULL && nrows > 0) {
-            ds_model_info_t info;
-            ds_model_get_info(in.model, &info);
-            char title[160], budget[32];
-            count_text(o->tokens > 0 ? (double)o->tokens : (double)o->samples, budget,
-                       sizeof(budget));
-            snprintf(title, sizeof(title), "%s: %s %s on %s", info.name, budget,
-                     o->tokens > 0 ? "tokens" : "samples", first.device.name);
-            ds_plan_chart_t chart = {
-                .title = title, .assumed_share = assumed, .low = lows, .high = highs};
-            status = ds_plan_write_svg(rows, (size_t)nrows, &chart, o->svg);
-            if (status != DS_OK)
-                code = app_fail(app, status);
-        }
+        plan_chart_t chart = {rows, (size_t)nrows, assumed, lows, highs};
+        if (o->svg != NULL && nrows > 0)
+            status = write_chart(&in, o, &first, &chart, o->svg);
+        if (status == DS_OK && o->report != NULL)
+            status = write_report(&shown, &in, o, &first, e, &chart);
+        if (status != DS_OK)
+            code = app_fail(app, status);
     }
 out:
     search_inputs_free(&o->si);

@@ -39,6 +39,8 @@ static void help(void)
            "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
            "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
            "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
+           "  --target system=NAME[,nodes=N]   a real system ('dsmpi systems' lists them)\n"
+           "  --systems FILE           a site's systems file: changes or adds systems\n"
            "  --device a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n");
     search_inputs_print_help(stdout);
     printf(

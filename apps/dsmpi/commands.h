@@ -15,6 +15,7 @@ int cmd_import(app_t *app);
 int cmd_profile(app_t *app);
 int cmd_run(app_t *app);
 int cmd_search(app_t *app);
+int cmd_systems(app_t *app);
 int cmd_validate(app_t *app);
 int cmd_version(app_t *app);
 

@@ -17,6 +17,7 @@ enum {
     OPT_TARGET_NODES,
     OPT_TARGET,
     OPT_CLUSTER,
+    OPT_SYSTEMS,
     OPT_DEVICE,
     OPT_JSON,
     OPT_CSV,
@@ -38,6 +39,7 @@ static const struct option common_options[] = {
     {"target-nodes", required_argument, NULL, OPT_TARGET_NODES},
     {"target", required_argument, NULL, OPT_TARGET},
     {"cluster", required_argument, NULL, OPT_CLUSTER},
+    {"systems", required_argument, NULL, OPT_SYSTEMS},
     {"device", required_argument, NULL, OPT_DEVICE},
     {"json", no_argument, NULL, OPT_JSON},
     {"csv", no_argument, NULL, OPT_CSV},
@@ -223,6 +225,10 @@ int inputs_handle(const app_t *app, inputs_t *in, int id, const char *arg)
     }
     case OPT_TARGET: in->target_text = arg; return 1;
     case OPT_CLUSTER: in->cluster_file = arg; return 1;
+    case OPT_SYSTEMS:
+        in->systems_file = arg;
+        status = ds_systems_load(arg);
+        return status == DS_OK ? 1 : bad(app, status);
     case OPT_DEVICE: in->device = arg; return 1;
     case OPT_JSON: in->format = OUTPUT_JSON; return 1;
     case OPT_CSV: in->format = OUTPUT_CSV; return 1;
@@ -302,7 +308,9 @@ ds_status_t inputs_build_target(inputs_t *in)
     ds_status_t status = inputs_build_model(in);
     if (status != DS_OK)
         return status;
-    if (in->cluster_file != NULL)
+    if (inputs_target_is_system(in))
+        status = inputs_system_target(in, in->target_text, &in->cluster);
+    else if (in->cluster_file != NULL)
         status = cluster_from_file(in);
     else if (in->target_text != NULL)
         status = ds_cluster_parse_target(in->target_text, &in->cluster);
@@ -344,7 +352,7 @@ ds_status_t inputs_build(inputs_t *in)
 
 bool inputs_target_names_device(const inputs_t *in)
 {
-    return in->device != NULL || in->cluster_file != NULL ||
+    return in->device != NULL || in->cluster_file != NULL || inputs_target_is_system(in) ||
            (in->target_text != NULL && strstr(in->target_text, "device=") != NULL);
 }
 
@@ -409,6 +417,9 @@ void inputs_print_help(FILE *out)
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
           "  --target nodes=N,gpus-per-node=G[,device=D]  or  --cluster cluster.json\n"
+          "  --target system=NAME[,nodes=N]   a real system ('dsmpi systems' lists them;\n"
+          "                           nodes default to its largest partition)\n"
+          "  --systems FILE           a site's systems file: changes or adds systems\n"
           "  --device a100-40g|a100-80g|h100-sxm|h100-pcie|h200|gh200|b200|cpu\n"
           "Output:\n"
           "  --json, --csv, --quiet\n"

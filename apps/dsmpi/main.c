@@ -26,6 +26,8 @@ static const command_t commands[] = {
      "profile this allocation's share of the unique events into the database"},
     {"run", cmd_run, "the main job: profile on this allocation, then predict the target (--demo)"},
     {"search", cmd_search, "rank every valid strategy of a model on a target (parallel under MPI)"},
+    {"systems", cmd_systems,
+     "the catalogue of real GPU systems --target system= takes, with their sources"},
     {"validate", cmd_validate,
      "run real iterations on this allocation and compare with the prediction"},
     {"version", cmd_version, "versions of dsmpi and of what it was built with"},

@@ -178,6 +178,71 @@ DS_API ds_status_t ds_cluster_set_gpus(ds_cluster_t *cluster, int64_t gpus, cons
 DS_API ds_status_t ds_cluster_check_gpus_per_node(const ds_cluster_t *cluster, int gpus_per_node,
                                                   const char *origin);
 
+/* ---- catalogue of GPU systems ----------------------------------------------
+ * Built-in descriptions of real GPU systems from their public documentation
+ * (libdsmpi/cluster/systems.c: every entry with its sources and the date they
+ * were read), overridden or extended by a site's file (ds_systems_load).  A
+ * system gives the cluster an equivalent cluster file gives. */
+
+#define DS_SYSTEM_TEXT_MAX 256
+
+typedef struct ds_system {
+    char name[DS_NAME_MAX]; /* what --target system= takes: "perlmutter" */
+    char title[96];         /* "NERSC Perlmutter, GPU nodes (A100 40 GB)" */
+    char device[32];        /* a ds_device_spec_lookup name */
+    double gpu_memory_GiB;  /* per GPU, as published (vendors' "GB" of HBM) */
+    int gpus_per_node;
+    char intra_node[96];    /* the link inside a node, in words */
+    double intra_node_GBps; /* per GPU, one direction */
+    bool nvls;              /* NVLink SHARP in the node's NVSwitches */
+    int nics_per_node;
+    double nic_Gbps;         /* per NIC, one direction, Gb/s */
+    double injection_Gbps;   /* per node as the site states it (checked: NICs x speed) */
+    char topology[96];       /* "dragonfly", "dragonfly+", "fat tree", "rail-optimised fat tree" */
+    int group_nodes;         /* nodes of a group, cell or scalable unit (0: one level joins all) */
+    int groups;              /* groups of the partition as published (0: not published) */
+    double oversubscription; /* between groups (1: none) */
+    int64_t max_nodes;       /* largest partition, nodes (0: not published, nodes= required) */
+    int64_t partition_gpus;  /* GPUs of that partition as the site states (checked) */
+    char charge_unit[32];    /* "node-hours", "GPU-hours", "instance-hours", ... */
+    double charge_per_node_hour;             /* units one node-hour costs */
+    bool charge_published;                   /* false: the unit and factor are dsmpi's default */
+    char nccl_tests[DS_SYSTEM_TEXT_MAX];     /* public nccl-tests results, or none */
+    char source_node[DS_SYSTEM_TEXT_MAX];    /* URL(s) of GPUs, node and partition */
+    char source_network[DS_SYSTEM_TEXT_MAX]; /* URL(s) of NICs and topology */
+    char source_charge[DS_SYSTEM_TEXT_MAX];  /* URL(s) of the charging */
+    char read_on[16];                        /* date the sources were read, YYYY-MM-DD */
+    char not_published[512];                 /* what the sources do not say and the default used */
+} ds_system_t;
+
+/* The systems known now: the built-in ones with a loaded site file's merged in. */
+DS_API size_t ds_system_count(void);
+/* The index-th system (NULL past the end); valid until the next ds_systems_load. */
+DS_API const ds_system_t *ds_system_at(size_t index);
+/* DS_ERR_INVALID_ARG naming the accepted names. */
+DS_API ds_status_t ds_system_lookup(const char *name, const ds_system_t **system_p);
+/* The entry's internal consistency: its device is known, NICs x speed is the
+ * stated injection bandwidth, GPUs per node x nodes the stated partition,
+ * groups within the partition.  DS_ERR_BAD_FILE with the first problem. */
+DS_API ds_status_t ds_system_check(const ds_system_t *system);
+/* The cluster file equivalent to `nodes` nodes of the system (0: its largest
+ * partition), as JSON text; DS_ERR_INVALID_ARG for nodes beyond the partition. */
+DS_API ds_status_t ds_system_cluster_json(const ds_system_t *system, int64_t nodes, char *text,
+                                          size_t size);
+/* The cluster of that file (ds_cluster_load_json of it). */
+DS_API ds_status_t ds_system_cluster(const ds_system_t *system, int64_t nodes,
+                                     ds_cluster_t *cluster);
+/* "system=NAME[,nodes=N]": the system's cluster, and the system. */
+DS_API ds_status_t ds_system_parse_target(const char *text, ds_cluster_t *cluster,
+                                          const ds_system_t **system_p);
+/* A site's systems file (every key, unit and default: README.md, "GPU
+ * systems"): {"systems": [{"name": ..., ...}]}; an entry with a known name
+ * changes the keys it gives, another name adds a system (all of device,
+ * gpus_per_node, nics_per_node, nic_Gbps given).  Unknown keys fail the file.
+ * Replaces any file loaded before; not thread-safe. */
+DS_API ds_status_t ds_systems_load(const char *path);
+DS_API ds_status_t ds_systems_load_json(const char *text, size_t size, const char *origin);
+
 /* ---- the running allocation ------------------------------------------------ */
 
 typedef struct ds_allocation {

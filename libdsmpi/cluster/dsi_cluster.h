@@ -10,4 +10,9 @@
  * accepted names. */
 ds_status_t dsi_device_index(const char *name, int *index_p);
 
+/* The built-in systems (systems.c), and the table ds_system_at reads from
+ * now on (systems_file.c's merge of a site file; NULL: the built-in one). */
+void dsi_systems_builtin(const ds_system_t **table_p, size_t *count_p);
+void dsi_systems_set(const ds_system_t *table, size_t count);
+
 #endif /* DSI_CLUSTER_H */

@@ -91,6 +91,8 @@ def run_case(name, ranks, words, fmt, allowed=(0,)):
 # rank count.
 cases = [
     ("version", ["version"], ("json", "csv"), (0,)),
+    ("systems", ["systems"], ("json", "csv"), (0,)),
+    ("systems NAME", ["systems", "jupiter-booster"], ("json", "csv"), (0,)),
     ("allocation", ["allocation"], ("json", "csv"), (0,)),
     ("events", ["events"] + model + target, ("json", "csv"), (0,)),
     ("predict", ["predict"] + model + target + ["--estimate-missing"], ("json", "csv"), (0,)),

@@ -58,7 +58,7 @@ VALUE, FLAG = "value", "flag"
 SHARED = {
     "--model": VALUE, "--seq-len": VALUE, "--global-batch": VALUE, "--dtype": VALUE,
     "--strategy": VALUE, "--target-gpus": VALUE, "--target-nodes": VALUE, "--target": VALUE,
-    "--gpus-per-node": VALUE, "--cluster": VALUE, "--device": VALUE,
+    "--gpus-per-node": VALUE, "--cluster": VALUE, "--systems": VALUE, "--device": VALUE,
     "--json": FLAG, "--csv": FLAG, "--quiet": FLAG, "--out": VALUE, "--demo": FLAG,
     "--help": FLAG,
     "--nccl-tests": VALUE, "--cluster-tag": VALUE, "--profile-db": VALUE, "--site-db": VALUE,
