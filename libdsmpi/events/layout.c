@@ -377,4 +377,6 @@ void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_
     ctx->dtype = model->info.dtype;
     ctx->flash = s->flash_attention;
     ctx->fp8 = s->fp8;
+    ctx->cp = s->cp > 1 ? s->cp : 1;
+    ctx->cp_comm = s->cp_comm;
 }

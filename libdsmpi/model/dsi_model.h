@@ -73,10 +73,14 @@ typedef struct dsi_shape_ctx {
     ds_dtype_t dtype;
     int flash;    /* attention as one fused operator (strategy flash=on) */
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers (strategy fp8=) */
+    int cp;       /* context parallelism: each rank holds seq / cp tokens (1: none) */
+    ds_cp_comm_t cp_comm;
 } dsi_shape_ctx_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the
- * tensor-parallel collectives inside the layer (group DS_GROUP_TP). */
+ * tensor-parallel collectives inside the layer (group DS_GROUP_TP) and the
+ * context-parallel exchange of keys and values (group DS_GROUP_CP; a ring
+ * transfer is hidden behind the attention step that follows it). */
 typedef struct dsi_op {
     ds_event_key_t key; /* zeroed, then filled; comm layout fields left 0 here */
     double flops;
