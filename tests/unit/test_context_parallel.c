@@ -132,10 +132,126 @@ static void test_validation(void)
     ds_model_destroy(llama);
 }
 
+typedef struct generated {
+    ds_model_t *model;
+    ds_strategy_t strategy;
+    ds_cluster_t cluster;
+    ds_event_set_t *set;
+} generated_t;
+
+static void generate(generated_t *g, const char *model, int64_t seq, const char *text, int gpus,
+                     int per_node)
+{
+    g->model = model_named(model, seq);
+    ds_strategy_init(&g->strategy);
+    CHECK_OK(ds_strategy_parse(text, &g->strategy));
+    CHECK_OK(ds_strategy_resolve(&g->strategy, g->model, gpus, per_node));
+    CHECK_OK(ds_cluster_init(&g->cluster, gpus / per_node, per_node, "h100-sxm"));
+    CHECK_OK(ds_events_generate(g->model, &g->strategy, &g->cluster, &g->set));
+}
+
+static void generated_free(generated_t *g)
+{
+    ds_event_set_destroy(g->set);
+    ds_model_destroy(g->model);
+}
+
+/* Occurrences of flash-attention keys of this shape and pass. */
+static int64_t flash_count(const generated_t *g, ds_pass_t pass, int64_t seq_q, int64_t seq_k,
+                           int causal)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < ds_event_set_size(g->set); i++) {
+        const ds_event_t *e = ds_event_set_at(g->set, i);
+        if (e->key.kind != DS_EVENT_COMPUTE || e->key.op != DS_OP_FLASH_ATTENTION ||
+            e->key.pass != pass)
+            continue;
+        ds_attention_shape_t a = ds_attention_shape_of(&e->key);
+        if (a.seq_q == seq_q && a.seq_k == seq_k && e->key.variant == causal)
+            n += e->count;
+    }
+    return n;
+}
+
+/* Occurrences of communication keys of this primitive, pass and bytes. */
+static int64_t comm_count(const generated_t *g, ds_comm_op_t op, ds_pass_t pass, int64_t bytes,
+                          int nodes)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < ds_event_set_size(g->set); i++) {
+        const ds_event_t *e = ds_event_set_at(g->set, i);
+        if (e->key.kind == DS_EVENT_COMM && e->key.op == op && e->key.pass == pass &&
+            e->key.dims[0] == bytes && (nodes == 0 || e->key.nodes == nodes))
+            n += e->count;
+    }
+    return n;
+}
+
+static void test_events(void)
+{
+    /* llama3-8b at 32768 tokens, tp=2 cp=4 dp=2 on 16 devices, 8 micro-batches:
+     * every rank holds 8192 tokens (chunks of c = 4096). */
+    generated_t g;
+    generate(&g, "llama3-8b", 32768, "tp=2,cp=4,flash,gbs=16", 16, 8);
+    const int64_t per_pass = 32LL * 8 * 16; /* layers x micro-batches x devices */
+    CHECK_INT(flash_count(&g, DS_PASS_FORWARD, 8192, 8192, 1), per_pass); /* the diagonal step */
+    CHECK_INT(flash_count(&g, DS_PASS_FORWARD, 8192, 4096, 0), 3 * per_pass);
+    CHECK_INT(flash_count(&g, DS_PASS_BACKWARD, 8192, 8192, 1), per_pass);
+    CHECK_INT(flash_count(&g, DS_PASS_BACKWARD, 8192, 4096, 0), 3 * per_pass);
+    CHECK_INT(flash_count(&g, DS_PASS_FORWARD, 32768, 32768, 1), 0);
+    /* K and V of 8192 tokens, 4 kv heads of 128 in bf16; the tp x cp = 8 ranks
+     * of a replica fill one node. */
+    const int64_t block = 2LL * 8192 * 4 * 128 * 2;
+    CHECK_INT(comm_count(&g, DS_COMM_SENDRECV, DS_PASS_FORWARD, block, 1), 3 * per_pass);
+    /* Backward: K/V on steps 0-2, K/V with their gradients on 1-2, the
+     * gradients alone on step 3 and home. */
+    CHECK_INT(comm_count(&g, DS_COMM_SENDRECV, DS_PASS_BACKWARD, block, 1), 3 * per_pass);
+    CHECK_INT(comm_count(&g, DS_COMM_SENDRECV, DS_PASS_BACKWARD, 2 * block, 1), 2 * per_pass);
+    /* The non-attention work runs on 8192 tokens; gradients reduce over dp x cp = 8. */
+    bool qkv = false, dp8 = false;
+    for (size_t i = 0; i < ds_event_set_size(g.set); i++) {
+        const ds_event_t *e = ds_event_set_at(g.set, i);
+        if (e->key.kind == DS_EVENT_COMPUTE && e->key.op == DS_OP_GEMM &&
+            e->key.pass == DS_PASS_FORWARD && e->key.dims[1] == (32 + 2 * 8) / 2 * 128)
+            qkv = e->key.dims[0] == 8192;
+        if (e->key.kind == DS_EVENT_COMM && e->key.op == DS_COMM_ALLREDUCE &&
+            e->key.group == DS_GROUP_DP)
+            dp8 = e->key.group_size == 8;
+    }
+    CHECK(qkv && dp8);
+    generated_free(&g);
+
+    /* tp=8: each cp rank on its own node, the ring crosses the network. */
+    generate(&g, "llama3-8b", 32768, "tp=8,cp=2,flash,gbs=16", 16, 8);
+    const int64_t cross = 2LL * 16384 * 1 * 128 * 2;
+    CHECK_INT(comm_count(&g, DS_COMM_SENDRECV, DS_PASS_FORWARD, cross, 2), 32LL * 16 * 16);
+    generated_free(&g);
+
+    /* a2a: heads scattered over cp, the whole sequence on each rank. */
+    generate(&g, "llama3-8b", 32768, "tp=2,cp=4,cp-comm=a2a,flash,gbs=16", 16, 8);
+    CHECK_INT(flash_count(&g, DS_PASS_FORWARD, 32768, 32768, 1), per_pass);
+    const int64_t token = 8192LL * 128 * 2;
+    CHECK_INT(comm_count(&g, DS_COMM_ALLTOALL, DS_PASS_FORWARD, token * (16 + 2 * 4), 1), per_pass);
+    CHECK_INT(comm_count(&g, DS_COMM_ALLTOALL, DS_PASS_FORWARD, token * 16, 1), per_pass);
+    generated_free(&g);
+
+    /* allgather: K/V of the whole sequence, each chunk against the keys up to its end. */
+    generate(&g, "llama3-8b", 32768, "tp=2,cp=4,cp-comm=allgather,flash,gbs=16", 16, 8);
+    CHECK_INT(flash_count(&g, DS_PASS_FORWARD, 4096, 4 * 4096, 1), per_pass);
+    CHECK_INT(flash_count(&g, DS_PASS_FORWARD, 4096, 5 * 4096, 1), per_pass);
+    CHECK_INT(comm_count(&g, DS_COMM_ALLGATHER, DS_PASS_FORWARD, 2LL * 32768 * 4 * 128 * 2, 1),
+              per_pass);
+    CHECK_INT(
+        comm_count(&g, DS_COMM_REDUCE_SCATTER, DS_PASS_BACKWARD, 2LL * 32768 * 4 * 128 * 2, 1),
+        per_pass);
+    generated_free(&g);
+}
+
 int main(void)
 {
     test_grammar();
     test_placement();
     test_validation();
+    test_events();
     return check_summary("test_context_parallel");
 }
