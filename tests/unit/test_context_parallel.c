@@ -247,11 +247,104 @@ static void test_events(void)
     generated_free(&g);
 }
 
+static void simulate(const char *text, int64_t seq, int gpus, const ds_cost_table_t *costs,
+                     ds_sim_t *sim, ds_sim_summary_t *summary, ds_sim_memory_t *memory)
+{
+    ds_model_t *model = model_named("llama3-8b", seq);
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse(text, &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, gpus, 8));
+    ds_cluster_t cluster;
+    CHECK_OK(ds_cluster_init(&cluster, gpus / 8, 8, "h100-sxm"));
+    ds_sim_options_t options;
+    ds_sim_options_init(&options);
+    options.estimate_missing = 1;
+    CHECK_OK(ds_sim_run(sim, model, &s, &cluster, costs, &options));
+    ds_sim_get_summary(sim, summary);
+    ds_sim_device_t device;
+    CHECK_OK(ds_sim_device_at(sim, 0, &device));
+    *memory = device.memory;
+    ds_model_destroy(model);
+}
+
+/* The cost the last run used for the first key matching (0 when none). */
+static double used_cost(const ds_sim_t *sim, ds_event_key_t *key_p,
+                        bool (*match)(const ds_event_key_t *))
+{
+    for (size_t i = 0; i < ds_sim_key_count(sim); i++) {
+        double seconds;
+        const ds_event_key_t *key = ds_sim_key_at(sim, i, NULL, &seconds);
+        if (match(key)) {
+            if (key_p != NULL)
+                *key_p = *key;
+            return seconds;
+        }
+    }
+    return 0.0;
+}
+
+static bool is_ring_forward(const ds_event_key_t *k)
+{
+    return k->kind == DS_EVENT_COMM && k->op == DS_COMM_SENDRECV && k->pass == DS_PASS_FORWARD &&
+           k->group == DS_GROUP_CP;
+}
+
+static bool is_diagonal_forward(const ds_event_key_t *k)
+{
+    return k->kind == DS_EVENT_COMPUTE && k->op == DS_OP_FLASH_ATTENTION &&
+           k->pass == DS_PASS_FORWARD && k->variant == 1;
+}
+
+static void test_simulation(void)
+{
+    ds_sim_t *sim;
+    CHECK_OK(ds_sim_create(&sim));
+    ds_sim_summary_t one, four;
+    ds_sim_memory_t mem_one, mem_four;
+    /* The same 16 devices, tp=2: cp=1 dp=8 against cp=4 dp=2, zero=1. */
+    simulate("tp=2,flash,zero=1,gbs=16", 32768, 16, NULL, sim, &one, &mem_one);
+    simulate("tp=2,cp=4,flash,zero=1,gbs=16", 32768, 16, NULL, sim, &four, &mem_four);
+    /* The global batch is 16 sequences either way. */
+    CHECK_NEAR(one.samples_per_s * one.iteration_s, 16.0, 1e-9);
+    CHECK_NEAR(four.samples_per_s * four.iteration_s, 16.0, 1e-9);
+    CHECK_NEAR(four.tokens_per_s * four.iteration_s, 16.0 * 32768, 1e-6);
+    /* Activations hold a quarter of the tokens; the distributed optimizer
+     * shards over dp x cp = 8 in both. */
+    CHECK_NEAR(mem_four.activations_B, mem_one.activations_B / 4.0, 1e-6 * mem_one.activations_B);
+    CHECK_NEAR(mem_four.optimizer_B, mem_one.optimizer_B, 1e-9 * mem_one.optimizer_B);
+    CHECK(mem_four.comm_buffers_B > mem_one.comm_buffers_B); /* K/V blocks in flight */
+
+    /* The ring transfer hides behind the attention step after it: made to
+     * cost 10 s, each exposes 10 s less that step.  tp=4 cp=2 on one node:
+     * one transfer per layer and micro-batch (4 of them), before the
+     * diagonal step. */
+    ds_sim_summary_t base, slow;
+    ds_sim_memory_t mem;
+    simulate("tp=4,cp=2,flash,gbs=4", 32768, 8, NULL, sim, &base, &mem);
+    ds_event_key_t ring;
+    double ring_s = used_cost(sim, &ring, is_ring_forward);
+    double diagonal_s = used_cost(sim, NULL, is_diagonal_forward);
+    CHECK(ring_s > 0 && diagonal_s > 0);
+    CHECK_INT(ring.nodes, 1);
+    ds_cost_table_t *table;
+    CHECK_OK(ds_cost_table_create(&table));
+    ds_cost_t cost = {10.0, 10.0, 10.0, 10.0, 1, DS_PROV_MEASURED};
+    CHECK_OK(ds_cost_table_set(table, &ring, &cost));
+    simulate("tp=4,cp=2,flash,gbs=4", 32768, 8, table, sim, &slow, &mem);
+    double exposed_before = ring_s > diagonal_s ? ring_s - diagonal_s : 0.0;
+    double expected = 32.0 * 4 * ((10.0 - diagonal_s) - exposed_before);
+    CHECK_NEAR(slow.iteration_s - base.iteration_s, expected, 1e-6 * expected);
+    ds_cost_table_destroy(table);
+    ds_sim_destroy(sim);
+}
+
 int main(void)
 {
     test_grammar();
     test_placement();
     test_validation();
     test_events();
+    test_simulation();
     return check_summary("test_context_parallel");
 }
