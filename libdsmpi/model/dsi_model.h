@@ -96,8 +96,11 @@ typedef enum dsi_part {
     DSI_PART_HEAD = -2,
 } dsi_part_t;
 
-/* Upper bound of operators in one pass of any part. */
-#define DSI_MAX_LAYER_OPS 160
+/* Upper bound of operators in one pass of any part: a context-parallel
+ * ring adds two per step (cp up to DSI_MAX_CP, twice with recompute). */
+#define DSI_MAX_LAYER_OPS 512
+/* Longest context-parallel ring modelled. */
+#define DSI_MAX_CP 64
 
 /* Fills ops[] with the operators of `pass` (forward or backward; a backward
  * pass starts with its recompute operators when the context asks for them)

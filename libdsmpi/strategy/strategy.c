@@ -614,6 +614,9 @@ static ds_status_t check_cp(const resolve_ctx_t *ctx, const ds_strategy_t *s)
                       "cp=%d: context parallelism of %s is not modelled (accepted: cp=1; cp > 1 "
                       "with decoder or encoder transformers)",
                       s->cp, info->name);
+    if (s->cp > DSI_MAX_CP)
+        return REFUSE(ctx, "cp=%d is more ring steps than modelled (accepted: at most %d)", s->cp,
+                      DSI_MAX_CP);
     if (!s->flash_attention)
         return REFUSE(ctx,
                       "cp=%d needs fused attention: Megatron-Core runs context parallelism only in "

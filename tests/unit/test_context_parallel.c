@@ -339,6 +339,63 @@ static void test_simulation(void)
     ds_sim_destroy(sim);
 }
 
+static ds_search_t *search_of(int bound, const char *fix_cp)
+{
+    ds_model_t *model = model_named("llama3-8b", 32768);
+    ds_cluster_t cluster;
+    CHECK_OK(ds_cluster_init(&cluster, 2, 8, "h100-sxm"));
+    ds_strategy_t base;
+    ds_strategy_init(&base);
+    base.gbs = 16;
+    ds_search_options_t options;
+    ds_search_options_init(&options);
+    options.estimate_missing = 1;
+    options.bound = bound;
+    ds_search_t *search = NULL;
+    CHECK_OK(ds_search_create(model, &cluster, &base, &options, &search));
+    CHECK_OK(ds_search_fix(search, "flash"));
+    CHECK_OK(ds_search_fix(search, "mbs=1"));
+    CHECK_OK(ds_search_fix(search, "schedule=1f1b"));
+    CHECK_OK(ds_search_fix(search, "dp-algo=auto"));
+    if (fix_cp != NULL)
+        CHECK_OK(ds_search_fix(search, fix_cp));
+    CHECK_OK(ds_search_run(search, NULL, MPI_COMM_NULL));
+    ds_model_destroy(model);
+    return search;
+}
+
+static void test_search(void)
+{
+    /* 32k tokens on 16 devices: cp 1, 2, 4, 8, 16 are enumerated. */
+    ds_search_t *exhaustive = search_of(0, NULL), *bounded = search_of(1, NULL);
+    bool cps[17] = {false};
+    for (size_t i = 0; i < ds_search_candidate_count(exhaustive); i++) {
+        const ds_strategy_t *s = ds_search_candidate_at(exhaustive, i);
+        CHECK(s->cp >= 1 && s->cp <= 16 && (s->cp & (s->cp - 1)) == 0);
+        CHECK(s->cp == 1 || s->flash_attention);
+        CHECK_INT((int64_t)s->dp * s->tp * s->pp * s->cp, 16);
+        cps[s->cp] = true;
+    }
+    CHECK(cps[1] && cps[2] && cps[4] && cps[8] && cps[16]);
+    /* The bound skips only what cannot enter the top: the same ranking. */
+    CHECK_INT(ds_search_result_count(bounded), ds_search_result_count(exhaustive));
+    for (size_t r = 0; r < ds_search_result_count(exhaustive); r++) {
+        ds_search_result_t a, b;
+        CHECK_OK(ds_search_result_at(exhaustive, r, &a));
+        CHECK_OK(ds_search_result_at(bounded, r, &b));
+        CHECK(a.iteration_s == b.iteration_s && a.timeline_hash == b.timeline_hash);
+        CHECK(a.lower_bound_s <= a.iteration_s);
+    }
+    ds_search_destroy(exhaustive);
+    ds_search_destroy(bounded);
+    /* Fixed: only that cp. */
+    ds_search_t *fixed = search_of(1, "cp=4");
+    for (size_t i = 0; i < ds_search_candidate_count(fixed); i++)
+        CHECK_INT(ds_search_candidate_at(fixed, i)->cp, 4);
+    CHECK(ds_search_candidate_count(fixed) > 0);
+    ds_search_destroy(fixed);
+}
+
 int main(void)
 {
     test_grammar();
@@ -346,5 +403,6 @@ int main(void)
     test_validation();
     test_events();
     test_simulation();
+    test_search();
     return check_summary("test_context_parallel");
 }
