@@ -116,6 +116,8 @@ static void test_validation(void)
         {"llama3-8b", 8192, "tp=4,cp=4,cp-comm=a2a,flash", 64,
          "cp-comm=a2a with cp=4 splits the 8 query and 2 key/value heads"},
         {"t5-large", 0, "cp=2,flash", 8, "context parallelism of t5-large is not modelled"},
+        {"llama3-8b", 131072, "cp=128,flash", 128,
+         "cp=128 is more ring steps than modelled (accepted: at most 64)"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ds_model_t *model = model_named(bad[i].model, bad[i].seq);
