@@ -63,6 +63,32 @@ static dsi_layout_t ring_layout(dsi_placement_t *p, int stage, int t, int replic
     return l;
 }
 
+/* Whether exchanges of layout a are slower than of b: more nodes, then
+ * fewer members on one node, a wider stride, more groups crossing at once. */
+static bool slower(const dsi_layout_t *a, const dsi_layout_t *b)
+{
+    if (a->nodes != b->nodes)
+        return a->nodes > b->nodes;
+    if (a->ranks_per_node != b->ranks_per_node)
+        return a->ranks_per_node < b->ranks_per_node;
+    if (a->node_stride != b->node_stride)
+        return a->node_stride > b->node_stride;
+    return a->concurrency > b->concurrency;
+}
+
+dsi_layout_t dsi_cp_stage_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage)
+{
+    dsi_layout_t worst = dsi_cp_layout(p, comm, stage, 0, 0);
+    int replicas = p->s->dp / p->cp;
+    for (int replica = 0; replica < replicas; replica++)
+        for (int t = 0; t < p->s->tp; t++) {
+            dsi_layout_t l = dsi_cp_layout(p, comm, stage, t, replica);
+            if (slower(&l, &worst))
+                worst = l;
+        }
+    return worst;
+}
+
 dsi_layout_t dsi_cp_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage, int t, int replica)
 {
     if (comm == DS_CP_COMM_P2P)

@@ -124,5 +124,9 @@ ds_strategy_t dsi_strategy_fold_cp(const ds_strategy_t *s);
  * folded placement p (p->cp > 1): the ring's slowest hop as a
  * point-to-point pair (p2p), or the cp group (a2a, allgather). */
 dsi_layout_t dsi_cp_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage, int t, int replica);
+/* The slowest of the stage's exchanges (most nodes, then fewest members on
+ * a node, widest stride, most groups at once): every replica waits for the
+ * slowest at the gradient reduction, so the simulator gives it to all. */
+dsi_layout_t dsi_cp_stage_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage);
 
 #endif /* DSI_EVENTS_H */

@@ -316,10 +316,9 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_wait), &pr->fused_wait));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_assumed), &pr->fused_assumed));
     int L = sim->info.num_layers;
-    /* The stage's first replica's exchange stands for every replica's. */
     dsi_layout_t cp = {0, 0, 0, 0, 0, 0};
     if (sim->ctx.cp > 1)
-        cp = dsi_cp_layout(&sim->place, sim->ctx.cp_comm, stage, 0, 0);
+        cp = dsi_cp_stage_layout(&sim->place, sim->ctx.cp_comm, stage);
     for (int c = 0; c < v; c++) {
         pr->part_first[c] = sim->num_parts;
         if (stage == 0 && c == 0)

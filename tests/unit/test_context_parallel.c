@@ -338,6 +338,28 @@ static void test_simulation(void)
     double expected = 32.0 * 4 * ((10.0 - diagonal_s) - exposed_before);
     CHECK_NEAR(slow.iteration_s - base.iteration_s, expected, 1e-6 * expected);
     ds_cost_table_destroy(table);
+
+    /* 12 devices, 6 a node, tp=1 cp=4: replica 1's ring (ranks 4-7) crosses
+     * nodes while the others stay inside one; every replica waits for it at
+     * the gradient reduction, and the simulator prices every ring so. */
+    ds_model_t *model = model_named("llama3-8b", 32768);
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("cp=4,flash,gbs=6", &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, 12, 6));
+    ds_cluster_t cluster;
+    CHECK_OK(ds_cluster_init(&cluster, 2, 6, "h100-sxm"));
+    ds_sim_options_t options;
+    ds_sim_options_init(&options);
+    options.estimate_missing = 1;
+    CHECK_OK(ds_sim_run(sim, model, &s, &cluster, NULL, &options));
+    CHECK_INT(used_cost(sim, &ring, is_ring_forward) > 0, 1);
+    CHECK_INT(ring.nodes, 2);
+    ds_event_set_t *set;
+    CHECK_OK(ds_events_generate(model, &s, &cluster, &set));
+    CHECK(ds_event_set_find(set, &ring) != NULL); /* profiled with the rest */
+    ds_event_set_destroy(set);
+    ds_model_destroy(model);
     ds_sim_destroy(sim);
 }
 
