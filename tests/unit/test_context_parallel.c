@@ -316,6 +316,17 @@ static void test_simulation(void)
     CHECK_NEAR(mem_four.activations_B, mem_one.activations_B / 4.0, 1e-6 * mem_one.activations_B);
     CHECK_NEAR(mem_four.optimizer_B, mem_one.optimizer_B, 1e-9 * mem_one.optimizer_B);
     CHECK(mem_four.comm_buffers_B > mem_one.comm_buffers_B); /* K/V blocks in flight */
+    /* The exchange's buffers: p2p two K/V blocks of 8192 tokens x 4 kv heads
+     * x 128 (16 MiB each) and two of their gradients; allgather the whole
+     * sequence's K/V and their gradients; a2a Q/K/V and O re-laid out. */
+    ds_sim_summary_t other;
+    ds_sim_memory_t mem_gather, mem_a2a;
+    simulate("tp=2,cp=4,cp-comm=allgather,flash,zero=1,gbs=16", 32768, 16, NULL, sim, &other,
+             &mem_gather);
+    simulate("tp=2,cp=4,cp-comm=a2a,flash,zero=1,gbs=16", 32768, 16, NULL, sim, &other, &mem_a2a);
+    const double MiB = 1024.0 * 1024.0;
+    CHECK_NEAR(mem_gather.comm_buffers_B - mem_four.comm_buffers_B, (128.0 - 64.0) * MiB, 1e-12);
+    CHECK_NEAR(mem_a2a.comm_buffers_B - mem_four.comm_buffers_B, (160.0 - 64.0) * MiB, 1e-12);
 
     /* The ring transfer hides behind the attention step after it: made to
      * cost 10 s, each exposes 10 s less that step.  tp=4 cp=2 on one node:
