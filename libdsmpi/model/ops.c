@@ -302,10 +302,13 @@ static void cp_ring(op_list_t *list, const shape_t *sh)
     int64_t block = 2 * sh->b * sh->s * sh->kv * sh->d * (int64_t)dsize(list);
     bool bwd = list->pass == DS_PASS_BACKWARD;
     for (int step = 0; step < cp; step++) {
-        int64_t bytes = (step < cp - 1 ? block : 0) + (bwd && step > 0 ? block : 0);
-        if (bytes > 0)
+        bool kv = step < cp - 1, dkv = bwd && step > 0;
+        if (kv || dkv)
             cp_comm(list, DS_COMM_SENDRECV,
-                    bwd ? (step > 0 ? "attn.cp.kv-dkv" : "attn.cp.kv") : "attn.cp.kv", bytes);
+                    kv && dkv ? "attn.cp.kv-dkv"
+                    : kv      ? "attn.cp.kv"
+                              : "attn.cp.dkv",
+                    (kv ? block : 0) + (dkv ? block : 0));
         cp_ring_step(list, sh, step);
     }
     if (bwd)
