@@ -651,6 +651,8 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     if (target_gpus < 1)
         return REFUSE(ctx, "target of %lld devices (accepted: at least 1)", (long long)target_gpus);
     DSI_TRY(check_cp(ctx, &s));
+    if (s.cp == 1) /* no exchange: the resolved text names none */
+        s.cp_comm = DS_CP_COMM_P2P;
     if (s.ep != 1)
         return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
     if (s.fp8 != DS_FP8_OFF && info->dtype == DS_DTYPE_FP32)

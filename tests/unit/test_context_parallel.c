@@ -97,6 +97,11 @@ static void test_validation(void)
     CHECK_OK(ds_strategy_parse("tp=2,cp=8,flash,gbs=64", &s));
     CHECK_OK(ds_strategy_resolve(&s, llama, 64, 8));
     CHECK_INT(s.dp, 4); /* world = tp * cp * dp * pp */
+    /* Without cp there is no exchange to name: resolved text round-trips. */
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("cp-comm=a2a", &s));
+    CHECK_OK(ds_strategy_resolve(&s, llama, 64, 8));
+    CHECK_INT(s.cp_comm, DS_CP_COMM_P2P);
 
     static const struct {
         const char *model;
