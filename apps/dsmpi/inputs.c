@@ -58,6 +58,7 @@ static const struct {
     {"num-layers-per-virtual-pipeline-stage", required_argument},
     {"virtual-pipeline-model-parallel-size", required_argument},
     {"context-parallel-size", required_argument},
+    {"cp-comm-type", required_argument},
     {"expert-model-parallel-size", required_argument},
     {"micro-batch-size", required_argument},
     {"global-batch-size", required_argument},
@@ -412,7 +413,8 @@ void inputs_print_help(FILE *out)
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
           "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local,\n"
           "  --fp8-format hybrid|e4m3 (--fp8-amax-history-len, --fp8-amax-compute-algo are\n"
-          "  checked and change nothing: the work is the same)\n"
+          "  checked and change nothing: the work is the same), --context-parallel-size,\n"
+          "  --cp-comm-type p2p|a2a|allgather\n"
           "Target:\n"
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"

@@ -82,6 +82,7 @@ typedef enum ds_group {
     DS_GROUP_DP = 3,
     DS_GROUP_EMBEDDING = 4, /* first and last stage: tied embedding gradients */
     DS_GROUP_MP = 5,        /* model-parallel group (tp x pp): gradient norm, overflow check */
+    DS_GROUP_CP = 6,        /* context-parallel group: K/V ring neighbours or the cp collective */
     DS_GROUP_COUNT_
 } ds_group_t;
 

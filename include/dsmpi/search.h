@@ -7,15 +7,19 @@
  * ---- The space -------------------------------------------------------------------
  * Combinations of, in this order (the candidate index follows it):
  *   tp        1..max_tp dividing the N target devices (max_tp: devices per node)
- *   pp        1..layers with tp x pp dividing N;  dp = N / (tp x pp)
+ *   pp        1..layers with tp x pp dividing N
+ *   cp        1, and for sequences of at least DS_SEARCH_CP_MIN_SEQ tokens
+ *             (16384) the powers of two dividing N / (tp x pp) that split the
+ *             sequence into 2 cp chunks; cp > 1 only with flash (Megatron-Core
+ *             needs fused attention for it); dp = N / (tp x pp x cp)
  *   mbs       powers of two up to max_mbs
  *   schedule  gpipe, 1f1b, interleaved with vpp 2 and 4 (pp > 1); pp = 1 runs
  *             1f1b only (no pipeline: the schedule changes nothing but gpipe's
  *             memory)
  *   sp        off, on (tp > 1 only)
  *   recompute none, selective, full
- *   zero      0, 1, 2, 3 (dp > 1 only)
- *   dp-algo   auto, ring, tree, hierarchical, ps (dp > 1 only)
+ *   zero      0, 1, 2, 3 (dp x cp > 1 only)
+ *   dp-algo   auto, ring, tree, hierarchical, ps (dp x cp > 1 only)
  *   flash     the base strategy's, unless fixed to values (flash=off and
  *             flash=on: both are searched)
  *   fp8       the base strategy's, unless fixed to values (fp8=off, hybrid,

@@ -55,11 +55,22 @@ typedef enum ds_fp8 {
     DS_FP8_E4M3 = 2,
 } ds_fp8_t;
 
+/* How context parallelism exchanges keys and values (Megatron-Core's
+ * --cp-comm-type): p2p = a ring of K/V blocks, each step's send/recv
+ * overlapped with the attention of the step before; a2a = all-to-all of the
+ * heads before and after attention (Ulysses); allgather = K/V gathered
+ * whole before attention, their gradients reduce-scattered. */
+typedef enum ds_cp_comm {
+    DS_CP_COMM_P2P = 0,
+    DS_CP_COMM_A2A = 1,
+    DS_CP_COMM_ALLGATHER = 2,
+} ds_cp_comm_t;
+
 typedef struct ds_strategy {
     int dp;      /* data-parallel degree; 0 = target devices / (tp * pp) */
     int tp;      /* tensor-parallel degree (Megatron-style) */
     int pp;      /* pipeline stages */
-    int cp;      /* context parallelism: reserved, must be 1 */
+    int cp;      /* context parallelism: the sequence split over cp ranks (2 cp chunks) */
     int ep;      /* expert parallelism: reserved, must be 1 */
     int mbs;     /* micro-batch size, sequences */
     int64_t gbs; /* global batch, sequences; 0 = the model's default */
@@ -79,7 +90,9 @@ typedef struct ds_strategy {
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers, as Transformer Engine runs them */
     int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
     int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
-    ds_dim_t order[3];      /* placement, innermost (fastest varying) first; default tp, dp, pp */
+    ds_dim_t order[3];      /* placement, innermost (fastest varying) first; default tp, dp, pp;
+                               cp always sits just inside dp (Megatron-Core's tp-cp-dp-pp) */
+    ds_cp_comm_t cp_comm;   /* context-parallel exchange (cp > 1) */
 } ds_strategy_t;
 
 /* Megatron-LM defaults: dp derived, tp = pp = 1, mbs 1, 1F1B, vpp 1, no SP,
@@ -90,7 +103,8 @@ DS_API void ds_strategy_init(ds_strategy_t *strategy);
 /* Applies "key=value,key=value,flag" text onto *strategy (fields not named
  * keep their value).  Keys: dp tp pp cp ep mbs gbs schedule vpp sp zero
  * recompute dp-algo ps-servers bucket overlap grad-reduce-dtype clip flash
- * fp8 (off, hybrid, e4m3) first-stage-layers last-stage-layers order.  Flags: sp, overlap,
+ * fp8 (off, hybrid, e4m3) first-stage-layers last-stage-layers order
+ * cp-comm (p2p, a2a, allgather).  Flags: sp, overlap,
  * no-overlap, no-sp, no-clip. */
 DS_API ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy);
 
@@ -129,9 +143,17 @@ DS_API void ds_strategy_chunk_layers(const ds_strategy_t *strategy, int num_laye
 
 /* ---- placement ----------------------------------------------------------- */
 
+/* With cp > 1, dp counts dp x cp positions, the context-parallel rank
+ * fastest (Megatron-Core's tp-cp-dp-pp): dp = replica * cp + cp rank; the
+ * devices of one position hold the same weights, so the gradient reduction
+ * runs over all dp x cp of them.  With cp = 1 the ranks are those of before. */
 typedef struct ds_coords {
     int tp, dp, pp;
 } ds_coords_t;
+
+/* The context-parallel rank and the data-parallel replica of coords.dp. */
+DS_API int ds_strategy_cp_rank(const ds_strategy_t *strategy, ds_coords_t coords);
+DS_API int ds_strategy_dp_replica(const ds_strategy_t *strategy, ds_coords_t coords);
 
 /* Global rank of the device with these coordinates under strategy->order. */
 DS_API int64_t ds_strategy_rank_of(const ds_strategy_t *strategy, ds_coords_t coords);

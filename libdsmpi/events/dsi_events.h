@@ -36,6 +36,7 @@ typedef enum dsi_group_kind {
     DSI_KIND_DP,        /* index = tp coordinate, within a stage */
     DSI_KIND_MP,        /* index = dp coordinate: every tp and pp rank of one replica */
     DSI_KIND_EMBEDDING, /* index = tp + tp_size * dp: first and last stage */
+    DSI_KIND_CP,        /* index = tp + tp_size * replica, within a stage (folded strategy) */
 } dsi_group_kind_t;
 
 typedef struct dsi_layout {
@@ -60,6 +61,7 @@ typedef struct dsi_placement {
     int64_t *ids;
     int32_t *pairs_on_node; /* [node * 2 + intra]: pairs of the boundary pairs_from -> pairs_to */
     int pairs_from, pairs_to;
+    int cp; /* context-parallel ranks within each dp position of the folded strategy (1: none) */
 } dsi_placement_t;
 
 ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy,
@@ -111,5 +113,20 @@ int64_t dsi_sp_norm_params(const ds_model_t *model, const ds_strategy_t *s, int 
 /* Bytes of the tied word-embedding gradient all-reduce (fp32). */
 int64_t dsi_embedding_grad_bytes(const ds_model_t *model, const ds_strategy_t *s);
 void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_strategy_t *s);
+
+/* ---- context parallelism (context_parallel.c) ------------------------------------------
+ * Events and the simulator run on the strategy folded to dp x cp replicas
+ * (gbs x cp sequences of seq / cp tokens, the same micro-batches); build the
+ * shape context from the strategy as given, then fold, and set the
+ * placement's cp. */
+ds_strategy_t dsi_strategy_fold_cp(const ds_strategy_t *s);
+/* Layout of the K/V exchange of cp group (stage, tp rank t, replica) on the
+ * folded placement p (p->cp > 1): the ring's slowest hop as a
+ * point-to-point pair (p2p), or the cp group (a2a, allgather). */
+dsi_layout_t dsi_cp_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage, int t, int replica);
+/* The slowest of the stage's exchanges (most nodes, then fewest members on
+ * a node, widest stride, most groups at once): every replica waits for the
+ * slowest at the gradient reduction, so the simulator gives it to all. */
+dsi_layout_t dsi_cp_stage_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage);
 
 #endif /* DSI_EVENTS_H */

@@ -29,7 +29,9 @@ typedef struct gen {
     int64_t microbatches;
     dsi_shape_ctx_t ctx;
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_placement_t place; /* group layouts, shared with the simulator */
+    dsi_placement_t place;    /* group layouts, shared with the simulator */
+    ds_strategy_t folded;     /* dp x cp replicas (context_parallel.c) */
+    layout_list_t cp_layouts; /* the stage's context-parallel exchanges */
 } gen_t;
 
 static ds_status_t add(gen_t *g, const ds_event_key_t *key, double flops, double bytes,
@@ -83,6 +85,21 @@ static ds_status_t stage_layouts(gen_t *g, dsi_group_kind_t kind, int stage, lay
     return DS_OK;
 }
 
+/* Layouts of the stage's context-parallel exchanges, each weighted by the
+ * cp ranks of its group. */
+static ds_status_t cp_stage_layouts(gen_t *g, int stage)
+{
+    g->cp_layouts.count = 0;
+    int replicas = g->s->dp / g->ctx.cp;
+    for (int replica = 0; replica < replicas; replica++)
+        for (int t = 0; t < g->s->tp; t++) {
+            layout_t l = dsi_cp_layout(&g->place, g->ctx.cp_comm, stage, t, replica);
+            l.devices = g->ctx.cp;
+            DSI_TRY(layout_add(&g->cp_layouts, l));
+        }
+    return DS_OK;
+}
+
 static void set_layout(ds_event_key_t *key, const layout_t *l)
 {
     dsi_key_set_layout(key, l);
@@ -111,11 +128,13 @@ static ds_status_t add_layer_passes(gen_t *g, int layer, int64_t per_device_coun
                             per_device_count * stage_devices));
                 continue;
             }
-            for (int l = 0; l < tp_layouts->count; l++) {
+            const layout_list_t *layouts =
+                op->key.group == DS_GROUP_CP ? &g->cp_layouts : tp_layouts;
+            for (int l = 0; l < layouts->count; l++) {
                 ds_event_key_t key = op->key;
-                set_layout(&key, &tp_layouts->items[l]);
+                set_layout(&key, &layouts->items[l]);
                 DSI_TRY(add(g, &key, 0.0, op->bytes, op->label,
-                            per_device_count * tp_layouts->items[l].devices));
+                            per_device_count * layouts->items[l].devices));
             }
         }
     }
@@ -258,7 +277,7 @@ static ds_status_t add_pipeline_p2p(gen_t *g)
         if (r == s->pp - 1 && s->schedule != DS_SCHEDULE_INTERLEAVED)
             continue;
         p2p_counts_t mine = p2p_counts_of(g, r), theirs = p2p_counts_of(g, to);
-        int64_t bytes = dsi_p2p_boundary_bytes(g->model, s, g->ctx.dtype, to);
+        int64_t bytes = dsi_p2p_boundary_bytes(g->model, s, g->ctx.dtype, to) / g->ctx.cp;
         /* Forward: r sends, `to` receives; backward: the reverse. */
         int64_t send_fwd[2] = {mine.fwd_send[0], mine.fwd_send[1]};
         int64_t recv_fwd[2] = {theirs.fwd_recv[0], theirs.fwd_recv[1]};
@@ -432,9 +451,10 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
     memset(&g, 0, sizeof(g));
     g.model = model;
     g.info = &model->info;
-    g.s = strategy;
+    g.folded = dsi_strategy_fold_cp(strategy);
+    g.s = &g.folded;
     g.cluster = cluster;
-    g.devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
+    g.devices = (int64_t)g.s->dp * g.s->tp * g.s->pp;
     g.microbatches = ds_strategy_num_microbatches(strategy);
     if (strategy->dp < 1 || g.microbatches < 1 || g.devices != ds_cluster_num_gpus(cluster))
         return DSI_ERROR(DS_ERR_INVALID_ARG,
@@ -444,14 +464,17 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
                          (long long)ds_cluster_num_gpus(cluster));
     dsi_shape_ctx_init(&g.ctx, model, strategy);
 
-    DSI_TRY_GOTO(dsi_placement_init(&g.place, strategy, cluster), status, out);
+    DSI_TRY_GOTO(dsi_placement_init(&g.place, g.s, cluster), status, out);
+    g.place.cp = g.ctx.cp;
     DSI_TRY_GOTO(ds_event_set_create(&g.set), status, out);
 
     for (int stage = 0; stage < strategy->pp; stage++) {
         layout_list_t tp_layouts = {.count = 0}, dp_layouts = {.count = 0};
         if (strategy->tp > 1)
             DSI_TRY_GOTO(stage_layouts(&g, DSI_KIND_TP, stage, &tp_layouts), status, out);
-        if (strategy->dp > 1)
+        if (g.ctx.cp > 1)
+            DSI_TRY_GOTO(cp_stage_layouts(&g, stage), status, out);
+        if (g.s->dp > 1)
             DSI_TRY_GOTO(stage_layouts(&g, DSI_KIND_DP, stage, &dp_layouts), status, out);
         DSI_TRY_GOTO(add_stage_compute(&g, stage, &tp_layouts), status, out);
         DSI_TRY_GOTO(add_data_parallel(&g, stage, &dp_layouts), status, out);

@@ -19,7 +19,8 @@ static const char *const comm_names[DS_COMM_COUNT_] = {
     "alltoall", "broadcast", "ps_push",   "ps_pull",
 };
 static const char *const pass_names[] = {"fwd", "bwd", "recompute", "step"};
-static const char *const group_names[DS_GROUP_COUNT_] = {"-", "tp", "pp", "dp", "embedding", "mp"};
+static const char *const group_names[DS_GROUP_COUNT_] = {"-",         "tp", "pp", "dp",
+                                                         "embedding", "mp", "cp"};
 static const char *const class_names[DS_CLASS_COUNT_] = {"compute", "tp-comm", "pp-p2p", "dp-comm",
                                                          "other-comm"};
 static const char *const algo_names[] = {"", "ring", "tree", "hierarchical", "ps"};
@@ -230,7 +231,8 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
             *colon = '\0';
             int group = find_name(group_names, DS_GROUP_COUNT_, value);
             if (group < 0)
-                return bad_key(text, value, "is not a group (accepted: tp, pp, dp, embedding, mp)");
+                return bad_key(text, value,
+                               "is not a group (accepted: tp, pp, dp, embedding, mp, cp)");
             key.group = (uint8_t)group;
             DSI_TRY(dsi_parse_int(colon + 1, "group size", 1, INT32_MAX, &key.group_size));
             continue;

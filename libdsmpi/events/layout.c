@@ -28,6 +28,7 @@ ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy
     DSI_TRY_GOTO(dsi_calloc((size_t)p->num_nodes * 2, sizeof(*p->pairs_on_node), &p->pairs_on_node),
                  status, err);
     p->pairs_from = p->pairs_to = -1;
+    p->cp = 1;
     return DS_OK;
 err:
     dsi_placement_free(p);
@@ -72,6 +73,12 @@ int dsi_group_members(dsi_placement_t *p, dsi_group_kind_t kind, int stage, int 
         p->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, d, s->pp - 1});
         break;
     }
+    case DSI_KIND_CP: {
+        int t = index % s->tp, replica = index / s->tp;
+        for (int c = 0; c < p->cp; c++)
+            p->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, replica * p->cp + c, stage});
+        break;
+    }
     }
     return n;
 }
@@ -85,6 +92,7 @@ static int64_t group_id(const dsi_placement_t *p, dsi_group_kind_t kind, ds_coor
     case DSI_KIND_MP: return c.dp;
     case DSI_KIND_EMBEDDING:
         return (c.pp == 0 || c.pp == s->pp - 1) ? c.tp + (int64_t)s->tp * c.dp : -1;
+    case DSI_KIND_CP: return c.tp + (int64_t)s->tp * (c.dp / p->cp + (int64_t)s->dp * c.pp);
     }
     return -1;
 }
@@ -377,4 +385,6 @@ void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_
     ctx->dtype = model->info.dtype;
     ctx->flash = s->flash_attention;
     ctx->fp8 = s->fp8;
+    ctx->cp = s->cp > 1 ? s->cp : 1;
+    ctx->cp_comm = s->cp_comm;
 }

@@ -578,6 +578,7 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
         if (dsi_key_has_layout(key, &l))
             *comm_p = g->mp;
         return DS_OK;
+    case DS_GROUP_CP: return DS_OK; /* the executor runs cp = 1 */
     case DS_GROUP_EMBEDDING:
         if (g->emb == NULL)
             return DS_OK;

@@ -309,6 +309,9 @@ static ds_status_t mark_sync(ds_exec_t *x)
 
 static ds_status_t check_supported(const ds_strategy_t *s, int ranks)
 {
+    if (s->cp != 1 || s->ep != 1)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED, "cp=%d ep=%d: the executor runs cp=1 ep=1 only", s->cp,
+                         s->ep);
     int64_t devices = (int64_t)s->dp * s->tp * s->pp;
     if (s->dp < 1 || devices != ranks)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
@@ -322,9 +325,6 @@ static ds_status_t check_supported(const ds_strategy_t *s, int ranks)
                          "dp-algo %d: the executor runs the communication library's own choice "
                          "(dp-algo=auto) only",
                          (int)s->dp_algo);
-    if (s->cp != 1 || s->ep != 1)
-        return DSI_ERROR(DS_ERR_UNSUPPORTED, "cp=%d ep=%d: the executor runs cp=1 ep=1 only", s->cp,
-                         s->ep);
     if (ds_strategy_num_microbatches(s) < 1)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "strategy gbs=%lld is not resolved",
                          (long long)s->gbs);

@@ -73,10 +73,14 @@ typedef struct dsi_shape_ctx {
     ds_dtype_t dtype;
     int flash;    /* attention as one fused operator (strategy flash=on) */
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers (strategy fp8=) */
+    int cp;       /* context parallelism: each rank holds seq / cp tokens (1: none) */
+    ds_cp_comm_t cp_comm;
 } dsi_shape_ctx_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the
- * tensor-parallel collectives inside the layer (group DS_GROUP_TP). */
+ * tensor-parallel collectives inside the layer (group DS_GROUP_TP) and the
+ * context-parallel exchange of keys and values (group DS_GROUP_CP; a ring
+ * transfer is hidden behind the attention step that follows it). */
 typedef struct dsi_op {
     ds_event_key_t key; /* zeroed, then filled; comm layout fields left 0 here */
     double flops;
@@ -92,8 +96,11 @@ typedef enum dsi_part {
     DSI_PART_HEAD = -2,
 } dsi_part_t;
 
-/* Upper bound of operators in one pass of any part. */
-#define DSI_MAX_LAYER_OPS 160
+/* Upper bound of operators in one pass of any part: a context-parallel
+ * ring adds two per step (cp up to DSI_MAX_CP, twice with recompute). */
+#define DSI_MAX_LAYER_OPS 512
+/* Longest context-parallel ring modelled. */
+#define DSI_MAX_CP 64
 
 /* Fills ops[] with the operators of `pass` (forward or backward; a backward
  * pass starts with its recompute operators when the context asks for them)

@@ -183,7 +183,7 @@ static shape_t make_shape(const ds_model_info_t *info, const dsi_shape_ctx_t *ct
 {
     shape_t sh;
     sh.b = ctx->mbs;
-    sh.s = seq;
+    sh.s = ctx->cp > 1 ? seq / ctx->cp : seq; /* context parallelism: this rank's tokens */
     sh.t = ctx->tp;
     sh.tokens = sh.b * sh.s;
     sh.sp = ctx->sp && ctx->tp > 1;
@@ -254,9 +254,123 @@ static void flash_attention(op_list_t *list, const shape_t *sh, int64_t kv_seq)
                 4.0 * heads * (double)sh->s;
 }
 
+/* ---- context parallelism (Megatron-Core with Transformer Engine) ----------------
+ * A rank holds seq / cp tokens: chunks r and 2 cp - 1 - r of the 2 cp
+ * chunks of c = seq / (2 cp) tokens, so that under the causal mask every
+ * rank has the same work. */
+
+static void cp_comm(op_list_t *list, ds_comm_op_t primitive, const char *label, int64_t bytes)
+{
+    dsi_op_t *op = push(list, label);
+    if (op == NULL)
+        return;
+    op->key.kind = DS_EVENT_COMM;
+    op->key.op = (uint8_t)primitive;
+    op->key.group = DS_GROUP_CP;
+    bool ring = primitive == DS_COMM_SENDRECV;
+    /* A ring step sends to the next rank while receiving from the previous
+     * one (TE's batched isend/irecv). */
+    op->key.group_size = ring ? 2 : list->ctx->cp;
+    op->key.flags = ring ? DS_COMM_FLAG_BATCHED : 0;
+    op->key.dims[0] = bytes;
+    op->bytes = (double)bytes;
+}
+
+/* The attention of step `step` of the ring (TE's AttnFuncWithCPAndKVP2P):
+ * step 0 the local queries against the local K/V, causal; a block from an
+ * earlier rank is seen whole by the queries but only its first chunk is
+ * needed (2c queries x c keys), a block from a later rank only by the second
+ * local chunk (c x 2c): the same pairs and FLOPs, one key (2c x c) stands for
+ * both.  Without the causal mask every step is 2c x 2c. */
+static void cp_ring_step(op_list_t *list, const shape_t *sh, int step)
+{
+    if (!sh->causal || step == 0) {
+        flash_attention(list, sh, sh->s);
+        return;
+    }
+    shape_t block = *sh;
+    block.causal = false;
+    flash_attention(list, &block, sh->s / 2);
+}
+
+/* p2p: cp steps; the K/V block of step i + 1 travels while step i computes.
+ * Backward: the ring again for K/V, their gradients going around with them
+ * (accumulated on the way) and a last hop home, not hidden. */
+static void cp_ring(op_list_t *list, const shape_t *sh)
+{
+    int cp = list->ctx->cp;
+    int64_t block = 2 * sh->b * sh->s * sh->kv * sh->d * (int64_t)dsize(list);
+    bool bwd = list->pass == DS_PASS_BACKWARD;
+    for (int step = 0; step < cp; step++) {
+        bool kv = step < cp - 1, dkv = bwd && step > 0;
+        if (kv || dkv)
+            cp_comm(list, DS_COMM_SENDRECV,
+                    kv && dkv ? "attn.cp.kv-dkv"
+                    : kv      ? "attn.cp.kv"
+                              : "attn.cp.dkv",
+                    (kv ? block : 0) + (dkv ? block : 0));
+        cp_ring_step(list, sh, step);
+    }
+    if (bwd)
+        cp_comm(list, DS_COMM_SENDRECV, "attn.cp.dkv", block);
+}
+
+/* a2a (Ulysses): heads scattered, the sequence gathered: attention of the
+ * whole sequence on heads / cp, between two all-to-alls. */
+static void cp_all_to_all(op_list_t *list, const shape_t *sh)
+{
+    int cp = list->ctx->cp;
+    int64_t token_bytes = sh->b * sh->s * sh->d * (int64_t)dsize(list);
+    int64_t qkv = token_bytes * (sh->q + 2 * sh->kv), out = token_bytes * sh->q;
+    bool bwd = list->pass == DS_PASS_BACKWARD;
+    shape_t whole = *sh;
+    whole.s = sh->s * cp;
+    whole.q = sh->q / cp;
+    whole.kv = sh->kv / cp;
+    cp_comm(list, DS_COMM_ALLTOALL, "attn.cp.a2a", bwd ? out : qkv);
+    flash_attention(list, &whole, whole.s);
+    cp_comm(list, DS_COMM_ALLTOALL, "attn.cp.a2a", bwd ? qkv : out);
+}
+
+/* allgather (TE's AttnFuncWithCPAndKVAllGather): K/V of the whole sequence
+ * gathered, each local chunk against the keys up to its end (causal); the
+ * gradients of K/V reduce-scattered.  Rank r's chunks see (r + 1) c and
+ * (2 cp - r) c keys; every rank's sum is that of r = cp - 1, the key used. */
+static void cp_all_gather(op_list_t *list, const shape_t *sh)
+{
+    int cp = list->ctx->cp;
+    int64_t kv_bytes = 2 * sh->b * sh->s * cp * sh->kv * sh->d * (int64_t)dsize(list);
+    bool bwd = list->pass == DS_PASS_BACKWARD;
+    cp_comm(list, DS_COMM_ALLGATHER, "attn.cp.kv-gather", kv_bytes);
+    if (sh->causal) {
+        shape_t chunk = *sh;
+        chunk.s = sh->s / 2;
+        flash_attention(list, &chunk, chunk.s * cp);
+        flash_attention(list, &chunk, chunk.s * (cp + 1));
+    } else {
+        flash_attention(list, sh, sh->s * cp);
+    }
+    if (bwd)
+        cp_comm(list, DS_COMM_REDUCE_SCATTER, "attn.cp.dkv-scatter", kv_bytes);
+}
+
+static void cp_attention(op_list_t *list, const shape_t *sh)
+{
+    switch (list->ctx->cp_comm) {
+    case DS_CP_COMM_A2A: cp_all_to_all(list, sh); return;
+    case DS_CP_COMM_ALLGATHER: cp_all_gather(list, sh); return;
+    case DS_CP_COMM_P2P: break;
+    }
+    cp_ring(list, sh);
+}
+
 /* Core attention: scores, softmax, dropout, context. */
 static void attention_core_forward(op_list_t *list, const shape_t *sh, int64_t kv_seq)
 {
+    if (sh->flash && list->ctx->cp > 1) {
+        cp_attention(list, sh);
+        return;
+    }
     if (sh->flash) {
         flash_attention(list, sh, kv_seq);
         return;
@@ -272,6 +386,10 @@ static void attention_core_forward(op_list_t *list, const shape_t *sh, int64_t k
 
 static void attention_core_backward(op_list_t *list, const shape_t *sh, int64_t kv_seq)
 {
+    if (sh->flash && list->ctx->cp > 1) {
+        cp_attention(list, sh);
+        return;
+    }
     if (sh->flash) {
         flash_attention(list, sh, kv_seq);
         return;

@@ -7,9 +7,9 @@
 
 #include <string.h>
 
-static const char *const dim_keys[DSI_FIX_COUNT_] = {"tp",       "pp",      "dp",    "mbs",
-                                                     "schedule", "vpp",     "sp",    "recompute",
-                                                     "zero",     "dp-algo", "flash", "fp8"};
+static const char *const dim_keys[DSI_FIX_COUNT_] = {
+    "tp",        "pp",   "dp",      "mbs",   "schedule", "vpp", "sp",
+    "recompute", "zero", "dp-algo", "flash", "fp8",      "cp"};
 
 static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
 {
@@ -71,6 +71,7 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
         case DSI_FIX_DP_ALGO: value = (int)parsed.dp_algo; break;
         case DSI_FIX_FLASH: value = parsed.flash_attention; break;
         case DSI_FIX_FP8: value = (int)parsed.fp8; break;
+        case DSI_FIX_CP: value = parsed.cp; break;
         case DSI_FIX_COUNT_: break;
         }
         return add_fixed(&search->fixed[d], dim_keys[d], value);
@@ -148,10 +149,101 @@ static int schedule_options(const ds_search_t *search, int pp, sched_option_t *o
     return n;
 }
 
+/* Context-parallel degrees for a (tp, pp) with `per_replica` = N / (tp pp)
+ * devices left: the fixed ones, else 1 and, for sequences of at least
+ * DS_SEARCH_CP_MIN_SEQ tokens, the powers of two that split the sequence
+ * into 2 cp equal chunks (times tp with sp: checked by resolve) and leave
+ * a whole dp.  cp needs fused attention (strategy.h): only candidates
+ * with flash take cp > 1. */
+static void cp_options(const ds_search_t *search, const ds_model_info_t *info, int64_t per_replica,
+                       values_t *out)
+{
+    const dsi_fixed_t *f = &search->fixed[DSI_FIX_CP];
+    out->count = 0;
+    if (f->count > 0) {
+        for (int i = 0; i < f->count; i++)
+            if (per_replica % f->values[i] == 0)
+                out->v[out->count++] = f->values[i];
+        return;
+    }
+    out->v[out->count++] = 1;
+    if (info->seq_len < dsi_param_int(DSI_PARAM_SEARCH_CP_MIN_SEQ))
+        return;
+    for (int64_t cp = 2; cp <= per_replica && out->count < (int)DSI_ARRAY_SIZE(out->v); cp *= 2)
+        if (per_replica % cp == 0 && info->seq_len % (2 * cp) == 0)
+            out->v[out->count++] = (int)cp;
+}
+
 /* One combination of the dimensions enumerated inside (tp, pp, mbs, schedule). */
 typedef struct variant {
     int sp, recompute, zero, dp_algo, flash, fp8;
 } variant_t;
+
+/* Every candidate of one (tp, pp, cp): micro-batch sizes, schedules and the
+ * inner dimensions' combinations (*variants_p: scratch kept across calls). */
+static ds_status_t visit_tp_pp_cp(ds_search_t *search, int tp, int pp, int cp, const values_t *mbss,
+                                  const values_t *sps, const values_t *recs,
+                                  const values_t *flashes, const values_t *fp8s,
+                                  variant_t **variants_p, dsi_search_visit_t visit, void *arg)
+{
+    static const int zero_values[] = {0, 1, 2, 3};
+    static const int algo_values[] = {DS_DP_AUTO, DS_DP_RING, DS_DP_TREE, DS_DP_HIERARCHICAL,
+                                      DS_DP_PS};
+    const dsi_fixed_t *fx = search->fixed;
+    int64_t N = ds_cluster_num_gpus(&search->cluster);
+    int64_t mp = (int64_t)tp * pp * cp;
+    int dp = N % mp == 0 ? (int)(N / mp) : 0; /* 0: resolve rejects it */
+    if (fx[DSI_FIX_DP].count > 0 && !allows(&fx[DSI_FIX_DP], dp))
+        return DS_OK;
+    values_t zeros, algos;
+    sched_option_t sched[20];
+    int num_sched = schedule_options(search, pp, sched);
+    from_fixed_or(&zeros, &fx[DSI_FIX_ZERO], zero_values, 4);
+    from_fixed_or(&algos, &fx[DSI_FIX_DP_ALGO], algo_values, 5);
+    if ((int64_t)dp * cp == 1) { /* gradients reduce over dp x cp */
+        keep_one(&zeros, 0);
+        keep_one(&algos, DS_DP_AUTO);
+    }
+    /* The remaining dimensions' combinations, innermost last. */
+    size_t nv = 0, want = (size_t)sps->count * recs->count * zeros.count * algos.count *
+                          flashes->count * fp8s->count;
+    dsi_free(*variants_p);
+    *variants_p = NULL;
+    DSI_TRY(dsi_calloc(want ? want : 1, sizeof(**variants_p), variants_p));
+    variant_t *variants = *variants_p;
+    for (int qi = 0; qi < sps->count; qi++)
+        for (int ri = 0; ri < recs->count; ri++)
+            for (int zi = 0; zi < zeros.count; zi++)
+                for (int ai = 0; ai < algos.count; ai++)
+                    for (int fi = 0; fi < flashes->count; fi++)
+                        for (int ei = 0; ei < fp8s->count; ei++)
+                            if (cp == 1 || flashes->v[fi]) /* cp needs fused attention */
+                                variants[nv++] =
+                                    (variant_t){sps->v[qi],  recs->v[ri],    zeros.v[zi],
+                                                algos.v[ai], flashes->v[fi], fp8s->v[ei]};
+    for (int bi = 0; bi < mbss->count; bi++)
+        for (int si = 0; si < num_sched; si++)
+            for (size_t vi = 0; vi < nv; vi++) {
+                const variant_t *v = &variants[vi];
+                ds_strategy_t s = search->base;
+                s.tp = tp;
+                s.pp = pp;
+                s.cp = cp;
+                s.dp = dp;
+                s.mbs = mbss->v[bi];
+                s.schedule = sched[si].schedule;
+                s.vpp = sched[si].vpp;
+                s.layers_per_virtual_stage = 0;
+                s.sp = v->sp;
+                s.recompute = (ds_recompute_t)v->recompute;
+                s.zero = v->zero;
+                s.dp_algo = (ds_dp_algo_t)v->dp_algo;
+                s.flash_attention = v->flash;
+                s.fp8 = (ds_fp8_t)v->fp8;
+                DSI_TRY(visit(search, &s, arg));
+            }
+    return DS_OK;
+}
 
 ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t visit, void *arg)
 {
@@ -164,7 +256,7 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                                           : (int)dsi_param_int(DSI_PARAM_SEARCH_MAX_MBS);
     const dsi_fixed_t *fx = search->fixed;
 
-    values_t tps, mbss, sps, recs, zeros, algos, flashes, fp8s;
+    values_t tps, mbss, sps, recs, flashes, fp8s, cps;
     variant_t *variants = NULL;
     ds_status_t status = DS_OK;
     int defaults[64] = {0};
@@ -179,9 +271,6 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
     from_fixed_or(&mbss, &fx[DSI_FIX_MBS], defaults, n);
     static const int sp_values[] = {0, 1};
     static const int rec_values[] = {DS_RECOMPUTE_NONE, DS_RECOMPUTE_SELECTIVE, DS_RECOMPUTE_FULL};
-    static const int zero_values[] = {0, 1, 2, 3};
-    static const int algo_values[] = {DS_DP_AUTO, DS_DP_RING, DS_DP_TREE, DS_DP_HIERARCHICAL,
-                                      DS_DP_PS};
     from_fixed_or(&recs, &fx[DSI_FIX_RECOMPUTE], rec_values, 3);
     /* Fused attention and fp8 keep the base strategy's choice unless fixed
      * to several values: their keys must be profiled to be searched. */
@@ -209,53 +298,13 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
         }
         for (int pi = 0; pi < pps.count; pi++) {
             int pp = pps.v[pi];
-            int64_t mp = (int64_t)tp * pp;
-            int dp = N % mp == 0 ? (int)(N / mp) : 0; /* 0: resolve rejects it */
-            if (fx[DSI_FIX_DP].count > 0 && !allows(&fx[DSI_FIX_DP], dp))
-                continue;
-            sched_option_t sched[20];
-            int num_sched = schedule_options(search, pp, sched);
-            from_fixed_or(&zeros, &fx[DSI_FIX_ZERO], zero_values, 4);
-            from_fixed_or(&algos, &fx[DSI_FIX_DP_ALGO], algo_values, 5);
-            if (dp == 1) {
-                keep_one(&zeros, 0);
-                keep_one(&algos, DS_DP_AUTO);
+            cp_options(search, &info, N % ((int64_t)tp * pp) == 0 ? N / ((int64_t)tp * pp) : 1,
+                       &cps);
+            for (int ci = 0; ci < cps.count; ci++) {
+                DSI_TRY_GOTO(visit_tp_pp_cp(search, tp, pp, cps.v[ci], &mbss, &sps, &recs, &flashes,
+                                            &fp8s, &variants, visit, arg),
+                             status, out);
             }
-            /* The remaining dimensions' combinations, innermost last. */
-            size_t nv = 0, want = (size_t)sps.count * recs.count * zeros.count * algos.count *
-                                  flashes.count * fp8s.count;
-            dsi_free(variants);
-            variants = NULL;
-            DSI_TRY_GOTO(dsi_calloc(want ? want : 1, sizeof(*variants), &variants), status, out);
-            for (int qi = 0; qi < sps.count; qi++)
-                for (int ri = 0; ri < recs.count; ri++)
-                    for (int zi = 0; zi < zeros.count; zi++)
-                        for (int ai = 0; ai < algos.count; ai++)
-                            for (int fi = 0; fi < flashes.count; fi++)
-                                for (int ei = 0; ei < fp8s.count; ei++)
-                                    variants[nv++] =
-                                        (variant_t){sps.v[qi],   recs.v[ri],    zeros.v[zi],
-                                                    algos.v[ai], flashes.v[fi], fp8s.v[ei]};
-            for (int bi = 0; bi < mbss.count; bi++)
-                for (int si = 0; si < num_sched; si++)
-                    for (size_t vi = 0; vi < nv; vi++) {
-                        const variant_t *v = &variants[vi];
-                        ds_strategy_t s = search->base;
-                        s.tp = tp;
-                        s.pp = pp;
-                        s.dp = dp;
-                        s.mbs = mbss.v[bi];
-                        s.schedule = sched[si].schedule;
-                        s.vpp = sched[si].vpp;
-                        s.layers_per_virtual_stage = 0;
-                        s.sp = v->sp;
-                        s.recompute = (ds_recompute_t)v->recompute;
-                        s.zero = v->zero;
-                        s.dp_algo = (ds_dp_algo_t)v->dp_algo;
-                        s.flash_attention = v->flash;
-                        s.fp8 = (ds_fp8_t)v->fp8;
-                        DSI_TRY_GOTO(visit(search, &s, arg), status, out);
-                    }
         }
     }
 out:

@@ -163,13 +163,33 @@ static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
     return DS_OK;
 }
 
+/* A context-parallel ring transfer runs while the attention step after it
+ * computes (Megatron-Core/TE issue step i + 1's K/V before step i's
+ * kernel): only what it takes beyond that step shows, *ns_p is reduced to
+ * it.  Other operators keep their duration. */
+static ds_status_t hide_behind_next(ds_sim_t *sim, const dsi_op_t *ops, size_t count, size_t i,
+                                    int64_t *ns_p)
+{
+    const ds_event_key_t *key = &ops[i].key;
+    if (key->kind != DS_EVENT_COMM || key->group != DS_GROUP_CP || key->op != DS_COMM_SENDRECV ||
+        i + 1 >= count || ops[i + 1].key.kind != DS_EVENT_COMPUTE)
+        return DS_OK;
+    int64_t next = 0;
+    int assumed = 0;
+    DSI_TRY(
+        dsi_sim_cost(sim, &ops[i + 1].key, ops[i + 1].flops, ops[i + 1].bytes, &next, &assumed));
+    *ns_p = *ns_p > next ? *ns_p - next : 0;
+    return DS_OK;
+}
+
 static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const dsi_layout_t *tp,
-                               int32_t *id_p)
+                               const dsi_layout_t *cp, int32_t *id_p)
 {
     int type = dsi_layer_type(sim->model, layer);
     for (int32_t i = 0; i < sim->num_templates; i++) {
         const dsi_template_t *t = &sim->templates[i];
-        if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp)) {
+        if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp) &&
+            dsi_layout_equal(&t->cp_layout, cp)) {
             *id_p = i;
             return DS_OK;
         }
@@ -190,6 +210,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     t.type = type;
     t.pass = (uint8_t)pass;
     t.tp_layout = *tp;
+    t.cp_layout = *cp;
     t.op_first = sim->num_ops;
     t.op_count = (int32_t)count;
     bool tied_head = layer == DSI_PART_HEAD && pass == DS_PASS_BACKWARD &&
@@ -199,10 +220,11 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         ds_event_key_t key = ops[i].key;
         bool comm = key.kind == DS_EVENT_COMM;
         if (comm)
-            dsi_key_set_layout(&key, tp);
+            dsi_key_set_layout(&key, key.group == DS_GROUP_CP ? cp : tp);
         int64_t ns = 0;
         int assumed = 0;
         DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
+        DSI_TRY(hide_behind_next(sim, ops, count, i, &ns));
         int64_t wait = 0;
         if (sim->opt.collective_skew && sim->costs != NULL) {
             if (!comm) {
@@ -243,7 +265,8 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     return DS_OK;
 }
 
-static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp)
+static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
+                            const dsi_layout_t *cp)
 {
     if (sim->num_parts == sim->parts_cap) {
         int32_t cap = sim->parts_cap ? 2 * sim->parts_cap : 64;
@@ -256,8 +279,8 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp)
     }
     int32_t i = sim->num_parts;
     sim->part_layer[i] = layer;
-    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, &sim->part_tf[i]));
-    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, &sim->part_tb[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, cp, &sim->part_tf[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, cp, &sim->part_tb[i]));
     int64_t params = dsi_model_layer_params_tp(sim->model, layer, sim->s.tp);
     if (layer == DSI_PART_HEAD && dsi_has_tied_copy(&sim->info, &sim->s))
         params += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
@@ -293,16 +316,19 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_wait), &pr->fused_wait));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_assumed), &pr->fused_assumed));
     int L = sim->info.num_layers;
+    dsi_layout_t cp = {0, 0, 0, 0, 0, 0};
+    if (sim->ctx.cp > 1)
+        cp = dsi_cp_stage_layout(&sim->place, sim->ctx.cp_comm, stage);
     for (int c = 0; c < v; c++) {
         pr->part_first[c] = sim->num_parts;
         if (stage == 0 && c == 0)
-            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp));
+            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp, &cp));
         int first, n;
         ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
         for (int layer = first; layer < first + n; layer++)
-            DSI_TRY(add_part(sim, layer, tp));
+            DSI_TRY(add_part(sim, layer, tp, &cp));
         if (stage == s->pp - 1 && c == v - 1)
-            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp));
+            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp, &cp));
     }
     int32_t id = sim->num_profiles - 1;
     pr->part_first[v] = sim->num_parts;

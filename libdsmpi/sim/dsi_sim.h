@@ -208,6 +208,7 @@ typedef struct dsi_template {
     uint8_t pass; /* forward or backward */
     uint8_t assumed;
     dsi_layout_t tp_layout;
+    dsi_layout_t cp_layout; /* the context-parallel exchange (zero without cp) */
     int32_t op_first, op_count;
     int64_t dur, comp;               /* ns, unscaled */
     int64_t wait;                    /* arrival skew inside dur (see op_wait) */
@@ -277,6 +278,7 @@ typedef struct dsi_dpgroup {
 typedef struct dsi_place_key {
     int dp, tp, pp, gpus_per_node, wrap, tied, full, valid;
     ds_dim_t order[3];
+    int cp; /* dp above is folded: dp x cp */
 } dsi_place_key_t;
 
 /* Placement classes of another key, kept for a later run (dsi_sim_plan_t's
@@ -410,7 +412,8 @@ struct ds_sim {
     /* inputs of the last run */
     const ds_model_t *model;
     ds_model_info_t info;
-    ds_strategy_t s;
+    ds_strategy_t s;     /* folded to dp x cp replicas (dsi_strategy_fold_cp) */
+    ds_strategy_t given; /* as the caller gave it */
     ds_cluster_t cluster;
     const ds_cost_table_t *costs;
     ds_sim_options_t opt;

@@ -77,6 +77,7 @@ static ds_status_t stage_work_bound(ds_sim_t *sim, int64_t *ns_p)
     const ds_strategy_t *s = &sim->s;
     dsi_placement_free(&sim->place);
     DSI_TRY(dsi_placement_init(&sim->place, s, &sim->cluster));
+    sim->place.cp = sim->ctx.cp;
     dsi_sim_keys_reset(sim);
     dsi_sim_templates_reset(sim);
     int64_t best = 0;
@@ -115,7 +116,8 @@ ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model, const ds_str
         ds_sim_options_init(&defaults);
         options = &defaults;
     }
-    int64_t devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
+    int64_t devices =
+        (int64_t)strategy->dp * strategy->tp * strategy->pp * (strategy->cp > 1 ? strategy->cp : 1);
     int64_t m = ds_strategy_num_microbatches(strategy);
     if (strategy->dp < 1 || m < 1 || devices != ds_cluster_num_gpus(cluster))
         return DSI_ERROR(DS_ERR_INVALID_ARG,
@@ -129,7 +131,8 @@ ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model, const ds_str
                          (long long)m, INT32_MAX / 8 / strategy->vpp);
     sim->model = model;
     ds_model_get_info(model, &sim->info);
-    sim->s = *strategy;
+    sim->given = *strategy;
+    sim->s = dsi_strategy_fold_cp(strategy);
     sim->cluster = *cluster;
     sim->costs = costs;
     sim->opt = *options;

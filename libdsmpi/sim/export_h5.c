@@ -90,7 +90,7 @@ ds_status_t ds_sim_write_timeline(ds_sim_t *sim, const char *path)
         attr_scalar(file, "assumed_share", H5T_NATIVE_DOUBLE, &sim->results.summary.assumed_share),
         "an attribute");
     char text[DS_STRATEGY_TEXT_MAX];
-    ds_strategy_format(&sim->s, text, sizeof(text));
+    ds_strategy_format(&sim->given, text, sizeof(text));
     TL_CHECK(attr_string(file, "strategy", text), "an attribute");
     TL_CHECK(attr_string(file, "model", sim->info.name), "an attribute");
     TL_CHECK(attr_string(file, "mode", sim->opt.mode == DS_SIM_FULL ? "full" : "symmetric"),

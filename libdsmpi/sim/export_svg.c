@@ -253,9 +253,8 @@ static void assumed_note(double share, char *text, size_t size)
 /* The document, its background and the title lines. */
 static void svg_title(ds_sim_t *sim, FILE *chart, double height, bool per_stage, bool shared_rows)
 {
-    const ds_strategy_t *s = &sim->s;
     char strategy[DS_STRATEGY_TEXT_MAX], assumed[96];
-    ds_strategy_format(s, strategy, sizeof(strategy));
+    ds_strategy_format(&sim->given, strategy, sizeof(strategy));
     assumed_note(sim->results.summary.assumed_share, assumed, sizeof(assumed));
     fprintf(chart,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

@@ -23,7 +23,12 @@
  *                the schedule; the last stage adds one micro-batch of fp32
  *                logits.
  *   buffers      DS_SIM_COMM_MIB per communicator the device is in, and two
- *                pipeline receive buffers per chunk
+ *                pipeline receive buffers per chunk; with cp the K/V
+ *                exchange of one layer's attention (cp_buffer_bytes)
+ *   cp           context parallelism: every rank holds seq / cp tokens, so
+ *                activations, logits and pipeline buffers scale with it; the
+ *                optimizer and ZeRO shard over dp x cp (Megatron-Core's
+ *                data-parallel group with context parallelism)
  *   context      DS_SIM_CONTEXT_MIB + DS_SIM_WORKSPACE_MIB
  *   margin       DS_SIM_FRAGMENTATION x the tensors above
  * Not modelled: temporary buffers inside kernels beyond the stored
@@ -53,7 +58,7 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
         return bytes;
     }
     bool t5_decoder = info->arch == DS_ARCH_ENCODER_DECODER && layer >= info->num_encoder_layers;
-    double seq = t5_decoder ? info->decoder_seq_len : info->seq_len;
+    double seq = (t5_decoder ? info->decoder_seq_len : info->seq_len) / (double)sim->ctx.cp;
     double h = info->hidden_size, a = info->num_heads, f = info->ffn_hidden_size;
     double q = (double)info->num_heads * info->head_dim,
            kv = (double)info->num_kv_heads * info->head_dim;
@@ -82,6 +87,29 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
             (recompute == DS_RECOMPUTE_SELECTIVE || flash ? 0.0
                                                           : 5.0 * a * seq * info->seq_len * b / t);
     return per_layer * scale;
+}
+
+/* Buffers of one layer's context-parallel K/V exchange (bytes, their TP
+ * share): p2p, TE's two K/V blocks (the one computed on, the one arriving)
+ * and backward their gradients' two; allgather, K/V of the whole sequence
+ * and backward their gradients; a2a, Q/K/V and the output re-laid out. */
+static double cp_buffer_bytes(const ds_sim_t *sim)
+{
+    const ds_model_info_t *info = &sim->info;
+    int cp = sim->ctx.cp;
+    if (cp <= 1 || info->arch == DS_ARCH_LAYER_LIST)
+        return 0.0;
+    double tokens = (double)sim->s.mbs * info->seq_len / cp, t = sim->s.tp;
+    double kv_heads = info->num_kv_heads >= t ? info->num_kv_heads / t : 1.0;
+    double dsize = (double)ds_dtype_size(info->dtype);
+    double block = 2.0 * tokens * kv_heads * info->head_dim * dsize; /* K and V */
+    switch (sim->ctx.cp_comm) {
+    case DS_CP_COMM_P2P: return 4.0 * block;
+    case DS_CP_COMM_ALLGATHER: return 2.0 * block * cp;
+    case DS_CP_COMM_A2A: break;
+    }
+    double q_heads = info->num_heads / t;
+    return 2.0 * tokens * (2.0 * q_heads + 2.0 * kv_heads) * info->head_dim * dsize;
 }
 
 /* Parameters of the linear layers this stage runs in fp8 (qkv, proj, fc1,
@@ -136,7 +164,8 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
     if (info->arch != DS_ARCH_LAYER_LIST) {
         double tokens =
             (double)s->mbs *
-            (info->arch == DS_ARCH_ENCODER_DECODER ? info->decoder_seq_len : info->seq_len);
+            (info->arch == DS_ARCH_ENCODER_DECODER ? info->decoder_seq_len : info->seq_len) /
+            sim->ctx.cp;
         if (stage == s->pp - 1) /* fp32 logits and their gradient, one micro-batch */
             mem->activations_B += tokens * (double)dsi_vocab_share(info, s->tp) * 4.0 * 2.0;
         if (stage == 0) /* embedding output and dropout mask, per in-flight micro-batch */
@@ -144,17 +173,18 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
                                   (double)prog->peak_inflight / s->vpp;
     }
     /* Communicators: TP, DP, the pipeline neighbours, model-parallel, embedding. */
-    int comms = (s->tp > 1) + (s->dp > 1) +
-                (s->pp > 1 ? (stage > 0) + (stage < s->pp - 1 || s->vpp > 1) : 0) +
-                (s->tp * s->pp > 1) +
-                (dsi_has_tied_copy(info, s) && (stage == 0 || stage == s->pp - 1));
+    int comms =
+        (s->tp > 1) + (s->dp > 1) +
+        (s->pp > 1 ? (stage > 0) + (stage < s->pp - 1 || s->vpp > 1) : 0) + (s->tp * s->pp > 1) +
+        (dsi_has_tied_copy(info, s) && (stage == 0 || stage == s->pp - 1)) + (sim->ctx.cp > 1);
     double pp_buffers = 0.0;
     if (s->pp > 1)
         pp_buffers = 2.0 *
                      (double)dsi_p2p_boundary_bytes(sim->model, s, info->dtype,
-                                                    stage > 0 ? stage : (s->pp > 1 ? 1 : 0)) *
-                     s->vpp;
-    mem->comm_buffers_B = comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers;
+                                                    stage > 0 ? stage : (s->pp > 1 ? 1 : 0)) /
+                     sim->ctx.cp * s->vpp;
+    mem->comm_buffers_B =
+        comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers + cp_buffer_bytes(sim);
     mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) +
                       dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) *
                      MIB;

@@ -504,9 +504,10 @@ static void summary_rates(ds_sim_t *sim, double Ts)
     ds_sim_summary_t *sum = &sim->results.summary;
     int64_t N = sim->num_devices;
     if (Ts > 0) {
-        sum->samples_per_s = (double)s->gbs / Ts;
+        double sequences = (double)s->gbs / sim->ctx.cp; /* s is folded: gbs x cp */
+        sum->samples_per_s = sequences / Ts;
         int64_t tokens = sim->info.arch == DS_ARCH_LAYER_LIST ? 1 : sim->info.seq_len;
-        sum->tokens_per_s = (double)s->gbs * (double)tokens / Ts;
+        sum->tokens_per_s = sequences * (double)tokens / Ts;
     }
     /* Matmul FLOPs of one iteration over every device. */
     for (int p = 0; p < s->pp; p++) {

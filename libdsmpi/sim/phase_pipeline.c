@@ -38,7 +38,7 @@ static ds_status_t channel_cost_lookup(ds_sim_t *sim, int32_t sender, int ch, in
     int from_stage = ch == 0 ? l->p : dsi_schedule_prev_stage(s, l->p);
     int into = ch == 0 ? dsi_schedule_next_stage(s, l->p) : l->p;
     const dsi_layout_t *lay = ch == 0 ? sim->plan.fwd_lay : sim->plan.bwd_lay;
-    int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into);
+    int64_t bytes = dsi_p2p_boundary_bytes(sim->model, s, sim->ctx.dtype, into) / sim->ctx.cp;
     for (int t = 0; t < s->tp; t++) {
         const dsi_layout_t *pair = &lay[((size_t)from_stage * s->dp + l->d) * s->tp + t];
         if (t > 0 && dsi_layout_equal(pair, pair - 1))

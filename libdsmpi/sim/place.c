@@ -306,6 +306,7 @@ ds_status_t dsi_sim_setup_placement(ds_sim_t *sim)
     key.dp = s->dp;
     key.tp = s->tp;
     key.pp = s->pp;
+    key.cp = sim->ctx.cp;
     key.gpus_per_node = sim->cluster.gpus_per_node;
     key.wrap = dsi_schedule_next_stage(s, s->pp - 1) >= 0;
     key.tied = dsi_has_tied_copy(&sim->info, s);

@@ -13,6 +13,7 @@ static const char *const recompute_names[] = {"none", "selective", "full"};
 static const char *const fp8_names[] = {"off", "hybrid", "e4m3"};
 static const char *const dp_algo_names[] = {"auto", "ring", "tree", "hierarchical", "ps"};
 static const char *const dim_names[] = {"tp", "dp", "pp"};
+static const char *const cp_comm_names[] = {"p2p", "a2a", "allgather"};
 
 void ds_strategy_init(ds_strategy_t *s)
 {
@@ -52,8 +53,18 @@ static ds_status_t parse_order(const char *value, ds_dim_t order[3])
         goto bad;
     strcpy(copy, value);
     int seen = 0, count = 0;
+    bool cp_before = false; /* "cp" named: it must come just before dp */
     for (char *save = NULL, *part = strtok_r(copy, "-", &save); part != NULL;
          part = strtok_r(NULL, "-", &save)) {
+        if (strcmp(part, "cp") == 0) {
+            if (cp_before)
+                goto bad;
+            cp_before = true;
+            continue;
+        }
+        if (cp_before && strcmp(part, "dp") != 0)
+            goto bad;
+        cp_before = false;
         int index = -1;
         for (int i = 0; i < 3; i++)
             if (strcmp(part, dim_names[i]) == 0)
@@ -63,12 +74,12 @@ static ds_status_t parse_order(const char *value, ds_dim_t order[3])
         seen |= 1 << index;
         order[count++] = (ds_dim_t)index;
     }
-    if (count == 3)
+    if (count == 3 && !cp_before)
         return DS_OK;
 bad:
     return DSI_ERROR(DS_ERR_INVALID_ARG,
                      "order '%s' is not accepted (accepted: a permutation of tp, dp, pp, innermost "
-                     "first, e.g. tp-dp-pp)",
+                     "first, e.g. tp-dp-pp; cp may be named just before dp, where it always sits)",
                      value);
 }
 
@@ -107,6 +118,11 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         return dsi_parse_int(value, "cp", 1, MAX_DEGREE, &s->cp);
     if (strcmp(key, "ep") == 0)
         return dsi_parse_int(value, "ep", 1, MAX_DEGREE, &s->ep);
+    if (strcmp(key, "cp-comm") == 0) {
+        DSI_TRY(dsi_parse_choice(value, "cp-comm", cp_comm_names, 3, &index));
+        s->cp_comm = (ds_cp_comm_t)index;
+        return DS_OK;
+    }
     if (strcmp(key, "mbs") == 0)
         return dsi_parse_size_int(value, "mbs", 1, 1 << 24, &s->mbs);
     if (strcmp(key, "gbs") == 0)
@@ -170,7 +186,7 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         DS_ERR_INVALID_ARG,
         "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, "
         "sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, fp8, "
-        "grad-reduce-dtype, first-stage-layers, last-stage-layers, order)",
+        "grad-reduce-dtype, first-stage-layers, last-stage-layers, order, cp-comm)",
         key);
 }
 
@@ -208,6 +224,7 @@ static const struct {
     {"pipeline-model-parallel-size", "pp", NULL},
     {"data-parallel-size", "dp", NULL},
     {"context-parallel-size", "cp", NULL},
+    {"cp-comm-type", "cp-comm", NULL},
     {"expert-model-parallel-size", "ep", NULL},
     {"micro-batch-size", "mbs", NULL},
     {"global-batch-size", "gbs", NULL},
@@ -344,7 +361,12 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
         return;
     dsi_strbuf_t buf; /* formats into `text`: nothing to allocate, nothing to fail */
     dsi_strbuf_init_fixed(&buf, text, size);
-    dsi_strbuf_appendf(&buf, "dp=%d,tp=%d,pp=%d,mbs=%d", s->dp, s->tp, s->pp, s->mbs);
+    dsi_strbuf_appendf(&buf, "dp=%d,tp=%d,pp=%d", s->dp, s->tp, s->pp);
+    if (s->cp > 1)
+        dsi_strbuf_appendf(&buf, ",cp=%d", s->cp);
+    if (s->cp > 1 && s->cp_comm != DS_CP_COMM_P2P)
+        dsi_strbuf_appendf(&buf, ",cp-comm=%s", cp_comm_names[s->cp_comm]);
+    dsi_strbuf_appendf(&buf, ",mbs=%d", s->mbs);
     if (s->gbs > 0)
         dsi_strbuf_appendf(&buf, ",gbs=%lld", (long long)s->gbs);
     dsi_strbuf_appendf(&buf, ",schedule=%s", schedule_names[s->schedule]);
@@ -578,6 +600,49 @@ static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s
                      s->pp, L, info->name, accepted);
 }
 
+/* Context parallelism as Megatron-Core runs it: the sequence in 2 cp chunks
+ * (each rank takes chunk r and 2 cp - 1 - r, for the causal mask's load
+ * balance), only in Transformer Engine's fused attention (its local,
+ * unfused attention has no context-parallel path), decoder models only. */
+static ds_status_t check_cp(const resolve_ctx_t *ctx, const ds_strategy_t *s)
+{
+    const ds_model_info_t *info = &ctx->model->info;
+    if (s->cp == 1)
+        return DS_OK;
+    if (info->arch != DS_ARCH_DECODER && info->arch != DS_ARCH_ENCODER)
+        return REFUSE(ctx,
+                      "cp=%d: context parallelism of %s is not modelled (accepted: cp=1; cp > 1 "
+                      "with decoder or encoder transformers)",
+                      s->cp, info->name);
+    if (s->cp > DSI_MAX_CP)
+        return REFUSE(ctx, "cp=%d is more ring steps than modelled (accepted: at most %d)", s->cp,
+                      DSI_MAX_CP);
+    if (!s->flash_attention)
+        return REFUSE(ctx,
+                      "cp=%d needs fused attention: Megatron-Core runs context parallelism only in "
+                      "Transformer Engine's attention (accepted: flash with cp > 1, or cp=1)",
+                      s->cp);
+    int64_t chunks = 2LL * s->cp * (s->sp && s->tp > 1 ? s->tp : 1);
+    if (info->seq_len % chunks != 0)
+        return REFUSE(ctx,
+                      "cp=%d splits the %d tokens of a sequence into %lld equal chunks%s "
+                      "(accepted: a sequence length divisible by %lld)",
+                      s->cp, info->seq_len, (long long)chunks,
+                      chunks > 2LL * s->cp ? " (2 cp, times tp with sp)" : " (2 cp)",
+                      (long long)chunks);
+    if (s->cp_comm == DS_CP_COMM_A2A) {
+        /* Ulysses: every rank holds heads / (tp cp) of the whole sequence. */
+        int64_t q = info->num_heads / s->tp;
+        int64_t kv = info->num_kv_heads >= s->tp ? info->num_kv_heads / s->tp : 1;
+        if (q % s->cp != 0 || kv % s->cp != 0)
+            return REFUSE(ctx,
+                          "cp-comm=a2a with cp=%d splits the %lld query and %lld key/value heads "
+                          "per tensor-parallel rank (accepted: cp dividing both, or cp-comm=p2p)",
+                          s->cp, (long long)q, (long long)kv);
+    }
+    return DS_OK;
+}
+
 static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
 {
     ds_strategy_t s = *ctx->given;
@@ -585,8 +650,9 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     int64_t target_gpus = ctx->target_gpus;
     if (target_gpus < 1)
         return REFUSE(ctx, "target of %lld devices (accepted: at least 1)", (long long)target_gpus);
-    if (s.cp != 1)
-        return REFUSE(ctx, "cp=%d: context parallelism is not modelled yet (accepted: cp=1)", s.cp);
+    DSI_TRY(check_cp(ctx, &s));
+    if (s.cp == 1) /* no exchange: the resolved text names none */
+        s.cp_comm = DS_CP_COMM_P2P;
     if (s.ep != 1)
         return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
     if (s.fp8 != DS_FP8_OFF && info->dtype == DS_DTYPE_FP32)
@@ -594,20 +660,27 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
                       "fp8=%s needs bf16 or fp16 training (accepted: fp8=off with fp32, or "
                       "--dtype bf16)",
                       fp8_names[s.fp8]);
-    int64_t model_parallel = (int64_t)s.tp * s.pp;
+    /* world = tp * cp * dp * pp */
+    int64_t model_parallel = (int64_t)s.tp * s.pp * s.cp;
+    const char *mp_name = s.cp > 1 ? "tp*cp*pp" : "tp*pp";
     if (s.dp == 0) {
         if (target_gpus % model_parallel != 0)
             return REFUSE(ctx,
-                          "tp*pp = %lld does not divide the %lld target devices (accepted: tp*pp "
+                          "%s = %lld does not divide the %lld target devices (accepted: %s "
                           "dividing %lld)",
-                          (long long)model_parallel, (long long)target_gpus,
+                          mp_name, (long long)model_parallel, (long long)target_gpus, mp_name,
                           (long long)target_gpus);
         s.dp = (int)(target_gpus / model_parallel);
     } else if ((int64_t)s.dp * model_parallel != target_gpus) {
+        char factors[64];
+        if (s.cp > 1)
+            snprintf(factors, sizeof(factors), "dp*tp*cp*pp = %d*%d*%d*%d", s.dp, s.tp, s.cp, s.pp);
+        else
+            snprintf(factors, sizeof(factors), "dp*tp*pp = %d*%d*%d", s.dp, s.tp, s.pp);
         return REFUSE(ctx,
-                      "dp*tp*pp = %d*%d*%d = %lld does not equal the %lld target devices "
-                      "(accepted: dp=%lld or leave dp out)",
-                      s.dp, s.tp, s.pp, (long long)s.dp * model_parallel, (long long)target_gpus,
+                      "%s = %lld does not equal the %lld target devices (accepted: dp=%lld or "
+                      "leave dp out)",
+                      factors, (long long)s.dp * model_parallel, (long long)target_gpus,
                       target_gpus % model_parallel == 0 ? (long long)(target_gpus / model_parallel)
                                                         : 0LL);
     }
@@ -750,14 +823,31 @@ int ds_strategy_stage_layers(const ds_strategy_t *s, int num_layers, int stage)
 
 /* ---- placement ---------------------------------------------------------------- */
 
-static int dim_size(const ds_strategy_t *s, ds_dim_t dim)
+/* cp sits just inside dp (Megatron-Core's tp-cp-dp-pp): the dp dimension
+ * holds dp * cp positions, so strategies with cp = 1 keep their ranks. */
+static int cp_size(const ds_strategy_t *s)
 {
-    return dim == DS_DIM_TP ? s->tp : dim == DS_DIM_DP ? s->dp : s->pp;
+    return s->cp > 1 ? s->cp : 1;
 }
 
-static int coord_get(ds_coords_t c, ds_dim_t dim)
+static int64_t dim_size(const ds_strategy_t *s, ds_dim_t dim)
+{
+    return dim == DS_DIM_TP ? s->tp : dim == DS_DIM_DP ? (int64_t)s->dp * cp_size(s) : s->pp;
+}
+
+static int64_t coord_get(ds_coords_t c, ds_dim_t dim)
 {
     return dim == DS_DIM_TP ? c.tp : dim == DS_DIM_DP ? c.dp : c.pp;
+}
+
+int ds_strategy_cp_rank(const ds_strategy_t *s, ds_coords_t coords)
+{
+    return coords.dp % cp_size(s);
+}
+
+int ds_strategy_dp_replica(const ds_strategy_t *s, ds_coords_t coords)
+{
+    return coords.dp / cp_size(s);
 }
 
 int64_t ds_strategy_rank_of(const ds_strategy_t *s, ds_coords_t coords)
@@ -772,15 +862,16 @@ ds_coords_t ds_strategy_coords_of(const ds_strategy_t *s, int64_t rank)
 {
     ds_coords_t c = {0, 0, 0};
     for (int i = 0; i < 3; i++) {
-        int size = dim_size(s, s->order[i]);
-        int value = (int)(rank % size);
+        int64_t size = dim_size(s, s->order[i]);
+        int64_t value = rank % size;
         rank /= size;
-        if (s->order[i] == DS_DIM_TP)
-            c.tp = value;
-        else if (s->order[i] == DS_DIM_DP)
-            c.dp = value;
-        else
-            c.pp = value;
+        if (s->order[i] == DS_DIM_TP) {
+            c.tp = (int)value;
+        } else if (s->order[i] == DS_DIM_DP) {
+            c.dp = (int)value;
+        } else {
+            c.pp = (int)value;
+        }
     }
     return c;
 }

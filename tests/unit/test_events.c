@@ -72,7 +72,8 @@ static void test_flops_formula(void)
 static size_t pass_ops(const ds_model_t *model, int layer, int tp, ds_pass_t pass, int compute_only)
 {
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {1, tp, 0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16, 0, DS_FP8_OFF};
+    dsi_shape_ctx_t ctx = {1, tp,         0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16,
+                           0, DS_FP8_OFF, 1, DS_CP_COMM_P2P};
     size_t n = 0, kept = 0;
     CHECK_OK(dsi_model_layer_ops(model, layer, &ctx, pass, ops, DSI_MAX_LAYER_OPS, &n));
     for (size_t i = 0; i < n; i++)

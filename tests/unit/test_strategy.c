@@ -193,7 +193,7 @@ static void test_bad_strategies(void)
         {"gpt2-medium", "schedule=interleaved,vpp=2", 8, "schedule=interleaved needs pp >= 2"},
         {"gpt2-medium", "pp=2,vpp=2,schedule=1f1b", 8, "vpp=2 needs schedule=interleaved"},
         {"gpt2-medium", "pp=2,zero=2", 8, "zero=2 cannot be combined with pp=2"},
-        {"gpt2-medium", "cp=2", 8, "context parallelism is not modelled yet (accepted: cp=1)"},
+        {"gpt2-medium", "cp=2", 8, "cp=2 needs fused attention"},
         {"gpt2-medium", "ep=2", 8, "expert parallelism is not modelled yet"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8,
