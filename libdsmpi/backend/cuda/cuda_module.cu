@@ -76,6 +76,7 @@ static void close_ctx(void *handle)
     if (ctx == nullptr)
         return;
     cudaSetDevice(ctx->device);
+    dsc_queues_close(ctx);
     for (size_t i = 0; i < ctx->num_stamps; i++)
         cudaEventDestroy(ctx->stamps[i]);
     free(ctx->stamps);
@@ -105,6 +106,9 @@ static int open_ctx(int device, void **ctx_p)
         goto fail;
     }
     snprintf(ctx->name, sizeof(ctx->name), "%s", prop.name);
+    status = dsc_queues_open(ctx);
+    if (status != DS_OK)
+        goto fail;
     cs = cublasCreate(&ctx->cublas);
     if (cs == CUBLAS_STATUS_SUCCESS)
         cs = cublasSetStream(ctx->cublas, ctx->stream);
@@ -495,6 +499,15 @@ int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_o
 int dsc_comm_run_timed(void *op, void *before, double *lead_s, double *seconds_p);
 int dsc_comm_check(void *op, int64_t *errors_p);
 void dsc_comm_release(void *op);
+int dsc_comm_issue(void *op, int queue, int role);
+int dsc_group_start(void);
+int dsc_group_end(void);
+int dsc_queue_mark(void *ctx, int queue, size_t slot);
+int dsc_marks_reserve(void *ctx, size_t count);
+int dsc_queue_join(void *ctx, int from, int to);
+int dsc_queue_wait_mark(void *ctx, int queue, size_t slot);
+int dsc_mark_done(void *ctx, size_t slot, int *done_p);
+int dsc_marks_read(void *ctx, size_t count, double *offsets_s);
 
 static const dsi_cuda_module_t module_table = {
     DSI_CUDA_ABI_VERSION,
@@ -522,6 +535,15 @@ static const dsi_cuda_module_t module_table = {
     dsc_comm_run_timed,
     dsc_comm_check,
     dsc_comm_release,
+    dsc_queue_mark,
+    dsc_marks_reserve,
+    dsc_queue_join,
+    dsc_queue_wait_mark,
+    dsc_mark_done,
+    dsc_marks_read,
+    dsc_comm_issue,
+    dsc_group_start,
+    dsc_group_end,
 };
 
 extern "C" __attribute__((visibility("default"))) const dsi_cuda_module_t *dsi_cuda_module_get(void)
