@@ -206,21 +206,53 @@ struct dsc_kernel {
     const void *in;
     size_t total_bytes;
     int64_t runs;
+    void *fp8_gemm; // an fp8 GEMM's cuBLASLt state (cuda_fp8.cu)
 };
+
+// FP8 (cuda_fp8.cu).
+int dsc_fp8_gemm_check(const ds_event_key_t *key);
+int dsc_fp8_gemm_prepare(const ds_event_key_t *key, void **gemm_p);
+int dsc_fp8_gemm_run(void *gemm, cudaStream_t s, const void *a, const void *b, void *d);
+void dsc_fp8_gemm_release(void *gemm);
+int dsc_fill_fp8(cudaStream_t s, void *p, int64_t count, float scale, uint64_t seed, int e5m2);
+int dsc_fp8_cast(cudaStream_t s, dsc_type t, int64_t n, const void *x, uint8_t *y, float *amax);
+
+// An fp8 GEMM: one-byte operands (buffers 0 and 1), the output in bf16.
+static bool is_fp8_gemm(const ds_event_key_t *key)
+{
+    return key->dtype == DS_DTYPE_FP8 && key->op == DS_OP_GEMM;
+}
+
+// The storage type of a key's STORED buffers: an fp8 GEMM's output is bf16.
+static dsc_type storage_of(const ds_event_key_t *key)
+{
+    return key->dtype == DS_DTYPE_FP8 ? DSC_BF16 : dsc_type_of((ds_dtype_t)key->dtype);
+}
+
+static size_t buffer_bytes(const ds_event_key_t *key, const dsi_kernel_plan_t *plan, int i)
+{
+    size_t stored = is_fp8_gemm(key) && i < 2 ? 1 : dsc_type_size(storage_of(key));
+    return dsi_kernel_plan_buffer_bytes(&plan->buffers[i], stored);
+}
+
+static size_t plan_bytes(const ds_event_key_t *key, const dsi_kernel_plan_t *plan)
+{
+    size_t total = 0;
+    for (int i = 0; i < plan->num_buffers; i++)
+        total += buffer_bytes(key, plan, i);
+    return total;
+}
 
 static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
 {
     char message[256];
     if (key->kind != DS_EVENT_COMPUTE)
         return dsc_fail(DS_ERR_INVALID_ARG, "a communication key given as a compute kernel");
-    if (key->dtype == DS_DTYPE_FP8)
-        return dsc_fail(DS_ERR_UNSUPPORTED,
-                        "the cuda backend has no fp8 kernels yet (fp8 keys are reserved)");
     if (key->dtype > DS_DTYPE_FP8)
         return dsc_fail(DS_ERR_INVALID_ARG, "compute key dtype %u is not known",
                         (unsigned)key->dtype);
-    if (key->op == DS_OP_FP8_CAST)
-        return dsc_fail(DS_ERR_UNSUPPORTED, "the cuda backend has no fp8 kernels yet");
+    if (key->dtype == DS_DTYPE_FP8)
+        DSC_TRY(dsc_fp8_gemm_check(key));
     if (key->op == DS_OP_FLASH_ATTENTION)
         return dsc_fail(DS_ERR_UNSUPPORTED,
                         "the cuda backend has no fused attention kernel yet (cuDNN's is not "
@@ -235,7 +267,7 @@ static int kernel_estimate(const ds_event_key_t *key, size_t *bytes_p)
 {
     dsi_kernel_plan_t plan;
     DSC_TRY(plan_of(key, &plan));
-    *bytes_p = dsi_kernel_plan_bytes(&plan, dsc_type_size(dsc_type_of((ds_dtype_t)key->dtype)));
+    *bytes_p = plan_bytes(key, &plan);
     return DS_OK;
 }
 
@@ -250,6 +282,7 @@ static void kernel_destroy(void *handle)
         if (k->buf[i] != nullptr)
             cudaFree(k->buf[i]);
     k->ctx->memory_used -= k->total_bytes;
+    dsc_fp8_gemm_release(k->fp8_gemm);
     free(k);
 }
 
@@ -296,8 +329,8 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
     dsc_ctx *ctx = static_cast<dsc_ctx *>(handle);
     dsi_kernel_plan_t plan;
     DSC_TRY(plan_of(key, &plan));
-    dsc_type t = dsc_type_of((ds_dtype_t)key->dtype);
-    size_t need = dsi_kernel_plan_bytes(&plan, dsc_type_size(t));
+    dsc_type t = storage_of(key);
+    size_t need = plan_bytes(key, &plan);
     DSC_CUDA_TRY(cudaSetDevice(ctx->device));
     size_t free_bytes = 0, total_bytes = 0;
     DSC_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -320,7 +353,7 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
     int status = DS_OK;
     for (int i = 0; i < plan.num_buffers && status == DS_OK; i++) {
         const dsi_buffer_plan_t *bp = &plan.buffers[i];
-        k->bytes[i] = dsi_kernel_plan_buffer_bytes(bp, dsc_type_size(t));
+        k->bytes[i] = buffer_bytes(key, &plan, i);
         cudaError_t e = cudaMalloc(&k->buf[i], k->bytes[i] > 0 ? k->bytes[i] : 1);
         if (e == cudaSuccess)
             e = cudaMemsetAsync(k->buf[i], 0, k->bytes[i], ctx->stream);
@@ -331,9 +364,16 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
                          "allocating a %zu-byte buffer: %s", k->bytes[i], cudaGetErrorString(e));
             break;
         }
-        status = dsc_fill(ctx->stream, k->buf[i], bp->elem, t, bp->count, bp->fill, bp->scale,
-                          bp->limit, dsi_kernel_plan_seed(key, i));
+        if (is_fp8_gemm(key) && i < 2) // the main input is the gradient in the backward
+            status = dsc_fill_fp8(ctx->stream, k->buf[i], bp->count, bp->scale,
+                                  dsi_kernel_plan_seed(key, i),
+                                  i == plan.in_index && key->pass == DS_PASS_BACKWARD);
+        else
+            status = dsc_fill(ctx->stream, k->buf[i], bp->elem, t, bp->count, bp->fill, bp->scale,
+                              bp->limit, dsi_kernel_plan_seed(key, i));
     }
+    if (status == DS_OK && is_fp8_gemm(key))
+        status = dsc_fp8_gemm_prepare(key, &k->fp8_gemm);
     if (status == DS_OK)
         status = make_saved_state(k);
     if (status == DS_OK && cudaStreamSynchronize(ctx->stream) != cudaSuccess)
@@ -392,6 +432,7 @@ int dsc_kernel_run(void *handle)
     uint64_t seed = dsi_kernel_plan_seed(key, -1) + (uint64_t)++k->runs;
     switch ((ds_op_t)key->op) {
     case DS_OP_GEMM:
+        return k->fp8_gemm != nullptr ? dsc_fp8_gemm_run(k->fp8_gemm, s, in, b[1], b[2]) : gemm(k);
     case DS_OP_BATCHED_GEMM: return gemm(k);
     case DS_OP_SOFTMAX:
         return bwd ? dsc_softmax_bwd(s, t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, b[1], in,
@@ -452,8 +493,9 @@ int dsc_kernel_run(void *handle)
     case DS_OP_POOL:
         return bwd ? dsc_pool_bwd(s, t, rows, cols, in, static_cast<int8_t *>(b[1]), b[2])
                    : dsc_pool_fwd(s, t, rows, cols, in, b[1], static_cast<int8_t *>(b[2]));
-    case DS_OP_FLASH_ATTENTION:
     case DS_OP_FP8_CAST:
+        return dsc_fp8_cast(s, t, n, in, static_cast<uint8_t *>(b[1]), static_cast<float *>(b[2]));
+    case DS_OP_FLASH_ATTENTION:
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
@@ -469,6 +511,9 @@ static int kernel_chain(void *consumer, const void *producer, int *chained_p)
     dsc_kernel *c = static_cast<dsc_kernel *>(consumer);
     const dsc_kernel *p = static_cast<const dsc_kernel *>(producer);
     *chained_p = 0;
+    // An fp8 GEMM reads what a cast made (fp8_cast events), not its producer's output.
+    if (is_fp8_gemm(&c->key))
+        return DS_OK;
     if (c->plan.in_index < 0 || p->plan.out_index < 0 || c->type != p->type)
         return DS_OK;
     if (p->bytes[p->plan.out_index] < c->bytes[c->plan.in_index])
