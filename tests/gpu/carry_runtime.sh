@@ -47,9 +47,10 @@ if [ -f "$build/libdsmpi/libdsmpi_cuda.so" ]; then
 else
     echo "carry_runtime.sh: warning: '$build' has no CUDA module (configure with -DDSMPI_WITH_CUDA=ON)" >&2
 fi
-# The cuda-labelled tests: program and arguments, one line each (tests.txt).
+# The cuda-labelled tests: program and arguments, one line each (tests.txt);
+# paths into the checkout as @REPO@/..., the checkout's place on the device.
 ctest --test-dir "$build" -N -L cuda --show-only=json-v1 >"$dest/build/ctest.json"
-python3 - "$dest/build/ctest.json" "$dest/build/tests" <<'EOF'
+python3 - "$dest/build/ctest.json" "$dest/build/tests" "$root" <<'EOF'
 import json, os, shlex, shutil, sys
 tests = json.load(open(sys.argv[1])).get("tests", [])
 lines = []
@@ -61,7 +62,8 @@ for t in tests:
         continue
     path = command[program]
     shutil.copy2(path, sys.argv[2])
-    lines.append(" ".join([t["name"], os.path.basename(path)] + [shlex.quote(a) for a in command[program + 1:]]))
+    args = [a.replace(sys.argv[3], "@REPO@") for a in command[program + 1:]]
+    lines.append(" ".join([t["name"], os.path.basename(path)] + [shlex.quote(a) for a in args]))
 open(os.path.join(sys.argv[2], "tests.txt"), "w").write("\n".join(lines) + ("\n" if lines else ""))
 print("cuda tests:", ", ".join(l.split()[0] for l in lines) or "none")
 EOF

@@ -185,6 +185,7 @@ note "dsmpi: $dsmpi"
 if [ -n "$tests_dir" ]; then
     while read -r name program args; do
         [ -n "$name" ] || continue
+        args=${args//@REPO@/$repo}
         # shellcheck disable=SC2086 # the arguments were quoted when packed
         step "test-$name" 120 "$tests_dir/$program" $args
         rc=$?
