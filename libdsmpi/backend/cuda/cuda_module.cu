@@ -206,8 +206,15 @@ struct dsc_kernel {
     const void *in;
     size_t total_bytes;
     int64_t runs;
-    void *fp8_gemm; // an fp8 GEMM's cuBLASLt state (cuda_fp8.cu)
+    void *fp8_gemm;  // an fp8 GEMM's cuBLASLt state (cuda_fp8.cu)
+    void *attention; // a fused attention's cuDNN plan (cuda_attention.cu)
 };
+
+// Fused attention (cuda_attention.cu).
+int dsc_attention_prepare(const ds_event_key_t *key, cudaStream_t stream, void **attention_p);
+int dsc_attention_run(void *attention, const void *q, const void *k, const void *v, void *o,
+                      void *lse);
+void dsc_attention_release(void *attention);
 
 // FP8 (cuda_fp8.cu).
 int dsc_fp8_gemm_check(const ds_event_key_t *key);
@@ -253,10 +260,6 @@ static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
                         (unsigned)key->dtype);
     if (key->dtype == DS_DTYPE_FP8)
         DSC_TRY(dsc_fp8_gemm_check(key));
-    if (key->op == DS_OP_FLASH_ATTENTION)
-        return dsc_fail(DS_ERR_UNSUPPORTED,
-                        "the cuda backend has no fused attention kernel yet (cuDNN's is not "
-                        "built in); profile with flash=off, or on the cpu backend");
     int code = dsi_kernel_plan_make(key, plan, message, sizeof(message));
     if (code != DS_OK)
         return dsc_fail(code, "%s", message);
@@ -283,6 +286,7 @@ static void kernel_destroy(void *handle)
             cudaFree(k->buf[i]);
     k->ctx->memory_used -= k->total_bytes;
     dsc_fp8_gemm_release(k->fp8_gemm);
+    dsc_attention_release(k->attention);
     free(k);
 }
 
@@ -351,6 +355,8 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
     k->total_bytes = need;
     ctx->memory_used += need;
     int status = DS_OK;
+    if (key->op == DS_OP_FLASH_ATTENTION) // cuDNN's plan first: it may refuse the key
+        status = dsc_attention_prepare(key, ctx->stream, &k->attention);
     for (int i = 0; i < plan.num_buffers && status == DS_OK; i++) {
         const dsi_buffer_plan_t *bp = &plan.buffers[i];
         k->bytes[i] = buffer_bytes(key, &plan, i);
@@ -496,6 +502,9 @@ int dsc_kernel_run(void *handle)
     case DS_OP_FP8_CAST:
         return dsc_fp8_cast(s, t, n, in, static_cast<uint8_t *>(b[1]), static_cast<float *>(b[2]));
     case DS_OP_FLASH_ATTENTION:
+        if (!bwd && k->attention != nullptr)
+            return dsc_attention_run(k->attention, in, b[1], b[2], b[3], b[4]);
+        break;
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
