@@ -283,6 +283,60 @@ static void test_fp8(ds_backend_t *gpu)
     CHECK_FAILS(ds_kernel_prepare(gpu, &odd, &ko), DS_ERR_UNSUPPORTED, "multiples of 16");
 }
 
+/* The fused attention's forward (cuDNN) against the cpu backend's tiled
+ * kernel on the same bf16 inputs: output and log-sum-exp, causal or not,
+ * with grouped key/value heads; the backward is refused, naming it. */
+static void test_flash_attention(ds_backend_t *cpu, ds_backend_t *gpu)
+{
+    const ds_attention_shape_t shape = {2, 4, 2, 128, 128, 64};
+    const size_t n = 2 * 4 * 128 * 64, rows = 2 * 4 * 128;
+    for (unsigned causal = 0; causal < 2; causal++) {
+        ds_event_key_t key =
+            key_of(DS_OP_FLASH_ATTENTION, DS_PASS_FORWARD, DS_DTYPE_BF16, 0, 0, 0, 0, causal);
+        ds_attention_shape_set(&key, &shape);
+        ds_kernel_t *a = NULL, *g = NULL;
+        CHECK_OK(ds_kernel_prepare(cpu, &key, &a));
+        CHECK_OK(ds_kernel_prepare(gpu, &key, &g));
+        if (a != NULL && g != NULL) {
+            CHECK_OK(ds_kernel_run(a));
+            CHECK_OK(ds_kernel_run(g));
+            CHECK_OK(ds_backend_synchronize(gpu));
+            int in = -1, out = -1, bf16 = 0;
+            dsi_cpu_kernel_roles(a, &in, &out, &bf16);
+            void *o_cpu = NULL, *lse_cpu = NULL;
+            size_t bytes = 0;
+            CHECK(dsi_cpu_kernel_buffer(a, 3, &o_cpu, &bytes));
+            CHECK(dsi_cpu_kernel_buffer(a, 4, &lse_cpu, &bytes));
+            uint16_t *o_gpu = malloc(n * 2);
+            float *lse_gpu = malloc(rows * sizeof(float));
+            CHECK_OK(dsi_cuda_kernel_read(g, 3, o_gpu, n * 2));
+            CHECK_OK(dsi_cuda_kernel_read(g, 4, lse_gpu, rows * sizeof(float)));
+            double worst_o = 0.0, worst_lse = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                double want =
+                    bf16 ? bf16_value(((const uint16_t *)o_cpu)[i]) : ((const float *)o_cpu)[i];
+                worst_o = fmax(worst_o, fabs(bf16_value(o_gpu[i]) - want));
+            }
+            for (size_t i = 0; i < rows; i++)
+                worst_lse = fmax(worst_lse, fabs(lse_gpu[i] - ((const float *)lse_cpu)[i]));
+            /* Outputs are averages of N(0, 1) values: bf16 rounding of inputs,
+             * scores and outputs stays within a few hundredths. */
+            CHECK_MSG(worst_o < 3e-2 && worst_lse < 2e-2,
+                      "flash attention (causal %u): worst |o| error %g, |lse| error %g", causal,
+                      worst_o, worst_lse);
+            free(o_gpu);
+            free(lse_gpu);
+        }
+        ds_kernel_destroy(a);
+        ds_kernel_destroy(g);
+    }
+    ds_event_key_t bwd =
+        key_of(DS_OP_FLASH_ATTENTION, DS_PASS_BACKWARD, DS_DTYPE_BF16, 0, 0, 0, 0, 1);
+    ds_attention_shape_set(&bwd, &shape);
+    ds_kernel_t *kb = NULL;
+    CHECK_FAILS(ds_kernel_prepare(gpu, &bwd, &kb), DS_ERR_UNSUPPORTED, "backward");
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -306,6 +360,7 @@ int main(int argc, char **argv)
         test_measure(gpu);
         test_nccl(gpu);
         test_fp8(gpu);
+        test_flash_attention(cpu, gpu);
     }
     ds_backend_close(cpu);
     ds_backend_close(gpu);
