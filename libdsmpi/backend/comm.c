@@ -619,7 +619,7 @@ ds_status_t dsi_comm_call_issue(dsi_comm_call_t *call, dsi_queue_t queue)
     if (ops->comm_issue == NULL)
         return DSI_ERROR(DS_ERR_UNSUPPORTED, "the %s backend has no device queues",
                          ds_backend_kind_name(call->comm->backend->kind));
-    return ops->comm_issue(call->impl, (int)queue, (int)call->role);
+    return ops->comm_issue(call->impl, (int)queue, (int)call->role, call->tag);
 }
 
 ds_status_t dsi_comm_align_clocks(ds_comm_t *comm)

@@ -278,7 +278,8 @@ static ds_status_t cuda_marks_read(ds_backend_t *b, size_t count, double *offset
     return DS_OK;
 }
 
-static ds_status_t cuda_comm_issue(void *impl, int queue, int role)
+/* NCCL matches transfers by order, not by tag. */
+static ds_status_t cuda_comm_issue(void *impl, int queue, int role, int tag)
 {
     MODULE_TRY(module->comm_issue(impl, queue, role));
     return DS_OK;

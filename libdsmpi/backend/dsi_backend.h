@@ -66,7 +66,7 @@ typedef struct dsi_backend_ops {
     ds_status_t (*queue_wait_mark)(ds_backend_t *backend, int queue, size_t slot);
     ds_status_t (*mark_done)(ds_backend_t *backend, size_t slot, int *done_p);
     ds_status_t (*marks_read)(ds_backend_t *backend, size_t count, double *offsets_s);
-    ds_status_t (*comm_issue)(void *impl, int queue, int role);
+    ds_status_t (*comm_issue)(void *impl, int queue, int role, int tag);
     ds_status_t (*group_start)(ds_backend_t *backend);
     ds_status_t (*group_end)(ds_backend_t *backend);
 
