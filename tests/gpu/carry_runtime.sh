@@ -92,4 +92,9 @@ for deb in "$dest"/debs/*.deb; do
     dpkg -x "$deb" "$dest/root"
 done
 du -sh "$dest/build" "$dest/debs" "$dest/root"
-echo "carry: .device/build .device/debs (unpacked on the device into .device/root)"
+# What travels to the device machine is limited (64 MiB with the checkout).
+carried=$(du -sm "$dest/build" "$dest/debs" | awk '{total += $1} END {print total}')
+if [ "$carried" -gt 56 ]; then
+    echo "carry_runtime.sh: warning: .device/build and .device/debs hold $carried MiB; with the checkout they may exceed 64 MiB" >&2
+fi
+echo "carry: .device/build .device/debs ($carried MiB; unpacked on the device into .device/root)"
