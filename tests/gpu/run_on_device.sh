@@ -323,6 +323,7 @@ else
     done
 fi
 : >"$work/validate.txt"
+errors=""
 for c in $cases; do
     config=${c%:*}
     m=${c##*:}
@@ -336,11 +337,21 @@ for c in $cases; do
         --warmup 1 --iterations 3 --repeats 2 --retries 1 --max-error 100
     rc=$?
     [ $rc -ne 0 ] && failed=1
+    # predicted, measured (ms), spread, error (%) of the iteration time
+    iteration=$(grep -m1 '^  iteration ' "$work/logs/validate-$name.log" | awk '{print $2, $3, $5}')
+    if [ -n "$iteration" ]; then
+        set -- $iteration
+        note "validate-$name: iteration predicted $1 ms, measured $2 ms, error $3 %"
+        errors="$errors $3"
+    fi
     {
         echo "## $name (exit $rc)"
         grep -v '^$' "$work/logs/validate-$name.log" | tail -25
     } >>"$work/validate.txt"
 done
+if [ -n "$errors" ]; then
+    note "validate: mean |iteration error| $(echo $errors | awk '{for (i = 1; i <= NF; i++) t += ($i < 0 ? -$i : $i); printf "%.2f", t / NF}') % over $(echo $errors | wc -w) case(s) (target 3 %)"
+fi
 publish
 note "done: $([ $failed = 0 ] && echo 'every step ran' || echo 'a step failed (see its log in results.tar.gz)')"
 exit $failed
