@@ -98,8 +98,9 @@ publish() {
     tar -C "$work" -czf "$OUT/results.tar.gz.part" logs costs validate 2>/dev/null &&
         mv -f "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"
 }
-# step NAME LIMIT COMMAND...: runs COMMAND with the dsmpi runtime, its output in
-# logs/NAME.log, for at most LIMIT seconds and never past the budget.
+# step NAME LIMIT COMMAND...: runs COMMAND with the dsmpi runtime (runner=env:
+# the machine's own libraries), its output in logs/NAME.log, for at most LIMIT
+# seconds and never past the budget.
 step() {
     local name=$1 limit=$2
     shift 2
@@ -111,7 +112,7 @@ step() {
     fi
     local t0 rc
     t0=$(date +%s)
-    with_runtime timeout -k 5 "$limit" "$@" >"$work/logs/$name.log" 2>&1
+    ${runner:-with_runtime} timeout -k 5 "$limit" "$@" >"$work/logs/$name.log" 2>&1
     rc=$?
     note "$name: exit $rc in $(($(date +%s) - t0)) s"
     return $rc
@@ -167,10 +168,10 @@ elif [ -n "$build" ]; then
     exit 2
 else
     build=$repo/build-device
-    step configure 240 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    runner=env step configure 240 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release \
         -DDSMPI_WITH_CUDA="$([ "$backend" = cuda ] && echo ON || echo AUTO)" \
         ${gpu_arch:+-DCMAKE_CUDA_ARCHITECTURES=$gpu_arch} || failed=1
-    step build 300 cmake --build "$build" -j "$(nproc)" || failed=1
+    runner=env step build 300 cmake --build "$build" -j "$(nproc)" || failed=1
     dsmpi=$build/apps/dsmpi/dsmpi
     build_lib=$build/libdsmpi
 fi
