@@ -34,8 +34,15 @@
  *   all-reduce (clipping) over the model-parallel group, the optimizer step
  *   (Adam on the stage's parameters).  No barrier between iterations.
  * Not run: ZeRO (zero >= 1), the parameter server, a forced DP algorithm,
- * context and expert parallelism, and (yet) the cuda backend, whose
- * operators need device-event timestamps (DS_ERR_UNSUPPORTED).
+ * context and expert parallelism (DS_ERR_UNSUPPORTED).
+ *
+ * On the cuda backend the same work is issued on CUDA streams and timed by
+ * CUDA events: compute on one stream; TP collectives, transfers (a program
+ * action's as one NCCL group) and the iteration end on a communication
+ * stream the compute stream waits for; overlapped DP buckets on a stream of
+ * their own, waited for by the compute stream at the iteration end.  The
+ * events map to the aligned clock through two anchors around the run
+ * (exec/marks.c); clock_error_s includes the anchors' bound.
  *
  * Clock: the processes of a node share CLOCK_MONOTONIC; every other node's
  * offset to rank 0's node is estimated by ping-pong (the round trip with the

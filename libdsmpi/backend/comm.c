@@ -543,7 +543,8 @@ ds_status_t dsi_comm_call_prepare(ds_comm_t *comm, const ds_event_key_t *key, ds
     const dsi_backend_ops_t *ops = comm->backend->ops;
     dsi_comm_op_t op;
     dsi_comm_call_t *call = NULL;
-    if (ops->comm_start == NULL || ops->comm_test == NULL || ops->comm_wait == NULL)
+    int host_calls = ops->comm_start != NULL && ops->comm_test != NULL && ops->comm_wait != NULL;
+    if (!host_calls && ops->comm_issue == NULL)
         return DSI_ERROR(DS_ERR_UNSUPPORTED, "the %s backend cannot run the executor yet",
                          ds_backend_kind_name(comm->backend->kind));
     ds_event_key_t both = *key;
@@ -582,19 +583,43 @@ ds_status_t dsi_comm_call_run(dsi_comm_call_t *call)
     return call->comm->backend->ops->comm_run_timed(call->impl, NULL, &lead, &seconds);
 }
 
+/* Host-side calls of a backend without them (cuda issues on its queues). */
+static ds_status_t no_host_calls(const dsi_comm_call_t *call)
+{
+    return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                     "the %s backend issues the executor's calls on device queues, not from the "
+                     "host",
+                     ds_backend_kind_name(call->comm->backend->kind));
+}
+
 ds_status_t dsi_comm_call_start(dsi_comm_call_t *call)
 {
+    if (call->comm->backend->ops->comm_start == NULL)
+        return no_host_calls(call);
     return call->comm->backend->ops->comm_start(call->impl, (int)call->role, call->tag);
 }
 
 ds_status_t dsi_comm_call_test(dsi_comm_call_t *call, int *done_p)
 {
+    if (call->comm->backend->ops->comm_test == NULL)
+        return no_host_calls(call);
     return call->comm->backend->ops->comm_test(call->impl, done_p);
 }
 
 ds_status_t dsi_comm_call_wait(dsi_comm_call_t *call)
 {
+    if (call->comm->backend->ops->comm_wait == NULL)
+        return no_host_calls(call);
     return call->comm->backend->ops->comm_wait(call->impl);
+}
+
+ds_status_t dsi_comm_call_issue(dsi_comm_call_t *call, dsi_queue_t queue)
+{
+    const dsi_backend_ops_t *ops = call->comm->backend->ops;
+    if (ops->comm_issue == NULL)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED, "the %s backend has no device queues",
+                         ds_backend_kind_name(call->comm->backend->kind));
+    return ops->comm_issue(call->impl, (int)queue, (int)call->role, call->tag);
 }
 
 ds_status_t dsi_comm_align_clocks(ds_comm_t *comm)

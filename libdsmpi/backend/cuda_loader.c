@@ -242,6 +242,61 @@ static void cuda_comm_release(void *impl)
         module->comm_release(impl);
 }
 
+static ds_status_t cuda_queue_mark(ds_backend_t *b, int queue, size_t slot)
+{
+    MODULE_TRY(module->queue_mark(ctx_of(b), queue, slot));
+    return DS_OK;
+}
+
+static ds_status_t cuda_marks_reserve(ds_backend_t *b, size_t count)
+{
+    MODULE_TRY(module->marks_reserve(ctx_of(b), count));
+    return DS_OK;
+}
+
+static ds_status_t cuda_queue_join(ds_backend_t *b, int from, int to)
+{
+    MODULE_TRY(module->queue_join(ctx_of(b), from, to));
+    return DS_OK;
+}
+
+static ds_status_t cuda_queue_wait_mark(ds_backend_t *b, int queue, size_t slot)
+{
+    MODULE_TRY(module->queue_wait_mark(ctx_of(b), queue, slot));
+    return DS_OK;
+}
+
+static ds_status_t cuda_mark_done(ds_backend_t *b, size_t slot, int *done_p)
+{
+    MODULE_TRY(module->mark_done(ctx_of(b), slot, done_p));
+    return DS_OK;
+}
+
+static ds_status_t cuda_marks_read(ds_backend_t *b, size_t count, double *offsets_s)
+{
+    MODULE_TRY(module->marks_read(ctx_of(b), count, offsets_s));
+    return DS_OK;
+}
+
+/* NCCL matches transfers by order, not by tag. */
+static ds_status_t cuda_comm_issue(void *impl, int queue, int role, int tag)
+{
+    MODULE_TRY(module->comm_issue(impl, queue, role));
+    return DS_OK;
+}
+
+static ds_status_t cuda_group_start(ds_backend_t *b)
+{
+    MODULE_TRY(module->group_start());
+    return DS_OK;
+}
+
+static ds_status_t cuda_group_end(ds_backend_t *b)
+{
+    MODULE_TRY(module->group_end());
+    return DS_OK;
+}
+
 static void cuda_close(ds_backend_t *b)
 {
     cuda_backend_t *cuda = b->impl;
@@ -270,6 +325,15 @@ static const dsi_backend_ops_t cuda_ops = {
     .comm_run_timed = cuda_comm_run_timed,
     .comm_check = cuda_comm_check,
     .comm_release = cuda_comm_release,
+    .queue_mark = cuda_queue_mark,
+    .marks_reserve = cuda_marks_reserve,
+    .queue_join = cuda_queue_join,
+    .queue_wait_mark = cuda_queue_wait_mark,
+    .mark_done = cuda_mark_done,
+    .marks_read = cuda_marks_read,
+    .comm_issue = cuda_comm_issue,
+    .group_start = cuda_group_start,
+    .group_end = cuda_group_end,
     .close = cuda_close,
 };
 

@@ -57,6 +57,18 @@ typedef struct dsi_backend_ops {
     ds_status_t (*comm_start)(void *impl, int role, int tag);
     ds_status_t (*comm_test)(void *impl, int *done_p);
     ds_status_t (*comm_wait)(void *impl);
+    /* The executor's device queues (dsi_queue_t), where the device runs
+     * work after the call that issued it returns (cuda; NULL on cpu and
+     * replay, whose calls return when the work is done): see queue.c. */
+    ds_status_t (*queue_mark)(ds_backend_t *backend, int queue, size_t slot);
+    ds_status_t (*marks_reserve)(ds_backend_t *backend, size_t count);
+    ds_status_t (*queue_join)(ds_backend_t *backend, int from, int to);
+    ds_status_t (*queue_wait_mark)(ds_backend_t *backend, int queue, size_t slot);
+    ds_status_t (*mark_done)(ds_backend_t *backend, size_t slot, int *done_p);
+    ds_status_t (*marks_read)(ds_backend_t *backend, size_t count, double *offsets_s);
+    ds_status_t (*comm_issue)(void *impl, int queue, int role, int tag);
+    ds_status_t (*group_start)(ds_backend_t *backend);
+    ds_status_t (*group_end)(ds_backend_t *backend);
 
     void (*close)(ds_backend_t *backend);
 } dsi_backend_ops_t;
@@ -196,6 +208,34 @@ ds_status_t dsi_comm_call_run(dsi_comm_call_t *call);
 ds_status_t dsi_comm_call_start(dsi_comm_call_t *call);
 ds_status_t dsi_comm_call_test(dsi_comm_call_t *call, int *done_p);
 ds_status_t dsi_comm_call_wait(dsi_comm_call_t *call);
+/* ---- device queues (queue.c): the executor on a backend whose work runs asynchronously ----------
+ * Work is issued on queues (dsi_queue_t) and returns at once; queues wait
+ * for each other on the device; marks record when a queue reaches them and
+ * are read back as offsets from mark 0 after the queues have drained.  On
+ * backends without queues (cpu, replay) every function but
+ * dsi_backend_queued fails with DS_ERR_UNSUPPORTED. */
+
+/* Non-zero when `backend` runs work on device queues (cuda). */
+int dsi_backend_queued(const ds_backend_t *backend);
+/* Records mark `slot` on `queue` (marks are made on demand). */
+ds_status_t dsi_queue_mark(ds_backend_t *backend, dsi_queue_t queue, size_t slot);
+/* Makes marks 0 .. count-1 now, so that recording them later costs no allocation. */
+ds_status_t dsi_queue_reserve_marks(ds_backend_t *backend, size_t count);
+/* `to` waits on the device for the work issued on `from` so far. */
+ds_status_t dsi_queue_join(ds_backend_t *backend, dsi_queue_t from, dsi_queue_t to);
+/* `queue` waits on the device until mark `slot` is reached. */
+ds_status_t dsi_queue_wait_mark(ds_backend_t *backend, dsi_queue_t queue, size_t slot);
+/* Whether mark `slot` has been reached, without blocking. */
+ds_status_t dsi_queue_mark_done(ds_backend_t *backend, size_t slot, int *done_p);
+/* Waits for every queue; offsets_s[i] = seconds from mark 0 to mark i. */
+ds_status_t dsi_queue_read_marks(ds_backend_t *backend, size_t count, double *offsets_s);
+/* Issues `call` on `queue` without waiting (its role as prepared). */
+ds_status_t dsi_comm_call_issue(dsi_comm_call_t *call, dsi_queue_t queue);
+/* Calls issued between these go to the communication library as one group
+ * (as Megatron-LM batches its point-to-point transfers). */
+ds_status_t dsi_comm_group_start(ds_backend_t *backend);
+ds_status_t dsi_comm_group_end(ds_backend_t *backend);
+
 /* Estimates the clock offsets of the group's nodes again (collective). */
 ds_status_t dsi_comm_align_clocks(ds_comm_t *comm);
 /* The clock offset of this member (add it to dsi_now_s() for the clock

@@ -31,6 +31,17 @@ typedef struct dsi_comm_op {
     size_t recv_bytes; /* this member's receive buffer */
 } dsi_comm_op_t;
 
+/* The device queues of a backend whose work runs asynchronously (cuda): the
+ * executor issues compute on one, blocking collectives and transfers on
+ * another, and overlapped data-parallel buckets on a third, as Megatron-LM
+ * runs them on streams of their own. */
+typedef enum dsi_queue {
+    DSI_QUEUE_COMPUTE = 0,
+    DSI_QUEUE_COMM = 1, /* tensor-parallel collectives, point-to-point, the iteration end */
+    DSI_QUEUE_DP = 2,   /* data-parallel buckets overlapped with the backward */
+    DSI_QUEUE_COUNT_
+} dsi_queue_t;
+
 /* The value member `member` puts at element `index` of its send buffer when
  * verifying: a small integer, exact in every dtype and in sums of up to 64
  * members. */

@@ -624,6 +624,49 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
  * noise as cost. */
 #define OVERLAP_REPS 5
 
+/* One timed run of `repeat` passes of kernels[0..n-1], with `call` (or NULL)
+ * overlapping them: on the host clock, the call started first and tested
+ * every `progress_ops`-th operator then waited for (MPI progresses only
+ * inside calls); on a backend with device queues, between two marks of the
+ * compute queue, the call on the data-parallel queue from the start (the
+ * executor's overlapped bucket), that queue drained before the next run. */
+static ds_status_t overlap_run(ds_backend_t *b, ds_kernel_t **kernels, size_t n, int repeat,
+                               dsi_comm_call_t *call, int progress_ops, double *seconds_p)
+{
+    if (dsi_backend_queued(b)) {
+        double offsets[2];
+        DSI_TRY(dsi_queue_mark(b, DSI_QUEUE_COMPUTE, 0));
+        if (call != NULL) {
+            DSI_TRY(dsi_queue_join(b, DSI_QUEUE_COMPUTE, DSI_QUEUE_DP));
+            DSI_TRY(dsi_comm_call_issue(call, DSI_QUEUE_DP));
+        }
+        for (int k = 0; k < repeat; k++)
+            for (size_t i = 0; i < n; i++)
+                DSI_TRY(ds_kernel_run(kernels[i]));
+        DSI_TRY(dsi_queue_mark(b, DSI_QUEUE_COMPUTE, 1));
+        DSI_TRY(dsi_queue_join(b, DSI_QUEUE_DP, DSI_QUEUE_COMPUTE));
+        DSI_TRY(dsi_queue_read_marks(b, 2, offsets));
+        *seconds_p = offsets[1];
+        return DS_OK;
+    }
+    double t0 = dsi_now_s();
+    if (call != NULL)
+        DSI_TRY(dsi_comm_call_start(call));
+    int since = 0, done = call == NULL;
+    for (int k = 0; k < repeat; k++)
+        for (size_t i = 0; i < n; i++) {
+            DSI_TRY(ds_kernel_run(kernels[i]));
+            if (!done && ++since >= progress_ops) {
+                since = 0;
+                DSI_TRY(dsi_comm_call_test(call, &done));
+            }
+        }
+    if (call != NULL)
+        DSI_TRY(dsi_comm_call_wait(call));
+    *seconds_p = dsi_now_s() - t0;
+    return DS_OK;
+}
+
 static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, const ds_strategy_t *s,
                                    const dsi_shape_ctx_t *ctx, int stage, ds_comm_t *comm,
                                    const ds_event_key_t *key, double comm_s, double *seconds_p)
@@ -652,32 +695,16 @@ static ds_status_t measure_overlap(ds_backend_t *b, const ds_model_t *model, con
     int progress_ops = (int)DSI_MAX(dsi_param_int(DSI_PARAM_EXEC_PROGRESS_OPS), 1);
     /* One pass alone, to size the sequence. */
     double pass_s = 0.0;
-    for (int w = 0; w < 2; w++) {
-        double t0 = dsi_now_s();
-        for (size_t i = 0; i < n; i++)
-            DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
-        pass_s = dsi_now_s() - t0;
-    }
+    for (int w = 0; w < 2; w++)
+        DSI_TRY_GOTO(overlap_run(b, kernels, n, 1, NULL, progress_ops, &pass_s), status, out);
     int repeat = (int)DSI_MIN(DSI_MAX(ceil(2.0 * comm_s / DSI_MAX(pass_s, 1e-6)), 1.0), 1000.0);
     double alone[OVERLAP_REPS], with[OVERLAP_REPS];
     for (int r = 0; r < 2 * OVERLAP_REPS; r++) {
         bool overlap = r % 2 == 1;
         DSI_MPI_TRY_GOTO(MPI_Barrier(comm->comm), status, out);
-        double t0 = dsi_now_s();
-        if (overlap)
-            DSI_TRY_GOTO(dsi_comm_call_start(call), status, out);
-        int since = 0, done = !overlap;
-        for (int k = 0; k < repeat; k++)
-            for (size_t i = 0; i < n; i++) {
-                DSI_TRY_GOTO(ds_kernel_run(kernels[i]), status, out);
-                if (!done && ++since >= progress_ops) {
-                    since = 0;
-                    DSI_TRY_GOTO(dsi_comm_call_test(call, &done), status, out);
-                }
-            }
-        if (overlap)
-            DSI_TRY_GOTO(dsi_comm_call_wait(call), status, out);
-        (overlap ? with : alone)[r / 2] = dsi_now_s() - t0;
+        DSI_TRY_GOTO(overlap_run(b, kernels, n, repeat, overlap ? call : NULL, progress_ops,
+                                 &(overlap ? with : alone)[r / 2]),
+                     status, out);
     }
     double diff[OVERLAP_REPS];
     for (int r = 0; r < OVERLAP_REPS; r++)

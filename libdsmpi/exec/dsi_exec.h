@@ -70,6 +70,10 @@ typedef enum dsi_xkind {
     DSI_XK_EMB = 7,     /* tied embedding gradients, first and last stage */
     DSI_XK_MP = 8,      /* overflow check, gradient norm */
     DSI_XK_OPT = 9,
+    /* A bucket's all-reduce on the data-parallel queue of a queued backend,
+     * overlapped with the backward: traced, not counted as exposed (its
+     * exposed part is the compute queue's DSI_XK_DP_WAIT). */
+    DSI_XK_DP_OVERLAP = 10,
     DSI_XK_COUNT_
 } dsi_xkind_t;
 
@@ -88,6 +92,9 @@ typedef struct dsi_xrec {
     int32_t op;     /* operator index in its part's pass */
     int32_t match;  /* collectives: the call's number in the iteration among calls of its kind */
     int32_t xid[4]; /* P2P: (boundary * 2 + channel) << 20 | sequence of each transfer */
+    /* Queued backends: the device marks of start and end, turned into
+     * start_s and end_s after the run (marks.c); -1 on host-timed backends. */
+    int32_t mark[2];
 } dsi_xrec_t;
 
 #define DSI_XID(boundary, channel, seq) ((((boundary)*2 + (channel)) << 20) | (seq))
@@ -127,6 +134,7 @@ struct ds_exec {
     int num_buckets;
     dsi_comm_call_t **buckets;
     uint8_t *bucket_state; /* this iteration: 0 waiting, 1 ready, 2 in flight, 3 done */
+    int32_t *bucket_mark;  /* queued backends: the mark each bucket in flight ends at */
     /* iteration end */
     dsi_comm_call_t *sp_call, *emb_call, *mp_call;
     ds_kernel_t *optimizer;
@@ -134,10 +142,34 @@ struct ds_exec {
     dsi_xrec_t *recs;
     size_t num_recs, cap_recs;
     double clock_offset_s, clock_error_s;
+    /* Queued backends (cuda): events are timed by device marks (marks.c). */
+    int queued;
+    size_t num_marks;      /* marks recorded in the run so far (mark 0: the first anchor) */
+    double anchor_host_s;  /* when the host saw mark 0, aligned clock */
+    double anchor_error_s; /* the anchors' bound, the worst rank's once a run ends */
     /* runs kept */
     dsi_xrun_t *runs;
     size_t num_runs;
 };
+
+/* ---- the clock of queued backends (marks.c) ------------------------------------------------ */
+
+/* The most the device clock's rate may differ from the host's before the
+ * anchors are taken as seen late and the rate as 1 (crystal oscillators
+ * drift by parts per million). */
+#define DSI_MARKS_MAX_DRIFT 1e-3
+
+/* Maps offsets_s[0..count-1] (seconds after mark 0 on the device) onto the
+ * host clock: mark 0 was seen at host_a_s, a mark offset_b_s after it at
+ * host_b_s (the formula is in marks.c).  host_s may not alias offsets_s. */
+void dsi_exec_marks_to_host(double host_a_s, double host_b_s, double offset_b_s,
+                            const double *offsets_s, size_t count, double *host_s);
+/* Before a run's first iteration: the first anchor (a no-op on host-timed
+ * backends). */
+ds_status_t dsi_exec_marks_begin(ds_exec_t *exec);
+/* After its last: the second anchor, then every record's start_s and end_s
+ * from its marks. */
+ds_status_t dsi_exec_marks_finish(ds_exec_t *exec);
 
 /* run.c: one iteration `it` of this rank. */
 ds_status_t dsi_exec_iteration(ds_exec_t *exec, int it, int progress_ops);

@@ -259,6 +259,7 @@ static ds_status_t prepare_end(ds_exec_t *x)
         x->num_buckets = (int)nb;
         DSI_TRY(dsi_calloc((size_t)DSI_MAX(nb, 1), sizeof(*x->buckets), &x->buckets));
         DSI_TRY(dsi_calloc((size_t)DSI_MAX(nb, 1), 1, &x->bucket_state));
+        DSI_TRY(dsi_calloc((size_t)DSI_MAX(nb, 1), sizeof(*x->bucket_mark), &x->bucket_mark));
         for (int k = 0; k < x->num_buckets; k++) {
             int64_t params = DSI_MIN(x->bucket, x->stage_params - (int64_t)k * x->bucket);
             ds_event_key_t key =
@@ -355,16 +356,6 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     if (backend == NULL || model == NULL || strategy == NULL || exec_p == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_create needs a backend, model and strategy");
     DSI_TRY(check_supported(strategy, backend->size));
-    /* Timing on the host clock around each operator is right where kernels
-     * run synchronously (cpu, and replay's simulated or busy-waited costs);
-     * a GPU queue needs device events and non-blocking NCCL calls, which the
-     * cuda backend does not offer the executor yet. */
-    if (backend->kind == DS_BACKEND_CUDA)
-        return DSI_ERROR(
-            DS_ERR_UNSUPPORTED,
-            "the executor runs on the cpu and replay backends only (the %s backend lacks "
-            "device-event timestamps and non-blocking calls for it)",
-            ds_backend_kind_name(backend->kind));
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
     x->backend = backend;
     x->model = model;
@@ -373,6 +364,10 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     x->rank = backend->rank;
     x->size = backend->size;
     x->me = ds_strategy_coords_of(strategy, x->rank);
+    /* Timing on the host clock around each operator is right where calls
+     * return when their work is done (cpu, replay); on device queues (cuda)
+     * the device's own marks time them. */
+    x->queued = dsi_backend_queued(backend);
     x->m = ds_strategy_num_microbatches(strategy);
     dsi_shape_ctx_init(&x->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_mpi_dup(backend->comm, &x->comm), status, err);
@@ -423,6 +418,7 @@ void ds_exec_destroy(ds_exec_t *x)
         dsi_comm_call_release(x->buckets[k]);
     dsi_free(x->buckets);
     dsi_free(x->bucket_state);
+    dsi_free(x->bucket_mark);
     dsi_comm_call_release(x->sp_call);
     dsi_comm_call_release(x->emb_call);
     dsi_comm_call_release(x->mp_call);
@@ -467,6 +463,7 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
     double speed_before = 0.0, speed_after = 0.0;
     DSI_TRY_GOTO(dsi_mpi_agree(x->comm, dsi_speed_probe(x->backend, &speed_before)), status, out);
     dsi_load_probe(&before);
+    DSI_TRY_GOTO(dsi_mpi_agree(x->comm, dsi_exec_marks_begin(x)), status, out);
     double start = dsi_now_s();
     int total = o.warmup + o.iterations;
     for (int it = 0; it < total; it++) {
@@ -478,10 +475,18 @@ ds_status_t ds_exec_run(ds_exec_t *x, const ds_exec_options_t *options)
             if (need > x->cap_recs &&
                 (grown = dsi_realloc_array(&x->recs, need, sizeof(*x->recs))) == DS_OK)
                 x->cap_recs = need;
+            /* ... and for every device mark (two per record at most, the anchor). */
+            if (grown == DS_OK && x->queued)
+                grown = dsi_queue_reserve_marks(x->backend, 2 * need + 2);
             DSI_TRY_GOTO(dsi_mpi_agree(x->comm, grown), status, out);
         }
     }
+    DSI_TRY_GOTO(dsi_mpi_agree(x->comm, dsi_exec_marks_finish(x)), status, out);
     double wall = dsi_now_s() - start;
+    if (x->queued)
+        DSI_MPI_TRY_GOTO(
+            MPI_Allreduce(MPI_IN_PLACE, &x->anchor_error_s, 1, MPI_DOUBLE, MPI_MAX, x->comm),
+            status, out);
     dsi_load_probe(&after);
     DSI_TRY_GOTO(dsi_mpi_agree(x->comm, dsi_speed_probe(x->backend, &speed_after)), status, out);
     ds_exec_load_t load;

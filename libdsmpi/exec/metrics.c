@@ -235,6 +235,7 @@ static void accumulate_record(acc_t *a, const ds_strategy_t *s, int64_t microbat
         f[which] += exposed;
         break;
     }
+    case DSI_XK_DP_OVERLAP: /* on the data-parallel queue: its exposed part is the DP wait */
     case DSI_XK_COUNT_: break;
     }
     if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP)
@@ -434,7 +435,7 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o,
                      status, out);
     ds_exec_summary_t *sum = &run->summary;
     sum->load = *load;
-    sum->clock_error_s = DSI_MAX(x->clock_error_s, error);
+    sum->clock_error_s = DSI_MAX(DSI_MAX(x->clock_error_s, error), x->anchor_error_s);
     sum->wall_s = wall_s;
     if (x->rank == 0) {
         run->recs = all;

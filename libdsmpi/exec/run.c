@@ -2,6 +2,15 @@
  * One training iteration of one rank: the schedule program's actions, then
  * the iteration end, every event recorded with its start and end on the
  * aligned clock.  See exec.h for the semantics.
+ *
+ * On a backend with device queues (cuda) nothing here waits for the device:
+ * compute is issued on the compute queue between two marks; a blocking
+ * collective or a pipeline transfer goes on the communication queue once
+ * compute has reached it and compute waits for it on the device (the
+ * transfers of one program action as one NCCL group, as Megatron-LM batches
+ * them); a data-parallel bucket goes on a queue of its own once its
+ * gradients are complete, and compute waits for it at the iteration end.
+ * The marks become times after the run (marks.c).
  */
 #include "dsi_exec.h"
 
@@ -21,6 +30,50 @@ typedef struct iter {
 static inline double now(const ds_exec_t *x)
 {
     return dsi_now_s() + x->clock_offset_s;
+}
+
+/* The start or end of an event: the aligned host clock now, or on a queued
+ * backend a mark recorded on `queue` (its time is known after the run). */
+typedef struct point {
+    double host_s;
+    int32_t mark;
+} point_t;
+
+static ds_status_t point_on(iter_t *st, dsi_queue_t queue, point_t *p)
+{
+    ds_exec_t *x = st->x;
+    p->host_s = 0.0;
+    p->mark = -1;
+    if (!x->queued) {
+        p->host_s = now(x);
+        return DS_OK;
+    }
+    if (x->num_marks >= (size_t)INT32_MAX)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED, "a run of more than %d device marks", INT32_MAX);
+    DSI_TRY(dsi_queue_mark(x->backend, queue, x->num_marks));
+    p->mark = (int32_t)x->num_marks++;
+    return DS_OK;
+}
+
+static ds_status_t record_points(iter_t *st, dsi_xkind_t kind, const point_t *start,
+                                 const point_t *end, dsi_xrec_t **rec_p);
+
+/* A blocking call: run from the host, or on a queued backend issued on the
+ * communication queue after the compute issued so far, compute waiting for
+ * it on the device. */
+static ds_status_t blocking_call(iter_t *st, dsi_comm_call_t *call, point_t *start, point_t *end)
+{
+    ds_exec_t *x = st->x;
+    if (!x->queued) {
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, start));
+        DSI_TRY(dsi_comm_call_run(call));
+        return point_on(st, DSI_QUEUE_COMPUTE, end);
+    }
+    DSI_TRY(dsi_queue_join(x->backend, DSI_QUEUE_COMPUTE, DSI_QUEUE_COMM));
+    DSI_TRY(point_on(st, DSI_QUEUE_COMM, start));
+    DSI_TRY(dsi_comm_call_issue(call, DSI_QUEUE_COMM));
+    DSI_TRY(point_on(st, DSI_QUEUE_COMM, end));
+    return dsi_queue_join(x->backend, DSI_QUEUE_COMM, DSI_QUEUE_COMPUTE);
 }
 
 static ds_status_t record(iter_t *st, dsi_xkind_t kind, double start, double end,
@@ -43,6 +96,19 @@ static ds_status_t record(iter_t *st, dsi_xkind_t kind, double start, double end
     r->part = -1;
     r->op = -1;
     r->chunk = -1;
+    r->mark[0] = r->mark[1] = -1;
+    if (rec_p != NULL)
+        *rec_p = r;
+    return DS_OK;
+}
+
+static ds_status_t record_points(iter_t *st, dsi_xkind_t kind, const point_t *start,
+                                 const point_t *end, dsi_xrec_t **rec_p)
+{
+    dsi_xrec_t *r;
+    DSI_TRY(record(st, kind, start->host_s, end->host_s, &r));
+    r->mark[0] = start->mark;
+    r->mark[1] = end->mark;
     if (rec_p != NULL)
         *rec_p = r;
     return DS_OK;
@@ -50,12 +116,36 @@ static ds_status_t record(iter_t *st, dsi_xkind_t kind, double start, double end
 
 /* ---- data-parallel buckets ------------------------------------------------------------------ */
 
+/* Queued backends: bucket k on the data-parallel queue once the compute
+ * issued so far (its gradients) is done; it ends at its last mark. */
+static ds_status_t issue_on_dp_queue(iter_t *st, int k)
+{
+    ds_exec_t *x = st->x;
+    point_t p0, p1;
+    DSI_TRY(dsi_queue_join(x->backend, DSI_QUEUE_COMPUTE, DSI_QUEUE_DP));
+    DSI_TRY(point_on(st, DSI_QUEUE_DP, &p0));
+    DSI_TRY(dsi_comm_call_issue(x->buckets[k], DSI_QUEUE_DP));
+    DSI_TRY(point_on(st, DSI_QUEUE_DP, &p1));
+    dsi_xrec_t *r;
+    DSI_TRY(record_points(st, DSI_XK_DP_OVERLAP, &p0, &p1, &r));
+    r->mb = k;
+    r->match = k;
+    x->bucket_mark[k] = p1.mark;
+    x->bucket_state[k] = 2;
+    st->in_flight++;
+    return DS_OK;
+}
+
 /* Starts the ready buckets in bucket order. */
 static ds_status_t issue_ready(iter_t *st)
 {
     ds_exec_t *x = st->x;
     while (st->next_issue < x->num_buckets && x->bucket_state[st->next_issue] == 1) {
         int k = st->next_issue++;
+        if (x->queued) {
+            DSI_TRY(issue_on_dp_queue(st, k));
+            continue;
+        }
         double t0 = now(x);
         DSI_TRY(dsi_comm_call_start(x->buckets[k]));
         double t1 = now(x);
@@ -73,7 +163,8 @@ static ds_status_t issue_ready(iter_t *st)
 static ds_status_t progress(iter_t *st)
 {
     ds_exec_t *x = st->x;
-    if (st->in_flight == 0 || ++st->since_test < st->progress_ops)
+    /* NCCL progresses on the device by itself. */
+    if (x->queued || st->in_flight == 0 || ++st->since_test < st->progress_ops)
         return DS_OK;
     st->since_test = 0;
     double t0 = now(x);
@@ -120,14 +211,17 @@ static ds_status_t run_pass(iter_t *st, const dsi_action_t *a, bool sync)
         int64_t cum = 0;
         for (int i = 0; i < part->num_ops[pass]; i++) {
             const dsi_xop_t *op = &part->ops[pass][i];
-            double t0 = now(x);
-            if (op->kernel != NULL)
+            point_t p0, p1;
+            if (op->kernel != NULL) {
+                DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
                 DSI_TRY(ds_kernel_run(op->kernel));
-            else
-                DSI_TRY(dsi_comm_call_run(op->call));
-            double t1 = now(x);
+                DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
+            } else {
+                DSI_TRY(blocking_call(st, op->call, &p0, &p1));
+            }
             dsi_xrec_t *r;
-            DSI_TRY(record(st, op->kernel != NULL ? DSI_XK_COMPUTE : DSI_XK_TP, t0, t1, &r));
+            DSI_TRY(
+                record_points(st, op->kernel != NULL ? DSI_XK_COMPUTE : DSI_XK_TP, &p0, &p1, &r));
             r->fwd = (uint8_t)fwd;
             r->chunk = a->chunk;
             r->mb = a->mb;
@@ -154,20 +248,34 @@ static ds_status_t run_comm(iter_t *st, const dsi_action_t *a)
     ds_exec_t *x = st->x;
     dsi_xrec_t r;
     memset(&r, 0, sizeof(r));
-    double t0 = now(x);
-    for (int i = 0; i < a->nx; i++) {
-        int dir = a->x[i];
-        if (x->p2p[dir] == NULL)
+    for (int i = 0; i < a->nx; i++)
+        if (x->p2p[a->x[i]] == NULL)
             return DSI_ERROR(DS_ERR_INTERNAL, "stage %d posts a transfer it has no peer for",
                              x->me.pp);
-        DSI_TRY(dsi_comm_call_start(x->p2p[dir]));
+    point_t p0, p1;
+    if (x->queued) {
+        DSI_TRY(dsi_queue_join(x->backend, DSI_QUEUE_COMPUTE, DSI_QUEUE_COMM));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMM, &p0));
+        DSI_TRY(dsi_comm_group_start(x->backend));
+        for (int i = 0; i < a->nx; i++)
+            DSI_TRY(dsi_comm_call_issue(x->p2p[a->x[i]], DSI_QUEUE_COMM));
+        DSI_TRY(dsi_comm_group_end(x->backend));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMM, &p1));
+        DSI_TRY(dsi_queue_join(x->backend, DSI_QUEUE_COMM, DSI_QUEUE_COMPUTE));
+    } else {
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
+        for (int i = 0; i < a->nx; i++)
+            DSI_TRY(dsi_comm_call_start(x->p2p[a->x[i]]));
+        for (int i = 0; i < a->nx; i++)
+            DSI_TRY(dsi_comm_call_wait(x->p2p[a->x[i]]));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
+    }
+    for (int i = 0; i < a->nx; i++) {
+        int dir = a->x[i];
         r.xid[i] = DSI_XID(x->p2p_boundary[dir], x->p2p_channel[dir], st->seq[dir]++);
     }
-    for (int i = 0; i < a->nx; i++)
-        DSI_TRY(dsi_comm_call_wait(x->p2p[a->x[i]]));
-    double t1 = now(x);
     dsi_xrec_t *rec;
-    DSI_TRY(record(st, DSI_XK_P2P, t0, t1, &rec));
+    DSI_TRY(record_points(st, DSI_XK_P2P, &p0, &p1, &rec));
     rec->nx = a->nx;
     memcpy(rec->xid, r.xid, sizeof(r.xid));
     return DS_OK;
@@ -176,11 +284,10 @@ static ds_status_t run_comm(iter_t *st, const dsi_action_t *a)
 /* A blocking collective of the iteration end. */
 static ds_status_t run_blocking(iter_t *st, dsi_xkind_t kind, dsi_comm_call_t *call, int match)
 {
-    double t0 = now(st->x);
-    DSI_TRY(dsi_comm_call_run(call));
-    double t1 = now(st->x);
+    point_t p0, p1;
+    DSI_TRY(blocking_call(st, call, &p0, &p1));
     dsi_xrec_t *r;
-    DSI_TRY(record(st, kind, t0, t1, &r));
+    DSI_TRY(record_points(st, kind, &p0, &p1, &r));
     r->match = match;
     return DS_OK;
 }
@@ -201,13 +308,17 @@ static ds_status_t iteration_end(iter_t *st)
             x->bucket_state[k] = 1;
             DSI_TRY(issue_ready(st));
         }
-        double t0 = now(x);
-        DSI_TRY(dsi_comm_call_wait(x->buckets[k]));
-        double t1 = now(x);
+        point_t p0, p1;
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
+        if (x->queued)
+            DSI_TRY(dsi_queue_wait_mark(x->backend, DSI_QUEUE_COMPUTE, (size_t)x->bucket_mark[k]));
+        else
+            DSI_TRY(dsi_comm_call_wait(x->buckets[k]));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
         if (x->bucket_state[k] == 2)
             st->in_flight--;
         x->bucket_state[k] = 3;
-        DSI_TRY(record(st, DSI_XK_DP_WAIT, t0, t1, &r));
+        DSI_TRY(record_points(st, DSI_XK_DP_WAIT, &p0, &p1, &r));
         r->mb = k;
         r->match = k;
     }
@@ -222,10 +333,11 @@ static ds_status_t iteration_end(iter_t *st)
         if (s->grad_clip)
             DSI_TRY(run_blocking(st, DSI_XK_MP, x->mp_call, match++));
     }
-    double t0 = now(x);
+    point_t p0, p1;
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
     DSI_TRY(ds_kernel_run(x->optimizer));
-    double t1 = now(x);
-    return record(st, DSI_XK_OPT, t0, t1, NULL);
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
+    return record_points(st, DSI_XK_OPT, &p0, &p1, NULL);
 }
 
 ds_status_t dsi_exec_iteration(ds_exec_t *x, int it, int progress_ops)

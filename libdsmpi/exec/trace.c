@@ -10,8 +10,8 @@
 #include <string.h>
 
 static const char *const kind_names[DSI_XK_COUNT_] = {
-    "compute", "tp",         "p2p",       "dp.start", "dp.test",
-    "dp.wait", "tp.sp-norm", "embedding", "mp",       "optimizer",
+    "compute",    "tp",        "p2p", "dp.start",  "dp.test",    "dp.wait",
+    "tp.sp-norm", "embedding", "mp",  "optimizer", "dp.overlap",
 };
 
 /* The layer (or part) at index `part` of chunk `chunk` on pipeline rank `stage`. */
@@ -31,7 +31,7 @@ static void name_of(const ds_exec_t *x, const dsi_xrec_t *r, char *text, size_t 
 {
     key[0] = '\0';
     if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP) {
-        if (r->kind == DSI_XK_DP_START || r->kind == DSI_XK_DP_WAIT)
+        if (r->kind == DSI_XK_DP_START || r->kind == DSI_XK_DP_WAIT || r->kind == DSI_XK_DP_OVERLAP)
             snprintf(text, size, "%s bucket %d", kind_names[r->kind], r->mb);
         else if (r->kind == DSI_XK_P2P)
             snprintf(text, size, "p2p (%d transfers)", r->nx);

@@ -193,6 +193,150 @@ static void test_nccl(ds_backend_t *gpu)
     ds_comm_destroy(comm);
 }
 
+/* One byte of e4m3 (bias 7) or e5m2 (bias 15) as a float; NaNs as NaN. */
+static double fp8_value(uint8_t bits, int e5m2)
+{
+    int mantissa_bits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    int sign = bits >> 7, exponent = (bits >> mantissa_bits) & (e5m2 ? 31 : 15);
+    int mantissa = bits & ((1 << mantissa_bits) - 1);
+    double magnitude = exponent == 0
+                           ? ldexp((double)mantissa, 1 - bias - mantissa_bits)
+                           : ldexp(1.0 + ldexp((double)mantissa, -mantissa_bits), exponent - bias);
+    return sign ? -magnitude : magnitude;
+}
+
+static double bf16_value(uint16_t bits)
+{
+    uint32_t word = (uint32_t)bits << 16;
+    float value;
+    memcpy(&value, &word, sizeof(value));
+    return value;
+}
+
+/* FP8 GEMMs through cuBLASLt: C[m,n] = A[m,k] B[n,k]^T from the one-byte
+ * operands the kernel holds, checked in double at a few places (the output
+ * is bf16: 2^-8 relative); the backward's main input is e5m2.  Then the
+ * cast to fp8 with its amax. */
+static void test_fp8(ds_backend_t *gpu)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t m = 64, n = 48, k = 80;
+        ds_event_key_t key = key_of(DS_OP_GEMM, pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD,
+                                    DS_DTYPE_FP8, m, n, k, 0, DS_GEMM_TRANS_B);
+        ds_kernel_t *g = NULL;
+        CHECK_OK(ds_kernel_prepare(gpu, &key, &g));
+        if (g == NULL)
+            return;
+        CHECK_OK(ds_kernel_run(g));
+        CHECK_OK(ds_backend_synchronize(gpu));
+        uint8_t *a = malloc((size_t)(m * k)), *b = malloc((size_t)(n * k));
+        uint16_t *c = malloc((size_t)(m * n) * 2);
+        CHECK_OK(dsi_cuda_kernel_read(g, 0, a, (size_t)(m * k)));
+        CHECK_OK(dsi_cuda_kernel_read(g, 1, b, (size_t)(n * k)));
+        CHECK_OK(dsi_cuda_kernel_read(g, 2, c, (size_t)(m * n) * 2));
+        double worst = 0.0;
+        for (int64_t i = 0; i < m; i += 7)
+            for (int64_t j = 0; j < n; j += 5) {
+                double want = 0.0, scale = 0.0;
+                for (int64_t l = 0; l < k; l++) {
+                    double term = fp8_value(a[i * k + l], pass) * fp8_value(b[j * k + l], 0);
+                    want += term;
+                    scale += fabs(term);
+                }
+                double error = fabs(bf16_value(c[i * n + j]) - want) / (scale > 0 ? scale : 1);
+                worst = error > worst ? error : worst;
+            }
+        CHECK_MSG(worst < 1e-2, "fp8 GEMM (%s): worst relative error %g", pass ? "bwd" : "fwd",
+                  worst);
+        free(a);
+        free(b);
+        free(c);
+        ds_kernel_destroy(g);
+    }
+    ds_event_key_t cast = key_of(DS_OP_FP8_CAST, DS_PASS_FORWARD, DS_DTYPE_BF16, 128, 96, 0, 0, 0);
+    ds_kernel_t *kc = NULL;
+    CHECK_OK(ds_kernel_prepare(gpu, &cast, &kc));
+    if (kc != NULL) {
+        CHECK_OK(ds_kernel_run(kc));
+        uint16_t *x = malloc(128 * 96 * 2);
+        uint8_t *y = malloc(128 * 96);
+        float amax = 0.0f;
+        CHECK_OK(dsi_cuda_kernel_read(kc, 0, x, 128 * 96 * 2));
+        CHECK_OK(dsi_cuda_kernel_read(kc, 1, y, 128 * 96));
+        CHECK_OK(dsi_cuda_kernel_read(kc, 2, &amax, sizeof(amax)));
+        double want = 0.0;
+        for (int i = 0; i < 128 * 96; i++)
+            want = fabs(bf16_value(x[i])) > want ? fabs(bf16_value(x[i])) : want;
+        CHECK_NEAR(amax, want, 0.0);
+        /* The largest input becomes e4m3's largest finite value, 448. */
+        double largest = 0.0;
+        for (int i = 0; i < 128 * 96; i++)
+            largest = fabs(fp8_value(y[i], 0)) > largest ? fabs(fp8_value(y[i], 0)) : largest;
+        CHECK_NEAR(largest, 448.0, 0.0);
+        free(x);
+        free(y);
+        ds_kernel_destroy(kc);
+    }
+    /* Shapes FP8 does not run are refused, naming the rule. */
+    ds_event_key_t odd = key_of(DS_OP_GEMM, DS_PASS_FORWARD, DS_DTYPE_FP8, 60, 48, 80, 0, 2);
+    ds_kernel_t *ko = NULL;
+    CHECK_FAILS(ds_kernel_prepare(gpu, &odd, &ko), DS_ERR_UNSUPPORTED, "multiples of 16");
+}
+
+/* The fused attention's forward (cuDNN) against the cpu backend's tiled
+ * kernel on the same bf16 inputs: output and log-sum-exp, causal or not,
+ * with grouped key/value heads; the backward is refused, naming it. */
+static void test_flash_attention(ds_backend_t *cpu, ds_backend_t *gpu)
+{
+    const ds_attention_shape_t shape = {2, 4, 2, 128, 128, 64};
+    const size_t n = 2 * 4 * 128 * 64, rows = 2 * 4 * 128;
+    for (unsigned causal = 0; causal < 2; causal++) {
+        ds_event_key_t key =
+            key_of(DS_OP_FLASH_ATTENTION, DS_PASS_FORWARD, DS_DTYPE_BF16, 0, 0, 0, 0, causal);
+        ds_attention_shape_set(&key, &shape);
+        ds_kernel_t *a = NULL, *g = NULL;
+        CHECK_OK(ds_kernel_prepare(cpu, &key, &a));
+        CHECK_OK(ds_kernel_prepare(gpu, &key, &g));
+        if (a != NULL && g != NULL) {
+            CHECK_OK(ds_kernel_run(a));
+            CHECK_OK(ds_kernel_run(g));
+            CHECK_OK(ds_backend_synchronize(gpu));
+            int in = -1, out = -1, bf16 = 0;
+            dsi_cpu_kernel_roles(a, &in, &out, &bf16);
+            void *o_cpu = NULL, *lse_cpu = NULL;
+            size_t bytes = 0;
+            CHECK(dsi_cpu_kernel_buffer(a, 3, &o_cpu, &bytes));
+            CHECK(dsi_cpu_kernel_buffer(a, 4, &lse_cpu, &bytes));
+            uint16_t *o_gpu = malloc(n * 2);
+            float *lse_gpu = malloc(rows * sizeof(float));
+            CHECK_OK(dsi_cuda_kernel_read(g, 3, o_gpu, n * 2));
+            CHECK_OK(dsi_cuda_kernel_read(g, 4, lse_gpu, rows * sizeof(float)));
+            double worst_o = 0.0, worst_lse = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                double want =
+                    bf16 ? bf16_value(((const uint16_t *)o_cpu)[i]) : ((const float *)o_cpu)[i];
+                worst_o = fmax(worst_o, fabs(bf16_value(o_gpu[i]) - want));
+            }
+            for (size_t i = 0; i < rows; i++)
+                worst_lse = fmax(worst_lse, fabs(lse_gpu[i] - ((const float *)lse_cpu)[i]));
+            /* Outputs are averages of N(0, 1) values: bf16 rounding of inputs,
+             * scores and outputs stays within a few hundredths. */
+            CHECK_MSG(worst_o < 3e-2 && worst_lse < 2e-2,
+                      "flash attention (causal %u): worst |o| error %g, |lse| error %g", causal,
+                      worst_o, worst_lse);
+            free(o_gpu);
+            free(lse_gpu);
+        }
+        ds_kernel_destroy(a);
+        ds_kernel_destroy(g);
+    }
+    ds_event_key_t bwd =
+        key_of(DS_OP_FLASH_ATTENTION, DS_PASS_BACKWARD, DS_DTYPE_BF16, 0, 0, 0, 0, 1);
+    ds_attention_shape_set(&bwd, &shape);
+    ds_kernel_t *kb = NULL;
+    CHECK_FAILS(ds_kernel_prepare(gpu, &bwd, &kb), DS_ERR_UNSUPPORTED, "backward");
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -215,6 +359,8 @@ int main(int argc, char **argv)
         test_against_cpu(cpu, gpu);
         test_measure(gpu);
         test_nccl(gpu);
+        test_fp8(gpu);
+        test_flash_attention(cpu, gpu);
     }
     ds_backend_close(cpu);
     ds_backend_close(gpu);

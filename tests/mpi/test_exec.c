@@ -92,6 +92,11 @@ static void test_pipeline(const char *text, int order)
     if (exec == NULL)
         return;
     int m = (int)ds_strategy_num_microbatches(&s);
+    /* Host-timed records carry no device marks. */
+    size_t marked = 0;
+    for (size_t i = 0; rank == 0 && i < exec->runs[0].num_recs; i++)
+        marked += exec->runs[0].recs[i].mark[0] != -1 || exec->runs[0].recs[i].mark[1] != -1;
+    CHECK_MSG(marked == 0, "%s: %zu records with device marks on the cpu backend", text, marked);
     for (int mb = 0; mb < m; mb++) {
         ds_exec_microbatch_t a = mb_of(exec, 0, 0, mb), b = mb_of(exec, 1, 0, mb);
         CHECK_MSG(b.fwd_start_s >= a.fwd_end_s,
@@ -224,6 +229,14 @@ static void test_refused(void)
     CHECK_OK(ds_strategy_parse("dp=4,tp=1,pp=1,mbs=1,gbs=4", &s));
     CHECK_OK(ds_strategy_resolve(&s, model, 4, 4));
     CHECK_FAILS(ds_exec_create(backend, model, &s, &exec), DS_ERR_INVALID_ARG, "needs 4 ranks");
+    /* The cpu backend's calls return when their work is done: no device
+     * queues, and the executor times it on the host. */
+    CHECK(!dsi_backend_queued(backend));
+    CHECK_FAILS(dsi_queue_mark(backend, DSI_QUEUE_COMPUTE, 0), DS_ERR_UNSUPPORTED,
+                "no device queues");
+    CHECK_FAILS(dsi_queue_join(backend, DSI_QUEUE_COMPUTE, DSI_QUEUE_DP), DS_ERR_UNSUPPORTED,
+                "no device queues");
+    CHECK_FAILS(dsi_comm_group_start(backend), DS_ERR_UNSUPPORTED, "no device queues");
 }
 
 int main(int argc, char **argv)

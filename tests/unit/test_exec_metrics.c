@@ -155,6 +155,58 @@ static void test_bad_records(void)
     CHECK_FAILS(dsi_exec_compute_run(&s, 1, 2, 0, 1, r.v, 0, &run), DS_ERR_INVALID_ARG, "0 + 1");
 }
 
+/* Device marks onto the host clock: the anchors' rate corrects the device
+ * clock's drift; a rate no oscillator has (an anchor seen late) is not used. */
+static void test_device_marks(void)
+{
+    const double offsets[4] = {0.0, 0.25, 1.0, 2.0};
+    double host[4];
+    /* The device clock runs 1e-4 slow: 2 s of it are 2.0002 s of the host's. */
+    dsi_exec_marks_to_host(100.0, 102.0002, 2.0, offsets, 4, host);
+    CHECK_NEAR(host[0], 100.0, 0.0);
+    CHECK_NEAR(host[1], 100.0 + 0.25 * 1.0001, 1e-12);
+    CHECK_NEAR(host[2], 101.0001, 1e-12);
+    CHECK_NEAR(host[3], 102.0002, 1e-12);
+    /* The second anchor seen 5 ms late: rate 1, times from the first anchor. */
+    dsi_exec_marks_to_host(100.0, 102.005, 2.0, offsets, 4, host);
+    CHECK_NEAR(host[2], 101.0, 1e-12);
+    CHECK_NEAR(host[3], 102.0, 1e-12);
+    /* No distance between the anchors: rate 1. */
+    dsi_exec_marks_to_host(7.0, 7.0, 0.0, offsets, 2, host);
+    CHECK_NEAR(host[1], 7.25, 1e-12);
+}
+
+/* Queued backends: a bucket's all-reduce on its own queue overlaps the
+ * backward and is not exposed; the compute queue's wait for it is. */
+static void test_overlapped_bucket(void)
+{
+    ds_strategy_t s;
+    strategy(&s, "dp=2,tp=1,pp=1,mbs=1", 2);
+    recs_t r;
+    r.n = 0;
+    for (int it = 0; it < 3; it++)
+        for (int rank = 0; rank < 2; rank++) {
+            pass(&r, rank, it, false, DSI_XK_COMPUTE, 0.0, 4.0);
+            dsi_xrec_t *b = add(&r, rank, it, DSI_XK_DP_OVERLAP, 2.0, 4.5);
+            b->mb = 0;
+            /* Rank 1 reaches the wait 0.2 s after rank 0; the bucket ends at 4.5. */
+            dsi_xrec_t *w = add(&r, rank, it, DSI_XK_DP_WAIT, 4.0 + 0.2 * rank, 4.5);
+            w->mb = 0;
+            add(&r, rank, it, DSI_XK_OPT, 4.5, 5.0);
+        }
+    dsi_xrun_t run;
+    memset(&run, 0, sizeof(run));
+    CHECK_OK(dsi_exec_compute_run(&s, 1, 2, 1, 2, r.v, r.n, &run));
+    CHECK_NEAR(run.summary.iteration_s, 10.0, 1e-9);
+    /* Exposed: from the last member's arrival at the wait (4.2) to its end. */
+    CHECK_NEAR(run.devices[0].comm_exposed_s, 0.3, 1e-9);
+    CHECK_NEAR(run.devices[0].dp_s, 0.3, 1e-9);
+    CHECK_NEAR(run.devices[0].wait_s, 0.2, 1e-9);
+    CHECK_NEAR(run.devices[1].comm_exposed_s, 0.3, 1e-9);
+    CHECK_NEAR(run.devices[0].compute_s, 4.5, 1e-9);
+    dsi_exec_run_free(&run);
+}
+
 /* Costs measured by two ranks: one unit (or key) measured 5x slower on one
  * rank does not make that rank, or the key, slower. */
 static void test_robust_costs(void)
@@ -198,5 +250,7 @@ int main(void)
     test_tensor_parallel();
     test_pipeline();
     test_bad_records();
+    test_device_marks();
+    test_overlapped_bucket();
     return check_summary("test_exec_metrics");
 }

@@ -144,10 +144,12 @@ int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_o
     return DS_OK;
 }
 
-static int issue(dsc_comm_op *c)
+// Roles as dsi_call_role_t (backend/dsi_backend.h).
+enum { ROLE_ALL = 0, ROLE_SEND = 1, ROLE_RECV = 2 };
+
+static int issue(dsc_comm_op *c, cudaStream_t s, int role)
 {
     const dsi_comm_op_t *op = &c->op;
-    cudaStream_t s = c->ctx->stream;
     ncclComm_t comm = c->comm;
     size_t count = (size_t)op->count;
     char *send = static_cast<char *>(c->send), *recv = static_cast<char *>(c->recv);
@@ -179,7 +181,11 @@ static int issue(dsc_comm_op *c)
     }
     case DS_COMM_SENDRECV: {
         int peer = 1 - c->rank;
-        if (op->batched) {
+        if (role == ROLE_SEND) { // the executor's side of a transfer
+            DSC_NCCL_TRY(ncclSend(send, count, c->type, peer, comm, s));
+        } else if (role == ROLE_RECV) {
+            DSC_NCCL_TRY(ncclRecv(recv, count, c->type, peer, comm, s));
+        } else if (op->batched) {
             DSC_NCCL_TRY(ncclGroupStart());
             DSC_NCCL_TRY(ncclSend(send, count, c->type, peer, comm, s));
             DSC_NCCL_TRY(ncclRecv(recv, count, c->type, peer, comm, s));
@@ -222,7 +228,7 @@ int dsc_comm_run_timed(void *handle, void *before, double *lead_s, double *secon
     if (before != nullptr)
         DSC_TRY(dsc_kernel_run(before));
     DSC_CUDA_TRY(cudaEventRecord(c->issued, s));
-    DSC_TRY(issue(c));
+    DSC_TRY(issue(c, s, ROLE_ALL));
     DSC_CUDA_TRY(cudaEventRecord(c->stop, s));
     DSC_CUDA_TRY(cudaEventSynchronize(c->stop));
     float lead = 0.0f, ms = 0.0f;
@@ -230,6 +236,29 @@ int dsc_comm_run_timed(void *handle, void *before, double *lead_s, double *secon
     DSC_CUDA_TRY(cudaEventElapsedTime(&ms, c->issued, c->stop));
     *lead_s = 1e-3 * (double)lead;
     *seconds_p = 1e-3 * (double)ms;
+    return DS_OK;
+}
+
+int dsc_comm_issue(void *handle, int queue, int role)
+{
+    dsc_comm_op *c = static_cast<dsc_comm_op *>(handle);
+    if (queue < 0 || queue >= DSI_QUEUE_COUNT_)
+        return dsc_fail(DS_ERR_INVALID_ARG, "device queue %d (accepted: 0 to %d)", queue,
+                        DSI_QUEUE_COUNT_ - 1);
+    if (role != ROLE_ALL && c->op.op != DS_COMM_SENDRECV)
+        return dsc_fail(DS_ERR_INVALID_ARG, "a collective issued with a point-to-point role");
+    return issue(c, c->ctx->queues[queue], role);
+}
+
+int dsc_group_start(void)
+{
+    DSC_NCCL_TRY(ncclGroupStart());
+    return DS_OK;
+}
+
+int dsc_group_end(void)
+{
+    DSC_NCCL_TRY(ncclGroupEnd());
     return DS_OK;
 }
 

@@ -76,6 +76,7 @@ static void close_ctx(void *handle)
     if (ctx == nullptr)
         return;
     cudaSetDevice(ctx->device);
+    dsc_queues_close(ctx);
     for (size_t i = 0; i < ctx->num_stamps; i++)
         cudaEventDestroy(ctx->stamps[i]);
     free(ctx->stamps);
@@ -105,6 +106,9 @@ static int open_ctx(int device, void **ctx_p)
         goto fail;
     }
     snprintf(ctx->name, sizeof(ctx->name), "%s", prop.name);
+    status = dsc_queues_open(ctx);
+    if (status != DS_OK)
+        goto fail;
     cs = cublasCreate(&ctx->cublas);
     if (cs == CUBLAS_STATUS_SUCCESS)
         cs = cublasSetStream(ctx->cublas, ctx->stream);
@@ -202,25 +206,60 @@ struct dsc_kernel {
     const void *in;
     size_t total_bytes;
     int64_t runs;
+    void *fp8_gemm;  // an fp8 GEMM's cuBLASLt state (cuda_fp8.cu)
+    void *attention; // a fused attention's cuDNN plan (cuda_attention.cu)
 };
+
+// Fused attention (cuda_attention.cu).
+int dsc_attention_prepare(const ds_event_key_t *key, cudaStream_t stream, void **attention_p);
+int dsc_attention_run(void *attention, const void *q, const void *k, const void *v, void *o,
+                      void *lse);
+void dsc_attention_release(void *attention);
+
+// FP8 (cuda_fp8.cu).
+int dsc_fp8_gemm_check(const ds_event_key_t *key);
+int dsc_fp8_gemm_prepare(const ds_event_key_t *key, void **gemm_p);
+int dsc_fp8_gemm_run(void *gemm, cudaStream_t s, const void *a, const void *b, void *d);
+void dsc_fp8_gemm_release(void *gemm);
+int dsc_fill_fp8(cudaStream_t s, void *p, int64_t count, float scale, uint64_t seed, int e5m2);
+int dsc_fp8_cast(cudaStream_t s, dsc_type t, int64_t n, const void *x, uint8_t *y, float *amax);
+
+// An fp8 GEMM: one-byte operands (buffers 0 and 1), the output in bf16.
+static bool is_fp8_gemm(const ds_event_key_t *key)
+{
+    return key->dtype == DS_DTYPE_FP8 && key->op == DS_OP_GEMM;
+}
+
+// The storage type of a key's STORED buffers: an fp8 GEMM's output is bf16.
+static dsc_type storage_of(const ds_event_key_t *key)
+{
+    return key->dtype == DS_DTYPE_FP8 ? DSC_BF16 : dsc_type_of((ds_dtype_t)key->dtype);
+}
+
+static size_t buffer_bytes(const ds_event_key_t *key, const dsi_kernel_plan_t *plan, int i)
+{
+    size_t stored = is_fp8_gemm(key) && i < 2 ? 1 : dsc_type_size(storage_of(key));
+    return dsi_kernel_plan_buffer_bytes(&plan->buffers[i], stored);
+}
+
+static size_t plan_bytes(const ds_event_key_t *key, const dsi_kernel_plan_t *plan)
+{
+    size_t total = 0;
+    for (int i = 0; i < plan->num_buffers; i++)
+        total += buffer_bytes(key, plan, i);
+    return total;
+}
 
 static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
 {
     char message[256];
     if (key->kind != DS_EVENT_COMPUTE)
         return dsc_fail(DS_ERR_INVALID_ARG, "a communication key given as a compute kernel");
-    if (key->dtype == DS_DTYPE_FP8)
-        return dsc_fail(DS_ERR_UNSUPPORTED,
-                        "the cuda backend has no fp8 kernels yet (fp8 keys are reserved)");
     if (key->dtype > DS_DTYPE_FP8)
         return dsc_fail(DS_ERR_INVALID_ARG, "compute key dtype %u is not known",
                         (unsigned)key->dtype);
-    if (key->op == DS_OP_FP8_CAST)
-        return dsc_fail(DS_ERR_UNSUPPORTED, "the cuda backend has no fp8 kernels yet");
-    if (key->op == DS_OP_FLASH_ATTENTION)
-        return dsc_fail(DS_ERR_UNSUPPORTED,
-                        "the cuda backend has no fused attention kernel yet (cuDNN's is not "
-                        "built in); profile with flash=off, or on the cpu backend");
+    if (key->dtype == DS_DTYPE_FP8)
+        DSC_TRY(dsc_fp8_gemm_check(key));
     int code = dsi_kernel_plan_make(key, plan, message, sizeof(message));
     if (code != DS_OK)
         return dsc_fail(code, "%s", message);
@@ -231,7 +270,7 @@ static int kernel_estimate(const ds_event_key_t *key, size_t *bytes_p)
 {
     dsi_kernel_plan_t plan;
     DSC_TRY(plan_of(key, &plan));
-    *bytes_p = dsi_kernel_plan_bytes(&plan, dsc_type_size(dsc_type_of((ds_dtype_t)key->dtype)));
+    *bytes_p = plan_bytes(key, &plan);
     return DS_OK;
 }
 
@@ -246,6 +285,8 @@ static void kernel_destroy(void *handle)
         if (k->buf[i] != nullptr)
             cudaFree(k->buf[i]);
     k->ctx->memory_used -= k->total_bytes;
+    dsc_fp8_gemm_release(k->fp8_gemm);
+    dsc_attention_release(k->attention);
     free(k);
 }
 
@@ -292,8 +333,8 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
     dsc_ctx *ctx = static_cast<dsc_ctx *>(handle);
     dsi_kernel_plan_t plan;
     DSC_TRY(plan_of(key, &plan));
-    dsc_type t = dsc_type_of((ds_dtype_t)key->dtype);
-    size_t need = dsi_kernel_plan_bytes(&plan, dsc_type_size(t));
+    dsc_type t = storage_of(key);
+    size_t need = plan_bytes(key, &plan);
     DSC_CUDA_TRY(cudaSetDevice(ctx->device));
     size_t free_bytes = 0, total_bytes = 0;
     DSC_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -314,9 +355,11 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
     k->total_bytes = need;
     ctx->memory_used += need;
     int status = DS_OK;
+    if (key->op == DS_OP_FLASH_ATTENTION) // cuDNN's plan first: it may refuse the key
+        status = dsc_attention_prepare(key, ctx->stream, &k->attention);
     for (int i = 0; i < plan.num_buffers && status == DS_OK; i++) {
         const dsi_buffer_plan_t *bp = &plan.buffers[i];
-        k->bytes[i] = dsi_kernel_plan_buffer_bytes(bp, dsc_type_size(t));
+        k->bytes[i] = buffer_bytes(key, &plan, i);
         cudaError_t e = cudaMalloc(&k->buf[i], k->bytes[i] > 0 ? k->bytes[i] : 1);
         if (e == cudaSuccess)
             e = cudaMemsetAsync(k->buf[i], 0, k->bytes[i], ctx->stream);
@@ -327,9 +370,16 @@ static int kernel_prepare(void *handle, const ds_event_key_t *key, void **kernel
                          "allocating a %zu-byte buffer: %s", k->bytes[i], cudaGetErrorString(e));
             break;
         }
-        status = dsc_fill(ctx->stream, k->buf[i], bp->elem, t, bp->count, bp->fill, bp->scale,
-                          bp->limit, dsi_kernel_plan_seed(key, i));
+        if (is_fp8_gemm(key) && i < 2) // the main input is the gradient in the backward
+            status = dsc_fill_fp8(ctx->stream, k->buf[i], bp->count, bp->scale,
+                                  dsi_kernel_plan_seed(key, i),
+                                  i == plan.in_index && key->pass == DS_PASS_BACKWARD);
+        else
+            status = dsc_fill(ctx->stream, k->buf[i], bp->elem, t, bp->count, bp->fill, bp->scale,
+                              bp->limit, dsi_kernel_plan_seed(key, i));
     }
+    if (status == DS_OK && is_fp8_gemm(key))
+        status = dsc_fp8_gemm_prepare(key, &k->fp8_gemm);
     if (status == DS_OK)
         status = make_saved_state(k);
     if (status == DS_OK && cudaStreamSynchronize(ctx->stream) != cudaSuccess)
@@ -388,6 +438,7 @@ int dsc_kernel_run(void *handle)
     uint64_t seed = dsi_kernel_plan_seed(key, -1) + (uint64_t)++k->runs;
     switch ((ds_op_t)key->op) {
     case DS_OP_GEMM:
+        return k->fp8_gemm != nullptr ? dsc_fp8_gemm_run(k->fp8_gemm, s, in, b[1], b[2]) : gemm(k);
     case DS_OP_BATCHED_GEMM: return gemm(k);
     case DS_OP_SOFTMAX:
         return bwd ? dsc_softmax_bwd(s, t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, b[1], in,
@@ -448,8 +499,12 @@ int dsc_kernel_run(void *handle)
     case DS_OP_POOL:
         return bwd ? dsc_pool_bwd(s, t, rows, cols, in, static_cast<int8_t *>(b[1]), b[2])
                    : dsc_pool_fwd(s, t, rows, cols, in, b[1], static_cast<int8_t *>(b[2]));
-    case DS_OP_FLASH_ATTENTION:
     case DS_OP_FP8_CAST:
+        return dsc_fp8_cast(s, t, n, in, static_cast<uint8_t *>(b[1]), static_cast<float *>(b[2]));
+    case DS_OP_FLASH_ATTENTION:
+        if (!bwd && k->attention != nullptr)
+            return dsc_attention_run(k->attention, in, b[1], b[2], b[3], b[4]);
+        break;
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
@@ -465,6 +520,9 @@ static int kernel_chain(void *consumer, const void *producer, int *chained_p)
     dsc_kernel *c = static_cast<dsc_kernel *>(consumer);
     const dsc_kernel *p = static_cast<const dsc_kernel *>(producer);
     *chained_p = 0;
+    // An fp8 GEMM reads what a cast made (fp8_cast events), not its producer's output.
+    if (is_fp8_gemm(&c->key))
+        return DS_OK;
     if (c->plan.in_index < 0 || p->plan.out_index < 0 || c->type != p->type)
         return DS_OK;
     if (p->bytes[p->plan.out_index] < c->bytes[c->plan.in_index])
@@ -495,6 +553,15 @@ int dsc_comm_prepare(void *ctx, void *nccl, int size, int rank, const dsi_comm_o
 int dsc_comm_run_timed(void *op, void *before, double *lead_s, double *seconds_p);
 int dsc_comm_check(void *op, int64_t *errors_p);
 void dsc_comm_release(void *op);
+int dsc_comm_issue(void *op, int queue, int role);
+int dsc_group_start(void);
+int dsc_group_end(void);
+int dsc_queue_mark(void *ctx, int queue, size_t slot);
+int dsc_marks_reserve(void *ctx, size_t count);
+int dsc_queue_join(void *ctx, int from, int to);
+int dsc_queue_wait_mark(void *ctx, int queue, size_t slot);
+int dsc_mark_done(void *ctx, size_t slot, int *done_p);
+int dsc_marks_read(void *ctx, size_t count, double *offsets_s);
 
 static const dsi_cuda_module_t module_table = {
     DSI_CUDA_ABI_VERSION,
@@ -522,6 +589,15 @@ static const dsi_cuda_module_t module_table = {
     dsc_comm_run_timed,
     dsc_comm_check,
     dsc_comm_release,
+    dsc_queue_mark,
+    dsc_marks_reserve,
+    dsc_queue_join,
+    dsc_queue_wait_mark,
+    dsc_mark_done,
+    dsc_marks_read,
+    dsc_comm_issue,
+    dsc_group_start,
+    dsc_group_end,
 };
 
 extern "C" __attribute__((visibility("default"))) const dsi_cuda_module_t *dsi_cuda_module_get(void)

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define DSI_CUDA_ABI_VERSION 1
+#define DSI_CUDA_ABI_VERSION 2
 #define DSI_CUDA_ENTRY "dsi_cuda_module_get"
 #define DSI_NCCL_ID_BYTES 128
 
@@ -72,6 +72,27 @@ typedef struct dsi_cuda_module {
     int (*comm_run_timed)(void *op, void *before, double *lead_s, double *seconds_p);
     int (*comm_check)(void *op, int64_t *errors_p);
     void (*comm_release)(void *op);
+
+    /* The executor's queues (dsi_queue_t): marks are timing events of their
+     * own, slot 0 .. made on demand; a mark records when `queue` reaches it. */
+    int (*queue_mark)(void *ctx, int queue, size_t slot);
+    /* Makes marks 0 .. count-1 now, so that recording them later creates none. */
+    int (*marks_reserve)(void *ctx, size_t count);
+    /* `to` waits (on the device) for what was issued on `from` so far. */
+    int (*queue_join)(void *ctx, int from, int to);
+    /* `queue` waits (on the device) until mark `slot` has been reached. */
+    int (*queue_wait_mark)(void *ctx, int queue, size_t slot);
+    /* Whether mark `slot` has been reached (never blocks). */
+    int (*mark_done)(void *ctx, size_t slot, int *done_p);
+    /* Waits for every queue, then offsets_s[i] = seconds from mark 0 to
+     * mark i, for i < count. */
+    int (*marks_read)(void *ctx, size_t count, double *offsets_s);
+    /* Issues a prepared operation on `queue` without waiting; role as
+     * dsi_call_role_t (point-to-point: this member's side). */
+    int (*comm_issue)(void *op, int queue, int role);
+    /* Operations issued between these go to NCCL as one group. */
+    int (*group_start)(void);
+    int (*group_end)(void);
 } dsi_cuda_module_t;
 
 typedef const dsi_cuda_module_t *(*dsi_cuda_entry_fn)(void);

@@ -42,7 +42,12 @@ const char *dsc_last_error(void);
 
 struct dsc_ctx {
     int device;
-    cudaStream_t stream;
+    cudaStream_t stream; // the compute queue; also queues[DSI_QUEUE_COMPUTE]
+    // The executor's queues and one event per queue for joining another to it.
+    cudaStream_t queues[DSI_QUEUE_COUNT_];
+    cudaEvent_t joins[DSI_QUEUE_COUNT_];
+    cudaEvent_t *marks;
+    size_t num_marks;
     cublasHandle_t cublas;
     cudaEvent_t *stamps;
     size_t num_stamps;
@@ -116,6 +121,10 @@ int dsc_pool_fwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, const v
                  int8_t *argmax);
 int dsc_pool_bwd(cudaStream_t s, dsc_type t, int64_t rows, int64_t cols, const void *dy,
                  const int8_t *argmax, void *dx);
+
+// The executor's queues (cuda_queue.cu): made by open, released by close.
+int dsc_queues_open(dsc_ctx *ctx);
+void dsc_queues_close(dsc_ctx *ctx);
 
 // Issues a prepared kernel on its context's stream (cuda_module.cu).
 int dsc_kernel_run(void *kernel);
