@@ -3,6 +3,7 @@
 #include <dsmpi/events.h>
 
 #include "dsi_core.h"
+#include "dsi_events.h"
 
 #include <string.h>
 
@@ -109,6 +110,27 @@ const ds_event_t *ds_event_set_find(const ds_event_set_t *set, const ds_event_ke
     return slot ? &set->events[slot - 1] : NULL;
 }
 
+void dsi_matmul_flops(const ds_event_key_t *key, double flops, double *hardware_p, double *model_p)
+{
+    bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
+    bool fused = key->op == DS_OP_FLASH_ATTENTION;
+    *hardware_p = *model_p = 0.0;
+    if (key->kind != DS_EVENT_COMPUTE || !(matmul || fused))
+        return;
+    *hardware_p = flops;
+    if (key->pass == DS_PASS_RECOMPUTE)
+        return;
+    *model_p = flops;
+    if (fused) {
+        /* The kernel does the causal pairs and, backward, the scores again
+         * (the operator's count); Megatron's formula counts QK^T and PV
+         * over every pair, 4 d forward and 8 d backward. */
+        ds_attention_shape_t a = ds_attention_shape_of(key);
+        double pairs = (double)a.batch * (double)a.heads * (double)a.seq_q * (double)a.seq_k;
+        *model_p = (key->pass == DS_PASS_BACKWARD ? 8.0 : 4.0) * (double)a.head_dim * pairs;
+    }
+}
+
 void ds_event_set_totals(const ds_event_set_t *set, ds_event_totals_t *totals)
 {
     memset(totals, 0, sizeof(*totals));
@@ -119,11 +141,11 @@ void ds_event_set_totals(const ds_event_set_t *set, ds_event_totals_t *totals)
         totals->unique[c]++;
         if (e->key.kind == DS_EVENT_COMM) {
             totals->comm_bytes += (double)e->count * e->bytes;
-        } else if (e->key.op == DS_OP_GEMM || e->key.op == DS_OP_BATCHED_GEMM) {
-            /* Matmul FLOPs, as MFU/HFU count them. */
-            totals->flops += (double)e->count * e->flops;
-            if (e->key.pass != DS_PASS_RECOMPUTE)
-                totals->model_flops += (double)e->count * e->flops;
+        } else {
+            double hardware, model;
+            dsi_matmul_flops(&e->key, e->flops, &hardware, &model);
+            totals->flops += (double)e->count * hardware;
+            totals->model_flops += (double)e->count * model;
         }
     }
 }

@@ -254,10 +254,11 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         if (!comm)
             t.comp = dsi_ns_add(t.comp, ns);
         t.assumed |= (uint8_t)assumed;
-        if (!comm && (key.op == DS_OP_GEMM || key.op == DS_OP_BATCHED_GEMM)) {
-            t.mm_flops += ops[i].flops;
-            if (key.pass != DS_PASS_RECOMPUTE)
-                t.mm_model_flops += ops[i].flops;
+        if (!comm) {
+            double hardware, model;
+            dsi_matmul_flops(&key, ops[i].flops, &hardware, &model);
+            t.mm_flops += hardware;
+            t.mm_model_flops += model;
         }
     }
     sim->templates[sim->num_templates] = t;

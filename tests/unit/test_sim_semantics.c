@@ -228,7 +228,9 @@ static void flops_and_memory(ds_sim_t *sim)
         "dp=2,tp=2,pp=2,mbs=2,gbs=16,recompute=full",
         "dp=2,tp=2,pp=2,mbs=1,gbs=8,vpp=3,sp,recompute=selective,zero=1",
         "dp=8,tp=1,pp=1,mbs=1,gbs=16,zero=3",
+        "dp=2,tp=2,pp=2,mbs=2,gbs=16,recompute=full,flash",
     };
+    double model_flops[DSI_N(strategies)];
     ds_model_t *model = NULL;
     CHECK_OK(ds_model_load("gpt2-medium", &model));
     CHECK_OK(ds_model_set_seq_len(model, 256));
@@ -246,6 +248,7 @@ static void flops_and_memory(ds_sim_t *sim)
         ds_sim_get_summary(sim, &sum);
         CHECK_NEAR(sum.model_flops, totals.model_flops, 1e-9);
         CHECK_NEAR(sum.hardware_flops, totals.flops, 1e-9);
+        model_flops[i] = sum.model_flops;
         CHECK_NEAR(sum.mfu,
                    sum.model_flops / sum.iteration_s / 8 / 1e12 / cluster.device.peak_tflops_bf16,
                    1e-9);
@@ -287,6 +290,10 @@ static void flops_and_memory(ds_sim_t *sim)
     CHECK_INT(d.memory.inflight, 8);
     ds_cost_table_destroy(table);
     /* GPT-3 on 8 devices does not fit. */
+    /* Model FLOPs belong to the model: fused attention counts as explicit
+     * attention does (every query-key pair); the last strategy is the first
+     * with flash. */
+    CHECK_NEAR(model_flops[DSI_N(strategies) - 1], model_flops[0], 1e-12);
     ds_model_destroy(model);
     CHECK_OK(ds_model_load("gpt3-175b", &model));
     setup_strategy(model, "dp=1,tp=8,pp=1,mbs=1,gbs=8", 1, 8, &s, &cluster);
