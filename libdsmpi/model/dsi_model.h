@@ -107,6 +107,28 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
 int64_t dsi_model_layer_params(const ds_model_t *model, int layer);
 int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp);
 
+/* Mixture of experts and latent attention (moe.c). */
+bool dsi_model_layer_is_moe(const ds_model_t *model, int layer);
+/* MoE layers among layers first .. first + count - 1. */
+int dsi_model_moe_layers(const ds_model_t *model, int first, int count);
+/* A dense MLP of `width` columns on one of `tp` ranks. */
+int64_t dsi_model_mlp_params(const ds_model_info_t *info, int64_t width, int64_t tp);
+/* An MoE layer's parameters outside the routed experts on one tensor-parallel
+ * rank: router (replicated), shared experts (split over tp), their gate. */
+int64_t dsi_model_moe_dense_params(const ds_model_info_t *info, int64_t tp);
+/* Routed expert parameters one rank holds: num_experts / ep experts, each
+ * split over etp ranks; 0 for a dense layer. */
+int64_t dsi_model_layer_expert_params(const ds_model_t *model, int layer, int etp, int ep);
+/* Multi-head latent attention's parameters on one tensor-parallel rank. */
+int64_t dsi_model_mla_params(const ds_model_info_t *info, int64_t tp);
+/* HF readers (json_root: a jansson object): the expert and latent-attention
+ * fields of a LLaMA-like config, and a DBRX config. */
+ds_status_t dsi_model_moe_from_hf(const void *json_root, const char *origin, const char *model_type,
+                                  ds_model_info_t *info);
+ds_status_t dsi_model_dbrx_from_hf(const void *json_root, const char *origin,
+                                   ds_model_info_t *info);
+ds_status_t dsi_model_moe_check(const ds_model_info_t *info, const char *origin);
+
 /* Layers of a layer-list model, presets and HF configs: loaders. */
 ds_status_t dsi_model_from_preset(const char *name, ds_model_t *model);
 ds_status_t dsi_model_from_hf_config(const void *json_root, const char *origin, ds_model_t *model);

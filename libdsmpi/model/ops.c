@@ -609,6 +609,11 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
             head_forward(&list, info, &sh);
         else
             head_backward(&list, info, &sh);
+    } else if (dsi_model_layer_is_moe(model, layer) || info->kv_lora_rank > 0) {
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "%s: the events of mixture-of-experts layers and latent attention are not "
+                         "modelled yet",
+                         info->name);
     } else {
         list.fp8 = ctx->fp8 != DS_FP8_OFF; /* the embedding and the head stay in bf16 */
         if (pass == DS_PASS_FORWARD)
