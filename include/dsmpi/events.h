@@ -82,6 +82,8 @@ typedef enum ds_group {
     DS_GROUP_DP = 3,
     DS_GROUP_EMBEDDING = 4, /* first and last stage: tied embedding gradients */
     DS_GROUP_MP = 5,        /* model-parallel group (tp x pp): gradient norm, overflow check */
+    DS_GROUP_EP = 6,        /* expert-parallel group: MoE token dispatch and combine */
+    DS_GROUP_EDP = 7,       /* expert-data-parallel group: expert gradients */
     DS_GROUP_COUNT_
 } ds_group_t;
 

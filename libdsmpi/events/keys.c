@@ -19,7 +19,8 @@ static const char *const comm_names[DS_COMM_COUNT_] = {
     "alltoall", "broadcast", "ps_push",   "ps_pull",
 };
 static const char *const pass_names[] = {"fwd", "bwd", "recompute", "step"};
-static const char *const group_names[DS_GROUP_COUNT_] = {"-", "tp", "pp", "dp", "embedding", "mp"};
+static const char *const group_names[DS_GROUP_COUNT_] = {"-",         "tp", "pp", "dp",
+                                                         "embedding", "mp", "ep", "edp"};
 static const char *const class_names[DS_CLASS_COUNT_] = {"compute", "tp-comm", "pp-p2p", "dp-comm",
                                                          "other-comm"};
 static const char *const algo_names[] = {"", "ring", "tree", "hierarchical", "ps"};
@@ -67,8 +68,9 @@ ds_event_class_t ds_event_class_of(const ds_event_key_t *key)
     switch (key->group) {
     case DS_GROUP_TP: return DS_CLASS_TP;
     case DS_GROUP_PP: return DS_CLASS_PP;
-    case DS_GROUP_DP: return DS_CLASS_DP;
-    default: return DS_CLASS_OTHER;
+    case DS_GROUP_DP:
+    case DS_GROUP_EDP: return DS_CLASS_DP;
+    default: return DS_CLASS_OTHER; /* EP dispatch and combine among them */
     }
 }
 

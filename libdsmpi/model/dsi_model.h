@@ -73,7 +73,22 @@ typedef struct dsi_shape_ctx {
     ds_dtype_t dtype;
     int flash;    /* attention as one fused operator (strategy flash=on) */
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers (strategy fp8=) */
+    /* MoE layers (strategy ep=, etp=, ...; resolved) */
+    int ep, etp;
+    ds_moe_dispatcher_t moe_dispatcher;
+    int moe_topk;        /* 0: the model's experts per token */
+    double router_skew;  /* 0: DS_ROUTER_SKEW_DEFAULT */
+    double moe_capacity; /* 0: dropless */
 } dsi_shape_ctx_t;
+
+/* Which ranks of an expert-parallel group run an operator: expert work is
+ * emitted twice when ep > 1, for the mean rank and for the slowest (the
+ * router's skew), the slowest's copy right after the mean's. */
+typedef enum dsi_ep_role {
+    DSI_EP_ALL = 0,     /* every rank */
+    DSI_EP_MEAN = 1,    /* every rank but the slowest of its EP group */
+    DSI_EP_SLOWEST = 2, /* the slowest rank only, in place of the operator before it */
+} dsi_ep_role_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the
  * tensor-parallel collectives inside the layer (group DS_GROUP_TP). */
@@ -81,8 +96,10 @@ typedef struct dsi_op {
     ds_event_key_t key; /* zeroed, then filled; comm layout fields left 0 here */
     double flops;
     double bytes;
-    int64_t grad_params; /* parameters whose gradient is complete after this op */
+    int64_t grad_params; /* parameters whose gradient is complete after this op (reduced over dp;
+                            expert weights' gradients go over edp and are not counted here) */
     const char *label;
+    uint8_t ep_role; /* dsi_ep_role_t */
 } dsi_op_t;
 
 /* Pieces of a pipeline: the embedding before layer 0, the head after the

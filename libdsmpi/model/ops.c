@@ -10,19 +10,11 @@
  * (m=out, n=in, k=T, A transposed).  A collective's bytes are the full buffer
  * (the nccl-tests "size": all-gather output, reduce-scatter input).
  */
-#include "dsi_model.h"
+#include "dsi_ops.h"
 
 #include <string.h>
 
-typedef struct op_list {
-    dsi_op_t *ops;
-    size_t count;
-    size_t max;
-    const dsi_shape_ctx_t *ctx;
-    ds_pass_t pass; /* the pass of operators being appended */
-    ds_status_t status;
-    bool fp8; /* GEMMs in FP8: the transformer layers' linears under fp8= */
-} op_list_t;
+typedef dsi_op_list_t op_list_t;
 
 static dsi_op_t *push(op_list_t *list, const char *label)
 {
@@ -155,6 +147,7 @@ typedef struct shape {
     int64_t act_bytes;   /* bytes of a [tokens, h] activation */
     bool sp, gated, causal, dropout, rope, bias;
     bool flash; /* attention as one fused operator */
+    bool moe;   /* the MLP is a mixture of experts (moe_ops.c) */
 } shape_t;
 
 static ds_op_t norm_op(const ds_model_info_t *info)
@@ -200,6 +193,7 @@ static shape_t make_shape(const ds_model_info_t *info, const dsi_shape_ctx_t *ct
     sh.rope = !info->learned_positions && info->arch != DS_ARCH_ENCODER_DECODER;
     sh.bias = info->linear_bias != 0;
     sh.flash = ctx->flash != 0;
+    sh.moe = false;
     return sh;
 }
 
@@ -381,8 +375,21 @@ static void cross_attention_backward(op_list_t *list, const ds_model_info_t *inf
                 norm_param_count(info));
 }
 
+static dsi_moe_shape_t moe_shape_of(const ds_model_info_t *info, const shape_t *sh)
+{
+    dsi_moe_shape_t m = {
+        sh->tokens, sh->rows,    sh->h,         sh->act_bytes,       sh->sp,
+        sh->gated,  sh->dropout, norm_op(info), activation_op(info), norm_param_count(info)};
+    return m;
+}
+
 static void mlp_forward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (sh->moe) {
+        dsi_moe_shape_t m = moe_shape_of(info, sh);
+        dsi_moe_forward(list, info, &m);
+        return;
+    }
     int64_t up = sh->ffn * (sh->gated ? 2 : 1);
     elementwise(list, norm_op(info), "mlp.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
     tp_enter_forward(list, sh, "mlp.tp.gather");
@@ -397,6 +404,11 @@ static void mlp_forward(op_list_t *list, const ds_model_info_t *info, const shap
 
 static void mlp_backward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (sh->moe) {
+        dsi_moe_shape_t m = moe_shape_of(info, sh);
+        dsi_moe_backward(list, info, &m);
+        return;
+    }
     int64_t up = sh->ffn * (sh->gated ? 2 : 1);
     elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "mlp.residual", sh->rows, sh->h,
                 0, 2.0, 3.0, 0);
@@ -609,12 +621,13 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
             head_forward(&list, info, &sh);
         else
             head_backward(&list, info, &sh);
-    } else if (dsi_model_layer_is_moe(model, layer) || info->kv_lora_rank > 0) {
+    } else if (info->kv_lora_rank > 0) {
         return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "%s: the events of mixture-of-experts layers and latent attention are not "
-                         "modelled yet",
-                         info->name);
+                         "%s: multi-head latent attention (MLA, kv_lora_rank %d) is not modelled "
+                         "yet: its events are not generated",
+                         info->name, info->kv_lora_rank);
     } else {
+        sh.moe = dsi_model_layer_is_moe(model, layer);
         list.fp8 = ctx->fp8 != DS_FP8_OFF; /* the embedding and the head stay in bf16 */
         if (pass == DS_PASS_FORWARD)
             transformer_forward(&list, info, &sh, t5_decoder);
@@ -623,4 +636,52 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
     }
     *count_p = list.count;
     return list.status;
+}
+
+/* ---- emitters shared with moe_ops.c ------------------------------------------------------ */
+
+dsi_op_t *dsi_ops_push(dsi_op_list_t *list, const char *label)
+{
+    return push(list, label);
+}
+
+void dsi_ops_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                  unsigned trans, int64_t grad_params)
+{
+    gemm(list, label, m, n, k, trans, grad_params);
+}
+
+void dsi_ops_batched_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                          int64_t batch, unsigned trans)
+{
+    batched_gemm(list, label, m, n, k, batch, trans);
+}
+
+void dsi_ops_elementwise(dsi_op_list_t *list, ds_op_t kind, const char *label, int64_t rows,
+                         int64_t cols, unsigned variant, double flops_per_element, double tensors,
+                         int64_t grad_params)
+{
+    elementwise(list, kind, label, rows, cols, variant, flops_per_element, tensors, grad_params);
+}
+
+void dsi_ops_fp8_cast(dsi_op_list_t *list, const char *label, int64_t rows, int64_t cols)
+{
+    fp8_cast(list, label, rows, cols);
+}
+
+void dsi_ops_collective(dsi_op_list_t *list, ds_comm_op_t primitive, ds_group_t group, int size,
+                        const char *label, int64_t bytes)
+{
+    if (size <= 1)
+        return;
+    dsi_op_t *op = push(list, label);
+    if (op == NULL)
+        return;
+    op->key.kind = DS_EVENT_COMM;
+    op->key.op = (uint8_t)primitive;
+    op->key.dtype = (uint8_t)list->ctx->dtype;
+    op->key.group = (uint8_t)group;
+    op->key.group_size = size;
+    op->key.dims[0] = bytes;
+    op->bytes = (double)bytes;
 }

@@ -163,13 +163,33 @@ static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
     return DS_OK;
 }
 
+/* The layout of a stage's EP groups the simulator prices dispatch and
+ * combine on: the one spanning the most nodes (they are alike under the
+ * usual placements). */
+static dsi_layout_t stage_ep_layout(ds_sim_t *sim, int stage)
+{
+    dsi_layout_t worst = {0, 0, 0, 0, 0, 0};
+    if (sim->ctx.ep <= 1)
+        return worst;
+    int groups = dsi_expert_groups(&sim->s, DSI_KIND_EP);
+    for (int index = 0; index < groups; index++) {
+        int n = dsi_group_members(&sim->place, DSI_KIND_EP, stage, index);
+        dsi_layout_t l = dsi_group_layout(&sim->place, DSI_KIND_EP, n);
+        if (index == 0 || l.nodes > worst.nodes ||
+            (l.nodes == worst.nodes && l.concurrency > worst.concurrency))
+            worst = l;
+    }
+    return worst;
+}
+
 static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const dsi_layout_t *tp,
-                               int32_t *id_p)
+                               const dsi_layout_t *ep, int32_t *id_p)
 {
     int type = dsi_layer_type(sim->model, layer);
     for (int32_t i = 0; i < sim->num_templates; i++) {
         const dsi_template_t *t = &sim->templates[i];
-        if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp)) {
+        if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp) &&
+            dsi_layout_equal(&t->ep_layout, ep)) {
             *id_p = i;
             return DS_OK;
         }
@@ -190,19 +210,29 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     t.type = type;
     t.pass = (uint8_t)pass;
     t.tp_layout = *tp;
+    t.ep_layout = *ep;
     t.op_first = sim->num_ops;
-    t.op_count = (int32_t)count;
     bool tied_head = layer == DSI_PART_HEAD && pass == DS_PASS_BACKWARD &&
                      dsi_has_tied_copy(&sim->info, &sim->s);
-    double variance = 0.0; /* of the compute since the last collective, s^2 */
+    double variance = 0.0;   /* of the compute since the last collective, s^2 */
+    int64_t expert_skew = 0; /* the slowest EP rank's extra expert time, not yet waited for */
+    int64_t expert_mean = 0; /* the last expert operator's time on the mean rank */
     for (size_t i = 0; i < count; i++) {
         ds_event_key_t key = ops[i].key;
         bool comm = key.kind == DS_EVENT_COMM;
         if (comm)
-            dsi_key_set_layout(&key, tp);
+            dsi_key_set_layout(&key, key.group == DS_GROUP_EP ? ep : tp);
         int64_t ns = 0;
         int assumed = 0;
         DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
+        if (ops[i].ep_role == DSI_EP_SLOWEST) {
+            /* Every rank waits for the slowest at the next EP collective. */
+            expert_skew += DSI_MAX(ns - expert_mean, 0);
+            t.assumed |= (uint8_t)assumed;
+            continue;
+        }
+        if (ops[i].ep_role == DSI_EP_MEAN)
+            expert_mean = ns;
         int64_t wait = 0;
         if (sim->opt.collective_skew && sim->costs != NULL) {
             if (!comm) {
@@ -212,6 +242,10 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
                 wait = dsi_ns(dsi_expected_max_normal(key.group_size) * sqrt(variance));
                 variance = 0.0;
             }
+        }
+        if (comm && key.group == DS_GROUP_EP) {
+            wait += expert_skew;
+            expert_skew = 0;
         }
         ns += wait;
         int32_t o = sim->num_ops++;
@@ -238,12 +272,14 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
                 t.mm_model_flops += ops[i].flops;
         }
     }
+    t.op_count = sim->num_ops - t.op_first;
     sim->templates[sim->num_templates] = t;
     *id_p = sim->num_templates++;
     return DS_OK;
 }
 
-static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp)
+static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
+                            const dsi_layout_t *ep)
 {
     if (sim->num_parts == sim->parts_cap) {
         int32_t cap = sim->parts_cap ? 2 * sim->parts_cap : 64;
@@ -256,8 +292,8 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp)
     }
     int32_t i = sim->num_parts;
     sim->part_layer[i] = layer;
-    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, &sim->part_tf[i]));
-    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, &sim->part_tb[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, ep, &sim->part_tf[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, ep, &sim->part_tb[i]));
     int64_t params = dsi_model_layer_params_tp(sim->model, layer, sim->s.tp);
     if (layer == DSI_PART_HEAD && dsi_has_tied_copy(&sim->info, &sim->s))
         params += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
@@ -293,16 +329,17 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_wait), &pr->fused_wait));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_assumed), &pr->fused_assumed));
     int L = sim->info.num_layers;
+    dsi_layout_t ep = stage_ep_layout(sim, stage);
     for (int c = 0; c < v; c++) {
         pr->part_first[c] = sim->num_parts;
         if (stage == 0 && c == 0)
-            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp));
+            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp, &ep));
         int first, n;
         ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
         for (int layer = first; layer < first + n; layer++)
-            DSI_TRY(add_part(sim, layer, tp));
+            DSI_TRY(add_part(sim, layer, tp, &ep));
         if (stage == s->pp - 1 && c == v - 1)
-            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp));
+            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp, &ep));
     }
     int32_t id = sim->num_profiles - 1;
     pr->part_first[v] = sim->num_parts;
@@ -344,6 +381,7 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     DSI_TRY(dsi_sim_cost(sim, &opt, 12.0 * (double)shard, 36.0 * (double)shard, &pr->opt_dur,
                          &assumed));
     pr->opt_assumed = (uint8_t)assumed;
+    DSI_TRY(dsi_sim_expert_costs(sim, stage, pr));
     *id_p = id;
     return DS_OK;
 }

@@ -159,6 +159,7 @@ enum {
     DSI_L_EMBEDDING,
     DSI_L_OVERFLOW,
     DSI_L_GRAD_NORM,
+    DSI_L_EXPERT_GRAD,
     DSI_L_COUNT_
 };
 
@@ -208,6 +209,7 @@ typedef struct dsi_template {
     uint8_t pass; /* forward or backward */
     uint8_t assumed;
     dsi_layout_t tp_layout;
+    dsi_layout_t ep_layout; /* MoE dispatch and combine (zero without ep) */
     int32_t op_first, op_count;
     int64_t dur, comp;               /* ns, unscaled */
     int64_t wait;                    /* arrival skew inside dur (see op_wait) */
@@ -224,8 +226,10 @@ typedef struct dsi_profile {
     int64_t *fused_comp;
     int64_t *fused_wait;
     uint8_t *fused_assumed;
-    int64_t sp_dur, opt_dur; /* SP norm all-reduce, optimizer step */
+    int64_t sp_dur, opt_dur; /* SP norm all-reduce, optimizer step (expert shard included) */
     uint8_t sp_assumed, opt_assumed;
+    int64_t expert_grad_dur; /* expert gradients over the EDP group (phase_moe.c) */
+    uint8_t expert_grad_assumed;
     double mm_flops, mm_model_flops; /* one micro-batch through every chunk, fwd + bwd */
 } dsi_profile_t;
 
@@ -465,6 +469,9 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
 ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_layout,
                                int32_t *profile_p);
 void dsi_sim_templates_reset(ds_sim_t *sim);
+/* A stage's expert costs into its profile: the EDP gradient collectives and
+ * the optimizer on the expert shard (added to opt_dur); phase_moe.c. */
+ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr);
 
 /* build.c: the graph of two iterations, phase by phase (dsi_phase.h) */
 ds_status_t dsi_sim_build(ds_sim_t *sim);

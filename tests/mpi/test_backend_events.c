@@ -201,7 +201,8 @@ static void test_layer_pass(ds_backend_t *b)
     if (model == NULL)
         return;
     CHECK_OK(ds_model_set_seq_len(model, 64));
-    dsi_shape_ctx_t ctx = {2, 1, 0, DS_RECOMPUTE_SELECTIVE, DS_DTYPE_FP32, 0, DS_FP8_OFF};
+    dsi_shape_ctx_t ctx = {
+        .mbs = 2, .tp = 1, .sp = 0, .recompute = DS_RECOMPUTE_SELECTIVE, .dtype = DS_DTYPE_FP32};
     static dsi_op_t ops[DSI_MAX_LAYER_OPS];
     ds_event_key_t keys[DSI_MAX_LAYER_OPS];
     for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {

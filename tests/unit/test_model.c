@@ -143,7 +143,8 @@ static void test_gpt2_medium_tp2_shapes(void)
 {
     ds_model_t *model = load("gpt2-medium");
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {1, 2, 0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16, 0, DS_FP8_OFF};
+    dsi_shape_ctx_t ctx = {
+        .mbs = 1, .tp = 2, .sp = 0, .recompute = DS_RECOMPUTE_NONE, .dtype = DS_DTYPE_BF16};
     size_t n = ops_of(model, 3, ctx, DS_PASS_FORWARD, ops);
     const unsigned NT = DS_GEMM_TRANS_B, TN = DS_GEMM_TRANS_A;
     /* T = 1024 tokens; QKV column-parallel 3h/2; projection row-parallel h/2 in. */
@@ -204,7 +205,8 @@ static void test_llama_gqa_shapes(void)
 {
     ds_model_t *model = load("llama3-8b");
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {1, 2, 0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16, 0, DS_FP8_OFF};
+    dsi_shape_ctx_t ctx = {
+        .mbs = 1, .tp = 2, .sp = 0, .recompute = DS_RECOMPUTE_NONE, .dtype = DS_DTYPE_BF16};
     size_t n = ops_of(model, 0, ctx, DS_PASS_FORWARD, ops);
     const unsigned NT = DS_GEMM_TRANS_B;
     /* tp=2: 16 query heads and 4 kv heads of 128 per rank; gate+up fused. */
@@ -237,7 +239,8 @@ static void test_layer_list(void)
                        (1024 * 1000 + 1000);
     CHECK_INT(info.num_parameters, expected);
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {2, 2, 0, DS_RECOMPUTE_NONE, DS_DTYPE_FP32, 0, DS_FP8_OFF};
+    dsi_shape_ctx_t ctx = {
+        .mbs = 2, .tp = 2, .sp = 0, .recompute = DS_RECOMPUTE_NONE, .dtype = DS_DTYPE_FP32};
     size_t n = ops_of(model, 0, ctx, DS_PASS_FORWARD, ops);
     /* conv 7x7/2 on 224x224: 112x112 outputs, K = 3*49, per sample x mbs 2. */
     check_gemm(&ops[0], 2 * 112 * 112, 64, 147, DS_GEMM_TRANS_B);
