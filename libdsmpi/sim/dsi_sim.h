@@ -493,6 +493,11 @@ void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t 
 
 /* memory.c */
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *memory);
+/* memory_moe.c: an MoE layer's MLP-part activations for one micro-batch
+ * (bytes, this rank), and the stage's expert weights, gradients, optimizer
+ * states and dispatch buffers added to *memory. */
+double dsi_sim_moe_mlp_activation(const ds_sim_t *sim);
+void dsi_sim_memory_experts(const ds_sim_t *sim, int stage, ds_sim_memory_t *memory);
 
 /* estimate.c */
 void dsi_sim_estimate_free(ds_sim_t *sim);

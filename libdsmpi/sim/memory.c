@@ -26,6 +26,8 @@
  *                pipeline receive buffers per chunk
  *   context      DS_SIM_CONTEXT_MIB + DS_SIM_WORKSPACE_MIB
  *   margin       DS_SIM_FRAGMENTATION x the tensors above
+ * MoE layers: expert weights, gradients, optimizer states, the MLP part's
+ * activations and the dispatch buffers in memory_moe.c.
  * Not modelled: temporary buffers inside kernels beyond the stored
  * activations, the allocator caching more than the margin, the data
  * loader, checkpointing and evaluation passes.
@@ -63,7 +65,9 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
     if (recompute == DS_RECOMPUTE_FULL)
         return 2.0 * sbh / (sp ? t : 1.0) * scale;
     double replicated = sbh * (info->dropout ? 10.0 : 8.0);
-    double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) + seq * b * f * (gated ? 6.0 : 4.0);
+    bool moe = dsi_model_layer_is_moe(sim->model, layer); /* its MLP part: memory_moe.c */
+    double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) +
+                   (moe ? 0.0 : seq * b * f * (gated ? 6.0 : 4.0));
     if (s->fp8 != DS_FP8_OFF) { /* qkv and fc1 inputs (replicated), proj and fc2 inputs (split) */
         replicated -= 2.0 * sbh;
         split -= seq * b * (q + f);
@@ -81,7 +85,7 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
             (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t + lse +
             (recompute == DS_RECOMPUTE_SELECTIVE || flash ? 0.0
                                                           : 5.0 * a * seq * info->seq_len * b / t);
-    return per_layer * scale;
+    return per_layer * scale + (moe ? dsi_sim_moe_mlp_activation(sim) : 0.0);
 }
 
 /* Parameters of the linear layers this stage runs in fp8 (qkv, proj, fc1,
@@ -155,6 +159,7 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
                                                     stage > 0 ? stage : (s->pp > 1 ? 1 : 0)) *
                      s->vpp;
     mem->comm_buffers_B = comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers;
+    dsi_sim_memory_experts(sim, stage, mem);
     mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) +
                       dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) *
                      MIB;
