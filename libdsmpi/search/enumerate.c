@@ -7,9 +7,9 @@
 
 #include <string.h>
 
-static const char *const dim_keys[DSI_FIX_COUNT_] = {"tp",       "pp",      "dp",    "mbs",
-                                                     "schedule", "vpp",     "sp",    "recompute",
-                                                     "zero",     "dp-algo", "flash", "fp8"};
+static const char *const dim_keys[DSI_FIX_COUNT_] = {
+    "tp",        "pp",   "dp",      "mbs",   "schedule", "vpp", "sp",
+    "recompute", "zero", "dp-algo", "flash", "fp8",      "ep"};
 
 static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
 {
@@ -71,6 +71,7 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
         case DSI_FIX_DP_ALGO: value = (int)parsed.dp_algo; break;
         case DSI_FIX_FLASH: value = parsed.flash_attention; break;
         case DSI_FIX_FP8: value = (int)parsed.fp8; break;
+        case DSI_FIX_EP: value = parsed.ep; break;
         case DSI_FIX_COUNT_: break;
         }
         return add_fixed(&search->fixed[d], dim_keys[d], value);
@@ -150,8 +151,23 @@ static int schedule_options(const ds_search_t *search, int pp, sched_option_t *o
 
 /* One combination of the dimensions enumerated inside (tp, pp, mbs, schedule). */
 typedef struct variant {
-    int sp, recompute, zero, dp_algo, flash, fp8;
+    int sp, recompute, zero, dp_algo, flash, fp8, ep;
 } variant_t;
+
+/* Expert parallelism of an MoE model: the divisors of the experts with
+ * which ep x etp divides dp x tp (Megatron-Core's EP out of DP); 1 for a
+ * dense model. */
+static void ep_values(const ds_search_t *search, const ds_model_info_t *info, int tp, int dp,
+                      values_t *out)
+{
+    int defaults[64], n = 0;
+    int etp = search->base.etp > 0 ? search->base.etp : tp;
+    for (int ep = 1; ep <= DSI_MAX(info->num_experts, 1) && n < 64; ep++)
+        if (ep == 1 ||
+            (info->num_experts % ep == 0 && ((int64_t)dp * tp) % ((int64_t)ep * etp) == 0))
+            defaults[n++] = ep;
+    from_fixed_or(out, &search->fixed[DSI_FIX_EP], defaults, n);
+}
 
 ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t visit, void *arg)
 {
@@ -164,7 +180,7 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                                           : (int)dsi_param_int(DSI_PARAM_SEARCH_MAX_MBS);
     const dsi_fixed_t *fx = search->fixed;
 
-    values_t tps, mbss, sps, recs, zeros, algos, flashes, fp8s;
+    values_t tps, mbss, sps, recs, zeros, algos, flashes, fp8s, eps;
     variant_t *variants = NULL;
     ds_status_t status = DS_OK;
     int defaults[64] = {0};
@@ -221,9 +237,10 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                 keep_one(&zeros, 0);
                 keep_one(&algos, DS_DP_AUTO);
             }
+            ep_values(search, &info, tp, dp, &eps);
             /* The remaining dimensions' combinations, innermost last. */
             size_t nv = 0, want = (size_t)sps.count * recs.count * zeros.count * algos.count *
-                                  flashes.count * fp8s.count;
+                                  flashes.count * fp8s.count * eps.count;
             dsi_free(variants);
             variants = NULL;
             DSI_TRY_GOTO(dsi_calloc(want ? want : 1, sizeof(*variants), &variants), status, out);
@@ -233,9 +250,10 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                         for (int ai = 0; ai < algos.count; ai++)
                             for (int fi = 0; fi < flashes.count; fi++)
                                 for (int ei = 0; ei < fp8s.count; ei++)
-                                    variants[nv++] =
-                                        (variant_t){sps.v[qi],   recs.v[ri],    zeros.v[zi],
-                                                    algos.v[ai], flashes.v[fi], fp8s.v[ei]};
+                                    for (int xi = 0; xi < eps.count; xi++)
+                                        variants[nv++] = (variant_t){
+                                            sps.v[qi],     recs.v[ri], zeros.v[zi], algos.v[ai],
+                                            flashes.v[fi], fp8s.v[ei], eps.v[xi]};
             for (int bi = 0; bi < mbss.count; bi++)
                 for (int si = 0; si < num_sched; si++)
                     for (size_t vi = 0; vi < nv; vi++) {
@@ -254,6 +272,7 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
                         s.dp_algo = (ds_dp_algo_t)v->dp_algo;
                         s.flash_attention = v->flash;
                         s.fp8 = (ds_fp8_t)v->fp8;
+                        s.ep = v->ep;
                         DSI_TRY_GOTO(visit(search, &s, arg), status, out);
                     }
         }
