@@ -39,6 +39,24 @@ void dsi_ops_collective(dsi_op_list_t *list, ds_comm_op_t primitive, ds_group_t 
                         const char *label, int64_t bytes);
 void dsi_ops_fp8_cast(dsi_op_list_t *list, const char *label, int64_t rows, int64_t cols);
 
+/* Multi-head latent attention's view of a layer pass (mla_ops.c). */
+typedef struct dsi_mla_shape {
+    int64_t b, s, tokens, rows, h;
+    int64_t heads;     /* query heads on this rank */
+    int64_t act_bytes; /* a [tokens, h] activation */
+    bool sp, causal, dropout, flash;
+    ds_op_t norm_op;
+    int64_t norm_params;
+} dsi_mla_shape_t;
+
+/* The attention core (explicit softmax or fused) over `heads` heads of
+ * width `head_dim`, both key/value and query heads, in the list's pass. */
+void dsi_ops_attention_core(dsi_op_list_t *list, const dsi_mla_shape_t *m, int64_t head_dim);
+/* The head width the attention core of latent attention is priced at. */
+int64_t dsi_mla_core_dim(const ds_model_info_t *info);
+void dsi_mla_forward(dsi_op_list_t *list, const ds_model_info_t *info, const dsi_mla_shape_t *m);
+void dsi_mla_backward(dsi_op_list_t *list, const ds_model_info_t *info, const dsi_mla_shape_t *m);
+
 /* The MoE layer's MLP part (moe_ops.c): router, dispatch, experts, combine,
  * shared experts; forward, or backward in reverse. */
 void dsi_moe_forward(dsi_op_list_t *list, const ds_model_info_t *info, const dsi_moe_shape_t *sh);

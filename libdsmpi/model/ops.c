@@ -281,6 +281,24 @@ static void attention_core_backward(op_list_t *list, const shape_t *sh, int64_t 
     batched_gemm(list, "attn.scores.dkey", kv_seq, sh->d, sh->s, batch, DS_GEMM_TRANS_A);
 }
 
+static dsi_mla_shape_t mla_shape_of(const ds_model_info_t *info, const shape_t *sh)
+{
+    dsi_mla_shape_t m = {sh->b,
+                         sh->s,
+                         sh->tokens,
+                         sh->rows,
+                         sh->h,
+                         sh->q,
+                         sh->act_bytes,
+                         sh->sp,
+                         sh->causal,
+                         sh->dropout,
+                         sh->flash,
+                         norm_op(info),
+                         norm_param_count(info)};
+    return m;
+}
+
 /* A column-parallel linear's backward: data gradient, its TP reduction, then
  * the weight gradient (which overlaps the reduction). */
 static void column_linear_backward(op_list_t *list, const shape_t *sh, const char *dgrad,
@@ -305,6 +323,11 @@ static void row_linear_backward(op_list_t *list, const shape_t *sh, const char *
 
 static void self_attention_forward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (info->kv_lora_rank > 0) { /* DeepSeek's latent attention: mla_ops.c */
+        dsi_mla_shape_t m = mla_shape_of(info, sh);
+        dsi_mla_forward(list, info, &m);
+        return;
+    }
     elementwise(list, norm_op(info), "attn.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
     tp_enter_forward(list, sh, "attn.tp.gather");
     gemm(list, "attn.qkv", sh->tokens, (sh->q + 2 * sh->kv) * sh->d, sh->h, DS_GEMM_TRANS_B, 0);
@@ -321,6 +344,11 @@ static void self_attention_forward(op_list_t *list, const ds_model_info_t *info,
 
 static void self_attention_backward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (info->kv_lora_rank > 0) {
+        dsi_mla_shape_t m = mla_shape_of(info, sh);
+        dsi_mla_backward(list, info, &m);
+        return;
+    }
     elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows, sh->h,
                 0, 2.0, 3.0, 0);
     row_linear_backward(list, sh, "attn.proj.dgrad", "attn.proj.wgrad", "attn.tp.gather",
@@ -438,7 +466,12 @@ static void transformer_backward(op_list_t *list, const ds_model_info_t *info, c
         transformer_forward(list, info, sh, t5_decoder);
     } else if (list->ctx->recompute == DS_RECOMPUTE_SELECTIVE) {
         list->pass = DS_PASS_RECOMPUTE;
-        attention_core_forward(list, sh, sh->s);
+        if (info->kv_lora_rank > 0) {
+            dsi_mla_shape_t m = mla_shape_of(info, sh);
+            dsi_ops_attention_core(list, &m, dsi_mla_core_dim(info));
+        } else {
+            attention_core_forward(list, sh, sh->s);
+        }
         if (t5_decoder) {
             shape_t cross = *sh;
             cross.causal = false;
@@ -621,11 +654,6 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
             head_forward(&list, info, &sh);
         else
             head_backward(&list, info, &sh);
-    } else if (info->kv_lora_rank > 0) {
-        return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "%s: multi-head latent attention (MLA, kv_lora_rank %d) is not modelled "
-                         "yet: its events are not generated",
-                         info->name, info->kv_lora_rank);
     } else {
         sh.moe = dsi_model_layer_is_moe(model, layer);
         list.fp8 = ctx->fp8 != DS_FP8_OFF; /* the embedding and the head stay in bf16 */
@@ -684,4 +712,23 @@ void dsi_ops_collective(dsi_op_list_t *list, ds_comm_op_t primitive, ds_group_t 
     op->key.group_size = size;
     op->key.dims[0] = bytes;
     op->bytes = (double)bytes;
+}
+
+void dsi_ops_attention_core(dsi_op_list_t *list, const dsi_mla_shape_t *m, int64_t head_dim)
+{
+    shape_t sh;
+    memset(&sh, 0, sizeof(sh));
+    sh.b = m->b;
+    sh.s = m->s;
+    sh.tokens = m->tokens;
+    sh.q = m->heads;
+    sh.kv = m->heads;
+    sh.d = head_dim;
+    sh.causal = m->causal;
+    sh.dropout = m->dropout;
+    sh.flash = m->flash;
+    if (list->pass == DS_PASS_BACKWARD)
+        attention_core_backward(list, &sh, m->s);
+    else
+        attention_core_forward(list, &sh, m->s);
 }

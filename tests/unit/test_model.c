@@ -466,6 +466,58 @@ static void test_moe_parameters(void)
     }
 }
 
+/* A pass of an MoE or latent-attention layer: the backward's weight
+ * gradients carry the layer's dense parameters on the TP rank (the routed
+ * experts' go over EDP and are not among them); with ep > 1 every expert
+ * operator has a slowest-rank copy right after it, with skew x the tokens. */
+static void test_moe_and_mla_ops(void)
+{
+    static const struct {
+        const char *model;
+        int layer, tp, ep;
+    } cases[] = {
+        {"mixtral-8x7b", 3, 2, 8},  {"mixtral-8x7b", 3, 1, 1},   {"deepseek-v3", 1, 2, 8},
+        {"deepseek-v3", 10, 2, 32}, {"qwen3-30b-a3b", 0, 4, 16},
+    };
+    for (size_t c = 0; c < DSI_ARRAY_SIZE(cases); c++) {
+        ds_model_t *model = load(cases[c].model);
+        if (model == NULL)
+            continue;
+        dsi_op_t ops[DSI_MAX_LAYER_OPS];
+        dsi_shape_ctx_t ctx = {.mbs = 1,
+                               .tp = cases[c].tp,
+                               .sp = cases[c].tp > 1,
+                               .dtype = DS_DTYPE_BF16,
+                               .ep = cases[c].ep,
+                               .etp = cases[c].tp,
+                               .router_skew = 1.5};
+        size_t n = ops_of(model, cases[c].layer, ctx, DS_PASS_BACKWARD, ops);
+        int64_t grads = 0;
+        int slowest = 0;
+        for (size_t i = 0; i < n; i++) {
+            grads += ops[i].grad_params;
+            if (ops[i].ep_role == DSI_EP_SLOWEST) {
+                slowest++;
+                CHECK(i > 0 && ops[i - 1].ep_role == DSI_EP_MEAN);
+                int64_t mean = ops[i - 1].key.dims[0], slow = ops[i].key.dims[0];
+                if (ops[i].key.op == DS_OP_BATCHED_GEMM && (ops[i].key.variant & DS_GEMM_TRANS_A))
+                    mean = ops[i - 1].key.dims[2], slow = ops[i].key.dims[2];
+                else if (ops[i].key.op != DS_OP_BATCHED_GEMM) /* activation: rows x experts */
+                    mean = ops[i - 1].key.dims[0], slow = ops[i].key.dims[0];
+                CHECK_MSG(llabs(slow * 2 - mean * 3) <= 3, "%s: slowest %lld, mean %lld",
+                          cases[c].model, (long long)slow, (long long)mean);
+            }
+        }
+        CHECK_MSG(grads == dsi_model_layer_params_tp(model, cases[c].layer, cases[c].tp),
+                  "%s layer %d tp %d: gradients of %lld parameters, the layer holds %lld",
+                  cases[c].model, cases[c].layer, cases[c].tp, (long long)grads,
+                  (long long)dsi_model_layer_params_tp(model, cases[c].layer, cases[c].tp));
+        bool moe = dsi_model_layer_is_moe(model, cases[c].layer);
+        CHECK_INT(slowest, moe && cases[c].ep > 1 ? 5 : 0); /* fc2 x2, act, fc1 x2 */
+        ds_model_destroy(model);
+    }
+}
+
 int main(void)
 {
     test_parameter_counts();
@@ -476,5 +528,6 @@ int main(void)
     test_bad_models();
     test_moe_configs();
     test_moe_parameters();
+    test_moe_and_mla_ops();
     return check_summary("test_model");
 }
