@@ -57,6 +57,12 @@ static const struct {
     {"virtual-pipeline-model-parallel-size", required_argument},
     {"context-parallel-size", required_argument},
     {"expert-model-parallel-size", required_argument},
+    {"expert-tensor-parallel-size", required_argument},
+    {"moe-token-dispatcher-type", required_argument},
+    {"moe-router-topk", required_argument},
+    {"moe-expert-capacity-factor", required_argument},
+    {"moe-router-load-balancing-type", required_argument},
+    {"moe-grouped-gemm", no_argument},
     {"micro-batch-size", required_argument},
     {"global-batch-size", required_argument},
     {"seq-length", required_argument},
@@ -404,7 +410,10 @@ void inputs_print_help(FILE *out)
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
           "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local,\n"
           "  --fp8-format hybrid|e4m3 (--fp8-amax-history-len, --fp8-amax-compute-algo are\n"
-          "  checked and change nothing: the work is the same)\n"
+          "  checked and change nothing: the work is the same), --expert-model-parallel-size,\n"
+          "  --expert-tensor-parallel-size, --moe-token-dispatcher-type alltoall|allgather,\n"
+          "  --moe-router-topk, --moe-expert-capacity-factor (MoE models; see ep, etp,\n"
+          "  moe-dispatcher, moe-topk, router-skew, moe-capacity in the strategy)\n"
           "Target:\n"
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"
