@@ -182,14 +182,17 @@ static dsi_layout_t stage_ep_layout(ds_sim_t *sim, int stage)
     return worst;
 }
 
+/* `slowest`: the template of a lane holding its EP group's slowest rank
+ * (full mode): its expert operators at the slowest rank's tokens, no wait
+ * at the EP collectives; the others wait for it there. */
 static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const dsi_layout_t *tp,
-                               const dsi_layout_t *ep, int32_t *id_p)
+                               const dsi_layout_t *ep, bool slowest, int32_t *id_p)
 {
     int type = dsi_layer_type(sim->model, layer);
     for (int32_t i = 0; i < sim->num_templates; i++) {
         const dsi_template_t *t = &sim->templates[i];
         if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp) &&
-            dsi_layout_equal(&t->ep_layout, ep)) {
+            dsi_layout_equal(&t->ep_layout, ep) && t->expert_slowest == slowest) {
             *id_p = i;
             return DS_OK;
         }
@@ -211,6 +214,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     t.pass = (uint8_t)pass;
     t.tp_layout = *tp;
     t.ep_layout = *ep;
+    t.expert_slowest = slowest;
     t.op_first = sim->num_ops;
     bool tied_head = layer == DSI_PART_HEAD && pass == DS_PASS_BACKWARD &&
                      dsi_has_tied_copy(&sim->info, &sim->s);
@@ -225,9 +229,16 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         int64_t ns = 0;
         int assumed = 0;
         DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
-        if (ops[i].ep_role == DSI_EP_SLOWEST) {
-            /* Every rank waits for the slowest at the next EP collective. */
-            expert_skew += DSI_MAX(ns - expert_mean, 0);
+        /* FLOPs: the mean rank's on every lane (the router conserves tokens). */
+        if (!comm && (key.op == DS_OP_GEMM || key.op == DS_OP_BATCHED_GEMM) &&
+            ops[i].ep_role != DSI_EP_SLOWEST) {
+            t.mm_flops += ops[i].flops;
+            if (key.pass != DS_PASS_RECOMPUTE)
+                t.mm_model_flops += ops[i].flops;
+        }
+        if (ops[i].ep_role == (slowest ? DSI_EP_MEAN : DSI_EP_SLOWEST)) {
+            /* The other ranks wait for the slowest at the next EP collective. */
+            expert_skew += slowest ? 0 : DSI_MAX(ns - expert_mean, 0);
             t.assumed |= (uint8_t)assumed;
             continue;
         }
@@ -266,11 +277,6 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         if (!comm)
             t.comp = dsi_ns_add(t.comp, ns);
         t.assumed |= (uint8_t)assumed;
-        if (!comm && (key.op == DS_OP_GEMM || key.op == DS_OP_BATCHED_GEMM)) {
-            t.mm_flops += ops[i].flops;
-            if (key.pass != DS_PASS_RECOMPUTE)
-                t.mm_model_flops += ops[i].flops;
-        }
     }
     t.op_count = sim->num_ops - t.op_first;
     sim->templates[sim->num_templates] = t;
@@ -279,7 +285,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
 }
 
 static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
-                            const dsi_layout_t *ep)
+                            const dsi_layout_t *ep, bool slowest)
 {
     if (sim->num_parts == sim->parts_cap) {
         int32_t cap = sim->parts_cap ? 2 * sim->parts_cap : 64;
@@ -292,8 +298,8 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
     }
     int32_t i = sim->num_parts;
     sim->part_layer[i] = layer;
-    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, ep, &sim->part_tf[i]));
-    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, ep, &sim->part_tb[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, ep, slowest, &sim->part_tf[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, ep, slowest, &sim->part_tb[i]));
     int64_t params = dsi_model_layer_params_tp(sim->model, layer, sim->s.tp);
     if (layer == DSI_PART_HEAD && dsi_has_tied_copy(&sim->info, &sim->s))
         params += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
@@ -305,8 +311,15 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
 
 ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp, int32_t *id_p)
 {
+    return dsi_sim_lane_profile_of(sim, stage, tp, false, id_p);
+}
+
+ds_status_t dsi_sim_lane_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
+                                    bool expert_slowest, int32_t *id_p)
+{
     for (int32_t i = 0; i < sim->num_profiles; i++) {
-        if (sim->profiles[i].stage == stage && dsi_layout_equal(&sim->profiles[i].tp_layout, tp)) {
+        if (sim->profiles[i].stage == stage && dsi_layout_equal(&sim->profiles[i].tp_layout, tp) &&
+            sim->profiles[i].expert_slowest == expert_slowest) {
             *id_p = i;
             return DS_OK;
         }
@@ -322,6 +335,7 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     memset(pr, 0, sizeof(*pr));
     pr->stage = stage;
     pr->tp_layout = *tp;
+    pr->expert_slowest = expert_slowest;
     sim->num_profiles++; /* owned from here: freed by dsi_sim_templates_reset */
     DSI_TRY(dsi_calloc((size_t)v + 1, sizeof(*pr->part_first), &pr->part_first));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_dur), &pr->fused_dur));
@@ -333,13 +347,13 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     for (int c = 0; c < v; c++) {
         pr->part_first[c] = sim->num_parts;
         if (stage == 0 && c == 0)
-            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp, &ep));
+            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp, &ep, expert_slowest));
         int first, n;
         ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
         for (int layer = first; layer < first + n; layer++)
-            DSI_TRY(add_part(sim, layer, tp, &ep));
+            DSI_TRY(add_part(sim, layer, tp, &ep, expert_slowest));
         if (stage == s->pp - 1 && c == v - 1)
-            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp, &ep));
+            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp, &ep, expert_slowest));
     }
     int32_t id = sim->num_profiles - 1;
     pr->part_first[v] = sim->num_parts;

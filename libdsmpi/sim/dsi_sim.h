@@ -210,6 +210,7 @@ typedef struct dsi_template {
     uint8_t assumed;
     dsi_layout_t tp_layout;
     dsi_layout_t ep_layout; /* MoE dispatch and combine (zero without ep) */
+    bool expert_slowest;    /* the slowest EP rank's expert work (full mode) */
     int32_t op_first, op_count;
     int64_t dur, comp;               /* ns, unscaled */
     int64_t wait;                    /* arrival skew inside dur (see op_wait) */
@@ -221,6 +222,7 @@ typedef struct dsi_template {
 typedef struct dsi_profile {
     int stage;
     dsi_layout_t tp_layout;
+    bool expert_slowest; /* a lane holding its EP group's slowest rank (full mode) */
     int32_t *part_first; /* [vpp + 1]: parts of chunk c are [part_first[c], part_first[c+1]) */
     int64_t *fused_dur;  /* [vpp * 2]: chunk pass (c, pass) */
     int64_t *fused_comp;
@@ -466,6 +468,9 @@ double dsi_sim_cost_variance(const ds_cost_table_t *costs, const ds_event_key_t 
  * feed the roofline estimate. */
 ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
                          int64_t *ns_p, int *assumed_p);
+/* The same for a lane that holds its EP group's slowest rank or not. */
+ds_status_t dsi_sim_lane_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_layout,
+                                    bool expert_slowest, int32_t *id_p);
 ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_layout,
                                int32_t *profile_p);
 void dsi_sim_templates_reset(ds_sim_t *sim);

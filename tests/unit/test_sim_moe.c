@@ -21,7 +21,18 @@ typedef struct run {
     ds_sim_memory_t memory;
 } run_t;
 
+static run_t simulate_mode(ds_sim_t *sim, const ds_model_t *model, const char *text,
+                           ds_sim_mode_t mode, ds_sim_device_t *slow_p, ds_sim_device_t *mean_p);
+
 static run_t simulate(ds_sim_t *sim, const ds_model_t *model, const char *text)
+{
+    return simulate_mode(sim, model, text, DS_SIM_SYMMETRIC, NULL, NULL);
+}
+
+/* slow_p / mean_p: rank 0 (EP coordinate 0: the slowest of its group) and
+ * rank 2 (coordinate 1). */
+static run_t simulate_mode(ds_sim_t *sim, const ds_model_t *model, const char *text,
+                           ds_sim_mode_t mode, ds_sim_device_t *slow_p, ds_sim_device_t *mean_p)
 {
     ds_strategy_t s;
     ds_cluster_t cluster;
@@ -29,13 +40,20 @@ static run_t simulate(ds_sim_t *sim, const ds_model_t *model, const char *text)
     ds_cost_table_t *table = synthetic_costs(model, &s, &cluster, flops_rule, NULL);
     run_t r;
     memset(&r, 0, sizeof(r));
-    ds_status_t status = ds_sim_run(sim, model, &s, &cluster, table, NULL);
+    ds_sim_options_t o;
+    ds_sim_options_init(&o);
+    o.mode = mode;
+    ds_status_t status = ds_sim_run(sim, model, &s, &cluster, table, &o);
     CHECK_MSG(status == DS_OK, "%s: %s", text, ds_last_error());
     ds_sim_get_summary(sim, &r.sum);
     ds_sim_device_t d;
     memset(&d, 0, sizeof(d));
     CHECK_OK(ds_sim_device_of_rank(sim, 0, &d));
     r.memory = d.memory;
+    if (slow_p != NULL)
+        *slow_p = d;
+    if (mean_p != NULL)
+        CHECK_OK(ds_sim_device_of_rank(sim, 2, mean_p));
     ds_cost_table_destroy(table);
     return r;
 }
@@ -71,6 +89,14 @@ int main(void)
     double extra = m * L * (expert_flops(1024) - expert_flops(512)) / FLOPS_PER_S;
     CHECK_NEAR(skewed.sum.iteration_s - even.sum.iteration_s, extra, 1e-6);
     CHECK(skewed.sum.iteration_s > even.sum.iteration_s);
+    /* Full mode: the slowest ranks compute the extra work, the others wait
+     * as long idle; the iteration is the same. */
+    ds_sim_device_t slow, mean;
+    run_t full = simulate_mode(sim, model, text, DS_SIM_FULL, &slow, &mean);
+    CHECK_INT(to_ns(full.sum.iteration_s), to_ns(skewed.sum.iteration_s));
+    CHECK_NEAR(slow.compute_s - mean.compute_s, extra, 1e-6);
+    CHECK_NEAR(mean.idle_s - slow.idle_s, extra, 1e-4); /* ns roundings of the waits */
+    CHECK_NEAR(full.sum.model_tflops_per_gpu, skewed.sum.model_tflops_per_gpu, 1e-12);
     /* ep=1: every rank holds all experts; the skew changes nothing. */
     run_t one = simulate(sim, model, "tp=2,sp,ep=1,mbs=1,gbs=8,router-skew=1");
     run_t one_skewed = simulate(sim, model, "tp=2,sp,ep=1,mbs=1,gbs=8,router-skew=3");
