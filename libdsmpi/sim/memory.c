@@ -70,7 +70,7 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
                    (moe ? 0.0 : seq * b * f * (gated ? 6.0 : 4.0));
     if (s->fp8 != DS_FP8_OFF) { /* qkv and fc1 inputs (replicated), proj and fc2 inputs (split) */
         replicated -= 2.0 * sbh;
-        split -= seq * b * (q + f);
+        split -= seq * b * (q + (moe ? 0.0 : f)); /* the experts stay in the training dtype */
     }
     bool flash = s->flash_attention != 0;
     double scores = flash ? 0.0
@@ -98,8 +98,19 @@ static double fp8_linear_params(const ds_sim_t *sim, int stage)
     double q = (double)info->num_heads * info->head_dim,
            kv = (double)info->num_kv_heads * info->head_dim;
     bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
-    double per_layer = (h * (q + 2.0 * kv) + q * h + h * f * (gated ? 2.0 : 1.0) + f * h) / s->tp;
-    return per_layer * (double)ds_strategy_stage_layers(s, info->num_layers, stage);
+    double attention = (h * (q + 2.0 * kv) + q * h) / s->tp;
+    double total = 0.0;
+    for (int c = 0; c < s->vpp; c++) {
+        int first, n;
+        ds_strategy_chunk_layers(s, info->num_layers, stage, c, &first, &n);
+        for (int layer = first; layer < first + n; layer++) {
+            /* MoE layers: the shared experts (the routed ones stay in the training dtype) */
+            double mlp =
+                dsi_model_layer_is_moe(sim->model, layer) ? info->shared_ffn_hidden_size : f;
+            total += attention + (h * mlp * (gated ? 2.0 : 1.0) + mlp * h) / s->tp;
+        }
+    }
+    return total;
 }
 
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
