@@ -30,6 +30,19 @@ expect_error 2 "ep*etp = 8*1 does not divide dp*tp = 4*1 (Megatron-Core carves t
     events --model "$data/hf/mixtral-8x7b-v0.1.json" --strategy ep=8 --target-gpus 4
 expect_error 2 "ep=2 needs a mixture-of-experts model (llama3-8b has no experts; accepted: ep=1)" \
     events --model llama3-8b --strategy ep=2 --target-gpus 8
+expect_error 2 "router-skew '0.9' is not accepted (accepted: 1 to 64)" \
+    events --model mixtral-8x7b --strategy ep=8,router-skew=0.9 --target-gpus 64
+# A prediction with experts: the strategy says ep, --full gives the slowest
+# expert ranks (EP coordinate 0: ranks 0-1, 16-17, ... with tp=2) their own row.
+expect_ok predict --model mixtral-8x7b --target-gpus 64 --strategy tp=2,sp,ep=8,zero=1,flash \
+    --estimate-missing --full
+grep -q "^# strategy: dp=32,tp=2,pp=1,mbs=1,gbs=1024,schedule=1f1b,sp,flash,zero=1,ep=8 " "$tmp/out" ||
+    fail "MoE strategy line: $(grep '^# strategy' "$tmp/out")"
+grep -q "^  0-1,16-17,32-33,48-49 " "$tmp/out" || fail "no row of the slowest expert ranks: $(grep -A3 '^# per GPU' "$tmp/out")"
+expect_ok predict --model "$data/hf/deepseek-v3.json" --seq-len 4096 --target-gpus 2048 \
+    --strategy tp=2,sp,pp=16,ep=64,zero=1,flash,recompute=full,first-stage-layers=1,last-stage-layers=4 \
+    --estimate-missing
+grep -q "^# model: deepseek-v3 (671 B parameters" "$tmp/out" || fail "deepseek-v3: $(grep '^# model' "$tmp/out")"
 # The same fields set to 0, 1 or null in a dense config are no experts.
 sed -e 's/"num_experts": 60/"num_experts": null/' -e 's/"num_experts_per_tok": 4/"num_experts_per_tok": 0/' \
     -e 's/"moe_intermediate_size": 1408/"moe_intermediate_size": 0/' \
