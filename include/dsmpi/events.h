@@ -51,6 +51,9 @@ typedef enum ds_op {
                                    variant 1 = causal */
     DS_OP_FP8_CAST = 18,        /* a tensor to FP8 with its amax and scale (Transformer Engine's
                                    cast-transpose); dims: rows, cols; dtype: the source's */
+    DS_OP_MOE_AUX_LOSS = 19,    /* MoE load-balancing loss: per-expert sums of the router's
+                                   probabilities and routed tokens (backward: their gradient
+                                   broadcast); dims: rows, experts */
     DS_OP_COUNT_
 } ds_op_t;
 

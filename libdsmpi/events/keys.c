@@ -9,10 +9,10 @@ _Static_assert(sizeof(ds_event_key_t) == 56, "ds_event_key_t must have no paddin
 _Static_assert(sizeof(ds_event_key_t) % sizeof(int64_t) == 0, "keys are hashed as words");
 
 static const char *const op_names[DS_OP_COUNT_] = {
-    "gemm",     "bgemm",     "softmax",       "layernorm",   "rmsnorm", "gelu",
-    "relu",     "swiglu",    "geglu",         "dropout_add", "add",     "dropout",
-    "rope",     "embedding", "cross_entropy", "optimizer",   "pool",    "flash_attention",
-    "fp8_cast",
+    "gemm",     "bgemm",        "softmax",       "layernorm",   "rmsnorm", "gelu",
+    "relu",     "swiglu",       "geglu",         "dropout_add", "add",     "dropout",
+    "rope",     "embedding",    "cross_entropy", "optimizer",   "pool",    "flash_attention",
+    "fp8_cast", "moe_aux_loss",
 };
 static const char *const comm_names[DS_COMM_COUNT_] = {
     "sendrecv", "allreduce", "allgather", "reduce_scatter",

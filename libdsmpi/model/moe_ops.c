@@ -18,11 +18,12 @@
  * DSI_EP_SLOWEST, for the rank whose experts get router-skew times the mean
  * (capped by the capacity factor when tokens beyond it are dropped).
  *
- * Not priced: the auxiliary load-balancing loss (a reduction over
- * [rows, experts], far below the router GEMM), the router's fp32 casts and
- * the routing-map exchange of the allgather dispatcher (indices and probs,
- * top-k numbers per token).  The experts' GEMMs stay in the training dtype
- * under fp8 (Transformer Engine's grouped fp8 GEMMs are not modelled).
+ * The auxiliary load-balancing loss is its own small operator (per-expert
+ * sums of the probabilities and the routing map; backward its gradient).
+ * Not priced: the all-reduce of its token counts over the TP group (one
+ * number per expert), the router's fp32 casts and the routing-map exchange
+ * of the allgather dispatcher (indices and probs, top-k numbers per token).  The experts' GEMMs
+ * stay in the training dtype under fp8 (Transformer Engine's grouped fp8 GEMMs are not modelled).
  */
 #include "dsi_ops.h"
 
@@ -199,6 +200,9 @@ void dsi_moe_forward(dsi_op_list_t *list, const ds_model_info_t *info, const dsi
     dsi_ops_gemm(list, "moe.router", sh->rows, z.experts, sh->h, DS_GEMM_TRANS_B, 0);
     dsi_ops_elementwise(list, DS_OP_SOFTMAX, "moe.router.topk", sh->rows, z.experts, 0, 5.0, 2.0,
                         0);
+    /* probabilities and the one-byte routing map read, per-expert sums out */
+    dsi_ops_elementwise(list, DS_OP_MOE_AUX_LOSS, "moe.aux-loss", sh->rows, z.experts, 0, 2.0, 1.5,
+                        0);
     if (!allgather)
         permute(list, &z, sh, "moe.permute", sh->rows);
     exchange(list, &z, true, "moe.dispatch");
@@ -248,6 +252,8 @@ void dsi_moe_backward(dsi_op_list_t *list, const ds_model_info_t *info, const ds
     exchange(list, &z, false, "moe.dispatch");
     if (!allgather)
         permute(list, &z, sh, "moe.permute", sh->rows);
+    dsi_ops_elementwise(list, DS_OP_MOE_AUX_LOSS, "moe.aux-loss", sh->rows, z.experts, 0, 1.0, 1.0,
+                        0);
     dsi_ops_elementwise(list, DS_OP_SOFTMAX, "moe.router.topk", sh->rows, z.experts, 0, 4.0, 3.0,
                         0);
     dsi_ops_gemm(list, "moe.router.dgrad", sh->rows, sh->h, z.experts, 0, 0);

@@ -217,6 +217,9 @@ static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
                         (unsigned)key->dtype);
     if (key->op == DS_OP_FP8_CAST)
         return dsc_fail(DS_ERR_UNSUPPORTED, "the cuda backend has no fp8 kernels yet");
+    if (key->op == DS_OP_MOE_AUX_LOSS)
+        return dsc_fail(DS_ERR_UNSUPPORTED,
+                        "the cuda backend has no MoE load-balancing loss kernel yet");
     if (key->op == DS_OP_FLASH_ATTENTION)
         return dsc_fail(DS_ERR_UNSUPPORTED,
                         "the cuda backend has no fused attention kernel yet (cuDNN's is not "
@@ -450,6 +453,7 @@ int dsc_kernel_run(void *handle)
                    : dsc_pool_fwd(s, t, rows, cols, in, b[1], static_cast<int8_t *>(b[2]));
     case DS_OP_FLASH_ATTENTION:
     case DS_OP_FP8_CAST:
+    case DS_OP_MOE_AUX_LOSS:
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
