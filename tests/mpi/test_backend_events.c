@@ -52,6 +52,7 @@ static const model_case_t cases[] = {
     {NULL, NULL, "tp=1,pp=1,mbs=2,recompute=selective", 4, 64}, /* the GeGLU config */
     {NULL, NULL, "tp=2,pp=2,mbs=4", 8, 0},                      /* the CNN */
     {"llama3-8b", NULL, "tp=2,pp=4,mbs=1,flash,fp8=hybrid", 16, 256},
+    {"mixtral-8x7b", NULL, "tp=2,sp,ep=4,mbs=1", 16, 256}, /* MoE: aux loss, grouped GEMMs */
 };
 
 /* Caps every dimension so a key runs in milliseconds; keeps what the
