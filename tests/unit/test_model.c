@@ -409,7 +409,7 @@ static void test_moe_configs(void)
  * DeepSeek-V3 671 B / 37 B (its technical report; without the 14 B MTP
  * module), Qwen1.5-MoE-A2.7B 14.3 B / 2.7 B, DBRX 132 B / 36 B, Llama-4 Scout
  * 109 B / 17 B (with a vision encoder this text model leaves out: 107.8 B
- * here). */
+ * here), DeepSeek-V2-Lite 15.7 B / 2.4 B (its model card). */
 static void test_moe_parameters(void)
 {
     static const struct {
@@ -426,6 +426,9 @@ static void test_moe_parameters(void)
         {"qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, 0.01, 60, 4, 24},
         {"dbrx-base.json", 132e9, 36e9, 0.015, 16, 4, 40},
         {"llama-4-scout-17b-16e.json", 107.8e9, 17e9, 0.015, 16, 1, 48},
+        /* no q_lora_rank; its card counts 2.4 B active without the input
+         * embedding (102400 x 2048 = 0.21 B): 2.45 B here that way */
+        {"deepseek-v2-lite.json", 15.7e9, 2.4e9 + 102400.0 * 2048, 0.01, 64, 6, 26},
     };
     for (size_t i = 0; i < DSI_ARRAY_SIZE(cases); i++) {
         char path[512];
