@@ -1,8 +1,9 @@
 /*
  * Device memory of mixture-of-experts layers, added to memory.c's model:
  *   expert weights, gradients and optimizer states: the routed experts one
- *     rank holds (num_experts / ep, each split over etp), sharded over the
- *     expert-data-parallel group where ZeRO shards the dense ones over dp;
+ *     rank holds (num_experts / ep, each split over etp); under ZeRO >= 1
+ *     the optimizer states are sharded over the expert-data-parallel group
+ *     (the distributed optimizer), weights and gradients stay whole;
  *   activations of an MoE layer's MLP part, per micro-batch, in place of the
  *     dense MLP's: the router's fp32 logits and probabilities (rows x
  *     experts), the tokens the rank's experts receive (the slowest rank's:
@@ -63,8 +64,11 @@ void dsi_sim_memory_experts(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem
     if (P == 0.0)
         return;
     double edp = dsi_expert_data_parallel(s);
-    mem->weights_B += P * (double)ds_dtype_size(info->dtype) / (s->zero == 3 ? edp : 1.0);
-    mem->grads_B += P * (double)ds_dtype_size(s->grad_reduce_dtype) / (s->zero >= 2 ? edp : 1.0);
+    /* Expert weights and gradients stay whole on the rank at every ZeRO
+     * stage: their gradients are reduced once per iteration (phase_moe.c),
+     * with no per-layer gathers or per-micro-batch reductions modelled. */
+    mem->weights_B += P * (double)ds_dtype_size(info->dtype);
+    mem->grads_B += P * (double)ds_dtype_size(s->grad_reduce_dtype);
     double per_param = info->dtype == DS_DTYPE_FP32 ? 8.0 : 12.0;
     mem->optimizer_B += P * per_param / (s->zero >= 1 ? edp : 1.0);
     expert_tokens_t e = tokens_of(sim);
