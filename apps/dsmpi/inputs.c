@@ -60,6 +60,12 @@ static const struct {
     {"context-parallel-size", required_argument},
     {"cp-comm-type", required_argument},
     {"expert-model-parallel-size", required_argument},
+    {"expert-tensor-parallel-size", required_argument},
+    {"moe-token-dispatcher-type", required_argument},
+    {"moe-router-topk", required_argument},
+    {"moe-expert-capacity-factor", required_argument},
+    {"moe-router-load-balancing-type", required_argument},
+    {"moe-grouped-gemm", no_argument},
     {"micro-batch-size", required_argument},
     {"global-batch-size", required_argument},
     {"seq-length", required_argument},
@@ -414,7 +420,10 @@ void inputs_print_help(FILE *out)
           "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local,\n"
           "  --fp8-format hybrid|e4m3 (--fp8-amax-history-len, --fp8-amax-compute-algo are\n"
           "  checked and change nothing: the work is the same), --context-parallel-size,\n"
-          "  --cp-comm-type p2p|a2a|allgather\n"
+          "  --cp-comm-type p2p|a2a|allgather, --expert-model-parallel-size,\n"
+          "  --expert-tensor-parallel-size, --moe-token-dispatcher-type alltoall|allgather,\n"
+          "  --moe-router-topk, --moe-expert-capacity-factor (MoE models; see ep, etp,\n"
+          "  moe-dispatcher, moe-topk, router-skew, moe-capacity in the strategy)\n"
           "Target:\n"
           "  --target-gpus N [--gpus-per-node G]   (default 8 per node)\n"
           "  --target-nodes N --gpus-per-node G     (as in #SBATCH)\n"

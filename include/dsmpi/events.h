@@ -51,6 +51,9 @@ typedef enum ds_op {
                                    variant 1 = causal */
     DS_OP_FP8_CAST = 18,        /* a tensor to FP8 with its amax and scale (Transformer Engine's
                                    cast-transpose); dims: rows, cols; dtype: the source's */
+    DS_OP_MOE_AUX_LOSS = 19,    /* MoE load-balancing loss: per-expert sums of the router's
+                                   probabilities and routed tokens (backward: their gradient
+                                   broadcast); dims: rows, experts */
     DS_OP_COUNT_
 } ds_op_t;
 
@@ -83,6 +86,8 @@ typedef enum ds_group {
     DS_GROUP_EMBEDDING = 4, /* first and last stage: tied embedding gradients */
     DS_GROUP_MP = 5,        /* model-parallel group (tp x pp): gradient norm, overflow check */
     DS_GROUP_CP = 6,        /* context-parallel group: K/V ring neighbours or the cp collective */
+    DS_GROUP_EP = 7,        /* expert-parallel group: MoE token dispatch and combine */
+    DS_GROUP_EDP = 8,       /* expert-data-parallel group: expert gradients */
     DS_GROUP_COUNT_
 } ds_group_t;
 

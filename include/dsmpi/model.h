@@ -64,6 +64,24 @@ typedef struct ds_model_info {
     ds_dtype_t dtype;      /* training dtype of weights and activations */
     int64_t global_batch;  /* default global batch, sequences (samples) */
     int64_t num_parameters;
+    /* Mixture of experts, as Megatron-Core's MoE layer runs it; num_experts 0
+     * is a dense model.  Layer i is an MoE layer when i >= first_dense_layers
+     * and (i + 1) % moe_layer_freq == 0 (Llama-4's interleave step, Qwen's
+     * decoder_sparse_step); the others keep the dense MLP of ffn_hidden_size. */
+    int num_experts;            /* routed experts of an MoE layer */
+    int experts_per_token;      /* top-k */
+    int moe_ffn_hidden_size;    /* MLP width of one routed expert */
+    int shared_ffn_hidden_size; /* MLP width of the shared experts together; 0: none */
+    int shared_expert_gate;     /* a sigmoid gate (hidden -> 1) scales the shared experts (Qwen2) */
+    int first_dense_layers;     /* DeepSeek's first_k_dense_replace */
+    int moe_layer_freq;         /* 1: every layer from first_dense_layers on */
+    /* Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank 0 is
+     * standard attention.  head_dim then holds qk_nope_head_dim. */
+    int q_lora_rank; /* 0: queries projected from the hidden state directly */
+    int kv_lora_rank;
+    int qk_rope_head_dim;
+    int v_head_dim;
+    int64_t num_active_parameters; /* parameters one token runs through (top-k routed experts) */
 } ds_model_info_t;
 
 /* Loads a model from `spec`: a preset name (see ds_model_preset_name), or the

@@ -65,13 +65,25 @@ typedef enum ds_cp_comm {
     DS_CP_COMM_A2A = 1,
     DS_CP_COMM_ALLGATHER = 2,
 } ds_cp_comm_t;
+/* How an MoE layer moves tokens to the expert-parallel ranks holding their
+ * experts (Megatron's --moe-token-dispatcher-type). */
+typedef enum ds_moe_dispatcher {
+    DS_MOE_DISPATCH_ALLTOALL = 0,  /* all-to-all dispatch and combine over the EP group */
+    DS_MOE_DISPATCH_ALLGATHER = 1, /* all-gather the tokens, reduce-scatter the outputs */
+} ds_moe_dispatcher_t;
+
+/* Default router skew: the slowest expert's tokens over the mean.  1.5 is
+ * about 1 + the global maximal violation (0.52) Wang et al. report for an
+ * auxiliary-loss-balanced 3B MoE ("Auxiliary-loss-free load balancing
+ * strategy for mixture-of-experts", arXiv:2408.15664, 2024). */
+#define DS_ROUTER_SKEW_DEFAULT 1.5
 
 typedef struct ds_strategy {
     int dp;      /* data-parallel degree; 0 = target devices / (tp * pp) */
     int tp;      /* tensor-parallel degree (Megatron-style) */
     int pp;      /* pipeline stages */
     int cp;      /* context parallelism: the sequence split over cp ranks (2 cp chunks) */
-    int ep;      /* expert parallelism: reserved, must be 1 */
+    int ep;      /* expert parallelism: ranks the routed experts are spread over (MoE models) */
     int mbs;     /* micro-batch size, sequences */
     int64_t gbs; /* global batch, sequences; 0 = the model's default */
     ds_schedule_t schedule;
@@ -90,9 +102,17 @@ typedef struct ds_strategy {
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers, as Transformer Engine runs them */
     int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
     int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
-    ds_dim_t order[3];      /* placement, innermost (fastest varying) first; default tp, dp, pp;
-                               cp always sits just inside dp (Megatron-Core's tp-cp-dp-pp) */
-    ds_cp_comm_t cp_comm;   /* context-parallel exchange (cp > 1) */
+    /* Mixture of experts (Megatron-Core): expert layers run on etp x ep x edp
+     * x pp with edp = dp * tp / (etp * ep), the EP group carved out of the
+     * data-parallel ranks. */
+    int etp;                            /* expert-tensor parallelism; 0 = tp */
+    ds_moe_dispatcher_t moe_dispatcher; /* token dispatch and combine */
+    int moe_topk;         /* experts per token; 0 = the model's (Megatron --moe-router-topk) */
+    double router_skew;   /* slowest expert's tokens / mean; 0 = DS_ROUTER_SKEW_DEFAULT */
+    double moe_capacity;  /* expert capacity factor (tokens above it dropped); 0 = dropless */
+    ds_dim_t order[3];    /* placement, innermost (fastest varying) first; default tp, dp, pp;
+                             cp always sits just inside dp (Megatron-Core's tp-cp-dp-pp) */
+    ds_cp_comm_t cp_comm; /* context-parallel exchange (cp > 1) */
 } ds_strategy_t;
 
 /* Megatron-LM defaults: dp derived, tp = pp = 1, mbs 1, 1F1B, vpp 1, no SP,
@@ -104,7 +124,8 @@ DS_API void ds_strategy_init(ds_strategy_t *strategy);
  * keep their value).  Keys: dp tp pp cp ep mbs gbs schedule vpp sp zero
  * recompute dp-algo ps-servers bucket overlap grad-reduce-dtype clip flash
  * fp8 (off, hybrid, e4m3) first-stage-layers last-stage-layers order
- * cp-comm (p2p, a2a, allgather).  Flags: sp, overlap,
+ * cp-comm (p2p, a2a, allgather), and for MoE models etp moe-dispatcher
+ * (alltoall, allgather) moe-topk router-skew moe-capacity.  Flags: sp, overlap,
  * no-overlap, no-sp, no-clip. */
 DS_API ds_status_t ds_strategy_parse(const char *text, ds_strategy_t *strategy);
 

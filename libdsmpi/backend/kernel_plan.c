@@ -290,6 +290,20 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
         add(plan, n, DSI_ELEM_U8, DSI_FILL_NONE, 0.0f);
         fp32(plan, 1, DSI_FILL_NONE, 0.0f);
         return DS_OK;
+    case DS_OP_MOE_AUX_LOSS:
+        if (!elements(d[0], d[1], &n) || d[1] > INT32_MAX)
+            return fail(message, message_size, key, "rows and experts must be positive");
+        if (!bwd) { /* probabilities, routing map -> per-expert sums, token counts, loss */
+            plan->in_index = stored(plan, n, DSI_FILL_NORMAL, 1.0f);
+            add(plan, n, DSI_ELEM_U8, DSI_FILL_NONE, 0.0f);
+            plan->out_index = fp32(plan, d[1], DSI_FILL_NONE, 0.0f);
+            fp32(plan, d[1], DSI_FILL_NONE, 0.0f);
+            fp32(plan, 1, DSI_FILL_NONE, 0.0f);
+        } else { /* token counts (fp32, not chained) -> the probabilities' gradient */
+            fp32(plan, d[1], DSI_FILL_POSITIVE, 1.0f);
+            plan->out_index = stored(plan, n, DSI_FILL_NONE, 0.0f);
+        }
+        return DS_OK;
     case DS_OP_COUNT_: break;
     }
     return fail(message, message_size, key, "unknown operator");

@@ -37,7 +37,14 @@ typedef enum dsi_group_kind {
     DSI_KIND_MP,        /* index = dp coordinate: every tp and pp rank of one replica */
     DSI_KIND_EMBEDDING, /* index = tp + tp_size * dp: first and last stage */
     DSI_KIND_CP,        /* index = tp + tp_size * replica, within a stage (folded strategy) */
+    DSI_KIND_EP,        /* index = etp + etp_size * edp, within a stage (dsi_expert_groups) */
+    DSI_KIND_EDP,       /* index = etp + etp_size * ep, within a stage */
 } dsi_group_kind_t;
+
+/* Expert layers number a stage's tp x dp ranks tp-major, as Megatron-Core
+ * does (local = t + tp * d), and split that index as etp (innermost), ep,
+ * edp.  Groups of `kind` (EP or EDP) in one stage. */
+int dsi_expert_groups(const ds_strategy_t *s, dsi_group_kind_t kind);
 
 typedef struct dsi_layout {
     int32_t ranks_per_node; /* most members on one node */
@@ -135,5 +142,22 @@ dsi_layout_t dsi_cp_stage_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stag
  * attention as explicit attention, every query-key pair).  Both 0 for
  * operators that are not matmuls. */
 void dsi_matmul_flops(const ds_event_key_t *key, double flops, double *hardware_p, double *model_p);
+/* ---- experts (experts.c) ----------------------------------------------------------------- */
+
+/* Expert-data-parallel degree: dp * tp / (etp * ep). */
+int dsi_expert_data_parallel(const ds_strategy_t *s);
+/* Routed expert parameters one rank of `stage` holds. */
+int64_t dsi_stage_expert_params(const ds_model_t *model, const ds_strategy_t *s, int stage);
+typedef struct dsi_expert_grad_op {
+    ds_event_key_t key; /* layout fields left 0 */
+    const char *label;
+} dsi_expert_grad_op_t;
+/* The once-per-iteration collectives of `params` expert parameters over
+ * the EDP group: an all-reduce, or under ZeRO the gradients' reduce-scatter
+ * and the parameters' all-gather.  Returns their number. */
+int dsi_expert_grad_ops(const ds_strategy_t *s, ds_dtype_t dtype, int64_t params,
+                        dsi_expert_grad_op_t ops[2]);
+/* Expert parameters one rank's optimizer steps (its EDP share under ZeRO). */
+int64_t dsi_expert_optimizer_shard(const ds_strategy_t *s, int64_t expert_params);
 
 #endif /* DSI_EVENTS_H */

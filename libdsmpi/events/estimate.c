@@ -14,12 +14,12 @@ static const struct {
     ds_op_t op;
     double fraction;
 } stream_shares[] = {
-    {DS_OP_SOFTMAX, 0.8},       {DS_OP_LAYERNORM, 0.8},   {DS_OP_RMSNORM, 0.8},
-    {DS_OP_GELU, 1.0},          {DS_OP_RELU, 1.0},        {DS_OP_SWIGLU, 1.0},
-    {DS_OP_GEGLU, 1.0},         {DS_OP_DROPOUT_ADD, 1.0}, {DS_OP_ADD, 1.0},
-    {DS_OP_DROPOUT, 1.0},       {DS_OP_ROPE, 0.9},        {DS_OP_EMBEDDING, 0.6},
-    {DS_OP_CROSS_ENTROPY, 0.8}, {DS_OP_OPTIMIZER, 0.9},   {DS_OP_POOL, 1.0},
-    {DS_OP_FP8_CAST, 0.9},
+    {DS_OP_SOFTMAX, 0.8},       {DS_OP_LAYERNORM, 0.8},    {DS_OP_RMSNORM, 0.8},
+    {DS_OP_GELU, 1.0},          {DS_OP_RELU, 1.0},         {DS_OP_SWIGLU, 1.0},
+    {DS_OP_GEGLU, 1.0},         {DS_OP_DROPOUT_ADD, 1.0},  {DS_OP_ADD, 1.0},
+    {DS_OP_DROPOUT, 1.0},       {DS_OP_ROPE, 0.9},         {DS_OP_EMBEDDING, 0.6},
+    {DS_OP_CROSS_ENTROPY, 0.8}, {DS_OP_OPTIMIZER, 0.9},    {DS_OP_POOL, 1.0},
+    {DS_OP_FP8_CAST, 0.9},      {DS_OP_MOE_AUX_LOSS, 0.8},
 };
 
 /* Fused attention reaches a smaller share of the matrix peak than a large

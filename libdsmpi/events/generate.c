@@ -105,6 +105,33 @@ static void set_layout(ds_event_key_t *key, const layout_t *l)
     dsi_key_set_layout(key, l);
 }
 
+/* Layouts of the expert groups (EP or EDP) of `stage`, each weighted by its
+ * members. */
+static ds_status_t expert_layouts(gen_t *g, dsi_group_kind_t kind, int stage, layout_list_t *out)
+{
+    out->count = 0;
+    int groups = dsi_expert_groups(g->s, kind);
+    for (int index = 0; index < groups; index++) {
+        int size = dsi_group_members(&g->place, kind, stage, index);
+        layout_t l = dsi_group_layout(&g->place, kind, size);
+        l.devices = size;
+        DSI_TRY(layout_add(out, l));
+    }
+    return DS_OK;
+}
+
+/* Devices of a stage that run an operator of this EP role. */
+static int64_t role_devices(const gen_t *g, const dsi_op_t *op, int64_t stage_devices)
+{
+    int64_t ep = g->ctx.ep;
+    switch ((dsi_ep_role_t)op->ep_role) {
+    case DSI_EP_MEAN: return stage_devices / ep * (ep - 1);
+    case DSI_EP_SLOWEST: return stage_devices / ep;
+    case DSI_EP_ALL: break;
+    }
+    return stage_devices;
+}
+
 /* ---- compute and tensor-parallel events of the layers ------------------------------ */
 
 /* Layer "types": layers with identical operators (dsi_layer_type). */
@@ -114,7 +141,8 @@ static int layer_type(const gen_t *g, int layer)
 }
 
 static ds_status_t add_layer_passes(gen_t *g, int layer, int64_t per_device_count,
-                                    const layout_list_t *tp_layouts)
+                                    const layout_list_t *tp_layouts,
+                                    const layout_list_t *ep_layouts)
 {
     int64_t stage_devices = (int64_t)g->s->dp * g->s->tp;
     for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
@@ -125,11 +153,12 @@ static ds_status_t add_layer_passes(gen_t *g, int layer, int64_t per_device_coun
             const dsi_op_t *op = &g->ops[i];
             if (op->key.kind == DS_EVENT_COMPUTE) {
                 DSI_TRY(add(g, &op->key, op->flops, op->bytes, op->label,
-                            per_device_count * stage_devices));
+                            per_device_count * role_devices(g, op, stage_devices)));
                 continue;
             }
-            const layout_list_t *layouts =
-                op->key.group == DS_GROUP_CP ? &g->cp_layouts : tp_layouts;
+            const layout_list_t *layouts = op->key.group == DS_GROUP_CP   ? &g->cp_layouts
+                                           : op->key.group == DS_GROUP_EP ? ep_layouts
+                                                                          : tp_layouts;
             for (int l = 0; l < layouts->count; l++) {
                 ds_event_key_t key = op->key;
                 set_layout(&key, &layouts->items[l]);
@@ -148,7 +177,8 @@ typedef struct type_count {
     int count;
 } type_count_t;
 
-static ds_status_t add_stage_compute(gen_t *g, int stage, const layout_list_t *tp_layouts)
+static ds_status_t add_stage_compute(gen_t *g, int stage, const layout_list_t *tp_layouts,
+                                     const layout_list_t *ep_layouts)
 {
     type_count_t types[64];
     int num_types = 0;
@@ -163,7 +193,7 @@ static ds_status_t add_stage_compute(gen_t *g, int stage, const layout_list_t *t
             if (t == num_types) {
                 if (num_types == (int)DSI_ARRAY_SIZE(types)) {
                     /* Many distinct layer-list entries: no grouping for the rest. */
-                    DSI_TRY(add_layer_passes(g, layer, g->microbatches, tp_layouts));
+                    DSI_TRY(add_layer_passes(g, layer, g->microbatches, tp_layouts, ep_layouts));
                     continue;
                 }
                 types[num_types++] = (type_count_t){layer, 0};
@@ -173,11 +203,11 @@ static ds_status_t add_stage_compute(gen_t *g, int stage, const layout_list_t *t
     }
     for (int t = 0; t < num_types; t++)
         DSI_TRY(add_layer_passes(g, types[t].representative, g->microbatches * types[t].count,
-                                 tp_layouts));
+                                 tp_layouts, ep_layouts));
     if (stage == 0)
-        DSI_TRY(add_layer_passes(g, DSI_PART_EMBEDDING, g->microbatches, tp_layouts));
+        DSI_TRY(add_layer_passes(g, DSI_PART_EMBEDDING, g->microbatches, tp_layouts, ep_layouts));
     if (stage == g->s->pp - 1)
-        DSI_TRY(add_layer_passes(g, DSI_PART_HEAD, g->microbatches, tp_layouts));
+        DSI_TRY(add_layer_passes(g, DSI_PART_HEAD, g->microbatches, tp_layouts, ep_layouts));
     return DS_OK;
 }
 
@@ -443,6 +473,36 @@ static ds_status_t add_sp_norm_sync(gen_t *g, int stage, const layout_list_t *tp
     return DS_OK;
 }
 
+/* Expert weights' gradients: reduced over the expert-data-parallel group
+ * once per iteration (all-reduce, or reduce-scatter and the parameters'
+ * all-gather under the distributed optimizer), and stepped by the optimizer
+ * on each rank's share. */
+static ds_status_t add_expert_gradients(gen_t *g, int stage)
+{
+    const ds_strategy_t *s = g->s;
+    int64_t params = dsi_stage_expert_params(g->model, s, stage);
+    if (params == 0)
+        return DS_OK;
+    int edp = dsi_expert_data_parallel(s);
+    if (edp > 1) {
+        layout_list_t layouts = {.count = 0};
+        DSI_TRY(expert_layouts(g, DSI_KIND_EDP, stage, &layouts));
+        dsi_expert_grad_op_t ops[2];
+        int n = dsi_expert_grad_ops(s, g->ctx.dtype, params, ops);
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < layouts.count; l++) {
+                ds_event_key_t key = ops[i].key;
+                set_layout(&key, &layouts.items[l]);
+                DSI_TRY(
+                    add(g, &key, 0.0, (double)key.dims[0], ops[i].label, layouts.items[l].devices));
+            }
+    }
+    int64_t shard = dsi_expert_optimizer_shard(s, params);
+    ds_event_key_t opt = dsi_optimizer_key(shard);
+    return add(g, &opt, 12.0 * (double)shard, 36.0 * (double)shard, "optimizer.adam.experts",
+               (int64_t)s->dp * s->tp);
+}
+
 ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *strategy,
                                const ds_cluster_t *cluster, ds_event_set_t **set_p)
 {
@@ -470,14 +530,18 @@ ds_status_t ds_events_generate(const ds_model_t *model, const ds_strategy_t *str
 
     for (int stage = 0; stage < strategy->pp; stage++) {
         layout_list_t tp_layouts = {.count = 0}, dp_layouts = {.count = 0};
+        layout_list_t ep_layouts = {.count = 0};
         if (strategy->tp > 1)
             DSI_TRY_GOTO(stage_layouts(&g, DSI_KIND_TP, stage, &tp_layouts), status, out);
         if (g.ctx.cp > 1)
             DSI_TRY_GOTO(cp_stage_layouts(&g, stage), status, out);
         if (g.s->dp > 1)
             DSI_TRY_GOTO(stage_layouts(&g, DSI_KIND_DP, stage, &dp_layouts), status, out);
-        DSI_TRY_GOTO(add_stage_compute(&g, stage, &tp_layouts), status, out);
+        if (g.ctx.ep > 1)
+            DSI_TRY_GOTO(expert_layouts(&g, DSI_KIND_EP, stage, &ep_layouts), status, out);
+        DSI_TRY_GOTO(add_stage_compute(&g, stage, &tp_layouts, &ep_layouts), status, out);
         DSI_TRY_GOTO(add_data_parallel(&g, stage, &dp_layouts), status, out);
+        DSI_TRY_GOTO(add_expert_gradients(&g, stage), status, out);
         DSI_TRY_GOTO(add_sp_norm_sync(&g, stage, &tp_layouts), status, out);
     }
     DSI_TRY_GOTO(add_pipeline_p2p(&g), status, out);

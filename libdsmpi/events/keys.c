@@ -9,18 +9,18 @@ _Static_assert(sizeof(ds_event_key_t) == 56, "ds_event_key_t must have no paddin
 _Static_assert(sizeof(ds_event_key_t) % sizeof(int64_t) == 0, "keys are hashed as words");
 
 static const char *const op_names[DS_OP_COUNT_] = {
-    "gemm",     "bgemm",     "softmax",       "layernorm",   "rmsnorm", "gelu",
-    "relu",     "swiglu",    "geglu",         "dropout_add", "add",     "dropout",
-    "rope",     "embedding", "cross_entropy", "optimizer",   "pool",    "flash_attention",
-    "fp8_cast",
+    "gemm",     "bgemm",        "softmax",       "layernorm",   "rmsnorm", "gelu",
+    "relu",     "swiglu",       "geglu",         "dropout_add", "add",     "dropout",
+    "rope",     "embedding",    "cross_entropy", "optimizer",   "pool",    "flash_attention",
+    "fp8_cast", "moe_aux_loss",
 };
 static const char *const comm_names[DS_COMM_COUNT_] = {
     "sendrecv", "allreduce", "allgather", "reduce_scatter",
     "alltoall", "broadcast", "ps_push",   "ps_pull",
 };
 static const char *const pass_names[] = {"fwd", "bwd", "recompute", "step"};
-static const char *const group_names[DS_GROUP_COUNT_] = {"-",         "tp", "pp", "dp",
-                                                         "embedding", "mp", "cp"};
+static const char *const group_names[DS_GROUP_COUNT_] = {"-",  "tp", "pp", "dp", "embedding",
+                                                         "mp", "cp", "ep", "edp"};
 static const char *const class_names[DS_CLASS_COUNT_] = {"compute", "tp-comm", "pp-p2p", "dp-comm",
                                                          "other-comm"};
 static const char *const algo_names[] = {"", "ring", "tree", "hierarchical", "ps"};
@@ -68,8 +68,9 @@ ds_event_class_t ds_event_class_of(const ds_event_key_t *key)
     switch (key->group) {
     case DS_GROUP_TP: return DS_CLASS_TP;
     case DS_GROUP_PP: return DS_CLASS_PP;
-    case DS_GROUP_DP: return DS_CLASS_DP;
-    default: return DS_CLASS_OTHER;
+    case DS_GROUP_DP:
+    case DS_GROUP_EDP: return DS_CLASS_DP;
+    default: return DS_CLASS_OTHER; /* EP dispatch and combine among them */
     }
 }
 

@@ -20,7 +20,9 @@ ds_status_t dsi_placement_init(dsi_placement_t *p, const ds_strategy_t *strategy
     p->devices = (int64_t)strategy->dp * strategy->tp * strategy->pp;
     p->num_nodes = (p->devices + p->gpus_per_node - 1) / p->gpus_per_node;
     int64_t scratch =
-        DSI_MAX(DSI_MAX((int64_t)strategy->tp * strategy->pp, (int64_t)strategy->dp), 2);
+        DSI_MAX(DSI_MAX((int64_t)strategy->tp * strategy->pp,
+                        (int64_t)strategy->dp * (strategy->etp > 0 ? strategy->tp : 1)),
+                2);
     ds_status_t status = DS_OK;
     DSI_TRY_GOTO(dsi_calloc((size_t)scratch, sizeof(*p->members), &p->members), status, err);
     DSI_TRY_GOTO(dsi_calloc((size_t)scratch, sizeof(*p->sorted), &p->sorted), status, err);
@@ -49,11 +51,54 @@ int64_t dsi_placement_node_of(const dsi_placement_t *p, int64_t rank)
     return rank / p->gpus_per_node;
 }
 
+static int expert_etp(const ds_strategy_t *s)
+{
+    return s->etp > 0 ? s->etp : s->tp;
+}
+
+static int expert_ep(const ds_strategy_t *s)
+{
+    return s->ep > 0 ? s->ep : 1;
+}
+
+int dsi_expert_groups(const ds_strategy_t *s, dsi_group_kind_t kind)
+{
+    int64_t local = (int64_t)s->tp * s->dp;
+    return (int)(kind == DSI_KIND_EP ? local / expert_ep(s)
+                                     : (int64_t)expert_etp(s) * expert_ep(s));
+}
+
+/* The rank of stage-local expert index `local` (see dsi_expert_groups). */
+static int64_t expert_rank(const ds_strategy_t *s, int stage, int64_t local)
+{
+    return ds_strategy_rank_of(s, (ds_coords_t){(int)(local % s->tp), (int)(local / s->tp), stage});
+}
+
+/* The members of EP group `index` (etp coordinate, edp coordinate) or EDP
+ * group `index` (etp coordinate, ep coordinate). */
+static int expert_members(dsi_placement_t *p, dsi_group_kind_t kind, int stage, int index)
+{
+    const ds_strategy_t *s = p->s;
+    int64_t etp = expert_etp(s), ep = expert_ep(s);
+    int64_t edp = (int64_t)s->tp * s->dp / (etp * ep);
+    int64_t t = index % etp, other = index / etp;
+    int n = 0;
+    if (kind == DSI_KIND_EP)
+        for (int64_t e = 0; e < ep; e++)
+            p->members[n++] = expert_rank(s, stage, t + etp * (e + ep * other));
+    else
+        for (int64_t d = 0; d < edp; d++)
+            p->members[n++] = expert_rank(s, stage, t + etp * (other + ep * d));
+    return n;
+}
+
 int dsi_group_members(dsi_placement_t *p, dsi_group_kind_t kind, int stage, int index)
 {
     const ds_strategy_t *s = p->s;
     int n = 0;
     switch (kind) {
+    case DSI_KIND_EP:
+    case DSI_KIND_EDP: return expert_members(p, kind, stage, index);
     case DSI_KIND_TP:
         for (int t = 0; t < s->tp; t++)
             p->members[n++] = ds_strategy_rank_of(s, (ds_coords_t){t, index, stage});
@@ -93,6 +138,14 @@ static int64_t group_id(const dsi_placement_t *p, dsi_group_kind_t kind, ds_coor
     case DSI_KIND_EMBEDDING:
         return (c.pp == 0 || c.pp == s->pp - 1) ? c.tp + (int64_t)s->tp * c.dp : -1;
     case DSI_KIND_CP: return c.tp + (int64_t)s->tp * (c.dp / p->cp + (int64_t)s->dp * c.pp);
+    case DSI_KIND_EP:
+    case DSI_KIND_EDP: {
+        int64_t etp = expert_etp(s), ep = expert_ep(s);
+        int64_t local = c.tp + (int64_t)s->tp * c.dp;
+        int64_t t = local % etp, e = local / etp % ep, d = local / (etp * ep);
+        int64_t index = kind == DSI_KIND_EP ? t + etp * d : t + etp * e;
+        return index + (int64_t)dsi_expert_groups(s, kind) * c.pp;
+    }
     }
     return -1;
 }
@@ -387,4 +440,10 @@ void dsi_shape_ctx_init(dsi_shape_ctx_t *ctx, const ds_model_t *model, const ds_
     ctx->fp8 = s->fp8;
     ctx->cp = s->cp > 1 ? s->cp : 1;
     ctx->cp_comm = s->cp_comm;
+    ctx->ep = s->ep > 0 ? s->ep : 1;
+    ctx->etp = s->etp > 0 ? s->etp : s->tp;
+    ctx->moe_dispatcher = s->moe_dispatcher;
+    ctx->moe_topk = s->moe_topk;
+    ctx->router_skew = s->router_skew;
+    ctx->moe_capacity = s->moe_capacity;
 }

@@ -605,6 +605,8 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
             *comm_p = g->pair_prev;
         return DS_OK;
     }
+    case DS_GROUP_EP: /* the executor runs no MoE layers */
+    case DS_GROUP_EDP:
     case DS_GROUP_NONE:
     case DS_GROUP_COUNT_: break;
     }

@@ -356,6 +356,11 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     if (backend == NULL || model == NULL || strategy == NULL || exec_p == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_create needs a backend, model and strategy");
     DSI_TRY(check_supported(strategy, backend->size));
+    if (model->info.num_experts > 0)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "%s: the executor does not run mixture-of-experts layers (accepted: "
+                         "dense models)",
+                         model->info.name);
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
     x->backend = backend;
     x->model = model;

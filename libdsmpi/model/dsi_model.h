@@ -75,7 +75,22 @@ typedef struct dsi_shape_ctx {
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers (strategy fp8=) */
     int cp;       /* context parallelism: each rank holds seq / cp tokens (1: none) */
     ds_cp_comm_t cp_comm;
+    /* MoE layers (strategy ep=, etp=, ...; resolved) */
+    int ep, etp;
+    ds_moe_dispatcher_t moe_dispatcher;
+    int moe_topk;        /* 0: the model's experts per token */
+    double router_skew;  /* 0: DS_ROUTER_SKEW_DEFAULT */
+    double moe_capacity; /* 0: dropless */
 } dsi_shape_ctx_t;
+
+/* Which ranks of an expert-parallel group run an operator: expert work is
+ * emitted twice when ep > 1, for the mean rank and for the slowest (the
+ * router's skew), the slowest's copy right after the mean's. */
+typedef enum dsi_ep_role {
+    DSI_EP_ALL = 0,     /* every rank */
+    DSI_EP_MEAN = 1,    /* every rank but the slowest of its EP group */
+    DSI_EP_SLOWEST = 2, /* the slowest rank only, in place of the operator before it */
+} dsi_ep_role_t;
 
 /* One operator of a pass, in issue order.  Communication operators are the
  * tensor-parallel collectives inside the layer (group DS_GROUP_TP) and the
@@ -85,8 +100,10 @@ typedef struct dsi_op {
     ds_event_key_t key; /* zeroed, then filled; comm layout fields left 0 here */
     double flops;
     double bytes;
-    int64_t grad_params; /* parameters whose gradient is complete after this op */
+    int64_t grad_params; /* parameters whose gradient is complete after this op (reduced over dp;
+                            expert weights' gradients go over edp and are not counted here) */
     const char *label;
+    uint8_t ep_role; /* dsi_ep_role_t */
 } dsi_op_t;
 
 /* Pieces of a pipeline: the embedding before layer 0, the head after the
@@ -113,6 +130,28 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
  * pads it to a multiple of 128 x tp). */
 int64_t dsi_model_layer_params(const ds_model_t *model, int layer);
 int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp);
+
+/* Mixture of experts and latent attention (moe.c). */
+bool dsi_model_layer_is_moe(const ds_model_t *model, int layer);
+/* MoE layers among layers first .. first + count - 1. */
+int dsi_model_moe_layers(const ds_model_t *model, int first, int count);
+/* A dense MLP of `width` columns on one of `tp` ranks. */
+int64_t dsi_model_mlp_params(const ds_model_info_t *info, int64_t width, int64_t tp);
+/* An MoE layer's parameters outside the routed experts on one tensor-parallel
+ * rank: router (replicated), shared experts (split over tp), their gate. */
+int64_t dsi_model_moe_dense_params(const ds_model_info_t *info, int64_t tp);
+/* Routed expert parameters one rank holds: num_experts / ep experts, each
+ * split over etp ranks; 0 for a dense layer. */
+int64_t dsi_model_layer_expert_params(const ds_model_t *model, int layer, int etp, int ep);
+/* Multi-head latent attention's parameters on one tensor-parallel rank. */
+int64_t dsi_model_mla_params(const ds_model_info_t *info, int64_t tp);
+/* HF readers (json_root: a jansson object): the expert and latent-attention
+ * fields of a LLaMA-like config, and a DBRX config. */
+ds_status_t dsi_model_moe_from_hf(const void *json_root, const char *origin, const char *model_type,
+                                  ds_model_info_t *info);
+ds_status_t dsi_model_dbrx_from_hf(const void *json_root, const char *origin,
+                                   ds_model_info_t *info);
+ds_status_t dsi_model_moe_check(const ds_model_info_t *info, const char *origin);
 
 /* Layers of a layer-list model, presets and HF configs: loaders. */
 ds_status_t dsi_model_from_preset(const char *name, ds_model_t *model);

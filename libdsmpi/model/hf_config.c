@@ -1,5 +1,6 @@
 /* Hugging Face config.json files of the GPT-2, BERT, T5 and LLaMA/Mistral
- * families, with the field names Hugging Face writes. */
+ * families, their mixture-of-experts kin (Mixtral, Qwen-MoE, DeepSeek,
+ * Llama-4) and DBRX, with the field names Hugging Face writes. */
 #include "dsi_model.h"
 
 #include "dsi_json.h"
@@ -9,16 +10,34 @@
 #define HF_MAX 16777216 /* bound on every integer field */
 #define HF_DEFAULT_GLOBAL_BATCH 512
 
-typedef enum { FAMILY_GPT2, FAMILY_BERT, FAMILY_T5, FAMILY_LLAMA } family_t;
+typedef enum { FAMILY_GPT2, FAMILY_BERT, FAMILY_T5, FAMILY_LLAMA, FAMILY_DBRX } family_t;
 
+/* LLaMA-like families read their experts (moe.c) and DeepSeek's latent
+ * attention; llama4 reads its text_config. */
 static const struct {
     const char *model_type;
     family_t family;
 } families[] = {
-    {"gpt2", FAMILY_GPT2},     {"bert", FAMILY_BERT},   {"roberta", FAMILY_BERT},
-    {"t5", FAMILY_T5},         {"mt5", FAMILY_T5},      {"llama", FAMILY_LLAMA},
-    {"mistral", FAMILY_LLAMA}, {"qwen2", FAMILY_LLAMA},
+    {"gpt2", FAMILY_GPT2},
+    {"bert", FAMILY_BERT},
+    {"roberta", FAMILY_BERT},
+    {"t5", FAMILY_T5},
+    {"mt5", FAMILY_T5},
+    {"llama", FAMILY_LLAMA},
+    {"mistral", FAMILY_LLAMA},
+    {"qwen2", FAMILY_LLAMA},
+    {"mixtral", FAMILY_LLAMA},
+    {"qwen2_moe", FAMILY_LLAMA},
+    {"qwen3_moe", FAMILY_LLAMA},
+    {"deepseek_v2", FAMILY_LLAMA},
+    {"deepseek_v3", FAMILY_LLAMA},
+    {"llama4", FAMILY_LLAMA},
+    {"llama4_text", FAMILY_LLAMA},
+    {"dbrx", FAMILY_DBRX},
 };
+#define ACCEPTED_TYPES                                                                             \
+    "gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe, "         \
+    "deepseek_v2, deepseek_v3, llama4, dbrx"
 
 /* Fields by which the Hugging Face families declare experts, looked up at the
  * top level and in sub-configs (dbrx's ffn_config, llama4's text_config, ...):
@@ -125,22 +144,23 @@ static bool is_moe_model_type(const char *model_type)
     return strstr(model_type, "moe") != NULL;
 }
 
-/* Refuses a mixture of experts, whatever its family calls the experts. */
+/* Refuses experts in a family whose reader does not take them, whatever the
+ * family calls the experts. */
 static ds_status_t refuse_moe(const json_t *root, const char *origin, const char *model_type)
 {
     char path[256];
     double value = 0;
     if (find_moe_field(root, "", MOE_SUBCONFIG_DEPTH, path, sizeof(path), &value))
-        return DSI_ERROR(
-            DS_ERR_BAD_FILE,
-            "%s: mixture-of-experts (%s = %.15g) is not modelled yet (accepted: dense models)",
-            origin, path, value);
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: mixture-of-experts (%s = %.15g) in model_type \"%s\" is not "
+                         "modelled (accepted: experts in model_type mixtral, qwen2, qwen2_moe, "
+                         "qwen3_moe, deepseek_v2, deepseek_v3, llama4, dbrx)",
+                         origin, path, value, model_type);
     if (is_moe_model_type(model_type))
-        return DSI_ERROR(
-            DS_ERR_BAD_FILE,
-            "%s: mixture-of-experts (model_type \"%s\") is not modelled yet (accepted: dense "
-            "models of model_type gpt2, bert, roberta, t5, mt5, llama, mistral, qwen2)",
-            origin, model_type);
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: mixture-of-experts (model_type \"%s\") is not modelled (accepted: "
+                         "model_type " ACCEPTED_TYPES ")",
+                         origin, model_type);
     return DS_OK;
 }
 
@@ -328,25 +348,34 @@ ds_status_t dsi_model_from_hf_config(const void *json_root, const char *origin, 
                          "%s: neither a Hugging Face config (no \"model_type\") nor a dsmpi layer "
                          "list (no \"format\": \"dsmpi-layers\")",
                          origin);
-    DSI_TRY(refuse_moe(root, origin, model_type));
     size_t index = 0;
     while (index < DSI_ARRAY_SIZE(families) && strcmp(families[index].model_type, model_type) != 0)
         index++;
+    family_t family = index < DSI_ARRAY_SIZE(families) ? families[index].family : FAMILY_GPT2;
+    if (index == DSI_ARRAY_SIZE(families) || family == FAMILY_GPT2 || family == FAMILY_BERT ||
+        family == FAMILY_T5)
+        DSI_TRY(refuse_moe(root, origin, model_type));
     if (index == DSI_ARRAY_SIZE(families))
         return DSI_ERROR(DS_ERR_BAD_FILE,
-                         "%s: model_type \"%s\" is not supported (accepted: gpt2, bert, roberta, "
-                         "t5, mt5, llama, mistral, qwen2)",
+                         "%s: model_type \"%s\" is not supported (accepted: " ACCEPTED_TYPES ")",
                          origin, model_type);
+    /* Llama-4 keeps the language model's fields in text_config. */
+    const json_t *text = json_object_get(root, "text_config");
+    const json_t *fields = strcmp(model_type, "llama4") == 0 && json_is_object(text) ? text : root;
     memset(info, 0, sizeof(*info));
     name_from_origin(root, origin, info);
     info->source = DS_MODEL_HF_CONFIG;
     info->dtype = DS_DTYPE_BF16;
     info->global_batch = HF_DEFAULT_GLOBAL_BATCH;
-    switch (families[index].family) {
+    switch (family) {
     case FAMILY_GPT2: DSI_TRY(parse_gpt2(root, origin, info)); break;
     case FAMILY_BERT: DSI_TRY(parse_bert(root, origin, info)); break;
     case FAMILY_T5: DSI_TRY(parse_t5(root, origin, info)); break;
-    case FAMILY_LLAMA: DSI_TRY(parse_llama(root, origin, info)); break;
+    case FAMILY_LLAMA:
+        DSI_TRY(parse_llama(fields, origin, info));
+        DSI_TRY(dsi_model_moe_from_hf(fields, origin, model_type, info));
+        break;
+    case FAMILY_DBRX: DSI_TRY(dsi_model_dbrx_from_hf(root, origin, info)); break;
     }
     /* max_position_embeddings is a limit, not the training length. */
     int cap = (int)DSI_MIN(dsi_param_int(DSI_PARAM_HF_SEQ_LEN_CAP), (int64_t)HF_MAX);

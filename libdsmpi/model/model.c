@@ -96,6 +96,8 @@ err:
     return status;
 }
 
+static int64_t layer_active_params(const ds_model_t *model, int layer);
+
 static int64_t norm_params(const ds_model_info_t *info)
 {
     return info->norm == DS_NORM_LAYERNORM ? 2LL * info->hidden_size : info->hidden_size;
@@ -149,6 +151,7 @@ ds_status_t dsi_model_finish(ds_model_t *model, const char *origin)
         if (info->arch == DS_ARCH_ENCODER_DECODER && info->decoder_seq_len == 0)
             info->decoder_seq_len = info->seq_len;
     }
+    DSI_TRY(dsi_model_moe_check(info, origin));
     if (info->seq_len < 1 || info->seq_len > MAX_SEQ_LEN)
         return DSI_ERROR(DS_ERR_BAD_FILE, "%s: sequence length %d (accepted: 1 to %d)", origin,
                          info->seq_len, MAX_SEQ_LEN);
@@ -162,6 +165,9 @@ ds_status_t dsi_model_finish(ds_model_t *model, const char *origin)
         return DSI_ERROR(DS_ERR_BAD_FILE, "%s: %.3g parameters (accepted: at most %.0e)", origin,
                          total, MAX_PARAMETERS);
     info->num_parameters = (int64_t)total;
+    info->num_active_parameters = 0;
+    for (int layer = DSI_PART_HEAD; layer < info->num_layers; layer++)
+        info->num_active_parameters += layer_active_params(model, layer);
     return DS_OK;
 }
 
@@ -169,6 +175,8 @@ ds_status_t dsi_model_finish(ds_model_t *model, const char *origin)
 
 static int64_t attention_params(const ds_model_info_t *info, int64_t tp, bool cross)
 {
+    if (info->kv_lora_rank > 0)
+        return dsi_model_mla_params(info, tp);
     int64_t h = info->hidden_size, d = info->head_dim;
     int64_t q = info->num_heads * d / tp, kv = info->num_kv_heads * d / tp;
     int64_t bias = info->linear_bias;
@@ -179,13 +187,13 @@ static int64_t attention_params(const ds_model_info_t *info, int64_t tp, bool cr
     return qkv + proj;
 }
 
-static int64_t mlp_params(const ds_model_info_t *info, int64_t tp)
+/* An MoE layer's routed experts are not split over tp: see
+ * dsi_model_layer_expert_params. */
+static int64_t mlp_params(const ds_model_t *model, int layer, int64_t tp)
 {
-    int64_t h = info->hidden_size, f = info->ffn_hidden_size / tp;
-    bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
-    int64_t up = h * f * (gated ? 2 : 1) + info->linear_bias * f * (gated ? 2 : 1);
-    int64_t down = f * h + info->linear_bias * h;
-    return up + down;
+    if (dsi_model_layer_is_moe(model, layer))
+        return dsi_model_moe_dense_params(&model->info, tp);
+    return dsi_model_mlp_params(&model->info, model->info.ffn_hidden_size, tp);
 }
 
 /* Megatron pads the vocabulary to a multiple of 128 x tp. */
@@ -236,7 +244,7 @@ static int64_t layer_params(const ds_model_t *model, int layer, int tp, bool pad
     }
     bool decoder_of_t5 = info->arch == DS_ARCH_ENCODER_DECODER && layer >= info->num_encoder_layers;
     int64_t total =
-        attention_params(info, tp, false) + mlp_params(info, tp) + 2 * norm_params(info);
+        attention_params(info, tp, false) + mlp_params(model, layer, tp) + 2 * norm_params(info);
     if (decoder_of_t5)
         total += attention_params(info, tp, true) + norm_params(info);
     return total;
@@ -249,7 +257,18 @@ int64_t dsi_model_layer_params_tp(const ds_model_t *model, int layer, int tp)
 
 int64_t dsi_model_layer_params(const ds_model_t *model, int layer)
 {
-    return layer_params(model, layer, 1, false);
+    return layer_params(model, layer, 1, false) + dsi_model_layer_expert_params(model, layer, 1, 1);
+}
+
+/* Parameters a token runs through: the routed experts it is sent to. */
+static int64_t layer_active_params(const ds_model_t *model, int layer)
+{
+    const ds_model_info_t *info = &model->info;
+    int64_t active = layer_params(model, layer, 1, false);
+    if (dsi_model_layer_is_moe(model, layer))
+        active += (int64_t)info->experts_per_token *
+                  dsi_model_mlp_params(info, info->moe_ffn_hidden_size, 1);
+    return active;
 }
 
 /* ---- overrides and queries ------------------------------------------------ */

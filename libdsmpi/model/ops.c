@@ -10,19 +10,11 @@
  * (m=out, n=in, k=T, A transposed).  A collective's bytes are the full buffer
  * (the nccl-tests "size": all-gather output, reduce-scatter input).
  */
-#include "dsi_model.h"
+#include "dsi_ops.h"
 
 #include <string.h>
 
-typedef struct op_list {
-    dsi_op_t *ops;
-    size_t count;
-    size_t max;
-    const dsi_shape_ctx_t *ctx;
-    ds_pass_t pass; /* the pass of operators being appended */
-    ds_status_t status;
-    bool fp8; /* GEMMs in FP8: the transformer layers' linears under fp8= */
-} op_list_t;
+typedef dsi_op_list_t op_list_t;
 
 static dsi_op_t *push(op_list_t *list, const char *label)
 {
@@ -155,6 +147,7 @@ typedef struct shape {
     int64_t act_bytes;   /* bytes of a [tokens, h] activation */
     bool sp, gated, causal, dropout, rope, bias;
     bool flash; /* attention as one fused operator */
+    bool moe;   /* the MLP is a mixture of experts (moe_ops.c) */
 } shape_t;
 
 static ds_op_t norm_op(const ds_model_info_t *info)
@@ -200,6 +193,7 @@ static shape_t make_shape(const ds_model_info_t *info, const dsi_shape_ctx_t *ct
     sh.rope = !info->learned_positions && info->arch != DS_ARCH_ENCODER_DECODER;
     sh.bias = info->linear_bias != 0;
     sh.flash = ctx->flash != 0;
+    sh.moe = false;
     return sh;
 }
 
@@ -405,6 +399,24 @@ static void attention_core_backward(op_list_t *list, const shape_t *sh, int64_t 
     batched_gemm(list, "attn.scores.dkey", kv_seq, sh->d, sh->s, batch, DS_GEMM_TRANS_A);
 }
 
+static dsi_mla_shape_t mla_shape_of(const ds_model_info_t *info, const shape_t *sh)
+{
+    dsi_mla_shape_t m = {sh->b,
+                         sh->s,
+                         sh->tokens,
+                         sh->rows,
+                         sh->h,
+                         sh->q,
+                         sh->act_bytes,
+                         sh->sp,
+                         sh->causal,
+                         sh->dropout,
+                         sh->flash,
+                         norm_op(info),
+                         norm_param_count(info)};
+    return m;
+}
+
 /* A column-parallel linear's backward: data gradient, its TP reduction, then
  * the weight gradient (which overlaps the reduction). */
 static void column_linear_backward(op_list_t *list, const shape_t *sh, const char *dgrad,
@@ -429,6 +441,11 @@ static void row_linear_backward(op_list_t *list, const shape_t *sh, const char *
 
 static void self_attention_forward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (info->kv_lora_rank > 0) { /* DeepSeek's latent attention: mla_ops.c */
+        dsi_mla_shape_t m = mla_shape_of(info, sh);
+        dsi_mla_forward(list, info, &m);
+        return;
+    }
     elementwise(list, norm_op(info), "attn.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
     tp_enter_forward(list, sh, "attn.tp.gather");
     gemm(list, "attn.qkv", sh->tokens, (sh->q + 2 * sh->kv) * sh->d, sh->h, DS_GEMM_TRANS_B, 0);
@@ -445,6 +462,11 @@ static void self_attention_forward(op_list_t *list, const ds_model_info_t *info,
 
 static void self_attention_backward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (info->kv_lora_rank > 0) {
+        dsi_mla_shape_t m = mla_shape_of(info, sh);
+        dsi_mla_backward(list, info, &m);
+        return;
+    }
     elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "attn.residual", sh->rows, sh->h,
                 0, 2.0, 3.0, 0);
     row_linear_backward(list, sh, "attn.proj.dgrad", "attn.proj.wgrad", "attn.tp.gather",
@@ -499,8 +521,21 @@ static void cross_attention_backward(op_list_t *list, const ds_model_info_t *inf
                 norm_param_count(info));
 }
 
+static dsi_moe_shape_t moe_shape_of(const ds_model_info_t *info, const shape_t *sh)
+{
+    dsi_moe_shape_t m = {
+        sh->tokens, sh->rows,    sh->h,         sh->act_bytes,       sh->sp,
+        sh->gated,  sh->dropout, norm_op(info), activation_op(info), norm_param_count(info)};
+    return m;
+}
+
 static void mlp_forward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (sh->moe) {
+        dsi_moe_shape_t m = moe_shape_of(info, sh);
+        dsi_moe_forward(list, info, &m);
+        return;
+    }
     int64_t up = sh->ffn * (sh->gated ? 2 : 1);
     elementwise(list, norm_op(info), "mlp.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
     tp_enter_forward(list, sh, "mlp.tp.gather");
@@ -515,6 +550,11 @@ static void mlp_forward(op_list_t *list, const ds_model_info_t *info, const shap
 
 static void mlp_backward(op_list_t *list, const ds_model_info_t *info, const shape_t *sh)
 {
+    if (sh->moe) {
+        dsi_moe_shape_t m = moe_shape_of(info, sh);
+        dsi_moe_backward(list, info, &m);
+        return;
+    }
     int64_t up = sh->ffn * (sh->gated ? 2 : 1);
     elementwise(list, sh->dropout ? DS_OP_DROPOUT_ADD : DS_OP_ADD, "mlp.residual", sh->rows, sh->h,
                 0, 2.0, 3.0, 0);
@@ -544,7 +584,12 @@ static void transformer_backward(op_list_t *list, const ds_model_info_t *info, c
         transformer_forward(list, info, sh, t5_decoder);
     } else if (list->ctx->recompute == DS_RECOMPUTE_SELECTIVE) {
         list->pass = DS_PASS_RECOMPUTE;
-        attention_core_forward(list, sh, sh->s);
+        if (info->kv_lora_rank > 0) {
+            dsi_mla_shape_t m = mla_shape_of(info, sh);
+            dsi_ops_attention_core(list, &m, dsi_mla_core_dim(info));
+        } else {
+            attention_core_forward(list, sh, sh->s);
+        }
         if (t5_decoder) {
             shape_t cross = *sh;
             cross.causal = false;
@@ -728,6 +773,7 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
         else
             head_backward(&list, info, &sh);
     } else {
+        sh.moe = dsi_model_layer_is_moe(model, layer);
         list.fp8 = ctx->fp8 != DS_FP8_OFF; /* the embedding and the head stay in bf16 */
         if (pass == DS_PASS_FORWARD)
             transformer_forward(&list, info, &sh, t5_decoder);
@@ -736,4 +782,71 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
     }
     *count_p = list.count;
     return list.status;
+}
+
+/* ---- emitters shared with moe_ops.c ------------------------------------------------------ */
+
+dsi_op_t *dsi_ops_push(dsi_op_list_t *list, const char *label)
+{
+    return push(list, label);
+}
+
+void dsi_ops_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                  unsigned trans, int64_t grad_params)
+{
+    gemm(list, label, m, n, k, trans, grad_params);
+}
+
+void dsi_ops_batched_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                          int64_t batch, unsigned trans)
+{
+    batched_gemm(list, label, m, n, k, batch, trans);
+}
+
+void dsi_ops_elementwise(dsi_op_list_t *list, ds_op_t kind, const char *label, int64_t rows,
+                         int64_t cols, unsigned variant, double flops_per_element, double tensors,
+                         int64_t grad_params)
+{
+    elementwise(list, kind, label, rows, cols, variant, flops_per_element, tensors, grad_params);
+}
+
+void dsi_ops_fp8_cast(dsi_op_list_t *list, const char *label, int64_t rows, int64_t cols)
+{
+    fp8_cast(list, label, rows, cols);
+}
+
+void dsi_ops_collective(dsi_op_list_t *list, ds_comm_op_t primitive, ds_group_t group, int size,
+                        const char *label, int64_t bytes)
+{
+    if (size <= 1)
+        return;
+    dsi_op_t *op = push(list, label);
+    if (op == NULL)
+        return;
+    op->key.kind = DS_EVENT_COMM;
+    op->key.op = (uint8_t)primitive;
+    op->key.dtype = (uint8_t)list->ctx->dtype;
+    op->key.group = (uint8_t)group;
+    op->key.group_size = size;
+    op->key.dims[0] = bytes;
+    op->bytes = (double)bytes;
+}
+
+void dsi_ops_attention_core(dsi_op_list_t *list, const dsi_mla_shape_t *m, int64_t head_dim)
+{
+    shape_t sh;
+    memset(&sh, 0, sizeof(sh));
+    sh.b = m->b;
+    sh.s = m->s;
+    sh.tokens = m->tokens;
+    sh.q = m->heads;
+    sh.kv = m->heads;
+    sh.d = head_dim;
+    sh.causal = m->causal;
+    sh.dropout = m->dropout;
+    sh.flash = m->flash;
+    if (list->pass == DS_PASS_BACKWARD)
+        attention_core_backward(list, &sh, m->s);
+    else
+        attention_core_forward(list, &sh, m->s);
 }

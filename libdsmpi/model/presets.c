@@ -14,6 +14,16 @@ typedef struct preset {
     int global_batch;
 } preset_t;
 
+/* What a mixture-of-experts preset adds: head width (0: hidden / heads),
+ * experts, top-k, expert width, shared experts' width, first dense layers;
+ * latent attention: q and kv ranks, rope and value head widths (head_dim is
+ * then the non-rope q/k width). */
+typedef struct moe_preset {
+    const char *name;
+    int head_dim, experts, top_k, moe_ffn, shared_ffn, first_dense;
+    int q_lora, kv_lora, qk_rope, v_head;
+} moe_preset_t;
+
 #define GPT(name, layers, hidden, heads, vocab, seq, gbs)                                          \
     {                                                                                              \
         name, DS_ARCH_DECODER, layers, 0, hidden, heads, heads, 4 * (hidden), vocab, seq, seq, 0,  \
@@ -55,7 +65,41 @@ static const preset_t presets[] = {
     LLAMA("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 512),
     LLAMA("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 512),
     LLAMA("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 2048),
+    /* Mixture of experts, from the released config.json files
+     * (mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B,
+     * deepseek-ai/DeepSeek-V3); the training length and batch are choices of
+     * this table, except DeepSeek-V3's 4K sequences and final batch of 15360
+     * (DeepSeek-V3 technical report, sec. 4.2).  Their experts: moe_presets. */
+    LLAMA("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, 1024),
+    LLAMA("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 4096, 1024),
+    LLAMA("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 15360),
 };
+
+static const moe_preset_t moe_presets[] = {
+    {"mixtral-8x7b", 0, 8, 2, 14336, 0, 0, 0, 0, 0, 0},
+    {"qwen3-30b-a3b", 128, 128, 8, 768, 0, 0, 0, 0, 0, 0},
+    {"deepseek-v3", 128, 256, 8, 2048, 2048, 3, 1536, 512, 64, 128},
+};
+
+static void apply_moe_preset(ds_model_info_t *info)
+{
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(moe_presets); i++) {
+        const moe_preset_t *m = &moe_presets[i];
+        if (strcmp(info->name, m->name) != 0)
+            continue;
+        info->head_dim = m->head_dim;
+        info->num_experts = m->experts;
+        info->experts_per_token = m->top_k;
+        info->moe_ffn_hidden_size = m->moe_ffn;
+        info->shared_ffn_hidden_size = m->shared_ffn;
+        info->first_dense_layers = m->first_dense;
+        info->moe_layer_freq = 1;
+        info->q_lora_rank = m->q_lora;
+        info->kv_lora_rank = m->kv_lora;
+        info->qk_rope_head_dim = m->qk_rope;
+        info->v_head_dim = m->v_head;
+    }
+}
 
 size_t ds_model_preset_count(void)
 {
@@ -97,6 +141,7 @@ ds_status_t dsi_model_from_preset(const char *name, ds_model_t *model)
         info->learned_positions = p->learned_positions;
         info->dtype = DS_DTYPE_BF16;
         info->global_batch = p->global_batch;
+        apply_moe_preset(info);
         return dsi_model_finish(model, p->name);
     }
     int index = 0;

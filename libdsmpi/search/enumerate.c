@@ -9,7 +9,7 @@
 
 static const char *const dim_keys[DSI_FIX_COUNT_] = {
     "tp",        "pp",   "dp",      "mbs",   "schedule", "vpp", "sp",
-    "recompute", "zero", "dp-algo", "flash", "fp8",      "cp"};
+    "recompute", "zero", "dp-algo", "flash", "fp8",      "cp",  "ep"};
 
 static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
 {
@@ -72,6 +72,7 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
         case DSI_FIX_FLASH: value = parsed.flash_attention; break;
         case DSI_FIX_FP8: value = (int)parsed.fp8; break;
         case DSI_FIX_CP: value = parsed.cp; break;
+        case DSI_FIX_EP: value = parsed.ep; break;
         case DSI_FIX_COUNT_: break;
         }
         return add_fixed(&search->fixed[d], dim_keys[d], value);
@@ -176,15 +177,31 @@ static void cp_options(const ds_search_t *search, const ds_model_info_t *info, i
 
 /* One combination of the dimensions enumerated inside (tp, pp, mbs, schedule). */
 typedef struct variant {
-    int sp, recompute, zero, dp_algo, flash, fp8;
+    int sp, recompute, zero, dp_algo, flash, fp8, ep;
 } variant_t;
+
+/* Expert parallelism of an MoE model: the divisors of the experts with
+ * which ep x etp divides dp x tp (Megatron-Core's EP out of DP); 1 for a
+ * dense model. */
+static void ep_values(const ds_search_t *search, const ds_model_info_t *info, int tp, int dp,
+                      values_t *out)
+{
+    int defaults[64], n = 0;
+    int etp = search->base.etp > 0 ? search->base.etp : tp;
+    for (int ep = 1; ep <= DSI_MAX(info->num_experts, 1) && n < 64; ep++)
+        if (ep == 1 ||
+            (info->num_experts % ep == 0 && ((int64_t)dp * tp) % ((int64_t)ep * etp) == 0))
+            defaults[n++] = ep;
+    from_fixed_or(out, &search->fixed[DSI_FIX_EP], defaults, n);
+}
 
 /* Every candidate of one (tp, pp, cp): micro-batch sizes, schedules and the
  * inner dimensions' combinations (*variants_p: scratch kept across calls). */
-static ds_status_t visit_tp_pp_cp(ds_search_t *search, int tp, int pp, int cp, const values_t *mbss,
-                                  const values_t *sps, const values_t *recs,
-                                  const values_t *flashes, const values_t *fp8s,
-                                  variant_t **variants_p, dsi_search_visit_t visit, void *arg)
+static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *info, int tp, int pp,
+                                  int cp, const values_t *mbss, const values_t *sps,
+                                  const values_t *recs, const values_t *flashes,
+                                  const values_t *fp8s, variant_t **variants_p,
+                                  dsi_search_visit_t visit, void *arg)
 {
     static const int zero_values[] = {0, 1, 2, 3};
     static const int algo_values[] = {DS_DP_AUTO, DS_DP_RING, DS_DP_TREE, DS_DP_HIERARCHICAL,
@@ -195,7 +212,7 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, int tp, int pp, int cp, c
     int dp = N % mp == 0 ? (int)(N / mp) : 0; /* 0: resolve rejects it */
     if (fx[DSI_FIX_DP].count > 0 && !allows(&fx[DSI_FIX_DP], dp))
         return DS_OK;
-    values_t zeros, algos;
+    values_t zeros, algos, eps;
     sched_option_t sched[20];
     int num_sched = schedule_options(search, pp, sched);
     from_fixed_or(&zeros, &fx[DSI_FIX_ZERO], zero_values, 4);
@@ -204,9 +221,10 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, int tp, int pp, int cp, c
         keep_one(&zeros, 0);
         keep_one(&algos, DS_DP_AUTO);
     }
+    ep_values(search, info, tp, dp, &eps);
     /* The remaining dimensions' combinations, innermost last. */
     size_t nv = 0, want = (size_t)sps->count * recs->count * zeros.count * algos.count *
-                          flashes->count * fp8s->count;
+                          flashes->count * fp8s->count * eps.count;
     dsi_free(*variants_p);
     *variants_p = NULL;
     DSI_TRY(dsi_calloc(want ? want : 1, sizeof(**variants_p), variants_p));
@@ -217,10 +235,12 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, int tp, int pp, int cp, c
                 for (int ai = 0; ai < algos.count; ai++)
                     for (int fi = 0; fi < flashes->count; fi++)
                         for (int ei = 0; ei < fp8s->count; ei++)
-                            if (cp == 1 || flashes->v[fi]) /* cp needs fused attention */
-                                variants[nv++] =
-                                    (variant_t){sps->v[qi],  recs->v[ri],    zeros.v[zi],
-                                                algos.v[ai], flashes->v[fi], fp8s->v[ei]};
+                            for (int xi = 0; xi < eps.count; xi++)
+                                /* cp needs fused attention; cp with ep is refused */
+                                if ((cp == 1 || flashes->v[fi]) && (cp == 1 || eps.v[xi] == 1))
+                                    variants[nv++] = (variant_t){
+                                        sps->v[qi],     recs->v[ri], zeros.v[zi], algos.v[ai],
+                                        flashes->v[fi], fp8s->v[ei], eps.v[xi]};
     for (int bi = 0; bi < mbss->count; bi++)
         for (int si = 0; si < num_sched; si++)
             for (size_t vi = 0; vi < nv; vi++) {
@@ -240,6 +260,7 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, int tp, int pp, int cp, c
                 s.dp_algo = (ds_dp_algo_t)v->dp_algo;
                 s.flash_attention = v->flash;
                 s.fp8 = (ds_fp8_t)v->fp8;
+                s.ep = v->ep;
                 DSI_TRY(visit(search, &s, arg));
             }
     return DS_OK;
@@ -301,8 +322,8 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
             cp_options(search, &info, N % ((int64_t)tp * pp) == 0 ? N / ((int64_t)tp * pp) : 1,
                        &cps);
             for (int ci = 0; ci < cps.count; ci++) {
-                DSI_TRY_GOTO(visit_tp_pp_cp(search, tp, pp, cps.v[ci], &mbss, &sps, &recs, &flashes,
-                                            &fp8s, &variants, visit, arg),
+                DSI_TRY_GOTO(visit_tp_pp_cp(search, &info, tp, pp, cps.v[ci], &mbss, &sps, &recs,
+                                            &flashes, &fp8s, &variants, visit, arg),
                              status, out);
             }
         }

@@ -12,14 +12,15 @@
  * the optimizer step, parameters gathered after it.  A new kind of
  * parallelism is a phase_*.c file and a row here. */
 static const dsi_phase_t *const phases[] = {
-    &dsi_phase_pipeline,      /* layer passes, point-to-point transfers */
-    &dsi_phase_dp_gradients,  /* gradient buckets once per iteration */
-    &dsi_phase_zero2,         /* gradient buckets after every backward */
-    &dsi_phase_zero3,         /* parameter gathers, gradient reduce-scatters per part */
-    &dsi_phase_sp_norm,       /* sequence-parallel norm gradients */
-    &dsi_phase_columns,       /* embedding, overflow and gradient-norm collectives */
-    &dsi_phase_optimizer,     /* the optimizer step */
-    &dsi_phase_dp_parameters, /* parameter gathers (ZeRO-1/2) and pulls after it */
+    &dsi_phase_pipeline,         /* layer passes, point-to-point transfers */
+    &dsi_phase_dp_gradients,     /* gradient buckets once per iteration */
+    &dsi_phase_zero2,            /* gradient buckets after every backward */
+    &dsi_phase_zero3,            /* parameter gathers, gradient reduce-scatters per part */
+    &dsi_phase_sp_norm,          /* sequence-parallel norm gradients */
+    &dsi_phase_columns,          /* embedding, overflow and gradient-norm collectives */
+    &dsi_phase_expert_gradients, /* MoE expert gradients over the EDP group */
+    &dsi_phase_optimizer,        /* the optimizer step */
+    &dsi_phase_dp_parameters,    /* parameter gathers (ZeRO-1/2) and pulls after it */
 };
 
 #define NUM_PHASES ((int)(sizeof(phases) / sizeof(phases[0])))

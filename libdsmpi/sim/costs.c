@@ -182,14 +182,38 @@ static ds_status_t hide_behind_next(ds_sim_t *sim, const dsi_op_t *ops, size_t c
     return DS_OK;
 }
 
+/* The layout of a stage's EP groups the simulator prices dispatch and
+ * combine on: the one spanning the most nodes (they are alike under the
+ * usual placements). */
+static dsi_layout_t stage_ep_layout(ds_sim_t *sim, int stage)
+{
+    dsi_layout_t worst = {0, 0, 0, 0, 0, 0};
+    if (sim->ctx.ep <= 1)
+        return worst;
+    int groups = dsi_expert_groups(&sim->s, DSI_KIND_EP);
+    for (int index = 0; index < groups; index++) {
+        int n = dsi_group_members(&sim->place, DSI_KIND_EP, stage, index);
+        dsi_layout_t l = dsi_group_layout(&sim->place, DSI_KIND_EP, n);
+        if (index == 0 || l.nodes > worst.nodes ||
+            (l.nodes == worst.nodes && l.concurrency > worst.concurrency))
+            worst = l;
+    }
+    return worst;
+}
+
+/* `slowest`: the template of a lane holding its EP group's slowest rank
+ * (full mode): its expert operators at the slowest rank's tokens, no wait
+ * at the EP collectives; the others wait for it there. */
 static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const dsi_layout_t *tp,
-                               const dsi_layout_t *cp, int32_t *id_p)
+                               const dsi_layout_t *cp, const dsi_layout_t *ep, bool slowest,
+                               int32_t *id_p)
 {
     int type = dsi_layer_type(sim->model, layer);
     for (int32_t i = 0; i < sim->num_templates; i++) {
         const dsi_template_t *t = &sim->templates[i];
         if (t->type == type && t->pass == pass && dsi_layout_equal(&t->tp_layout, tp) &&
-            dsi_layout_equal(&t->cp_layout, cp)) {
+            dsi_layout_equal(&t->cp_layout, cp) && dsi_layout_equal(&t->ep_layout, ep) &&
+            t->expert_slowest == slowest) {
             *id_p = i;
             return DS_OK;
         }
@@ -211,20 +235,40 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     t.pass = (uint8_t)pass;
     t.tp_layout = *tp;
     t.cp_layout = *cp;
+    t.ep_layout = *ep;
+    t.expert_slowest = slowest;
     t.op_first = sim->num_ops;
-    t.op_count = (int32_t)count;
     bool tied_head = layer == DSI_PART_HEAD && pass == DS_PASS_BACKWARD &&
                      dsi_has_tied_copy(&sim->info, &sim->s);
-    double variance = 0.0; /* of the compute since the last collective, s^2 */
+    double variance = 0.0;   /* of the compute since the last collective, s^2 */
+    int64_t expert_skew = 0; /* the slowest EP rank's extra expert time, not yet waited for */
+    int64_t expert_mean = 0; /* the last expert operator's time on the mean rank */
     for (size_t i = 0; i < count; i++) {
         ds_event_key_t key = ops[i].key;
         bool comm = key.kind == DS_EVENT_COMM;
         if (comm)
-            dsi_key_set_layout(&key, key.group == DS_GROUP_CP ? cp : tp);
+            dsi_key_set_layout(&key, key.group == DS_GROUP_CP   ? cp
+                                     : key.group == DS_GROUP_EP ? ep
+                                                                : tp);
         int64_t ns = 0;
         int assumed = 0;
         DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
         DSI_TRY(hide_behind_next(sim, ops, count, i, &ns));
+        /* FLOPs: the mean rank's on every lane (the router conserves tokens). */
+        if (!comm && ops[i].ep_role != DSI_EP_SLOWEST) {
+            double hardware, model;
+            dsi_matmul_flops(&key, ops[i].flops, &hardware, &model);
+            t.mm_flops += hardware;
+            t.mm_model_flops += model;
+        }
+        if (ops[i].ep_role == (slowest ? DSI_EP_MEAN : DSI_EP_SLOWEST)) {
+            /* The other ranks wait for the slowest at the next EP collective. */
+            expert_skew += slowest ? 0 : DSI_MAX(ns - expert_mean, 0);
+            t.assumed |= (uint8_t)assumed;
+            continue;
+        }
+        if (ops[i].ep_role == DSI_EP_MEAN)
+            expert_mean = ns;
         int64_t wait = 0;
         if (sim->opt.collective_skew && sim->costs != NULL) {
             if (!comm) {
@@ -234,6 +278,10 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
                 wait = dsi_ns(dsi_expected_max_normal(key.group_size) * sqrt(variance));
                 variance = 0.0;
             }
+        }
+        if (comm && key.group == DS_GROUP_EP) {
+            wait += expert_skew;
+            expert_skew = 0;
         }
         ns += wait;
         int32_t o = sim->num_ops++;
@@ -254,20 +302,15 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         if (!comm)
             t.comp = dsi_ns_add(t.comp, ns);
         t.assumed |= (uint8_t)assumed;
-        if (!comm) {
-            double hardware, model;
-            dsi_matmul_flops(&key, ops[i].flops, &hardware, &model);
-            t.mm_flops += hardware;
-            t.mm_model_flops += model;
-        }
     }
+    t.op_count = sim->num_ops - t.op_first;
     sim->templates[sim->num_templates] = t;
     *id_p = sim->num_templates++;
     return DS_OK;
 }
 
 static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
-                            const dsi_layout_t *cp)
+                            const dsi_layout_t *cp, const dsi_layout_t *ep, bool slowest)
 {
     if (sim->num_parts == sim->parts_cap) {
         int32_t cap = sim->parts_cap ? 2 * sim->parts_cap : 64;
@@ -280,8 +323,8 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
     }
     int32_t i = sim->num_parts;
     sim->part_layer[i] = layer;
-    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, cp, &sim->part_tf[i]));
-    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, cp, &sim->part_tb[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_FORWARD, tp, cp, ep, slowest, &sim->part_tf[i]));
+    DSI_TRY(template_of(sim, layer, DS_PASS_BACKWARD, tp, cp, ep, slowest, &sim->part_tb[i]));
     int64_t params = dsi_model_layer_params_tp(sim->model, layer, sim->s.tp);
     if (layer == DSI_PART_HEAD && dsi_has_tied_copy(&sim->info, &sim->s))
         params += dsi_vocab_share(&sim->info, sim->s.tp) * sim->info.hidden_size;
@@ -293,8 +336,15 @@ static ds_status_t add_part(ds_sim_t *sim, int layer, const dsi_layout_t *tp,
 
 ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp, int32_t *id_p)
 {
+    return dsi_sim_lane_profile_of(sim, stage, tp, false, id_p);
+}
+
+ds_status_t dsi_sim_lane_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
+                                    bool expert_slowest, int32_t *id_p)
+{
     for (int32_t i = 0; i < sim->num_profiles; i++) {
-        if (sim->profiles[i].stage == stage && dsi_layout_equal(&sim->profiles[i].tp_layout, tp)) {
+        if (sim->profiles[i].stage == stage && dsi_layout_equal(&sim->profiles[i].tp_layout, tp) &&
+            sim->profiles[i].expert_slowest == expert_slowest) {
             *id_p = i;
             return DS_OK;
         }
@@ -310,6 +360,7 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     memset(pr, 0, sizeof(*pr));
     pr->stage = stage;
     pr->tp_layout = *tp;
+    pr->expert_slowest = expert_slowest;
     sim->num_profiles++; /* owned from here: freed by dsi_sim_templates_reset */
     DSI_TRY(dsi_calloc((size_t)v + 1, sizeof(*pr->part_first), &pr->part_first));
     DSI_TRY(dsi_calloc((size_t)v * 2, sizeof(*pr->fused_dur), &pr->fused_dur));
@@ -320,16 +371,17 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     dsi_layout_t cp = {0, 0, 0, 0, 0, 0};
     if (sim->ctx.cp > 1)
         cp = dsi_cp_stage_layout(&sim->place, sim->ctx.cp_comm, stage);
+    dsi_layout_t ep = stage_ep_layout(sim, stage);
     for (int c = 0; c < v; c++) {
         pr->part_first[c] = sim->num_parts;
         if (stage == 0 && c == 0)
-            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp, &cp));
+            DSI_TRY(add_part(sim, DSI_PART_EMBEDDING, tp, &cp, &ep, expert_slowest));
         int first, n;
         ds_strategy_chunk_layers(s, L, stage, c, &first, &n);
         for (int layer = first; layer < first + n; layer++)
-            DSI_TRY(add_part(sim, layer, tp, &cp));
+            DSI_TRY(add_part(sim, layer, tp, &cp, &ep, expert_slowest));
         if (stage == s->pp - 1 && c == v - 1)
-            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp, &cp));
+            DSI_TRY(add_part(sim, DSI_PART_HEAD, tp, &cp, &ep, expert_slowest));
     }
     int32_t id = sim->num_profiles - 1;
     pr->part_first[v] = sim->num_parts;
@@ -371,6 +423,7 @@ ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp,
     DSI_TRY(dsi_sim_cost(sim, &opt, 12.0 * (double)shard, 36.0 * (double)shard, &pr->opt_dur,
                          &assumed));
     pr->opt_assumed = (uint8_t)assumed;
+    DSI_TRY(dsi_sim_expert_costs(sim, stage, pr));
     *id_p = id;
     return DS_OK;
 }

@@ -46,6 +46,8 @@ extern const dsi_phase_t dsi_phase_zero3;
 extern const dsi_phase_t dsi_phase_sp_norm;
 extern const dsi_phase_t dsi_phase_columns;
 extern const dsi_phase_t dsi_phase_optimizer;
+/* phase_moe.c: expert gradients over the expert-data-parallel group */
+extern const dsi_phase_t dsi_phase_expert_gradients;
 
 /* ---- nodes and lanes (build.c) ------------------------------------------------------------ */
 

@@ -159,6 +159,7 @@ enum {
     DSI_L_EMBEDDING,
     DSI_L_OVERFLOW,
     DSI_L_GRAD_NORM,
+    DSI_L_EXPERT_GRAD,
     DSI_L_COUNT_
 };
 
@@ -209,6 +210,8 @@ typedef struct dsi_template {
     uint8_t assumed;
     dsi_layout_t tp_layout;
     dsi_layout_t cp_layout; /* the context-parallel exchange (zero without cp) */
+    dsi_layout_t ep_layout; /* MoE dispatch and combine (zero without ep) */
+    bool expert_slowest;    /* the slowest EP rank's expert work (full mode) */
     int32_t op_first, op_count;
     int64_t dur, comp;               /* ns, unscaled */
     int64_t wait;                    /* arrival skew inside dur (see op_wait) */
@@ -220,13 +223,16 @@ typedef struct dsi_template {
 typedef struct dsi_profile {
     int stage;
     dsi_layout_t tp_layout;
+    bool expert_slowest; /* a lane holding its EP group's slowest rank (full mode) */
     int32_t *part_first; /* [vpp + 1]: parts of chunk c are [part_first[c], part_first[c+1]) */
     int64_t *fused_dur;  /* [vpp * 2]: chunk pass (c, pass) */
     int64_t *fused_comp;
     int64_t *fused_wait;
     uint8_t *fused_assumed;
-    int64_t sp_dur, opt_dur; /* SP norm all-reduce, optimizer step */
+    int64_t sp_dur, opt_dur; /* SP norm all-reduce, optimizer step (expert shard included) */
     uint8_t sp_assumed, opt_assumed;
+    int64_t expert_grad_dur; /* expert gradients over the EDP group (phase_moe.c) */
+    uint8_t expert_grad_assumed;
     double mm_flops, mm_model_flops; /* one micro-batch through every chunk, fwd + bwd */
 } dsi_profile_t;
 
@@ -465,9 +471,15 @@ double dsi_sim_cost_variance(const ds_cost_table_t *costs, const ds_event_key_t 
  * feed the roofline estimate. */
 ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
                          int64_t *ns_p, int *assumed_p);
+/* The same for a lane that holds its EP group's slowest rank or not. */
+ds_status_t dsi_sim_lane_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_layout,
+                                    bool expert_slowest, int32_t *id_p);
 ds_status_t dsi_sim_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t *tp_layout,
                                int32_t *profile_p);
 void dsi_sim_templates_reset(ds_sim_t *sim);
+/* A stage's expert costs into its profile: the EDP gradient collectives and
+ * the optimizer on the expert shard (added to opt_dur); phase_moe.c. */
+ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr);
 
 /* build.c: the graph of two iterations, phase by phase (dsi_phase.h) */
 ds_status_t dsi_sim_build(ds_sim_t *sim);
@@ -489,6 +501,11 @@ void dsi_sim_locate(const ds_sim_t *sim, int64_t rank, int32_t *lane_p, int32_t 
 
 /* memory.c */
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *memory);
+/* memory_moe.c: an MoE layer's MLP-part activations for one micro-batch
+ * (bytes, this rank), and the stage's expert weights, gradients, optimizer
+ * states and dispatch buffers added to *memory. */
+double dsi_sim_moe_mlp_activation(const ds_sim_t *sim);
+void dsi_sim_memory_experts(const ds_sim_t *sim, int stage, ds_sim_memory_t *memory);
 
 /* estimate.c */
 void dsi_sim_estimate_free(ds_sim_t *sim);

@@ -22,6 +22,7 @@ const char *const dsi_node_labels[] = {
     "embedding.grad-allreduce",
     "overflow-check.allreduce",
     "grad-norm.allreduce",
+    "edp.expert-grad",
 };
 
 _Static_assert(sizeof(dsi_node_labels) / sizeof(dsi_node_labels[0]) == DSI_L_COUNT_,

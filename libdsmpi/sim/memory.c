@@ -31,6 +31,8 @@
  *                data-parallel group with context parallelism)
  *   context      DS_SIM_CONTEXT_MIB + DS_SIM_WORKSPACE_MIB
  *   margin       DS_SIM_FRAGMENTATION x the tensors above
+ * MoE layers: expert weights, gradients, optimizer states, the MLP part's
+ * activations and the dispatch buffers in memory_moe.c.
  * Not modelled: temporary buffers inside kernels beyond the stored
  * activations, the allocator caching more than the margin, the data
  * loader, checkpointing and evaluation passes.
@@ -68,10 +70,12 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
     if (recompute == DS_RECOMPUTE_FULL)
         return 2.0 * sbh / (sp ? t : 1.0) * scale;
     double replicated = sbh * (info->dropout ? 10.0 : 8.0);
-    double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) + seq * b * f * (gated ? 6.0 : 4.0);
+    bool moe = dsi_model_layer_is_moe(sim->model, layer); /* its MLP part: memory_moe.c */
+    double split = seq * b * (2.0 * (q + 2.0 * kv) + 2.0 * q) +
+                   (moe ? 0.0 : seq * b * f * (gated ? 6.0 : 4.0));
     if (s->fp8 != DS_FP8_OFF) { /* qkv and fc1 inputs (replicated), proj and fc2 inputs (split) */
         replicated -= 2.0 * sbh;
-        split -= seq * b * (q + f);
+        split -= seq * b * (q + (moe ? 0.0 : f)); /* the experts stay in the training dtype */
     }
     bool flash = s->flash_attention != 0;
     double scores = flash ? 0.0
@@ -86,7 +90,7 @@ static double layer_activation_bytes(const ds_sim_t *sim, int layer, ds_recomput
             (sbh * 4.0) / (sp ? t : 1.0) + seq * b * 4.0 * q / t + lse +
             (recompute == DS_RECOMPUTE_SELECTIVE || flash ? 0.0
                                                           : 5.0 * a * seq * info->seq_len * b / t);
-    return per_layer * scale;
+    return per_layer * scale + (moe ? dsi_sim_moe_mlp_activation(sim) : 0.0);
 }
 
 /* Buffers of one layer's context-parallel K/V exchange (bytes, their TP
@@ -122,8 +126,19 @@ static double fp8_linear_params(const ds_sim_t *sim, int stage)
     double q = (double)info->num_heads * info->head_dim,
            kv = (double)info->num_kv_heads * info->head_dim;
     bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
-    double per_layer = (h * (q + 2.0 * kv) + q * h + h * f * (gated ? 2.0 : 1.0) + f * h) / s->tp;
-    return per_layer * (double)ds_strategy_stage_layers(s, info->num_layers, stage);
+    double attention = (h * (q + 2.0 * kv) + q * h) / s->tp;
+    double total = 0.0;
+    for (int c = 0; c < s->vpp; c++) {
+        int first, n;
+        ds_strategy_chunk_layers(s, info->num_layers, stage, c, &first, &n);
+        for (int layer = first; layer < first + n; layer++) {
+            /* MoE layers: the shared experts (the routed ones stay in the training dtype) */
+            double mlp =
+                dsi_model_layer_is_moe(sim->model, layer) ? info->shared_ffn_hidden_size : f;
+            total += attention + (h * mlp * (gated ? 2.0 : 1.0) + mlp * h) / s->tp;
+        }
+    }
+    return total;
 }
 
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
@@ -185,6 +200,7 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
                      sim->ctx.cp * s->vpp;
     mem->comm_buffers_B =
         comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers + cp_buffer_bytes(sim);
+    dsi_sim_memory_experts(sim, stage, mem);
     mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) +
                       dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) *
                      MIB;

@@ -196,6 +196,23 @@ static ds_status_t setup_dp_groups(ds_sim_t *sim)
     return DS_OK;
 }
 
+/* In full mode, the lanes of replica d holding the slowest rank of an EP
+ * group (expert-parallel coordinate 0 of the tp-major expert numbering) run
+ * the slowest rank's expert work; symmetric mode prices every lane as the
+ * mean rank waiting for it. */
+static bool lane_holds_slowest_expert(const ds_sim_t *sim, int d)
+{
+    const ds_strategy_t *s = &sim->s;
+    if (sim->opt.mode != DS_SIM_FULL || sim->ctx.ep <= 1)
+        return false;
+    for (int t = 0; t < s->tp; t++) {
+        int64_t local = t + (int64_t)s->tp * d;
+        if (local / sim->ctx.etp % sim->ctx.ep == 0)
+            return true;
+    }
+    return false;
+}
+
 ds_status_t dsi_sim_setup_lanes(ds_sim_t *sim)
 {
     const ds_strategy_t *s = &sim->s;
@@ -230,8 +247,8 @@ ds_status_t dsi_sim_setup_lanes(ds_sim_t *sim)
                     if (t == 0 || f > l->factor)
                         l->factor = f;
                 }
-            DSI_TRY(
-                dsi_sim_profile_of(sim, p, &sim->plan.tp_lay[(size_t)l->d * s->pp + p], &l->prof));
+            DSI_TRY(dsi_sim_lane_profile_of(sim, p, &sim->plan.tp_lay[(size_t)l->d * s->pp + p],
+                                            lane_holds_slowest_expert(sim, l->d), &l->prof));
             sim->plan.stage_lanes[(size_t)p * sim->plan.num_columns + c] = id;
         }
         for (int32_t c = 0; c < sim->plan.num_columns; c++)

@@ -2,6 +2,7 @@
 #include <dsmpi/strategy.h>
 
 #include "dsi_core.h"
+#include "dsi_strategy_moe.h"
 #include "model/dsi_model.h"
 
 #include <string.h>
@@ -182,11 +183,16 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         return dsi_parse_int(value, "last-stage-layers", 1, 1 << 20, &s->last_stage_layers);
     if (strcmp(key, "order") == 0)
         return parse_order(value, s->order);
+    bool moe_key = false;
+    DSI_TRY(dsi_strategy_apply_moe(s, key, value, &moe_key));
+    if (moe_key)
+        return DS_OK;
     return DSI_ERROR(
         DS_ERR_INVALID_ARG,
         "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, "
         "sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, fp8, "
-        "grad-reduce-dtype, first-stage-layers, last-stage-layers, order, cp-comm)",
+        "grad-reduce-dtype, first-stage-layers, last-stage-layers, order, cp-comm, etp, "
+        "moe-dispatcher, moe-topk, router-skew, moe-capacity)",
         key);
 }
 
@@ -311,6 +317,11 @@ ds_status_t ds_strategy_apply_megatron(ds_strategy_t *s, const char *option, con
     }
     if (strncmp(option, "fp8-amax-", 9) == 0)
         return check_fp8_amax(option, value);
+    const char *moe_key = NULL;
+    bool moe_option = false;
+    ds_status_t moe_status = dsi_strategy_megatron_moe(option, value, &moe_key, &moe_option);
+    if (moe_option)
+        return moe_status != DS_OK || moe_key == NULL ? moe_status : apply_pair(s, moe_key, value);
     size_t i;
     DSI_TRY(megatron_lookup(option, value, &i));
     if (megatron_names[i].key != NULL)
@@ -336,6 +347,21 @@ ds_status_t ds_strategy_megatron_item(const char *option, const char *value, cha
         const char *item;
         DSI_TRY(attention_backend_item(value, &item));
         int n = snprintf(text, size, "%s", item);
+        if (n < 0 || (size_t)n >= size)
+            return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s: the item does not fit in %zu characters",
+                             option, size);
+        return DS_OK;
+    }
+    const char *moe_key = NULL;
+    bool moe_option = false;
+    ds_status_t moe_status = dsi_strategy_megatron_moe(option, value, &moe_key, &moe_option);
+    if (moe_option) {
+        DSI_TRY(moe_status);
+        ds_strategy_t probe;
+        ds_strategy_init(&probe);
+        DSI_TRY(ds_strategy_apply_megatron(&probe, option, value)); /* a bad value fails here */
+        int n = moe_key != NULL ? snprintf(text, size, "%s=%s", moe_key, value)
+                                : snprintf(text, size, "%s", "");
         if (n < 0 || (size_t)n >= size)
             return DSI_ERROR(DS_ERR_INVALID_ARG, "--%s: the item does not fit in %zu characters",
                              option, size);
@@ -398,6 +424,7 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
         dsi_strbuf_appendf(&buf, ",first-stage-layers=%d", s->first_stage_layers);
     if (s->last_stage_layers)
         dsi_strbuf_appendf(&buf, ",last-stage-layers=%d", s->last_stage_layers);
+    dsi_strategy_format_moe(s, &buf);
     if (s->order[0] != DS_DIM_TP || s->order[1] != DS_DIM_DP)
         dsi_strbuf_appendf(&buf, ",order=%s-%s-%s", dim_names[s->order[0]], dim_names[s->order[1]],
                            dim_names[s->order[2]]);
@@ -653,8 +680,11 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     DSI_TRY(check_cp(ctx, &s));
     if (s.cp == 1) /* no exchange: the resolved text names none */
         s.cp_comm = DS_CP_COMM_P2P;
-    if (s.ep != 1)
-        return REFUSE(ctx, "ep=%d: expert parallelism is not modelled yet (accepted: ep=1)", s.ep);
+    if (s.cp > 1 && s.ep > 1)
+        return REFUSE(ctx,
+                      "cp=%d with ep=%d: context and expert parallelism together are not "
+                      "modelled yet (accepted: cp=1 or ep=1)",
+                      s.cp, s.ep);
     if (s.fp8 != DS_FP8_OFF && info->dtype == DS_DTYPE_FP32)
         return REFUSE(ctx,
                       "fp8=%s needs bf16 or fp16 training (accepted: fp8=off with fp32, or "
@@ -690,6 +720,7 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
         s.sp = 0;
     }
     DSI_TRY(check_tp(ctx, &s));
+    DSI_TRY(dsi_strategy_check_moe(&s, info, ctx->quiet));
     if (s.layers_per_virtual_stage > 0) {
         int64_t per_rank = info->num_layers / s.pp;
         if (info->num_layers % s.pp != 0 || per_rank % s.layers_per_virtual_stage != 0)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # How dsmpi reads a model and its sizes: Hugging Face configs of mixture-of-
-# experts models are refused whatever the family calls its experts (one line,
-# exit 2); a refused tp suggests only the values that pass every check; sizes
+# experts models are read, or refused naming the expert field where the
+# family has no reader (one line, exit 2); a refused tp suggests only the
+# values that pass every check; sizes
 # take K/M/G as powers of 1024, token counts powers of 1000.
 #   model_inputs.sh DSMPI DATA_DIR
 set -u
@@ -12,28 +13,36 @@ trap 'rm -rf "$tmp"' EXIT
 
 . "$(dirname "$0")/lib_expect.bash"
 
-# Mixture of experts: Qwen2-MoE written with the dense model_type "qwen2", a
-# DeepSeek-V3-style config, a mixtral model_type, dbrx's experts in ffn_config.
+# Mixture of experts: configs of the MoE families are read (Qwen2-MoE written
+# with the dense model_type "qwen2" too); families without an expert reader
+# are refused naming the field; ep is checked against the experts and dp.
 cat >"$tmp/qwen2-moe.json" <<'JSON'
 {"model_type": "qwen2", "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
  "num_key_value_heads": 16, "intermediate_size": 5632, "vocab_size": 151936, "num_experts": 60,
  "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
 JSON
-cat >"$tmp/deepseek-v3.json" <<'JSON'
-{"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "n_routed_experts": 256,
- "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 2048}
-JSON
-printf '{"model_type": "mixtral", "num_hidden_layers": 32}\n' >"$tmp/mixtral.json"
-printf '{"model_type": "dbrx", "ffn_config": {"moe_num_experts": 16, "moe_top_k": 4}}\n' >"$tmp/dbrx.json"
-for command in "events --target-gpus 8" "predict --estimate-missing --target-gpus 8" \
-    "search --estimate-missing --target-gpus 8" "plan --estimate-missing --gpus 8,16 --tokens 1B"; do
-    # shellcheck disable=SC2086 # the command's words
-    expect_error 2 "qwen2-moe.json: mixture-of-experts (num_experts = 60) is not modelled yet (accepted: dense models)" \
-        $command --model "$tmp/qwen2-moe.json"
-done
-expect_error 2 "deepseek-v3.json: mixture-of-experts (n_routed_experts = 256) is not modelled yet" events --model "$tmp/deepseek-v3.json" --target-gpus 8
-expect_error 2 "mixtral.json: mixture-of-experts (model_type \"mixtral\") is not modelled yet (accepted: dense models of model_type gpt2" events --model "$tmp/mixtral.json" --target-gpus 8
-expect_error 2 "dbrx.json: mixture-of-experts (ffn_config.moe_num_experts = 16) is not modelled yet" events --model "$tmp/dbrx.json" --target-gpus 8
+printf '{"model_type": "jamba", "num_hidden_layers": 32, "num_experts": 16}\n' >"$tmp/jamba.json"
+expect_error 2 "jamba.json: mixture-of-experts (num_experts = 16) in model_type \"jamba\" is not modelled (accepted: experts in model_type mixtral" \
+    events --model "$tmp/jamba.json" --target-gpus 8
+expect_error 2 "ep=7 does not divide the 60 experts of qwen2-moe (accepted: 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)" \
+    events --model "$tmp/qwen2-moe.json" --strategy ep=7 --target-gpus 120 --global-batch 480
+expect_error 2 "ep*etp = 8*1 does not divide dp*tp = 4*1 (Megatron-Core carves the expert-parallel group out of the data-parallel ranks; accepted: ep=1, 2, 4)" \
+    events --model "$data/hf/mixtral-8x7b-v0.1.json" --strategy ep=8 --target-gpus 4
+expect_error 2 "ep=2 needs a mixture-of-experts model (llama3-8b has no experts; accepted: ep=1)" \
+    events --model llama3-8b --strategy ep=2 --target-gpus 8
+expect_error 2 "router-skew '0.9' is not accepted (accepted: 1 to 64)" \
+    events --model mixtral-8x7b --strategy ep=8,router-skew=0.9 --target-gpus 64
+# A prediction with experts: the strategy says ep, --full gives the slowest
+# expert ranks (EP coordinate 0: ranks 0-1, 16-17, ... with tp=2) their own row.
+expect_ok predict --model mixtral-8x7b --target-gpus 64 --strategy tp=2,sp,ep=8,zero=1,flash \
+    --estimate-missing --full
+grep -q "^# strategy: dp=32,tp=2,pp=1,mbs=1,gbs=1024,schedule=1f1b,sp,flash,zero=1,ep=8 " "$tmp/out" ||
+    fail "MoE strategy line: $(grep '^# strategy' "$tmp/out")"
+grep -q "^  0-1,16-17,32-33,48-49 " "$tmp/out" || fail "no row of the slowest expert ranks: $(grep -A3 '^# per GPU' "$tmp/out")"
+expect_ok predict --model "$data/hf/deepseek-v3.json" --seq-len 4096 --target-gpus 2048 \
+    --strategy tp=2,sp,pp=16,ep=64,zero=1,flash,recompute=full,first-stage-layers=1,last-stage-layers=4 \
+    --estimate-missing
+grep -q "^# model: deepseek-v3 (671 B parameters" "$tmp/out" || fail "deepseek-v3: $(grep '^# model' "$tmp/out")"
 # The same fields set to 0, 1 or null in a dense config are no experts.
 sed -e 's/"num_experts": 60/"num_experts": null/' -e 's/"num_experts_per_tok": 4/"num_experts_per_tok": 0/' \
     -e 's/"moe_intermediate_size": 1408/"moe_intermediate_size": 0/' \

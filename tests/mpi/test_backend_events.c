@@ -52,6 +52,7 @@ static const model_case_t cases[] = {
     {NULL, NULL, "tp=1,pp=1,mbs=2,recompute=selective", 4, 64}, /* the GeGLU config */
     {NULL, NULL, "tp=2,pp=2,mbs=4", 8, 0},                      /* the CNN */
     {"llama3-8b", NULL, "tp=2,pp=4,mbs=1,flash,fp8=hybrid", 16, 256},
+    {"mixtral-8x7b", NULL, "tp=2,sp,ep=4,mbs=1", 16, 256}, /* MoE: aux loss, grouped GEMMs */
 };
 
 /* Caps every dimension so a key runs in milliseconds; keeps what the
@@ -201,8 +202,13 @@ static void test_layer_pass(ds_backend_t *b)
     if (model == NULL)
         return;
     CHECK_OK(ds_model_set_seq_len(model, 64));
-    dsi_shape_ctx_t ctx = {2, 1,          0, DS_RECOMPUTE_SELECTIVE, DS_DTYPE_FP32,
-                           0, DS_FP8_OFF, 1, DS_CP_COMM_P2P};
+    dsi_shape_ctx_t ctx = {.mbs = 2,
+                           .tp = 1,
+                           .sp = 0,
+                           .recompute = DS_RECOMPUTE_SELECTIVE,
+                           .dtype = DS_DTYPE_FP32,
+                           .cp = 1,
+                           .cp_comm = DS_CP_COMM_P2P};
     static dsi_op_t ops[DSI_MAX_LAYER_OPS];
     ds_event_key_t keys[DSI_MAX_LAYER_OPS];
     for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {

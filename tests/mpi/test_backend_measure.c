@@ -126,6 +126,17 @@ static void test_prepare_errors(ds_backend_t *b)
     CHECK_OK(ds_kernel_prepare(b, &key, &k));
     CHECK_OK(ds_kernel_run(k));
     ds_kernel_destroy(k);
+    /* The MoE load-balancing loss, both passes (rows x experts). */
+    for (int pass = 0; pass < 2; pass++) {
+        key = compute_key(DS_OP_MOE_AUX_LOSS, pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD, 256, 8, 0,
+                          0, 0);
+        CHECK_OK(ds_kernel_prepare(b, &key, &k));
+        CHECK_OK(ds_kernel_run(k));
+        ds_kernel_destroy(k);
+        k = NULL;
+    }
+    key = compute_key(DS_OP_MOE_AUX_LOSS, DS_PASS_FORWARD, 256, 0, 0, 0, 0);
+    CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_INVALID_ARG, "experts");
     key = compute_key(DS_OP_SOFTMAX, DS_PASS_FORWARD, 8, 8, 0, 0, 0);
     key.dtype = DS_DTYPE_FP8;
     CHECK_FAILS(ds_kernel_prepare(b, &key, &k), DS_ERR_UNSUPPORTED, "fp8 softmax");

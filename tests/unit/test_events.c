@@ -72,8 +72,13 @@ static void test_flops_formula(void)
 static size_t pass_ops(const ds_model_t *model, int layer, int tp, ds_pass_t pass, int compute_only)
 {
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {1, tp,         0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16,
-                           0, DS_FP8_OFF, 1, DS_CP_COMM_P2P};
+    dsi_shape_ctx_t ctx = {.mbs = 1,
+                           .tp = tp,
+                           .sp = 0,
+                           .recompute = DS_RECOMPUTE_NONE,
+                           .dtype = DS_DTYPE_BF16,
+                           .cp = 1,
+                           .cp_comm = DS_CP_COMM_P2P};
     size_t n = 0, kept = 0;
     CHECK_OK(dsi_model_layer_ops(model, layer, &ctx, pass, ops, DSI_MAX_LAYER_OPS, &n));
     for (size_t i = 0; i < n; i++)
@@ -348,8 +353,68 @@ static void test_spread_groups(void)
                 DS_ERR_INVALID_ARG, "'1' is not a node stride");
 }
 
+/* Mixtral on 64 devices, tp=2 with sp, ep=8 (etp = tp): each layer's
+ * dispatch and combine are all-to-alls of the 2048 tokens of a rank's
+ * sequence share x top-2 x 4096 x 2 bytes over EP groups of 8 ranks on 2
+ * nodes (the EP ranks are every tp-th of a stage's tp-major numbering);
+ * each rank's one expert sees 8 x 2048 x 2 x 2 / 8 = 8192 tokens on
+ * average and 1.5 x that on the slowest rank, which 1 of 8 ranks runs; the
+ * expert gradients go over EDP groups of 64 / (2 x 8) = 4. */
+static void test_moe_events(void)
+{
+    setup_t s;
+    if (!make(&s, "mixtral-8x7b", "tp=2,sp,ep=8", 64, 8))
+        return;
+    int found = 0;
+    int64_t layers = 32, microbatches = 32;
+    for (size_t i = 0; i < ds_event_set_size(s.set); i++) {
+        const ds_event_t *e = ds_event_set_at(s.set, i);
+        const ds_event_key_t *k = &e->key;
+        if (strcmp(e->label, "moe.dispatch") == 0) {
+            CHECK(k->op == DS_COMM_ALLTOALL && k->group == DS_GROUP_EP);
+            CHECK_INT(k->dims[0], 2048LL * 2 * 4096 * 2);
+            CHECK(k->group_size == 8 && k->nodes == 2 && k->ranks_per_node == 4);
+            /* the combine is the same key: two per layer pass */
+            CHECK_INT(e->count, 2 * 64 * layers * microbatches);
+            found |= 1;
+        } else if (strcmp(e->label, "moe.expert.fc1") == 0 && k->dims[0] == 8192) {
+            CHECK(k->op == DS_OP_BATCHED_GEMM && k->dims[1] == 14336 && k->dims[2] == 4096 &&
+                  k->dims[3] == 1);
+            CHECK_INT(e->count, 56 * layers * microbatches);
+            found |= 2;
+        } else if (strcmp(e->label, "moe.expert.fc1") == 0 && k->dims[0] == 12288) {
+            CHECK_INT(e->count, 8 * layers * microbatches);
+            found |= 4;
+        } else if (strcmp(e->label, "edp.expert-grad-allreduce") == 0) {
+            CHECK(k->group == DS_GROUP_EDP && k->group_size == 4);
+            CHECK_INT(k->dims[0], layers * 3 * 4096LL * 14336 / 2 * 4); /* fp32 */
+            found |= 8;
+        } else if (strcmp(e->label, "moe.router") == 0) {
+            CHECK(k->op == DS_OP_GEMM && k->dims[0] == 2048 && k->dims[1] == 8);
+            found |= 16;
+        }
+    }
+    CHECK_MSG(found == 31, "MoE events found: mask %d of 31", found);
+    done(&s);
+    /* The allgather dispatcher gathers every rank's tokens over the group. */
+    if (make(&s, "mixtral-8x7b", "tp=2,sp,ep=8,moe-dispatcher=allgather,router-skew=1", 64, 8)) {
+        bool gather = false, skewed = false;
+        for (size_t i = 0; i < ds_event_set_size(s.set); i++) {
+            const ds_event_t *e = ds_event_set_at(s.set, i);
+            if (strcmp(e->label, "moe.dispatch") == 0 && e->key.op == DS_COMM_ALLGATHER &&
+                e->key.dims[0] == 8 * 2048LL * 4096 * 2)
+                gather = true;
+            if (strcmp(e->label, "moe.expert.fc1") == 0 && e->key.dims[0] != 8192)
+                skewed = true;
+        }
+        CHECK(gather && !skewed);
+        done(&s);
+    }
+}
+
 int main(void)
 {
+    test_moe_events();
     test_spread_groups();
     test_flops_formula();
     test_counts();

@@ -3,6 +3,7 @@
 #include "check.h"
 
 #include "model/dsi_model.h"
+#include <math.h>
 #include <stdlib.h>
 
 static ds_model_t *load(const char *spec)
@@ -142,8 +143,13 @@ static void test_gpt2_medium_tp2_shapes(void)
 {
     ds_model_t *model = load("gpt2-medium");
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {1, 2,          0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16,
-                           0, DS_FP8_OFF, 1, DS_CP_COMM_P2P};
+    dsi_shape_ctx_t ctx = {.mbs = 1,
+                           .tp = 2,
+                           .sp = 0,
+                           .recompute = DS_RECOMPUTE_NONE,
+                           .dtype = DS_DTYPE_BF16,
+                           .cp = 1,
+                           .cp_comm = DS_CP_COMM_P2P};
     size_t n = ops_of(model, 3, ctx, DS_PASS_FORWARD, ops);
     const unsigned NT = DS_GEMM_TRANS_B, TN = DS_GEMM_TRANS_A;
     /* T = 1024 tokens; QKV column-parallel 3h/2; projection row-parallel h/2 in. */
@@ -204,8 +210,13 @@ static void test_llama_gqa_shapes(void)
 {
     ds_model_t *model = load("llama3-8b");
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {1, 2,          0, DS_RECOMPUTE_NONE, DS_DTYPE_BF16,
-                           0, DS_FP8_OFF, 1, DS_CP_COMM_P2P};
+    dsi_shape_ctx_t ctx = {.mbs = 1,
+                           .tp = 2,
+                           .sp = 0,
+                           .recompute = DS_RECOMPUTE_NONE,
+                           .dtype = DS_DTYPE_BF16,
+                           .cp = 1,
+                           .cp_comm = DS_CP_COMM_P2P};
     size_t n = ops_of(model, 0, ctx, DS_PASS_FORWARD, ops);
     const unsigned NT = DS_GEMM_TRANS_B;
     /* tp=2: 16 query heads and 4 kv heads of 128 per rank; gate+up fused. */
@@ -238,8 +249,13 @@ static void test_layer_list(void)
                        (1024 * 1000 + 1000);
     CHECK_INT(info.num_parameters, expected);
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
-    dsi_shape_ctx_t ctx = {2, 2,          0, DS_RECOMPUTE_NONE, DS_DTYPE_FP32,
-                           0, DS_FP8_OFF, 1, DS_CP_COMM_P2P};
+    dsi_shape_ctx_t ctx = {.mbs = 2,
+                           .tp = 2,
+                           .sp = 0,
+                           .recompute = DS_RECOMPUTE_NONE,
+                           .dtype = DS_DTYPE_FP32,
+                           .cp = 1,
+                           .cp_comm = DS_CP_COMM_P2P};
     size_t n = ops_of(model, 0, ctx, DS_PASS_FORWARD, ops);
     /* conv 7x7/2 on 224x224: 112x112 outputs, K = 3*49, per sample x mbs 2. */
     check_gemm(&ops[0], 2 * 112 * 112, 64, 147, DS_GEMM_TRANS_B);
@@ -280,8 +296,9 @@ static void test_bad_models(void)
          "\"num_attention_heads\": 8, \"num_key_value_heads\": 3, \"intermediate_size\": 128, "
          "\"vocab_size\": 100}",
          "3 key/value heads do not divide 8 attention heads"},
+        /* experts are read now: the config still needs its dense fields */
         {"{\"model_type\": \"mistral\", \"num_local_experts\": 8, \"num_hidden_layers\": 2}",
-         "mixture-of-experts"},
+         "required field \"hidden_size\" is missing"},
         {"{\"model_type\": \"gpt2\", \"n_layer\": \"two\"}", "\"n_layer\" is not a whole number"},
         {"{\"format\": \"dsmpi-layers\", \"layers\": []}",
          "\"layers\" must be an array of 1 to 100000 layers"},
@@ -332,46 +349,47 @@ static void test_moe_configs(void)
     "\"num_key_value_heads\": 2, \"intermediate_size\": 128, \"vocab_size\": 100"
     static const struct {
         const char *json;
-        const char *message; /* NULL: read as a dense model */
+        const char *message; /* NULL: loads, with `experts` routed experts (0: dense) */
+        int experts;
     } cases[] = {
-        /* Qwen2-MoE written with the dense model_type */
+        /* Qwen2-MoE written with the dense model_type: read as MoE */
         {"{\"model_type\": \"qwen2\", " DENSE_QWEN2
          ", \"num_experts\": 60, \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 1408}",
-         "test.json: mixture-of-experts (num_experts = 60) is not modelled yet (accepted: dense "
-         "models)"},
-        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"moe_intermediate_size\": 1408}",
-         "mixture-of-experts (moe_intermediate_size = 1408)"},
-        /* DeepSeek-V3 style */
+         NULL, 60},
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 ", \"moe_intermediate_size\": 1408}", NULL, 0},
         {"{\"model_type\": \"llama\", " DENSE_QWEN2
          ", \"n_routed_experts\": 256, \"n_shared_experts\": 1, \"num_experts_per_tok\": 8}",
-         "mixture-of-experts (n_routed_experts = 256)"},
-        {"{\"model_type\": \"deepseek_v3\", \"n_routed_experts\": 256}",
-         "mixture-of-experts (n_routed_experts = 256)"},
-        /* an MoE family's model_type, with or without expert fields */
-        {"{\"model_type\": \"mixtral\", " DENSE_QWEN2 "}",
-         "test.json: mixture-of-experts (model_type \"mixtral\") is not modelled yet (accepted: "
-         "dense models of model_type gpt2"},
-        {"{\"model_type\": \"qwen3_moe\"}", "mixture-of-experts (model_type \"qwen3_moe\")"},
-        {"{\"model_type\": \"some_new_moe\"}", "mixture-of-experts (model_type \"some_new_moe\")"},
-        {"{\"model_type\": \"mixtral\", \"num_local_experts\": 8}",
-         "mixture-of-experts (num_local_experts = 8)"},
-        /* experts in sub-configs: dbrx's ffn_config, llama4's text_config */
-        {"{\"model_type\": \"dbrx\", \"ffn_config\": {\"moe_num_experts\": 16, \"moe_top_k\": 4}}",
-         "mixture-of-experts (ffn_config.moe_num_experts = 16)"},
-        {"{\"model_type\": \"llama4\", \"text_config\": {\"num_local_experts\": 16, "
-         "\"num_experts_per_tok\": 1}}",
-         "mixture-of-experts (text_config.num_local_experts = 16)"},
+         NULL, 256},
+        {"{\"model_type\": \"mixtral\", " DENSE_QWEN2 ", \"num_local_experts\": 8}", NULL, 8},
+        /* more experts per token than experts */
+        {"{\"model_type\": \"mixtral\", " DENSE_QWEN2
+         ", \"num_local_experts\": 4, \"num_experts_per_tok\": 8}",
+         "test.json: 8 experts per token of 4 (accepted: 1 to 4)", 0},
+        {"{\"model_type\": \"qwen3_moe\", " DENSE_QWEN2
+         ", \"num_experts\": 8, \"mlp_only_layers\": [0]}",
+         "\"mlp_only_layers\" with 1 layers is not modelled", 0},
+        /* an MoE config missing what a layer needs */
+        {"{\"model_type\": \"deepseek_v3\", \"n_routed_experts\": 256}", "num_hidden_layers", 0},
+        {"{\"model_type\": \"dbrx\", \"ffn_config\": {\"moe_num_experts\": 16}}",
+         "test.json: a dbrx config needs the objects \"attn_config\" and \"ffn_config\"", 0},
+        /* families without an expert reader: refused, naming the field or type */
+        {"{\"model_type\": \"some_new_moe\"}", "mixture-of-experts (model_type \"some_new_moe\")",
+         0},
+        {"{\"model_type\": \"jamba\", \"num_experts\": 16}",
+         "test.json: mixture-of-experts (num_experts = 16) in model_type \"jamba\" is not "
+         "modelled (accepted: experts in model_type mixtral",
+         0},
         {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
          "\"vocab_size\": 100, \"num_experts_per_tok\": 2}",
-         "mixture-of-experts (num_experts_per_tok = 2)"},
+         "mixture-of-experts (num_experts_per_tok = 2) in model_type \"gpt2\"", 0},
         /* dense: no experts, or fields that declare none */
-        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 "}", NULL},
+        {"{\"model_type\": \"qwen2\", " DENSE_QWEN2 "}", NULL, 0},
         {"{\"model_type\": \"qwen2\", " DENSE_QWEN2
          ", \"num_experts_per_tok\": 0, \"num_experts\": null}",
-         NULL},
+         NULL, 0},
         {"{\"model_type\": \"llama\", " DENSE_QWEN2
          ", \"num_local_experts\": 1, \"num_experts_per_tok\": 1, \"moe_intermediate_size\": 0}",
-         NULL},
+         NULL, 0},
     };
 #undef DENSE_QWEN2
     for (size_t i = 0; i < DSI_ARRAY_SIZE(cases); i++) {
@@ -386,6 +404,9 @@ static void test_moe_configs(void)
                 ds_model_get_info(model, &info);
                 CHECK_INT(info.num_layers, 2);
                 CHECK_INT(info.ffn_hidden_size, 128);
+                CHECK_MSG(info.num_experts == cases[i].experts, "case %zu: %d experts", i,
+                          info.num_experts);
+                CHECK(info.num_experts > 0 || info.num_active_parameters == info.num_parameters);
             }
         } else {
             CHECK_MSG(status == DS_ERR_BAD_FILE &&
@@ -393,6 +414,124 @@ static void test_moe_configs(void)
                       "case %zu: %s: %s", i, ds_status_string(status), ds_last_error());
             CHECK(model == NULL);
         }
+        ds_model_destroy(model);
+    }
+}
+
+/* Total and active parameters of the MoE presets and configs against the
+ * published figures: Mixtral-8x7B 46.7 B / 12.9 B (Mistral AI, "Mixtral of
+ * experts", 2024), Qwen3-30B-A3B 30.5 B / 3.3 B (Qwen3 model card),
+ * DeepSeek-V3 671 B / 37 B (its technical report; without the 14 B MTP
+ * module), Qwen1.5-MoE-A2.7B 14.3 B / 2.7 B, DBRX 132 B / 36 B, Llama-4 Scout
+ * 109 B / 17 B (with a vision encoder this text model leaves out: 107.8 B
+ * here), DeepSeek-V2-Lite 15.7 B / 2.4 B (its model card). */
+static void test_moe_parameters(void)
+{
+    static const struct {
+        const char *spec; /* preset, or file under tests/data/hf */
+        double total, active, tolerance;
+        int experts, top_k, moe_layers;
+    } cases[] = {
+        {"mixtral-8x7b", 46.7e9, 12.9e9, 0.005, 8, 2, 32},
+        {"qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02, 128, 8, 48},
+        {"deepseek-v3", 671e9, 37e9, 0.015, 256, 8, 58},
+        {"mixtral-8x7b-v0.1.json", 46.7e9, 12.9e9, 0.005, 8, 2, 32},
+        {"qwen3-30b-a3b.json", 30.5e9, 3.3e9, 0.02, 128, 8, 48},
+        {"deepseek-v3.json", 671e9, 37e9, 0.015, 256, 8, 58},
+        {"qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, 0.01, 60, 4, 24},
+        {"dbrx-base.json", 132e9, 36e9, 0.015, 16, 4, 40},
+        {"llama-4-scout-17b-16e.json", 107.8e9, 17e9, 0.015, 16, 1, 48},
+        /* no q_lora_rank; its card counts 2.4 B active without the input
+         * embedding (102400 x 2048 = 0.21 B): 2.45 B here that way */
+        {"deepseek-v2-lite.json", 15.7e9, 2.4e9 + 102400.0 * 2048, 0.01, 64, 6, 26},
+    };
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(cases); i++) {
+        char path[512];
+        const char *spec = cases[i].spec;
+        if (strstr(spec, ".json") != NULL) {
+            snprintf(path, sizeof(path), "%s/hf/%s", DSMPI_TEST_DATA, spec);
+            spec = path;
+        }
+        ds_model_t *model = load(spec);
+        if (model == NULL)
+            continue;
+        ds_model_info_t info;
+        ds_model_get_info(model, &info);
+        CHECK_MSG(fabs(info.num_parameters / cases[i].total - 1.0) < cases[i].tolerance,
+                  "%s: %.4g parameters, published %.4g", cases[i].spec, (double)info.num_parameters,
+                  cases[i].total);
+        CHECK_MSG(fabs(info.num_active_parameters / cases[i].active - 1.0) < 0.03,
+                  "%s: %.4g active parameters, published %.4g", cases[i].spec,
+                  (double)info.num_active_parameters, cases[i].active);
+        CHECK_INT(info.num_experts, cases[i].experts);
+        CHECK_INT(info.experts_per_token, cases[i].top_k);
+        CHECK_INT(dsi_model_moe_layers(model, 0, info.num_layers), cases[i].moe_layers);
+        ds_model_destroy(model);
+    }
+    /* The exact count of Mixtral: 32 layers of attention (4096 x 6144 +
+     * 4096^2), 8 SwiGLU experts of 14336, router 4096 x 8, two norms; the
+     * final norm; untied 32000-word embedding and head. */
+    int64_t layer = 4096LL * 6144 + 4096LL * 4096 + 8 * 3 * 4096LL * 14336 + 4096 * 8 + 2 * 4096;
+    CHECK_INT(params_of("mixtral-8x7b"), 32 * layer + 4096 + 2 * 32000LL * 4096);
+    /* Per rank: ep=8 leaves one expert, etp=2 half of it; tp=2 halves the
+     * attention, not the router. */
+    ds_model_t *mixtral = load("mixtral-8x7b");
+    if (mixtral != NULL) {
+        CHECK_INT(dsi_model_layer_expert_params(mixtral, 5, 2, 8), 3 * 4096LL * 14336 / 2);
+        CHECK_INT(dsi_model_layer_params_tp(mixtral, 5, 2),
+                  (4096LL * 6144 + 4096LL * 4096) / 2 + 4096 * 8 + 2 * 4096);
+        ds_model_destroy(mixtral);
+    }
+}
+
+/* A pass of an MoE or latent-attention layer: the backward's weight
+ * gradients carry the layer's dense parameters on the TP rank (the routed
+ * experts' go over EDP and are not among them); with ep > 1 every expert
+ * operator has a slowest-rank copy right after it, with skew x the tokens. */
+static void test_moe_and_mla_ops(void)
+{
+    static const struct {
+        const char *model;
+        int layer, tp, ep;
+    } cases[] = {
+        {"mixtral-8x7b", 3, 2, 8},  {"mixtral-8x7b", 3, 1, 1},   {"deepseek-v3", 1, 2, 8},
+        {"deepseek-v3", 10, 2, 32}, {"qwen3-30b-a3b", 0, 4, 16},
+    };
+    for (size_t c = 0; c < DSI_ARRAY_SIZE(cases); c++) {
+        ds_model_t *model = load(cases[c].model);
+        if (model == NULL)
+            continue;
+        dsi_op_t ops[DSI_MAX_LAYER_OPS];
+        dsi_shape_ctx_t ctx = {.mbs = 1,
+                               .tp = cases[c].tp,
+                               .sp = cases[c].tp > 1,
+                               .dtype = DS_DTYPE_BF16,
+                               .ep = cases[c].ep,
+                               .etp = cases[c].tp,
+                               .router_skew = 1.5};
+        size_t n = ops_of(model, cases[c].layer, ctx, DS_PASS_BACKWARD, ops);
+        int64_t grads = 0;
+        int slowest = 0;
+        for (size_t i = 0; i < n; i++) {
+            grads += ops[i].grad_params;
+            if (ops[i].ep_role == DSI_EP_SLOWEST) {
+                slowest++;
+                CHECK(i > 0 && ops[i - 1].ep_role == DSI_EP_MEAN);
+                int64_t mean = ops[i - 1].key.dims[0], slow = ops[i].key.dims[0];
+                if (ops[i].key.op == DS_OP_BATCHED_GEMM && (ops[i].key.variant & DS_GEMM_TRANS_A))
+                    mean = ops[i - 1].key.dims[2], slow = ops[i].key.dims[2];
+                else if (ops[i].key.op != DS_OP_BATCHED_GEMM) /* activation: rows x experts */
+                    mean = ops[i - 1].key.dims[0], slow = ops[i].key.dims[0];
+                CHECK_MSG(llabs(slow * 2 - mean * 3) <= 3, "%s: slowest %lld, mean %lld",
+                          cases[c].model, (long long)slow, (long long)mean);
+            }
+        }
+        CHECK_MSG(grads == dsi_model_layer_params_tp(model, cases[c].layer, cases[c].tp),
+                  "%s layer %d tp %d: gradients of %lld parameters, the layer holds %lld",
+                  cases[c].model, cases[c].layer, cases[c].tp, (long long)grads,
+                  (long long)dsi_model_layer_params_tp(model, cases[c].layer, cases[c].tp));
+        bool moe = dsi_model_layer_is_moe(model, cases[c].layer);
+        CHECK_INT(slowest, moe && cases[c].ep > 1 ? 5 : 0); /* fc2 x2, act, fc1 x2 */
         ds_model_destroy(model);
     }
 }
@@ -406,5 +545,7 @@ int main(void)
     test_layer_list();
     test_bad_models();
     test_moe_configs();
+    test_moe_parameters();
+    test_moe_and_mla_ops();
     return check_summary("test_model");
 }

@@ -194,7 +194,16 @@ static void test_bad_strategies(void)
         {"gpt2-medium", "pp=2,vpp=2,schedule=1f1b", 8, "vpp=2 needs schedule=interleaved"},
         {"gpt2-medium", "pp=2,zero=2", 8, "zero=2 cannot be combined with pp=2"},
         {"gpt2-medium", "cp=2", 8, "cp=2 needs fused attention"},
-        {"gpt2-medium", "ep=2", 8, "expert parallelism is not modelled yet"},
+        {"gpt2-medium", "ep=2", 8,
+         "ep=2 needs a mixture-of-experts model (gpt2-medium has no experts; accepted: ep=1)"},
+        {"mixtral-8x7b", "ep=3", 24, "ep=3 does not divide the 8 experts of mixtral-8x7b"},
+        {"mixtral-8x7b", "tp=2,sp,ep=8", 8,
+         "ep*etp = 8*2 does not divide dp*tp = 4*2 (Megatron-Core carves the expert-parallel group "
+         "out of the data-parallel ranks; accepted: ep=1, 2, 4)"},
+        {"mixtral-8x7b", "tp=2,ep=2", 8, "tp=2 with experts needs sp"},
+        {"mixtral-8x7b", "tp=4,sp,etp=2", 8, "etp=2 is not modelled with tp=4"},
+        {"qwen3-30b-a3b", "moe-topk=200", 8, "moe-topk=200 exceeds the 128 experts"},
+        {"mixtral-8x7b", "cp=2,flash,ep=2", 8, "context and expert parallelism together"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8,
          "needs the 6 micro-batches to be a multiple of pp=4"},
@@ -370,8 +379,60 @@ static void test_stages_and_placement(void)
     }
 }
 
+/* Mixture of experts: the grammar round-trips, Megatron's options map onto
+ * it, and resolve derives etp and accepts ep out of dp. */
+static void test_moe_items(void)
+{
+    ds_strategy_t s, back;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("dp=4,tp=2,sp,ep=4,etp=1,moe-dispatcher=allgather,moe-topk=1,router-"
+                               "skew=1.25,moe-capacity=2",
+                               &s));
+    CHECK_INT(s.ep, 4);
+    CHECK_INT(s.etp, 1);
+    CHECK(s.moe_dispatcher == DS_MOE_DISPATCH_ALLGATHER && s.router_skew == 1.25 &&
+          s.moe_capacity == 2.0 && s.moe_topk == 1);
+    char text[DS_STRATEGY_TEXT_MAX];
+    ds_strategy_format(&s, text, sizeof(text));
+    CHECK(strstr(text, ",ep=4,etp=1,moe-dispatcher=allgather,moe-topk=1,router-skew=1.25,"
+                       "moe-capacity=2") != NULL);
+    ds_strategy_init(&back);
+    CHECK_OK(ds_strategy_parse(text, &back));
+    CHECK(memcmp(&back, &s, sizeof(s)) == 0);
+    CHECK_FAILS(ds_strategy_parse("router-skew=0.5", &s), DS_ERR_INVALID_ARG,
+                "router-skew '0.5' is not accepted (accepted: 1 to 64)");
+    CHECK_FAILS(ds_strategy_parse("moe-dispatcher=flex", &s), DS_ERR_INVALID_ARG,
+                "accepted: alltoall, allgather");
+
+    ds_strategy_t m;
+    ds_strategy_init(&m);
+    CHECK_OK(ds_strategy_apply_megatron(&m, "expert-model-parallel-size", "8"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "expert-tensor-parallel-size", "1"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "moe-token-dispatcher-type", "allgather"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "moe-router-topk", "2"));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "moe-grouped-gemm", NULL));
+    CHECK_OK(ds_strategy_apply_megatron(&m, "moe-router-load-balancing-type", "aux_loss"));
+    CHECK(m.ep == 8 && m.etp == 1 && m.moe_dispatcher == DS_MOE_DISPATCH_ALLGATHER &&
+          m.moe_topk == 2);
+    char item[64];
+    CHECK_OK(ds_strategy_megatron_item("expert-tensor-parallel-size", "2", item, sizeof(item)));
+    CHECK(strcmp(item, "etp=2") == 0);
+    CHECK_FAILS(ds_strategy_apply_megatron(&m, "moe-token-dispatcher-type", "flex"),
+                DS_ERR_INVALID_ARG, "accepted: alltoall, allgather");
+
+    /* Mixtral on 64 devices: tp=2 leaves dp=32, ep=8 takes 8 of them; etp
+     * follows tp unless given. */
+    ds_model_t *model = model_named("mixtral-8x7b");
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("tp=2,sp,ep=8", &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, 64, 8));
+    CHECK(s.dp == 32 && s.ep == 8 && s.etp == 2);
+    ds_model_destroy(model);
+}
+
 int main(void)
 {
+    test_moe_items();
     test_parse_and_format();
     test_bad_strategies();
     test_suggestions();

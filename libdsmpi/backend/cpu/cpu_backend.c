@@ -155,6 +155,7 @@ static ds_status_t plan_kernel(const cpu_backend_t *cpu, const ds_event_key_t *k
     case DS_OP_CROSS_ENTROPY: scratch = cols; break;
     case DS_OP_POOL: scratch = 3 * cols; break;
     case DS_OP_FP8_CAST: scratch = DSI_CPU_CHUNK; break;
+    case DS_OP_MOE_AUX_LOSS: scratch = cols; break;
     case DS_OP_FLASH_ATTENTION: {
         ds_attention_shape_t shape = ds_attention_shape_of(key);
         scratch = dsi_cpu_attention_scratch(&shape, plan->backward);
@@ -425,6 +426,12 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
         break;
     }
     case DS_OP_FP8_CAST: dsi_cpu_fp8_cast(t, n, in, b[1], b[2], s); break;
+    case DS_OP_MOE_AUX_LOSS:
+        if (!bwd)
+            dsi_cpu_moe_aux_loss_fwd(t, rows, cols, in, b[1], b[2], b[3], b[4], s);
+        else
+            dsi_cpu_moe_aux_loss_bwd(t, rows, cols, b[0], b[1], s);
+        break;
     case DS_OP_COUNT_:
         return DSI_ERROR(DS_ERR_INTERNAL, "a kernel of operator %u was prepared",
                          (unsigned)key->op);

@@ -854,3 +854,41 @@ KERNEL void dsi_cpu_fp8_cast(dsi_stype_t type, int64_t n, const void *x, uint8_t
     }
     *amax_p = amax;
 }
+
+/* ---- MoE load-balancing loss ------------------------------------------------------------------
+ */
+
+#define AUX_LOSS_COEFF 1e-2f /* Megatron's --moe-aux-loss-coeff of Mixtral-style runs */
+
+KERNEL void dsi_cpu_moe_aux_loss_fwd(dsi_stype_t type, int64_t rows, int64_t experts,
+                                     const void *probs, const uint8_t *map, float *prob_sums,
+                                     float *tokens, float *loss, float *scratch)
+{
+    for (int64_t e = 0; e < experts; e++)
+        prob_sums[e] = tokens[e] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = row_in(probs, type, r * experts, experts, scratch);
+        const uint8_t *m = map + r * experts;
+#pragma omp simd
+        for (int64_t e = 0; e < experts; e++) {
+            prob_sums[e] += p[e];
+            tokens[e] += (float)m[e];
+        }
+    }
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; e++)
+        sum += prob_sums[e] * tokens[e];
+    *loss = AUX_LOSS_COEFF * sum;
+}
+
+KERNEL void dsi_cpu_moe_aux_loss_bwd(dsi_stype_t type, int64_t rows, int64_t experts,
+                                     const float *tokens, void *dprobs, float *scratch)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *out = row_out(dprobs, type, r * experts, scratch);
+#pragma omp simd
+        for (int64_t e = 0; e < experts; e++)
+            out[e] = AUX_LOSS_COEFF * tokens[e];
+        row_commit(dprobs, type, r * experts, experts, out);
+    }
+}

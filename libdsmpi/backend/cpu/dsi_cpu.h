@@ -189,6 +189,15 @@ void dsi_cpu_pool_bwd(dsi_stype_t type, int64_t rows, int64_t cols, const void *
                       const int8_t *argmax, void *dx, float *scratch);
 
 /* x to E4M3 bytes scaled by its amax (written to *amax_p). */
+/* MoE load-balancing loss (Switch/GShard, as Megatron-Core computes it):
+ * forward sums the router probabilities p[rows, experts] and the routing
+ * map per expert and returns coeff x sum_e P_e T_e; backward writes
+ * dL/dp[r, e] = coeff x T_e. */
+void dsi_cpu_moe_aux_loss_fwd(dsi_stype_t type, int64_t rows, int64_t experts, const void *probs,
+                              const uint8_t *map, float *prob_sums, float *tokens, float *loss,
+                              float *scratch);
+void dsi_cpu_moe_aux_loss_bwd(dsi_stype_t type, int64_t rows, int64_t experts, const float *tokens,
+                              void *dprobs, float *scratch);
 void dsi_cpu_fp8_cast(dsi_stype_t type, int64_t n, const void *x, uint8_t *y, float *amax_p,
                       float *scratch);
 

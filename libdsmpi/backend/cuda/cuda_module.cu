@@ -260,6 +260,9 @@ static int plan_of(const ds_event_key_t *key, dsi_kernel_plan_t *plan)
                         (unsigned)key->dtype);
     if (key->dtype == DS_DTYPE_FP8)
         DSC_TRY(dsc_fp8_gemm_check(key));
+    if (key->op == DS_OP_MOE_AUX_LOSS)
+        return dsc_fail(DS_ERR_UNSUPPORTED,
+                        "the cuda backend has no MoE load-balancing loss kernel yet");
     int code = dsi_kernel_plan_make(key, plan, message, sizeof(message));
     if (code != DS_OK)
         return dsc_fail(code, "%s", message);
@@ -505,6 +508,7 @@ int dsc_kernel_run(void *handle)
         if (!bwd && k->attention != nullptr)
             return dsc_attention_run(k->attention, in, b[1], b[2], b[3], b[4]);
         break;
+    case DS_OP_MOE_AUX_LOSS:
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
