@@ -93,8 +93,8 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
     dsi_graph_t *g = &sim->g;
     g->comp[id] = dsi_scaled(comp, comp, l->factor);
     g->wait[id] = wait;
-    g->payload[id].pass = (dsi_pass_node_t){pc->a->mb,       pc->a->chunk, (int16_t)part0,
-                                            (int16_t)nparts, (int16_t)op0, (int16_t)op1};
+    g->payload[id].pass = (dsi_pass_node_t){
+        pc->a->mb, pc->a->chunk, (int16_t)part0, (int16_t)nparts, (int16_t)op0, (int16_t)op1, 0};
     dsi_node_set_assumed(sim, id, assumed);
     *id_p = id;
     return DS_OK;
@@ -162,6 +162,7 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
         bool whole = seg_first == 0 && i == t->op_count - 1;
         DSI_TRY(layer_node(sim, pc, seg_dur, seg_comp, seg_wait, seg_assumed, index, 1,
                            whole ? 0 : seg_first, whole ? 0 : i + 1, &id));
+        sim->g.payload[id].pass.sync = 1;
         int64_t interference = 0;
         for (int64_t b = rev / B; b < k; b++)
             if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos) {
@@ -331,12 +332,13 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         int32_t x = sim->builder.xfer[slot];
         if (x < 0) {
             DSI_TRY(dsi_build_node(sim, DSI_N_XFER, it, chan_lane, 0, &x));
-            sim->g.payload[x].xfer = (dsi_xfer_node_t){seq, (int16_t)ch};
+            sim->g.payload[x].xfer = (dsi_xfer_node_t){seq, (int16_t)ch, {view, 0}};
             sim->builder.xfer[slot] = x;
             sim->builder.xfer_sides[slot] = 1;
             sim->builder.xfer_flag[slot] = view;
         } else {
             sim->builder.xfer_sides[slot]++;
+            sim->g.payload[x].xfer.view[1] = view;
             int64_t c1, c2;
             int a1, a2;
             DSI_TRY(channel_cost(sim, chan_lane, ch, sim->builder.xfer_flag[slot], &c1, &a1));
@@ -350,6 +352,140 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
     cursor->npend = npend;
     memcpy(cursor->pend, pend, (size_t)npend * sizeof(*pend));
     return DS_OK;
+}
+
+/* ---- durations of a kept graph (reuse.c) ------------------------------------------------------
+ */
+
+/* A segment of a backward part split where buckets complete, as sync_part
+ * builds it now: its sums and the interference that follows it. */
+typedef struct sync_segment {
+    int64_t dur, comp, wait, interference;
+    int assumed;
+    bool found;
+} sync_segment_t;
+
+/* sync_part's segmentation of `part` on `lane`, without building: the
+ * segment with operator range op0..op1 (op1 = 0: the whole part). */
+static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int op0, int op1,
+                         sync_segment_t *out)
+{
+    const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
+    int p = sim->plan.lanes[lane].p, stage_buckets = sim->plan.num_buckets[p];
+    int64_t rev = sim->part_rev[part], params = sim->part_params[part];
+    int64_t B = sim->plan.bucket, P = sim->plan.stage_params[p];
+    int64_t cum = 0, k = rev / B, k_seg = k;
+    sync_segment_t seg = {0};
+    int seg_first = 0;
+    out->found = false;
+    for (int32_t i = 0; i < t->op_count; i++) {
+        int32_t o = t->op_first + i;
+        seg.dur = dsi_ns_add(seg.dur, sim->op_dur[o]);
+        seg.wait = dsi_ns_add(seg.wait, sim->op_wait[o]);
+        if (!sim->op_comm[o])
+            seg.comp = dsi_ns_add(seg.comp, sim->op_dur[o]);
+        seg.assumed |= sim->op_assumed[o];
+        cum = DSI_MIN(cum + sim->op_grad[o], params);
+        if (i == t->op_count - 1)
+            cum = params;
+        bool completes = false;
+        while (k < stage_buckets && DSI_MIN((k + 1) * B, P) <= rev + cum && params > 0) {
+            completes = true;
+            k++;
+        }
+        if (!completes && i != t->op_count - 1)
+            continue;
+        bool whole = seg_first == 0 && i == t->op_count - 1;
+        if ((whole ? 0 : seg_first) == op0 && (whole ? 0 : i + 1) == op1) {
+            /* The buckets this segment completes were ready nowhere before. */
+            for (int64_t b = k_seg; b < k; b++)
+                seg.interference += interference_ns(sim, lane, b);
+            seg.found = true;
+            *out = seg;
+            return;
+        }
+        k_seg = k;
+        seg_first = i + 1;
+        seg = (sync_segment_t){0};
+    }
+}
+
+static bool is_interference(const dsi_graph_t *g, int32_t id, int32_t lane)
+{
+    return id < g->n && g->kind[id] == DSI_N_BWD && g->label[id] == DSI_L_GRAD_ALLREDUCE &&
+           g->owner[id] == lane;
+}
+
+static void set_pass_costs(dsi_graph_t *g, int32_t id, int64_t dur, int64_t comp, int64_t wait,
+                           int assumed)
+{
+    g->dur[id] = dur;
+    g->comp[id] = comp;
+    g->wait[id] = wait;
+    dsi_node_reset_assumed(g, id, assumed);
+}
+
+/* A layer node (fused chunk pass, part, or segment of a split part) or the
+ * interference after a segment, with factor 1 (symmetric mode). */
+static void pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    int32_t lane = g->owner[id];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
+    const dsi_profile_t *pr = &sim->profiles[l->prof];
+    bool fwd = g->kind[id] == DSI_N_FWD, interference = g->label[id] == DSI_L_GRAD_ALLREDUCE;
+    if (interference && (id == 0 || g->owner[id - 1] != lane || g->kind[id - 1] != DSI_N_BWD ||
+                         g->label[id - 1] != DSI_L_NONE)) {
+        *ok_p = false;
+        return;
+    }
+    /* The interference node follows the segment that completed its buckets. */
+    const dsi_pass_node_t *pn = &g->payload[interference ? id - 1 : id].pass;
+    int c = pn->chunk, pass = fwd ? 0 : 1;
+    int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
+    *ok_p = l->factor == 1.0 && pn->part0 < pcount && (pn->nparts == 1 || pn->nparts == pcount);
+    if (!*ok_p)
+        return;
+    if (pn->sync) {
+        sync_segment_t seg;
+        sync_segment(sim, lane, pfirst + pn->part0, pn->op0, pn->op1, &seg);
+        bool followed = is_interference(g, interference ? id : id + 1, lane);
+        *ok_p = seg.found && (seg.interference > 0) == followed && !(interference && fwd);
+        if (*ok_p && interference)
+            set_pass_costs(g, id, seg.interference, 0, 0, 0);
+        else if (*ok_p)
+            set_pass_costs(g, id, seg.dur, seg.comp, seg.wait, seg.assumed);
+    } else if (interference || pn->op1 != 0) {
+        *ok_p = false; /* only split passes have segments */
+    } else if (pn->nparts == pcount && pcount > 1) {
+        set_pass_costs(g, id, pr->fused_dur[c * 2 + pass], pr->fused_comp[c * 2 + pass],
+                       pr->fused_wait[c * 2 + pass], pr->fused_assumed[c * 2 + pass]);
+    } else {
+        int32_t part = pfirst + pn->part0;
+        const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
+        set_pass_costs(g, id, t->dur, t->comp, t->wait, t->assumed);
+    }
+}
+
+static ds_status_t pipeline_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    *ok_p = true;
+    switch ((dsi_node_kind_t)g->kind[id]) {
+    case DSI_N_FWD:
+    case DSI_N_BWD: pass_reprice(sim, id, ok_p); return DS_OK;
+    case DSI_N_XFER: {
+        const dsi_xfer_node_t *x = &g->payload[id].xfer;
+        int64_t c1, c2;
+        int a1, a2;
+        DSI_TRY(channel_cost(sim, g->owner[id], x->channel, x->view[0], &c1, &a1));
+        DSI_TRY(channel_cost(sim, g->owner[id], x->channel, x->view[1], &c2, &a2));
+        g->dur[id] = DSI_MAX(c1, c2);
+        dsi_node_reset_assumed(g, id, a1 | a2);
+        return DS_OK;
+    }
+    default: *ok_p = false; return DS_OK;
+    }
 }
 
 /* ---- the phase ------------------------------------------------------------------------------ */
@@ -385,4 +521,5 @@ const dsi_phase_t dsi_phase_pipeline = {
     .applies = pipeline_applies,
     .lane_action = pipeline_lane_action,
     .at_end = pipeline_at_end,
+    .reprice = pipeline_reprice,
 };

@@ -245,9 +245,11 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                          "the device roofline",
                          sim->num_missing, key);
     }
-    /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike. */
-    DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
-                                                  dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
+    /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike.
+     * A reused graph is the structure noted last. */
+    if (!sim->results.reused)
+        DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
+                                                      dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
     double t1 = dsi_now_s();
     int32_t *cycle = NULL, cycle_len = 0;
     status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
@@ -258,6 +260,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     }
     DSI_TRY(status);
     double t2 = dsi_now_s();
+    dsi_sim_reuse_note(sim);
     sim->results.build_s = t1 - t0;
     sim->results.eval_s = t2 - t1;
     DSI_TRY(dsi_sim_metrics(sim));

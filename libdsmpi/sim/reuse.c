@@ -1,0 +1,104 @@
+/*
+ * Reuse of the previous run's graph.  A search simulates many candidates
+ * whose graphs have the same nodes and edges and differ in durations only
+ * (recompute, flash attention, FP8, the DP algorithm).  When this run's
+ * structure key equals the last successful run's, every node is given this
+ * run's duration by the phase that built it (dsi_phase_t.reprice) instead
+ * of building the graph again; the evaluation then sweeps it in the kept
+ * order.  A node whose phase has no reprice hook, or whose phase says the
+ * node would be built otherwise now, makes the run build anew.
+ */
+#include "dsi_phase.h"
+
+#include <string.h>
+
+/* Runs that reuse: symmetric ones without a timeline (the search's), no
+ * speed factors, DS_SIM_REUSE not 0. */
+static bool reuse_enabled(const ds_sim_t *sim, int num_phases)
+{
+    return sim->opt.mode == DS_SIM_SYMMETRIC && !sim->opt.keep_timeline &&
+           sim->device_factor == NULL && num_phases <= 32 &&
+           dsi_param_int(DSI_PARAM_SIM_REUSE) != 0;
+}
+
+static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
+                      dsi_reuse_key_t *key)
+{
+    memset(key, 0, sizeof(*key));
+    key->model = sim->model;
+    key->costs = sim->costs;
+    memcpy(&key->s, &sim->s, sizeof(key->s));
+    /* Fields that change costs only: the phases' reprice hooks check the
+     * rest of what they decide (a part's split where buckets complete). */
+    key->s.recompute = DS_RECOMPUTE_NONE;
+    key->s.flash_attention = 0;
+    key->s.fp8 = DS_FP8_OFF;
+    key->s.dp_algo = sim->s.dp_algo == DS_DP_PS ? DS_DP_PS : DS_DP_AUTO;
+    memcpy(&key->cluster, &sim->cluster, sizeof(key->cluster));
+    memcpy(&key->opt, &sim->opt, sizeof(key->opt));
+    key->opt.band = DS_SIM_BAND_EXPECTED;
+    key->opt.slow_devices = NULL;
+    key->m = sim->m;
+    key->zero3_prefetch = dsi_param_int(DSI_PARAM_SIM_ZERO3_PREFETCH);
+    key->unbatched_p2p = sim->unbatched_p2p;
+    key->sp = sim->ctx.sp;
+    key->dtype = (int32_t)sim->ctx.dtype;
+    for (int i = 0; i < num_phases; i++)
+        if (phases[i]->applies(sim))
+            key->phases |= 1u << i;
+}
+
+/* Every node's duration from this run's costs; *ok_p false when a node
+ * cannot be kept. */
+static ds_status_t reprice_nodes(ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
+                                 bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    *ok_p = true;
+    for (int32_t id = 0; id < g->n && *ok_p; id++) {
+        if (g->kind[id] == DSI_N_JOIN)
+            continue; /* zero duration, whoever built it */
+        const dsi_phase_t *ph = g->phase[id] < num_phases ? phases[g->phase[id]] : NULL;
+        if (ph == NULL || ph->reprice == NULL) {
+            *ok_p = false;
+            break;
+        }
+        DSI_TRY(ph->reprice(sim, id, ok_p));
+    }
+    return DS_OK;
+}
+
+ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
+{
+    int num_phases;
+    const dsi_phase_t *const *phases = dsi_sim_phases(&num_phases);
+    dsi_sim_reuse_t *r = &sim->reuse;
+    *reused_p = false;
+    sim->results.reused = false;
+    bool was_valid = r->valid;
+    r->valid = false; /* until this run's graph is evaluated (dsi_sim_reuse_note) */
+    r->armed = reuse_enabled(sim, num_phases);
+    if (!r->armed)
+        return DS_OK;
+    dsi_reuse_key_t key;
+    reuse_key(sim, phases, num_phases, &key);
+    bool same_key = was_valid && memcmp(&key, &r->key, sizeof(key)) == 0;
+    r->key = key;
+    bool ok = false;
+    if (same_key)
+        DSI_TRY(reprice_nodes(sim, phases, num_phases, &ok));
+    if (!ok) {
+        r->rebuilt++;
+        return DS_OK;
+    }
+    r->repriced++;
+    sim->g.same = true; /* the structure noted last, evaluated in its kept order */
+    sim->results.reused = true;
+    *reused_p = true;
+    return DS_OK;
+}
+
+void dsi_sim_reuse_note(ds_sim_t *sim)
+{
+    sim->reuse.valid = sim->reuse.armed && sim->g.order_valid;
+}
