@@ -38,8 +38,11 @@ typedef struct dsi_pass_node { /* DSI_N_FWD, DSI_N_BWD */
     int16_t part0;    /* first part (layer) of the node in its chunk pass */
     int16_t nparts;   /* parts it covers; 0: bucket interference after part0 */
     int16_t op0, op1; /* operator range of a split single-part node; op1 = 0: whole */
-    uint8_t sync;     /* of a pass split where gradient buckets complete */
+    uint8_t sync;     /* of a pass split where gradient buckets complete: the segment's number
+                         in its part (from 1, DSI_SYNC_UNNUMBERED beyond), else 0 */
 } dsi_pass_node_t;
+
+#define DSI_SYNC_UNNUMBERED 255
 
 typedef struct dsi_xfer_node { /* DSI_N_XFER */
     int32_t seq;               /* the channel's seq-th transfer of the iteration */

@@ -137,7 +137,7 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
     int32_t *ready = sim->builder.ready +
                      ((size_t)pc->lane * sim->plan.rounds + pc->round) * sim->plan.max_buckets;
     int64_t cum = 0, seg_dur = 0, seg_comp = 0, seg_wait = 0;
-    int seg_assumed = 0, seg_first = 0;
+    int seg_assumed = 0, seg_first = 0, seg_no = 0;
     /* Next bucket to complete inside this part. */
     int64_t k = rev / B;
     for (int32_t i = 0; i < t->op_count; i++) {
@@ -162,7 +162,8 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
         bool whole = seg_first == 0 && i == t->op_count - 1;
         DSI_TRY(layer_node(sim, pc, seg_dur, seg_comp, seg_wait, seg_assumed, index, 1,
                            whole ? 0 : seg_first, whole ? 0 : i + 1, &id));
-        sim->g.payload[id].pass.sync = 1;
+        seg_no++;
+        sim->g.payload[id].pass.sync = (uint8_t)DSI_MIN(seg_no, DSI_SYNC_UNNUMBERED);
         int64_t interference = 0;
         for (int64_t b = rev / B; b < k; b++)
             if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos) {
@@ -358,16 +359,17 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
  */
 
 /* A segment of a backward part split where buckets complete, as sync_part
- * builds it now: its sums and the interference that follows it. */
+ * builds it now: its operator range (op1 = 0: the whole part), sums, the
+ * interference that follows it, and whether another segment follows. */
 typedef struct sync_segment {
     int64_t dur, comp, wait, interference;
-    int assumed;
-    bool found;
+    int assumed, op0, op1;
+    bool found, has_next;
 } sync_segment_t;
 
-/* sync_part's segmentation of `part` on `lane`, without building: the
- * segment with operator range op0..op1 (op1 = 0: the whole part). */
-static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int op0, int op1,
+/* sync_part's segmentation of `part` on `lane`, without building: segment
+ * number `number` (1 the first). */
+static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int number,
                          sync_segment_t *out)
 {
     const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
@@ -376,7 +378,7 @@ static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int op
     int64_t B = sim->plan.bucket, P = sim->plan.stage_params[p];
     int64_t cum = 0, k = rev / B, k_seg = k;
     sync_segment_t seg = {0};
-    int seg_first = 0;
+    int seg_first = 0, seg_no = 0;
     out->found = false;
     for (int32_t i = 0; i < t->op_count; i++) {
         int32_t o = t->op_first + i;
@@ -395,12 +397,15 @@ static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int op
         }
         if (!completes && i != t->op_count - 1)
             continue;
-        bool whole = seg_first == 0 && i == t->op_count - 1;
-        if ((whole ? 0 : seg_first) == op0 && (whole ? 0 : i + 1) == op1) {
+        if (++seg_no == number) {
+            bool whole = seg_first == 0 && i == t->op_count - 1;
+            seg.op0 = whole ? 0 : seg_first;
+            seg.op1 = whole ? 0 : i + 1;
             /* The buckets this segment completes were ready nowhere before. */
             for (int64_t b = k_seg; b < k; b++)
                 seg.interference += interference_ns(sim, lane, b);
             seg.found = true;
+            seg.has_next = i != t->op_count - 1;
             *out = seg;
             return;
         }
@@ -447,14 +452,24 @@ static void pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     if (!*ok_p)
         return;
     if (pn->sync) {
-        sync_segment_t seg;
-        sync_segment(sim, lane, pfirst + pn->part0, pn->op0, pn->op1, &seg);
-        bool followed = is_interference(g, interference ? id : id + 1, lane);
-        *ok_p = seg.found && (seg.interference > 0) == followed && !(interference && fwd);
-        if (*ok_p && interference)
+        /* Segments are matched by number: their operator ranges may move
+         * (recompute adds operators), which changes no node's place. */
+        sync_segment_t seg = {0};
+        sync_segment(sim, lane, pfirst + pn->part0, pn->sync, &seg);
+        int32_t seg_id = interference ? id - 1 : id;
+        bool followed = is_interference(g, seg_id + 1, lane);
+        int32_t next = seg_id + 1 + followed;
+        bool has_next = next < g->n && g->kind[next] == DSI_N_BWD && g->owner[next] == lane &&
+                        g->payload[next].pass.sync == pn->sync + 1;
+        *ok_p = pn->sync != DSI_SYNC_UNNUMBERED && seg.found && seg.has_next == has_next &&
+                (seg.interference > 0) == followed && !(interference && fwd);
+        if (*ok_p && interference) {
             set_pass_costs(g, id, seg.interference, 0, 0, 0);
-        else if (*ok_p)
+        } else if (*ok_p) {
             set_pass_costs(g, id, seg.dur, seg.comp, seg.wait, seg.assumed);
+            g->payload[id].pass.op0 = (int16_t)seg.op0;
+            g->payload[id].pass.op1 = (int16_t)seg.op1;
+        }
     } else if (interference || pn->op1 != 0) {
         *ok_p = false; /* only split passes have segments */
     } else if (pn->nparts == pcount && pcount > 1) {
