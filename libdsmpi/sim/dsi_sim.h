@@ -263,6 +263,15 @@ typedef struct dsi_bucket_costs {
     uint8_t assumed[2][2];
 } dsi_bucket_costs_t;
 
+/* Reuse: a segment of a backward part split where gradient buckets complete,
+ * as building it now gives it (phase_pipeline.c). */
+typedef struct dsi_sync_segment {
+    int64_t dur, comp, wait;
+    int64_t interference; /* on the compute stream after it: the buckets it completes */
+    int32_t op0, op1;     /* operator range; op1 = 0: the whole part */
+    uint8_t assumed;
+} dsi_sync_segment_t;
+
 /* Where a lane's compute stream stands while the builder walks its program. */
 typedef struct dsi_lane_cursor {
     int32_t last;  /* the last node on the stream, -1 */
@@ -333,6 +342,7 @@ typedef struct dsi_sim_reuse {
     bool valid;                /* the graph, its order and key are those of a successful run */
     bool armed;                /* this run may be kept: reuse is on for it */
     int64_t repriced, rebuilt; /* runs, for tests and measurements */
+    uint64_t run;              /* runs that tried, numbering this run's caches */
 } dsi_sim_reuse_t;
 
 typedef struct dsi_sim_estimate_cache dsi_sim_estimate_cache_t;
@@ -403,6 +413,10 @@ typedef struct dsi_sim_builder {
     int32_t part_end_stride;
     int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
     uint8_t phase;       /* the phase whose hook is building (stamped on its nodes) */
+    /* reuse: the segments of one split part on one lane, for run `segs_run` */
+    dsi_sync_segment_t *segs;
+    int32_t num_segs, segs_cap, segs_lane, segs_part;
+    uint64_t segs_run;
 
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
     int32_t *xfer;

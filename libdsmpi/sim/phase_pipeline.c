@@ -358,28 +358,24 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
 /* ---- durations of a kept graph (reuse.c) ------------------------------------------------------
  */
 
-/* A segment of a backward part split where buckets complete, as sync_part
- * builds it now: its operator range (op1 = 0: the whole part), sums, the
- * interference that follows it, and whether another segment follows. */
-typedef struct sync_segment {
-    int64_t dur, comp, wait, interference;
-    int assumed, op0, op1;
-    bool found, has_next;
-} sync_segment_t;
-
-/* sync_part's segmentation of `part` on `lane`, without building: segment
- * number `number` (1 the first). */
-static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int number,
-                         sync_segment_t *out)
+/* sync_part's segmentation of `part` on `lane`, without building, into
+ * builder.segs (kept for the run's other segments of the part). */
+static ds_status_t sync_segments(ds_sim_t *sim, int32_t lane, int32_t part)
 {
+    dsi_sim_builder_t *bd = &sim->builder;
+    if (bd->segs_run == sim->reuse.run && bd->segs_lane == lane && bd->segs_part == part)
+        return DS_OK;
     const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
+    if (bd->segs_cap < t->op_count) {
+        DSI_TRY(dsi_realloc_array(&bd->segs, (size_t)t->op_count, sizeof(*bd->segs)));
+        bd->segs_cap = t->op_count;
+    }
     int p = sim->plan.lanes[lane].p, stage_buckets = sim->plan.num_buckets[p];
     int64_t rev = sim->part_rev[part], params = sim->part_params[part];
     int64_t B = sim->plan.bucket, P = sim->plan.stage_params[p];
     int64_t cum = 0, k = rev / B, k_seg = k;
-    sync_segment_t seg = {0};
-    int seg_first = 0, seg_no = 0;
-    out->found = false;
+    dsi_sync_segment_t seg = {0};
+    bd->num_segs = 0;
     for (int32_t i = 0; i < t->op_count; i++) {
         int32_t o = t->op_first + i;
         seg.dur = dsi_ns_add(seg.dur, sim->op_dur[o]);
@@ -397,22 +393,19 @@ static void sync_segment(const ds_sim_t *sim, int32_t lane, int32_t part, int nu
         }
         if (!completes && i != t->op_count - 1)
             continue;
-        if (++seg_no == number) {
-            bool whole = seg_first == 0 && i == t->op_count - 1;
-            seg.op0 = whole ? 0 : seg_first;
-            seg.op1 = whole ? 0 : i + 1;
-            /* The buckets this segment completes were ready nowhere before. */
-            for (int64_t b = k_seg; b < k; b++)
-                seg.interference += interference_ns(sim, lane, b);
-            seg.found = true;
-            seg.has_next = i != t->op_count - 1;
-            *out = seg;
-            return;
-        }
+        bool whole = seg.op0 == 0 && i == t->op_count - 1;
+        seg.op1 = whole ? 0 : i + 1;
+        /* The buckets this segment completes were ready nowhere before. */
+        for (int64_t b = k_seg; b < k; b++)
+            seg.interference += interference_ns(sim, lane, b);
+        bd->segs[bd->num_segs++] = seg;
         k_seg = k;
-        seg_first = i + 1;
-        seg = (sync_segment_t){0};
+        seg = (dsi_sync_segment_t){.op0 = i + 1};
     }
+    bd->segs_run = sim->reuse.run;
+    bd->segs_lane = lane;
+    bd->segs_part = part;
+    return DS_OK;
 }
 
 static bool is_interference(const dsi_graph_t *g, int32_t id, int32_t lane)
@@ -432,7 +425,7 @@ static void set_pass_costs(dsi_graph_t *g, int32_t id, int64_t dur, int64_t comp
 
 /* A layer node (fused chunk pass, part, or segment of a split part) or the
  * interference after a segment, with factor 1 (symmetric mode). */
-static void pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+static ds_status_t pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
 {
     dsi_graph_t *g = &sim->g;
     int32_t lane = g->owner[id];
@@ -442,7 +435,7 @@ static void pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     if (interference && (id == 0 || g->owner[id - 1] != lane || g->kind[id - 1] != DSI_N_BWD ||
                          g->label[id - 1] != DSI_L_NONE)) {
         *ok_p = false;
-        return;
+        return DS_OK;
     }
     /* The interference node follows the segment that completed its buckets. */
     const dsi_pass_node_t *pn = &g->payload[interference ? id - 1 : id].pass;
@@ -450,25 +443,28 @@ static void pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
     *ok_p = l->factor == 1.0 && pn->part0 < pcount && (pn->nparts == 1 || pn->nparts == pcount);
     if (!*ok_p)
-        return;
+        return DS_OK;
     if (pn->sync) {
         /* Segments are matched by number: their operator ranges may move
          * (recompute adds operators), which changes no node's place. */
-        sync_segment_t seg = {0};
-        sync_segment(sim, lane, pfirst + pn->part0, pn->sync, &seg);
+        DSI_TRY(sync_segments(sim, lane, pfirst + pn->part0));
         int32_t seg_id = interference ? id - 1 : id;
         bool followed = is_interference(g, seg_id + 1, lane);
         int32_t next = seg_id + 1 + followed;
         bool has_next = next < g->n && g->kind[next] == DSI_N_BWD && g->owner[next] == lane &&
                         g->payload[next].pass.sync == pn->sync + 1;
-        *ok_p = pn->sync != DSI_SYNC_UNNUMBERED && seg.found && seg.has_next == has_next &&
-                (seg.interference > 0) == followed && !(interference && fwd);
+        *ok_p = pn->sync != DSI_SYNC_UNNUMBERED && pn->sync <= sim->builder.num_segs &&
+                (pn->sync < sim->builder.num_segs) == has_next && !(interference && fwd);
+        if (!*ok_p)
+            return DS_OK;
+        const dsi_sync_segment_t *seg = &sim->builder.segs[pn->sync - 1];
+        *ok_p = (seg->interference > 0) == followed;
         if (*ok_p && interference) {
-            set_pass_costs(g, id, seg.interference, 0, 0, 0);
+            set_pass_costs(g, id, seg->interference, 0, 0, 0);
         } else if (*ok_p) {
-            set_pass_costs(g, id, seg.dur, seg.comp, seg.wait, seg.assumed);
-            g->payload[id].pass.op0 = (int16_t)seg.op0;
-            g->payload[id].pass.op1 = (int16_t)seg.op1;
+            set_pass_costs(g, id, seg->dur, seg->comp, seg->wait, seg->assumed);
+            g->payload[id].pass.op0 = (int16_t)seg->op0;
+            g->payload[id].pass.op1 = (int16_t)seg->op1;
         }
     } else if (interference || pn->op1 != 0) {
         *ok_p = false; /* only split passes have segments */
@@ -480,6 +476,7 @@ static void pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
         const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
         set_pass_costs(g, id, t->dur, t->comp, t->wait, t->assumed);
     }
+    return DS_OK;
 }
 
 static ds_status_t pipeline_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
@@ -488,7 +485,7 @@ static ds_status_t pipeline_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     *ok_p = true;
     switch ((dsi_node_kind_t)g->kind[id]) {
     case DSI_N_FWD:
-    case DSI_N_BWD: pass_reprice(sim, id, ok_p); return DS_OK;
+    case DSI_N_BWD: return pass_reprice(sim, id, ok_p);
     case DSI_N_XFER: {
         const dsi_xfer_node_t *x = &g->payload[id].xfer;
         int64_t c1, c2;

@@ -76,6 +76,7 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     *reused_p = false;
     sim->results.reused = false;
     bool was_valid = r->valid;
+    r->run++;
     r->valid = false; /* until this run's graph is evaluated (dsi_sim_reuse_note) */
     r->armed = reuse_enabled(sim, num_phases);
     if (!r->armed)
