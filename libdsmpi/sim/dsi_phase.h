@@ -37,7 +37,28 @@ typedef struct dsi_phase {
      * (a cost decided its existence or its split): the graph is rebuilt.
      * NULL: a graph holding nodes of this phase is always rebuilt. */
     ds_status_t (*reprice)(ds_sim_t *sim, int32_t id, bool *ok_p);
+    /* Reuse: a key (not 0) shared by nodes whose reprice always gives the
+     * same duration, compute part, wait and flag and the same *ok_p in runs
+     * of one structure key, for a node repriced just now; 0: its own (a node
+     * whose check depends on costs).  Later runs reprice one node of each
+     * key and copy it.  NULL: every node its own. */
+    uint64_t (*source)(const ds_sim_t *sim, int32_t id);
 } dsi_phase_t;
+
+/* Fields packed into a source key: each below 2^bits, else 0 (its own). */
+static inline uint64_t dsi_source_key(unsigned tag, const int64_t *fields, const int *bits,
+                                      int count)
+{
+    uint64_t key = tag & 0xfu;
+    int used = 4;
+    for (int i = 0; i < count; i++) {
+        if (fields[i] < 0 || used + bits[i] > 64 || (bits[i] < 63 && fields[i] >> bits[i] != 0))
+            return 0;
+        key |= (uint64_t)fields[i] << used;
+        used += bits[i];
+    }
+    return key;
+}
 
 /* phase_pipeline.c: layer passes and point-to-point transfers */
 extern const dsi_phase_t dsi_phase_pipeline;

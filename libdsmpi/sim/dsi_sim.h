@@ -343,6 +343,11 @@ typedef struct dsi_sim_reuse {
     bool armed;                /* this run may be kept: reuse is on for it */
     int64_t repriced, rebuilt; /* runs, for tests and measurements */
     uint64_t run;              /* runs that tried, numbering this run's caches */
+    /* Nodes that reprice alike (dsi_phase_t.source), for the kept graph:
+     * node_source[node] (-1: none), reps[source] the node repriced for it. */
+    bool sources_valid;
+    int32_t *node_source, *reps;
+    int32_t num_sources, sources_cap;
 } dsi_sim_reuse_t;
 
 typedef struct dsi_sim_estimate_cache dsi_sim_estimate_cache_t;

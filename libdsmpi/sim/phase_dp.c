@@ -55,6 +55,18 @@ static ds_status_t bucket_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     return DS_OK;
 }
 
+/* A group's buckets of one label: alike but the last (smaller). */
+static uint64_t bucket_source(const ds_sim_t *sim, int32_t id)
+{
+    const dsi_graph_t *g = &sim->g;
+    int32_t group = g->owner[id];
+    int p = sim->plan.dpgroups[group].p;
+    const int64_t fields[] = {group, g->label[id],
+                              g->payload[id].bucket.bucket == sim->plan.num_buckets[p] - 1};
+    const int bits[] = {32, 8, 1};
+    return dsi_source_key(1, fields, bits, 3);
+}
+
 /* Gradient reduction of round `round` on every DP instance: buckets in
  * order on the group's stream, each after its readiness on every member
  * lane.  `lanes_wait`: the lanes block until their groups finished. */
@@ -126,6 +138,7 @@ const dsi_phase_t dsi_phase_dp_gradients = {
     .applies = dp_gradients_apply,
     .at_end = dp_gradients_at_end,
     .reprice = bucket_reprice,
+    .source = bucket_source,
 };
 
 /* ---- ZeRO-2: gradients reduced after every backward (pp = 1) ------------------------------ */
@@ -156,6 +169,7 @@ const dsi_phase_t dsi_phase_zero2 = {
     .after_action = zero2_after_action,
     .at_end = dsi_lanes_wait_dp, /* the optimizer waits for the group streams */
     .reprice = bucket_reprice,
+    .source = bucket_source,
 };
 
 /* ---- parameters after the optimizer (ZeRO-1/2, parameter server) -------------------------- */
@@ -207,4 +221,5 @@ const dsi_phase_t dsi_phase_dp_parameters = {
     .applies = dp_parameters_apply,
     .at_end = dp_parameters_at_end,
     .reprice = bucket_reprice,
+    .source = bucket_source,
 };

@@ -37,11 +37,20 @@ static ds_status_t sp_norm_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     return DS_OK;
 }
 
+/* Lane nodes of sp_norm and optimizer: alike for lanes of one profile. */
+static uint64_t profile_source(const ds_sim_t *sim, int32_t id)
+{
+    const int64_t fields[] = {sim->plan.lanes[sim->g.owner[id]].prof};
+    const int bits[] = {32};
+    return dsi_source_key(1, fields, bits, 1);
+}
+
 const dsi_phase_t dsi_phase_sp_norm = {
     .name = "sequence-parallel norms",
     .applies = sp_norm_applies,
     .at_end = sp_norm_at_end,
     .reprice = sp_norm_reprice,
+    .source = profile_source,
 };
 
 /* ---- replica-column collectives ----------------------------------------------------------- */
@@ -199,4 +208,5 @@ const dsi_phase_t dsi_phase_optimizer = {
     .applies = optimizer_applies,
     .at_end = optimizer_at_end,
     .reprice = optimizer_reprice,
+    .source = profile_source,
 };

@@ -500,6 +500,27 @@ static ds_status_t pipeline_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     }
 }
 
+/* Layer nodes of one profile, chunk, pass and parts reprice alike (split
+ * segments and their interference each on their own: their check depends
+ * on costs), and so do a lane's transfers of one channel and views. */
+static uint64_t pipeline_source(const ds_sim_t *sim, int32_t id)
+{
+    const dsi_graph_t *g = &sim->g;
+    if (g->kind[id] == DSI_N_XFER) {
+        const dsi_xfer_node_t *x = &g->payload[id].xfer;
+        const int64_t fields[] = {g->owner[id], x->channel, x->view[0], x->view[1]};
+        const int bits[] = {32, 1, 4, 4};
+        return dsi_source_key(1, fields, bits, 4);
+    }
+    const dsi_pass_node_t *pn = &g->payload[id].pass;
+    if (pn->sync || pn->op1 != 0 || g->label[id] != DSI_L_NONE)
+        return 0;
+    const int64_t fields[] = {g->kind[id] == DSI_N_FWD, sim->plan.lanes[g->owner[id]].prof,
+                              pn->chunk, pn->part0, pn->nparts};
+    const int bits[] = {1, 15, 12, 16, 16};
+    return dsi_source_key(2, fields, bits, 5);
+}
+
 /* ---- the phase ------------------------------------------------------------------------------ */
 
 static bool pipeline_applies(const ds_sim_t *sim)
@@ -534,4 +555,5 @@ const dsi_phase_t dsi_phase_pipeline = {
     .lane_action = pipeline_lane_action,
     .at_end = pipeline_at_end,
     .reprice = pipeline_reprice,
+    .source = pipeline_source,
 };

@@ -109,6 +109,15 @@ static ds_status_t zero3_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     return DS_OK;
 }
 
+/* One group's collective of one part and label, in every pass and iteration. */
+static uint64_t zero3_source(const ds_sim_t *sim, int32_t id)
+{
+    const dsi_graph_t *g = &sim->g;
+    const int64_t fields[] = {g->owner[id], g->label[id], g->payload[id].zero.part};
+    const int bits[] = {28, 8, 24};
+    return dsi_source_key(1, fields, bits, 3);
+}
+
 const dsi_phase_t dsi_phase_zero3 = {
     .name = "zero-3",
     .applies = zero3_applies,
@@ -117,4 +126,5 @@ const dsi_phase_t dsi_phase_zero3 = {
     .after_action = zero3_after_action,
     .at_end = dsi_lanes_wait_dp, /* the optimizer waits for the group streams */
     .reprice = zero3_reprice,
+    .source = zero3_source,
 };

@@ -68,6 +68,80 @@ static ds_status_t reprice_nodes(ds_sim_t *sim, const dsi_phase_t *const *phases
     return DS_OK;
 }
 
+/* After a full reprice: groups the nodes by (phase, source key), the first
+ * node of each group standing for it in later runs. */
+static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases)
+{
+    dsi_graph_t *g = &sim->g;
+    dsi_sim_reuse_t *r = &sim->reuse;
+    if (r->sources_cap < g->n) {
+        DSI_TRY(dsi_realloc_array(&r->node_source, (size_t)g->n, sizeof(*r->node_source)));
+        DSI_TRY(dsi_realloc_array(&r->reps, (size_t)g->n, sizeof(*r->reps)));
+        r->sources_cap = g->n;
+    }
+    /* Open addressing over (phase, key): slots hold source + 1. */
+    size_t cap = 64;
+    while (cap < 2 * (size_t)g->n)
+        cap *= 2;
+    int32_t *slots = NULL;
+    uint64_t *slot_keys = NULL;
+    ds_status_t status = dsi_calloc(cap, sizeof(*slots), &slots);
+    if (status == DS_OK)
+        status = dsi_calloc(cap, sizeof(*slot_keys), &slot_keys);
+    r->num_sources = 0;
+    for (int32_t id = 0; id < g->n && status == DS_OK; id++) {
+        r->node_source[id] = -1;
+        if (g->kind[id] == DSI_N_JOIN)
+            continue;
+        const dsi_phase_t *ph = phases[g->phase[id]];
+        uint64_t key = ph->source != NULL ? ph->source(sim, id) : 0;
+        size_t i = (size_t)(dsi_hash_mix64(key ^ ((uint64_t)g->phase[id] << 56)) & (cap - 1));
+        while (key != 0 && slots[i] != 0 &&
+               !(slot_keys[i] == key && g->phase[r->reps[slots[i] - 1]] == g->phase[id]))
+            i = (i + 1) & (cap - 1);
+        if (key != 0 && slots[i] != 0) {
+            r->node_source[id] = slots[i] - 1;
+            continue;
+        }
+        int32_t source = r->num_sources++;
+        r->reps[source] = id;
+        r->node_source[id] = source;
+        if (key != 0) {
+            slots[i] = source + 1;
+            slot_keys[i] = key;
+        }
+    }
+    dsi_free(slots);
+    dsi_free(slot_keys);
+    r->sources_valid = status == DS_OK;
+    return status;
+}
+
+/* A later run on the mapped graph: one node repriced per source, the others
+ * copy it. */
+static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    const dsi_sim_reuse_t *r = &sim->reuse;
+    *ok_p = true;
+    for (int32_t s = 0; s < r->num_sources && *ok_p; s++)
+        DSI_TRY(phases[g->phase[r->reps[s]]]->reprice(sim, r->reps[s], ok_p));
+    if (!*ok_p)
+        return DS_OK;
+    for (int32_t id = 0; id < g->n; id++) {
+        int32_t source = r->node_source[id];
+        if (source < 0 || r->reps[source] == id)
+            continue;
+        int32_t rep = r->reps[source];
+        g->dur[id] = g->dur[rep];
+        g->comp[id] = g->comp[rep];
+        g->wait[id] = g->wait[rep];
+        g->flags[id] =
+            (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | (g->flags[rep] & DSI_NODE_ASSUMED));
+    }
+    return DS_OK;
+}
+
 ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
 {
     int num_phases;
@@ -79,6 +153,8 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     r->run++;
     r->valid = false; /* until this run's graph is evaluated (dsi_sim_reuse_note) */
     r->armed = reuse_enabled(sim, num_phases);
+    bool mapped = r->sources_valid;
+    r->sources_valid = false; /* until this run keeps the graph */
     if (!r->armed)
         return DS_OK;
     dsi_reuse_key_t key;
@@ -86,8 +162,14 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     bool same_key = was_valid && memcmp(&key, &r->key, sizeof(key)) == 0;
     r->key = key;
     bool ok = false;
-    if (same_key)
+    if (same_key && mapped)
+        DSI_TRY(reprice_sources(sim, phases, &ok));
+    else if (same_key)
         DSI_TRY(reprice_nodes(sim, phases, num_phases, &ok));
+    if (ok && mapped)
+        r->sources_valid = true;
+    else if (ok)
+        DSI_TRY(map_sources(sim, phases));
     if (!ok) {
         r->rebuilt++;
         return DS_OK;

@@ -109,6 +109,8 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->builder.xfer_sides);
     dsi_free(sim->builder.xfer_flag);
     dsi_free(sim->builder.segs);
+    dsi_free(sim->reuse.node_source);
+    dsi_free(sim->reuse.reps);
     dsi_graph_free(&sim->g);
     dsi_free(sim->results.devices);
     dsi_free(sim->results.mb_nodes);

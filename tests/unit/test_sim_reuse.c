@@ -186,7 +186,13 @@ static void check_pair(const reuse_pair_t *p, int *reused_count)
     uint64_t a_kept = run(kept, &ps, &ps.a, p->a);
     CHECK_MSG(kept->results.reused == reused, "%s after %s: reused %d, B after A %d", p->a, p->b,
               kept->results.reused, reused);
+    /* A third run on the graph: one node repriced per group of alike ones. */
+    uint64_t b_again = run(kept, &ps, &ps.b, p->b);
+    CHECK_MSG(kept->results.reused == reused, "%s after %s again: reused %d, first %d", p->b, p->a,
+              kept->results.reused, reused);
     uint64_t b_fresh = run(fresh, &ps, &ps.b, p->b);
+    CHECK_MSG(b_again == b_fresh, "%s after %s after %s: results differ from a fresh run", p->b,
+              p->a, p->b);
     CHECK_MSG(b_kept == b_fresh, "%s after %s (graph %s): results differ from a fresh run", p->b,
               p->a, reused ? "reused" : "rebuilt");
     CHECK_MSG(a_kept == a1, "%s after %s (graph %s): results differ from its first run", p->a, p->b,
