@@ -38,10 +38,12 @@ typedef struct dsi_phase {
      * NULL: a graph holding nodes of this phase is always rebuilt. */
     ds_status_t (*reprice)(ds_sim_t *sim, int32_t id, bool *ok_p);
     /* Reuse: a key (not 0) shared by nodes whose reprice always gives the
-     * same duration, compute part, wait and flag and the same *ok_p in runs
-     * of one structure key, for a node repriced just now; 0: its own (a node
-     * whose check depends on costs).  Later runs reprice one node of each
-     * key and copy it.  NULL: every node its own. */
+     * same duration, compute part, wait and flag, and whose checks are the
+     * same in runs of one structure key; 0: the node on its own (one whose
+     * check depends on costs).  From the node's identity and the plan only:
+     * it is asked once per kept graph, before any reprice, and later runs
+     * reprice the first node of each key and copy it to the others.  NULL:
+     * every node on its own. */
     uint64_t (*source)(const ds_sim_t *sim, int32_t id);
 } dsi_phase_t;
 

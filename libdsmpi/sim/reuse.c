@@ -48,29 +48,12 @@ static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int
             key->phases |= 1u << i;
 }
 
-/* Every node's duration from this run's costs; *ok_p false when a node
- * cannot be kept. */
-static ds_status_t reprice_nodes(ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
-                                 bool *ok_p)
-{
-    dsi_graph_t *g = &sim->g;
-    *ok_p = true;
-    for (int32_t id = 0; id < g->n && *ok_p; id++) {
-        if (g->kind[id] == DSI_N_JOIN)
-            continue; /* zero duration, whoever built it */
-        const dsi_phase_t *ph = g->phase[id] < num_phases ? phases[g->phase[id]] : NULL;
-        if (ph == NULL || ph->reprice == NULL) {
-            *ok_p = false;
-            break;
-        }
-        DSI_TRY(ph->reprice(sim, id, ok_p));
-    }
-    return DS_OK;
-}
-
-/* After a full reprice: groups the nodes by (phase, source key), the first
- * node of each group standing for it in later runs. */
-static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases)
+/* Groups the kept graph's nodes by (phase, source key), the first node of
+ * each group standing for it; *ok_p false when a node's phase cannot
+ * reprice it.  The keys depend on the structure only: the map holds until
+ * the graph is built again. */
+static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
+                               bool *ok_p)
 {
     dsi_graph_t *g = &sim->g;
     dsi_sim_reuse_t *r = &sim->reuse;
@@ -89,11 +72,15 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases)
     if (status == DS_OK)
         status = dsi_calloc(cap, sizeof(*slot_keys), &slot_keys);
     r->num_sources = 0;
-    for (int32_t id = 0; id < g->n && status == DS_OK; id++) {
+    *ok_p = true;
+    for (int32_t id = 0; id < g->n && status == DS_OK && *ok_p; id++) {
         r->node_source[id] = -1;
         if (g->kind[id] == DSI_N_JOIN)
-            continue;
-        const dsi_phase_t *ph = phases[g->phase[id]];
+            continue; /* zero duration, whoever built it */
+        const dsi_phase_t *ph = g->phase[id] < num_phases ? phases[g->phase[id]] : NULL;
+        *ok_p = ph != NULL && ph->reprice != NULL;
+        if (!*ok_p)
+            break;
         uint64_t key = ph->source != NULL ? ph->source(sim, id) : 0;
         size_t i = (size_t)(dsi_hash_mix64(key ^ ((uint64_t)g->phase[id] << 56)) & (cap - 1));
         while (key != 0 && slots[i] != 0 &&
@@ -113,12 +100,12 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases)
     }
     dsi_free(slots);
     dsi_free(slot_keys);
-    r->sources_valid = status == DS_OK;
+    r->sources_valid = status == DS_OK && *ok_p;
     return status;
 }
 
-/* A later run on the mapped graph: one node repriced per source, the others
- * copy it. */
+/* Every node's duration from this run's costs: one node repriced per
+ * source, the others copy it; *ok_p false when a node cannot be kept. */
 static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool *ok_p)
 {
     dsi_graph_t *g = &sim->g;
@@ -162,14 +149,11 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     bool same_key = was_valid && memcmp(&key, &r->key, sizeof(key)) == 0;
     r->key = key;
     bool ok = false;
+    if (same_key && !mapped)
+        DSI_TRY(map_sources(sim, phases, num_phases, &mapped));
     if (same_key && mapped)
         DSI_TRY(reprice_sources(sim, phases, &ok));
-    else if (same_key)
-        DSI_TRY(reprice_nodes(sim, phases, num_phases, &ok));
-    if (ok && mapped)
-        r->sources_valid = true;
-    else if (ok)
-        DSI_TRY(map_sources(sim, phases));
+    r->sources_valid = ok; /* the map stays with the graph */
     if (!ok) {
         r->rebuilt++;
         return DS_OK;
