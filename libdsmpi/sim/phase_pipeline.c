@@ -375,6 +375,7 @@ static ds_status_t sync_segments(ds_sim_t *sim, int32_t lane, int32_t part)
     int64_t B = sim->plan.bucket, P = sim->plan.stage_params[p];
     int64_t cum = 0, k = rev / B, k_seg = k;
     dsi_sync_segment_t seg = {0};
+    int64_t by_size[2] = {-1, -1};
     bd->num_segs = 0;
     for (int32_t i = 0; i < t->op_count; i++) {
         int32_t o = t->op_first + i;
@@ -395,9 +396,14 @@ static ds_status_t sync_segments(ds_sim_t *sim, int32_t lane, int32_t part)
             continue;
         bool whole = seg.op0 == 0 && i == t->op_count - 1;
         seg.op1 = whole ? 0 : i + 1;
-        /* The buckets this segment completes were ready nowhere before. */
-        for (int64_t b = k_seg; b < k; b++)
-            seg.interference += interference_ns(sim, lane, b);
+        /* The buckets this segment completes were ready nowhere before.  A
+         * bucket's interference depends on its size only: full or the last. */
+        for (int64_t b = k_seg; b < k; b++) {
+            int last = b == stage_buckets - 1;
+            if (by_size[last] < 0)
+                by_size[last] = interference_ns(sim, lane, b);
+            seg.interference += by_size[last];
+        }
         bd->segs[bd->num_segs++] = seg;
         k_seg = k;
         seg = (dsi_sync_segment_t){.op0 = i + 1};
