@@ -47,19 +47,11 @@ typedef struct dsi_phase {
     uint64_t (*source)(const ds_sim_t *sim, int32_t id);
 } dsi_phase_t;
 
-/* Fields packed into a source key: each below 2^bits, else 0 (its own). */
-static inline uint64_t dsi_source_key(unsigned tag, const int64_t *fields, const int *bits,
-                                      int count)
+/* A source key: `tag` (1..15) and fields packed from bit 4 up, each below
+ * 2^bits (the caller's widths add up to at most 60). */
+static inline bool dsi_source_fits(int64_t field, int bits)
 {
-    uint64_t key = tag & 0xfu;
-    int used = 4;
-    for (int i = 0; i < count; i++) {
-        if (fields[i] < 0 || used + bits[i] > 64 || (bits[i] < 63 && fields[i] >> bits[i] != 0))
-            return 0;
-        key |= (uint64_t)fields[i] << used;
-        used += bits[i];
-    }
-    return key;
+    return field >= 0 && field >> bits == 0;
 }
 
 /* phase_pipeline.c: layer passes and point-to-point transfers */

@@ -61,10 +61,10 @@ static uint64_t bucket_source(const ds_sim_t *sim, int32_t id)
     const dsi_graph_t *g = &sim->g;
     int32_t group = g->owner[id];
     int p = sim->plan.dpgroups[group].p;
-    const int64_t fields[] = {group, g->label[id],
-                              g->payload[id].bucket.bucket == sim->plan.num_buckets[p] - 1};
-    const int bits[] = {32, 8, 1};
-    return dsi_source_key(1, fields, bits, 3);
+    bool last = g->payload[id].bucket.bucket == sim->plan.num_buckets[p] - 1;
+    if (!dsi_source_fits(group, 32))
+        return 0;
+    return 1u | (uint64_t)group << 4 | (uint64_t)g->label[id] << 36 | (uint64_t)last << 44;
 }
 
 /* Gradient reduction of round `round` on every DP instance: buckets in

@@ -40,9 +40,8 @@ static ds_status_t sp_norm_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
 /* Lane nodes of sp_norm and optimizer: alike for lanes of one profile. */
 static uint64_t profile_source(const ds_sim_t *sim, int32_t id)
 {
-    const int64_t fields[] = {sim->plan.lanes[sim->g.owner[id]].prof};
-    const int bits[] = {32};
-    return dsi_source_key(1, fields, bits, 1);
+    int32_t prof = sim->plan.lanes[sim->g.owner[id]].prof;
+    return dsi_source_fits(prof, 32) ? 1u | (uint64_t)prof << 4 : 0;
 }
 
 const dsi_phase_t dsi_phase_sp_norm = {

@@ -514,17 +514,18 @@ static uint64_t pipeline_source(const ds_sim_t *sim, int32_t id)
     const dsi_graph_t *g = &sim->g;
     if (g->kind[id] == DSI_N_XFER) {
         const dsi_xfer_node_t *x = &g->payload[id].xfer;
-        const int64_t fields[] = {g->owner[id], x->channel, x->view[0], x->view[1]};
-        const int bits[] = {32, 1, 4, 4};
-        return dsi_source_key(1, fields, bits, 4);
+        if (!dsi_source_fits(g->owner[id], 32) || x->view[0] >= 16 || x->view[1] >= 16)
+            return 0;
+        return 1u | (uint64_t)g->owner[id] << 4 | (uint64_t)(x->channel & 1) << 36 |
+               (uint64_t)x->view[0] << 37 | (uint64_t)x->view[1] << 41;
     }
     const dsi_pass_node_t *pn = &g->payload[id].pass;
-    if (pn->sync || pn->op1 != 0 || g->label[id] != DSI_L_NONE)
+    int32_t prof = sim->plan.lanes[g->owner[id]].prof;
+    if (pn->sync || pn->op1 != 0 || g->label[id] != DSI_L_NONE || !dsi_source_fits(prof, 15) ||
+        !dsi_source_fits(pn->chunk, 12) || pn->part0 < 0 || pn->nparts < 0)
         return 0;
-    const int64_t fields[] = {g->kind[id] == DSI_N_FWD, sim->plan.lanes[g->owner[id]].prof,
-                              pn->chunk, pn->part0, pn->nparts};
-    const int bits[] = {1, 15, 12, 16, 16};
-    return dsi_source_key(2, fields, bits, 5);
+    return 2u | (uint64_t)(g->kind[id] == DSI_N_FWD) << 4 | (uint64_t)prof << 5 |
+           (uint64_t)pn->chunk << 20 | (uint64_t)pn->part0 << 32 | (uint64_t)pn->nparts << 48;
 }
 
 /* ---- the phase ------------------------------------------------------------------------------ */

@@ -113,9 +113,10 @@ static ds_status_t zero3_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
 static uint64_t zero3_source(const ds_sim_t *sim, int32_t id)
 {
     const dsi_graph_t *g = &sim->g;
-    const int64_t fields[] = {g->owner[id], g->label[id], g->payload[id].zero.part};
-    const int bits[] = {28, 8, 24};
-    return dsi_source_key(1, fields, bits, 3);
+    int32_t part = g->payload[id].zero.part;
+    if (!dsi_source_fits(g->owner[id], 28) || !dsi_source_fits(part, 24))
+        return 0;
+    return 1u | (uint64_t)g->owner[id] << 4 | (uint64_t)g->label[id] << 32 | (uint64_t)part << 40;
 }
 
 const dsi_phase_t dsi_phase_zero3 = {
