@@ -327,6 +327,7 @@ typedef struct dsi_column {
  * cleared.  Compared with memcmp: zeroed before it is filled. */
 typedef struct dsi_reuse_key {
     const ds_model_t *model;
+    ds_model_info_t info; /* another model may come at the same address */
     const ds_cost_table_t *costs;
     ds_strategy_t s;
     ds_cluster_t cluster;

@@ -26,6 +26,7 @@ static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int
 {
     memset(key, 0, sizeof(*key));
     key->model = sim->model;
+    memcpy(&key->info, &sim->info, sizeof(key->info));
     key->costs = sim->costs;
     memcpy(&key->s, &sim->s, sizeof(key->s));
     /* Fields that change costs only: the phases' reprice hooks check the
