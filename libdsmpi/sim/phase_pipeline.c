@@ -387,22 +387,30 @@ static ds_status_t sync_segments(ds_sim_t *sim, int32_t lane, int32_t part)
         cum = DSI_MIN(cum + sim->op_grad[o], params);
         if (i == t->op_count - 1)
             cum = params;
-        bool completes = false;
-        while (k < stage_buckets && DSI_MIN((k + 1) * B, P) <= rev + cum && params > 0) {
-            completes = true;
-            k++;
-        }
+        /* sync_part's bucket loop in one step: bucket j ends at
+         * min((j + 1) B, P), so every bucket below pos / B has ended, and
+         * every one once P has. */
+        int64_t pos = rev + cum;
+        int64_t ended = P <= pos ? stage_buckets : DSI_MIN((int64_t)stage_buckets, pos / B);
+        bool completes = params > 0 && ended > k;
+        if (completes)
+            k = ended;
         if (!completes && i != t->op_count - 1)
             continue;
         bool whole = seg.op0 == 0 && i == t->op_count - 1;
         seg.op1 = whole ? 0 : i + 1;
         /* The buckets this segment completes were ready nowhere before.  A
          * bucket's interference depends on its size only: full or the last. */
-        for (int64_t b = k_seg; b < k; b++) {
-            int last = b == stage_buckets - 1;
-            if (by_size[last] < 0)
-                by_size[last] = interference_ns(sim, lane, b);
-            seg.interference += by_size[last];
+        int64_t full = k - k_seg - (k == stage_buckets && k > k_seg);
+        if (full > 0) {
+            if (by_size[0] < 0)
+                by_size[0] = interference_ns(sim, lane, k_seg);
+            seg.interference += full * by_size[0];
+        }
+        if (k == stage_buckets && k > k_seg) {
+            if (by_size[1] < 0)
+                by_size[1] = interference_ns(sim, lane, stage_buckets - 1);
+            seg.interference += by_size[1];
         }
         bd->segs[bd->num_segs++] = seg;
         k_seg = k;
