@@ -267,8 +267,8 @@ typedef struct dsi_bucket_costs {
  * as building it now gives it (phase_pipeline.c). */
 typedef struct dsi_sync_segment {
     int64_t dur, comp, wait;
-    int64_t interference; /* on the compute stream after it: the buckets it completes */
-    int32_t op0, op1;     /* operator range; op1 = 0: the whole part */
+    int64_t k_first, k_end; /* the buckets it completes: their interference follows it */
+    int32_t op0, op1;       /* operator range; op1 = 0: the whole part */
     uint8_t assumed;
 } dsi_sync_segment_t;
 
@@ -419,9 +419,15 @@ typedef struct dsi_sim_builder {
     int32_t part_end_stride;
     int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
     uint8_t phase;       /* the phase whose hook is building (stamped on its nodes) */
-    /* reuse: the segments of one split part on one lane, for run `segs_run` */
+    /* reuse (phase_pipeline.c), for run `segs_run`: the segments of split
+     * parts (part_segs[part] the first, -1 until needed; part_num_segs), and
+     * each lane's interference of a full and of the last bucket (-1) */
     dsi_sync_segment_t *segs;
-    int32_t num_segs, segs_cap, segs_lane, segs_part;
+    int32_t num_segs, segs_cap;
+    int32_t *part_segs, *part_num_segs;
+    int32_t part_segs_cap;
+    int64_t *lane_interference;
+    int32_t lane_interference_cap;
     uint64_t segs_run;
 
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */

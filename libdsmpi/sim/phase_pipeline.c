@@ -358,25 +358,51 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
 /* ---- durations of a kept graph (reuse.c) ------------------------------------------------------
  */
 
-/* sync_part's segmentation of `part` on `lane`, without building, into
- * builder.segs (kept for the run's other segments of the part). */
-static ds_status_t sync_segments(ds_sim_t *sim, int32_t lane, int32_t part)
+/* The per-run caches of the segments and interference below. */
+static ds_status_t segments_reset(ds_sim_t *sim)
 {
     dsi_sim_builder_t *bd = &sim->builder;
-    if (bd->segs_run == sim->reuse.run && bd->segs_lane == lane && bd->segs_part == part)
+    if (bd->segs_run == sim->reuse.run)
+        return DS_OK;
+    if (bd->part_segs_cap < sim->num_parts) {
+        DSI_TRY(dsi_realloc_array(&bd->part_segs, (size_t)sim->num_parts, sizeof(int32_t)));
+        DSI_TRY(dsi_realloc_array(&bd->part_num_segs, (size_t)sim->num_parts, sizeof(int32_t)));
+        bd->part_segs_cap = sim->num_parts;
+    }
+    if (bd->lane_interference_cap < sim->plan.num_lanes) {
+        DSI_TRY(dsi_realloc_array(&bd->lane_interference, (size_t)sim->plan.num_lanes * 2,
+                                  sizeof(*bd->lane_interference)));
+        bd->lane_interference_cap = sim->plan.num_lanes;
+    }
+    for (int32_t i = 0; i < sim->num_parts; i++)
+        bd->part_segs[i] = -1;
+    for (int32_t i = 0; i < 2 * sim->plan.num_lanes; i++)
+        bd->lane_interference[i] = -1;
+    bd->num_segs = 0;
+    bd->segs_run = sim->reuse.run;
+    return DS_OK;
+}
+
+/* sync_part's segmentation of `part` (of stage `p`), without building, into
+ * builder.segs: the same for every lane of the part's profile. */
+static ds_status_t sync_segments(ds_sim_t *sim, int p, int32_t part)
+{
+    dsi_sim_builder_t *bd = &sim->builder;
+    DSI_TRY(segments_reset(sim));
+    if (bd->part_segs[part] >= 0)
         return DS_OK;
     const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
-    if (bd->segs_cap < t->op_count) {
-        DSI_TRY(dsi_realloc_array(&bd->segs, (size_t)t->op_count, sizeof(*bd->segs)));
-        bd->segs_cap = t->op_count;
+    if (bd->segs_cap < bd->num_segs + t->op_count) {
+        int32_t cap = DSI_MAX(2 * bd->segs_cap, bd->num_segs + t->op_count);
+        DSI_TRY(dsi_realloc_array(&bd->segs, (size_t)cap, sizeof(*bd->segs)));
+        bd->segs_cap = cap;
     }
-    int p = sim->plan.lanes[lane].p, stage_buckets = sim->plan.num_buckets[p];
+    int stage_buckets = sim->plan.num_buckets[p];
     int64_t rev = sim->part_rev[part], params = sim->part_params[part];
     int64_t B = sim->plan.bucket, P = sim->plan.stage_params[p];
-    int64_t cum = 0, k = rev / B, k_seg = k;
-    dsi_sync_segment_t seg = {0};
-    int64_t by_size[2] = {-1, -1};
-    bd->num_segs = 0;
+    int64_t cum = 0, k = rev / B;
+    dsi_sync_segment_t seg = {.k_first = k};
+    bd->part_segs[part] = bd->num_segs;
     for (int32_t i = 0; i < t->op_count; i++) {
         int32_t o = t->op_first + i;
         seg.dur = dsi_ns_add(seg.dur, sim->op_dur[o]);
@@ -399,27 +425,33 @@ static ds_status_t sync_segments(ds_sim_t *sim, int32_t lane, int32_t part)
             continue;
         bool whole = seg.op0 == 0 && i == t->op_count - 1;
         seg.op1 = whole ? 0 : i + 1;
-        /* The buckets this segment completes were ready nowhere before.  A
-         * bucket's interference depends on its size only: full or the last. */
-        int64_t full = k - k_seg - (k == stage_buckets && k > k_seg);
-        if (full > 0) {
-            if (by_size[0] < 0)
-                by_size[0] = interference_ns(sim, lane, k_seg);
-            seg.interference += full * by_size[0];
-        }
-        if (k == stage_buckets && k > k_seg) {
-            if (by_size[1] < 0)
-                by_size[1] = interference_ns(sim, lane, stage_buckets - 1);
-            seg.interference += by_size[1];
-        }
+        seg.k_end = k; /* ready nowhere before: later than the last segment's */
         bd->segs[bd->num_segs++] = seg;
-        k_seg = k;
-        seg = (dsi_sync_segment_t){.op0 = i + 1};
+        seg = (dsi_sync_segment_t){.op0 = i + 1, .k_first = k};
     }
-    bd->segs_run = sim->reuse.run;
-    bd->segs_lane = lane;
-    bd->segs_part = part;
+    bd->part_num_segs[part] = bd->num_segs - bd->part_segs[part];
     return DS_OK;
+}
+
+/* What the buckets a segment completes cost `lane`'s compute stream: a
+ * bucket's interference depends on its size only, full or the last. */
+static int64_t segment_interference(ds_sim_t *sim, int32_t lane, const dsi_sync_segment_t *seg)
+{
+    int64_t stage_buckets = sim->plan.num_buckets[sim->plan.lanes[lane].p];
+    int64_t *by_size = sim->builder.lane_interference + (size_t)lane * 2;
+    bool last = seg->k_end == stage_buckets && seg->k_end > seg->k_first;
+    int64_t full = seg->k_end - seg->k_first - last, sum = 0;
+    if (full > 0) {
+        if (by_size[0] < 0)
+            by_size[0] = interference_ns(sim, lane, seg->k_first);
+        sum += full * by_size[0];
+    }
+    if (last) {
+        if (by_size[1] < 0)
+            by_size[1] = interference_ns(sim, lane, stage_buckets - 1);
+        sum += by_size[1];
+    }
+    return sum;
 }
 
 static bool is_interference(const dsi_graph_t *g, int32_t id, int32_t lane)
@@ -461,20 +493,23 @@ static ds_status_t pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     if (pn->sync) {
         /* Segments are matched by number: their operator ranges may move
          * (recompute adds operators), which changes no node's place. */
-        DSI_TRY(sync_segments(sim, lane, pfirst + pn->part0));
-        int32_t seg_id = interference ? id - 1 : id;
+        int32_t part = pfirst + pn->part0;
+        DSI_TRY(sync_segments(sim, l->p, part));
+        int32_t seg_id = interference ? id - 1 : id, count = sim->builder.part_num_segs[part];
         bool followed = is_interference(g, seg_id + 1, lane);
         int32_t next = seg_id + 1 + followed;
         bool has_next = next < g->n && g->kind[next] == DSI_N_BWD && g->owner[next] == lane &&
                         g->payload[next].pass.sync == pn->sync + 1;
-        *ok_p = pn->sync != DSI_SYNC_UNNUMBERED && pn->sync <= sim->builder.num_segs &&
-                (pn->sync < sim->builder.num_segs) == has_next && !(interference && fwd);
+        *ok_p = pn->sync != DSI_SYNC_UNNUMBERED && pn->sync <= count &&
+                (pn->sync < count) == has_next && !(interference && fwd);
         if (!*ok_p)
             return DS_OK;
-        const dsi_sync_segment_t *seg = &sim->builder.segs[pn->sync - 1];
-        *ok_p = (seg->interference > 0) == followed;
+        const dsi_sync_segment_t *seg =
+            &sim->builder.segs[sim->builder.part_segs[part] + pn->sync - 1];
+        int64_t x = segment_interference(sim, lane, seg);
+        *ok_p = (x > 0) == followed;
         if (*ok_p && interference) {
-            set_pass_costs(g, id, seg->interference, 0, 0, 0);
+            set_pass_costs(g, id, x, 0, 0, 0);
         } else if (*ok_p) {
             set_pass_costs(g, id, seg->dur, seg->comp, seg->wait, seg->assumed);
             g->payload[id].pass.op0 = (int16_t)seg->op0;

@@ -109,6 +109,9 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->builder.xfer_sides);
     dsi_free(sim->builder.xfer_flag);
     dsi_free(sim->builder.segs);
+    dsi_free(sim->builder.part_segs);
+    dsi_free(sim->builder.part_num_segs);
+    dsi_free(sim->builder.lane_interference);
     dsi_free(sim->reuse.node_source);
     dsi_free(sim->reuse.reps);
     dsi_graph_free(&sim->g);
