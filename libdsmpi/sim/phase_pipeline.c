@@ -478,8 +478,11 @@ static ds_status_t pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     const dsi_lane_t *l = &sim->plan.lanes[lane];
     const dsi_profile_t *pr = &sim->profiles[l->prof];
     bool fwd = g->kind[id] == DSI_N_FWD, interference = g->label[id] == DSI_L_GRAD_ALLREDUCE;
-    if (interference && (id == 0 || g->owner[id - 1] != lane || g->kind[id - 1] != DSI_N_BWD ||
-                         g->label[id - 1] != DSI_L_NONE)) {
+    /* Only the layer nodes this file builds: another label is a node it
+     * does not know how to price. */
+    if ((!interference && g->label[id] != DSI_L_NONE) ||
+        (interference && (id == 0 || g->owner[id - 1] != lane || g->kind[id - 1] != DSI_N_BWD ||
+                          g->label[id - 1] != DSI_L_NONE))) {
         *ok_p = false;
         return DS_OK;
     }
