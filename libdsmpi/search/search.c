@@ -233,6 +233,55 @@ static int by_bound(const void *x, const void *y)
     return (a->index > b->index) - (a->index < b->index);
 }
 
+/* The fields that change a simulation's costs but not its graph (the
+ * simulator's reuse key, libdsmpi/sim/reuse.c) cleared. */
+static ds_strategy_t graph_shape(const ds_strategy_t *s)
+{
+    ds_strategy_t shape;
+    memcpy(&shape, s, sizeof(shape));
+    shape.recompute = DS_RECOMPUTE_NONE;
+    shape.flash_attention = 0;
+    shape.fp8 = DS_FP8_OFF;
+    shape.dp_algo = s->dp_algo == DS_DP_PS ? DS_DP_PS : DS_DP_AUTO;
+    return shape;
+}
+
+typedef struct shape_entry {
+    ds_strategy_t shape;
+    bound_entry_t entry;
+} shape_entry_t;
+
+static int by_shape(const void *x, const void *y)
+{
+    const shape_entry_t *a = x, *b = y;
+    int c = memcmp(&a->shape, &b->shape, sizeof(a->shape));
+    if (c != 0)
+        return c;
+    return (a->entry.index > b->entry.index) - (a->entry.index < b->entry.index);
+}
+
+/* Exhaustive search: candidates that differ in costs only one after the
+ * other on one rank, each rank a contiguous run of them (it takes entries
+ * rank, rank + size, ...), so that the simulator keeps their graph.  The
+ * results do not depend on the order. */
+static ds_status_t order_by_shape(const ds_search_t *search, bound_entry_t *order, size_t n,
+                                  int size)
+{
+    shape_entry_t *sorted = NULL;
+    DSI_TRY(dsi_calloc(n ? n : 1, sizeof(*sorted), &sorted));
+    for (size_t i = 0; i < n; i++) {
+        sorted[i].shape = graph_shape(&search->cand[order[i].index].strategy);
+        sorted[i].entry = order[i];
+    }
+    qsort(sorted, n, sizeof(*sorted), by_shape);
+    size_t next = 0;
+    for (size_t r = 0; r < (size_t)size; r++)
+        for (size_t j = r; j < n; j += (size_t)size)
+            order[j] = sorted[next++].entry;
+    dsi_free(sorted);
+    return DS_OK;
+}
+
 /* Ranking order: time, then candidate index. */
 static int better(const ds_search_result_t *a, const ds_search_result_t *b)
 {
@@ -796,6 +845,8 @@ ds_status_t ds_search_run(ds_search_t *search, const ds_cost_table_t *costs, MPI
         order[i].index = (int64_t)i;
     }
     qsort(order, n, sizeof(*order), by_bound);
+    if (!search->opt.bound)
+        DSI_TRY_GOTO(order_by_shape(search, order, n, size), status, err_top);
 
     /* This rank's share, in bound order. */
     status = evaluate_share(search, costs, &so, order, done, dup, rank, size, &l);

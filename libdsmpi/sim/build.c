@@ -25,6 +25,12 @@ static const dsi_phase_t *const phases[] = {
 
 #define NUM_PHASES ((int)(sizeof(phases) / sizeof(phases[0])))
 
+const dsi_phase_t *const *dsi_sim_phases(int *count_p)
+{
+    *count_p = NUM_PHASES;
+    return phases;
+}
+
 /* ---- nodes and lanes ---------------------------------------------------------------------- */
 
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t)
@@ -116,6 +122,9 @@ static void reset_iteration_state(ds_sim_t *sim)
  * the walk calls only those a phase has, not every phase per action. */
 typedef struct iteration_hooks {
     const dsi_phase_t *before_pass[NUM_PHASES], *lane_action[NUM_PHASES], *after_action[NUM_PHASES];
+    /* each hook's phase: its index in `phases`, stamped on the nodes it builds */
+    uint8_t before_pass_phase[NUM_PHASES], lane_action_phase[NUM_PHASES],
+        after_action_phase[NUM_PHASES];
     int num_before_pass, num_lane_action, num_after_action;
 } iteration_hooks_t;
 
@@ -123,10 +132,14 @@ static ds_status_t lane_action(ds_sim_t *sim, const iteration_hooks_t *h, int it
                                const dsi_action_t *a)
 {
     if (a->type != DSI_ACT_COMM)
-        for (int i = 0; i < h->num_before_pass; i++)
+        for (int i = 0; i < h->num_before_pass; i++) {
+            sim->builder.phase = h->before_pass_phase[i];
             DSI_TRY(h->before_pass[i]->before_pass(sim, it, lane, a));
-    for (int i = 0; i < h->num_lane_action; i++)
+        }
+    for (int i = 0; i < h->num_lane_action; i++) {
+        sim->builder.phase = h->lane_action_phase[i];
         DSI_TRY(h->lane_action[i]->lane_action(sim, it, lane, a));
+    }
     return DS_OK;
 }
 
@@ -160,8 +173,10 @@ static ds_status_t walk_action_major(ds_sim_t *sim, const iteration_hooks_t *h, 
         }
         if (shared == NULL || shared->type == DSI_ACT_COMM)
             continue;
-        for (int i = 0; i < h->num_after_action; i++)
+        for (int i = 0; i < h->num_after_action; i++) {
+            sim->builder.phase = h->after_action_phase[i];
             DSI_TRY(h->after_action[i]->after_action(sim, it, shared));
+        }
     }
     return DS_OK;
 }
@@ -169,6 +184,7 @@ static ds_status_t walk_action_major(ds_sim_t *sim, const iteration_hooks_t *h, 
 static ds_status_t build_iteration(ds_sim_t *sim, int it)
 {
     const dsi_phase_t *active[NUM_PHASES];
+    uint8_t active_phase[NUM_PHASES];
     int num_active = 0;
     iteration_hooks_t h = {.num_before_pass = 0};
     sim->builder.split_parts = false;
@@ -176,13 +192,20 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
         const dsi_phase_t *ph = phases[i];
         if (!ph->applies(sim))
             continue;
+        active_phase[num_active] = (uint8_t)i;
         active[num_active++] = ph;
-        if (ph->before_pass != NULL)
+        if (ph->before_pass != NULL) {
+            h.before_pass_phase[h.num_before_pass] = (uint8_t)i;
             h.before_pass[h.num_before_pass++] = ph;
-        if (ph->lane_action != NULL)
+        }
+        if (ph->lane_action != NULL) {
+            h.lane_action_phase[h.num_lane_action] = (uint8_t)i;
             h.lane_action[h.num_lane_action++] = ph;
-        if (ph->after_action != NULL)
+        }
+        if (ph->after_action != NULL) {
+            h.after_action_phase[h.num_after_action] = (uint8_t)i;
             h.after_action[h.num_after_action++] = ph;
+        }
         sim->builder.split_parts |= ph->needs_parts;
     }
     reset_iteration_state(sim);
@@ -190,9 +213,12 @@ static ds_status_t build_iteration(ds_sim_t *sim, int it)
         DSI_TRY(walk_action_major(sim, &h, it));
     else
         DSI_TRY(walk_lane_major(sim, &h, it));
-    for (int i = 0; i < num_active; i++)
-        if (active[i]->at_end != NULL)
-            DSI_TRY(active[i]->at_end(sim, it));
+    for (int i = 0; i < num_active; i++) {
+        if (active[i]->at_end == NULL)
+            continue;
+        sim->builder.phase = active_phase[i];
+        DSI_TRY(active[i]->at_end(sim, it));
+    }
     return DS_OK;
 }
 
@@ -322,6 +348,10 @@ ds_status_t dsi_sim_build(ds_sim_t *sim)
     DSI_TRY(setup_programs(sim));
     DSI_TRY(setup_buckets(sim));
     DSI_TRY(setup_state(sim));
+    bool reused;
+    DSI_TRY(dsi_sim_reprice(sim, &reused));
+    if (reused)
+        return DS_OK;
     DSI_TRY(dsi_graph_reset(&sim->g));
     for (int it = 1; it <= 2; it++)
         DSI_TRY(build_iteration(sim, it));

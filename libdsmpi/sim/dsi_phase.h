@@ -30,7 +30,29 @@ typedef struct dsi_phase {
     ds_status_t (*after_action)(ds_sim_t *sim, int it, const dsi_action_t *a);
     /* After every program has been walked. */
     ds_status_t (*at_end)(ds_sim_t *sim, int it);
+    /* Reuse (reuse.c): sets the duration of node `id`, which this phase
+     * built in the previous run, from this run's costs (and its compute
+     * part, wait and assumed flag where the phase sets them), as building it
+     * now would.  *ok_p = false where building now would give another node
+     * (a cost decided its existence or its split): the graph is rebuilt.
+     * NULL: a graph holding nodes of this phase is always rebuilt. */
+    ds_status_t (*reprice)(ds_sim_t *sim, int32_t id, bool *ok_p);
+    /* Reuse: a key (not 0) shared by nodes whose reprice always gives the
+     * same duration, compute part, wait and flag, and whose checks are the
+     * same in runs of one structure key; 0: the node on its own (one whose
+     * check depends on costs).  From the node's identity and the plan only:
+     * it is asked once per kept graph, before any reprice, and later runs
+     * reprice the first node of each key and copy it to the others.  NULL:
+     * every node on its own. */
+    uint64_t (*source)(const ds_sim_t *sim, int32_t id);
 } dsi_phase_t;
+
+/* A source key: `tag` (1..15) and fields packed from bit 4 up, each below
+ * 2^bits (the caller's widths add up to at most 60). */
+static inline bool dsi_source_fits(int64_t field, int bits)
+{
+    return field >= 0 && field >> bits == 0;
+}
 
 /* phase_pipeline.c: layer passes and point-to-point transfers */
 extern const dsi_phase_t dsi_phase_pipeline;
@@ -60,6 +82,7 @@ static inline ds_status_t dsi_build_node(ds_sim_t *sim, dsi_node_kind_t kind, in
     int32_t id = dsi_graph_add(&sim->g, kind, it, owner, dur);
     if (id < 0)
         return DS_ERR_NO_MEMORY;
+    sim->g.phase[id] = sim->builder.phase;
     *id_p = id;
     return DS_OK;
 }
@@ -100,6 +123,9 @@ ds_status_t dsi_lanes_wait_dp(ds_sim_t *sim, int it);
 ds_status_t dsi_dp_cost(ds_sim_t *sim, int32_t group, ds_comm_op_t op, ds_dtype_t dtype,
                         int64_t params, int64_t *ns_p, int *assumed_p);
 
+/* The table of phases (build.c), in order. */
+const dsi_phase_t *const *dsi_sim_phases(int *count_p);
+
 /* place.c: placement classes (columns, DP instances) and lanes */
 ds_status_t dsi_sim_setup_placement(ds_sim_t *sim);
 ds_status_t dsi_sim_setup_lanes(ds_sim_t *sim);
@@ -108,6 +134,12 @@ static inline void dsi_node_set_assumed(ds_sim_t *sim, int32_t id, int assumed)
 {
     if (assumed)
         sim->g.flags[id] |= DSI_NODE_ASSUMED;
+}
+
+/* Reuse: the flag as this run's costs set it. */
+static inline void dsi_node_reset_assumed(dsi_graph_t *g, int32_t id, int assumed)
+{
+    g->flags[id] = (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | (assumed ? DSI_NODE_ASSUMED : 0));
 }
 
 /* `dur` with its compute part `comp` run `factor` times slower. */

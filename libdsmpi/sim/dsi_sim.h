@@ -38,11 +38,16 @@ typedef struct dsi_pass_node { /* DSI_N_FWD, DSI_N_BWD */
     int16_t part0;    /* first part (layer) of the node in its chunk pass */
     int16_t nparts;   /* parts it covers; 0: bucket interference after part0 */
     int16_t op0, op1; /* operator range of a split single-part node; op1 = 0: whole */
+    uint8_t sync;     /* of a pass split where gradient buckets complete: the segment's number
+                         in its part (from 1, DSI_SYNC_UNNUMBERED beyond), else 0 */
 } dsi_pass_node_t;
+
+#define DSI_SYNC_UNNUMBERED 255
 
 typedef struct dsi_xfer_node { /* DSI_N_XFER */
     int32_t seq;               /* the channel's seq-th transfer of the iteration */
     int16_t channel;           /* 0 forward (activations to the next stage), 1 backward */
+    uint8_t view[2];           /* how the first and the second side see it: its cost */
 } dsi_xfer_node_t;
 
 typedef struct dsi_bucket_node { /* DSI_N_DP: gradient and parameter buckets */
@@ -75,6 +80,7 @@ typedef struct dsi_graph {
     int32_t *owner;              /* lane (FWD, BWD, OPT, TP, XFER: sender), DP instance, column */
     dsi_node_payload_t *payload; /* by kind; zero where the kind has none */
     uint8_t *label;              /* DP/COL/TP labels: index into dsi_node_labels */
+    uint8_t *phase;              /* the phase that built it: index into build.c's table */
     /* edges, appended in any order */
     int64_t ne, ecap;
     int32_t *efrom, *eto;
@@ -92,7 +98,7 @@ typedef struct dsi_graph {
         int32_t n, cap;
         int64_t ne, ecap;
         int32_t *efrom, *eto, *owner;
-        uint8_t *kind, *iter, *label;
+        uint8_t *kind, *iter, *label, *phase;
         dsi_node_payload_t *payload;
     } last;
     uint64_t generation; /* of the structure kept in `last`: changes with it */
@@ -119,6 +125,7 @@ static inline int32_t dsi_graph_add(dsi_graph_t *g, dsi_node_kind_t kind, int it
     g->owner[id] = owner;
     memset(&g->payload[id], 0, sizeof(g->payload[id]));
     g->label[id] = 0;
+    g->phase[id] = 0;
     return id;
 }
 ds_status_t dsi_graph_grow_edges(dsi_graph_t *g);
@@ -263,6 +270,15 @@ typedef struct dsi_bucket_costs {
     uint8_t assumed[2][2];
 } dsi_bucket_costs_t;
 
+/* Reuse: a segment of a backward part split where gradient buckets complete,
+ * as building it now gives it (phase_pipeline.c). */
+typedef struct dsi_sync_segment {
+    int64_t dur, comp, wait;
+    int64_t k_first, k_end; /* the buckets it completes: their interference follows it */
+    int32_t op0, op1;       /* operator range; op1 = 0: the whole part */
+    uint8_t assumed;
+} dsi_sync_segment_t;
+
 /* Where a lane's compute stream stands while the builder walks its program. */
 typedef struct dsi_lane_cursor {
     int32_t last;  /* the last node on the stream, -1 */
@@ -311,6 +327,38 @@ typedef struct dsi_column {
 } dsi_column_t;
 
 /* ---- the simulator ------------------------------------------------------------------------ */
+
+/* What a graph's structure is built from, besides costs: runs with equal
+ * keys build the same nodes and edges unless a cost decides a node (which
+ * the phases' reprice hooks check).  Durations-only strategy fields
+ * (recompute, flash, fp8, the DP algorithm but a parameter server) are
+ * cleared.  Compared with memcmp: zeroed before it is filled. */
+typedef struct dsi_reuse_key {
+    const ds_model_t *model;
+    ds_model_info_t info; /* another model may come at the same address */
+    const ds_cost_table_t *costs;
+    ds_strategy_t s;
+    ds_cluster_t cluster;
+    ds_sim_options_t opt;
+    int64_t m, zero3_prefetch;
+    int32_t unbatched_p2p, sp, dtype;
+    int32_t cp, cp_comm; /* the strategy as given: s is folded to dp x cp */
+    uint32_t phases;     /* the phases that apply, a bit each */
+} dsi_reuse_key_t;
+
+/* The graph of the last run, kept for the next run with an equal key. */
+typedef struct dsi_sim_reuse {
+    dsi_reuse_key_t key;
+    bool valid;                /* the graph, its order and key are those of a successful run */
+    bool armed;                /* this run may be kept: reuse is on for it */
+    int64_t repriced, rebuilt; /* runs, for tests and measurements */
+    uint64_t run;              /* runs that tried, numbering this run's caches */
+    /* Nodes that reprice alike (dsi_phase_t.source), for the kept graph:
+     * node_source[node] (-1: none), reps[source] the node repriced for it. */
+    bool sources_valid;
+    int32_t *node_source, *reps;
+    int32_t num_sources, sources_cap;
+} dsi_sim_reuse_t;
 
 typedef struct dsi_sim_estimate_cache dsi_sim_estimate_cache_t;
 
@@ -379,6 +427,17 @@ typedef struct dsi_sim_builder {
     int32_t *part_end;  /* split_parts: [lane][part in pass order] last node of the current pass */
     int32_t part_end_stride;
     int32_t *pass_start; /* [lane]: the lane's state before its current pass (before_pass) */
+    uint8_t phase;       /* the phase whose hook is building (stamped on its nodes) */
+    /* reuse (phase_pipeline.c), for run `segs_run`: the segments of split
+     * parts (part_segs[part] the first, -1 until needed; part_num_segs), and
+     * each lane's interference of a full and of the last bucket (-1) */
+    dsi_sync_segment_t *segs;
+    int32_t num_segs, segs_cap;
+    int32_t *part_segs, *part_num_segs;
+    int32_t part_segs_cap;
+    int64_t *lane_interference;
+    int32_t lane_interference_cap;
+    uint64_t segs_run;
 
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
     int32_t *xfer;
@@ -411,7 +470,8 @@ typedef struct dsi_sim_results {
     uint64_t *hash_prefix;
     int32_t hash_prefix_cap;
     uint64_t hash_prefix_generation; /* 0: none */
-    bool hashed;                     /* summary.timeline_hash is computed */
+    bool reused; /* the graph was the previous run's, its durations set anew (reuse.c) */
+    bool hashed; /* summary.timeline_hash is computed */
 } dsi_sim_results_t;
 
 struct ds_sim {
@@ -459,6 +519,7 @@ struct ds_sim {
     dsi_sim_builder_t builder;
     dsi_graph_t g;
     dsi_sim_results_t results;
+    dsi_sim_reuse_t reuse;
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
 };
@@ -483,6 +544,12 @@ ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr);
 
 /* build.c: the graph of two iterations, phase by phase (dsi_phase.h) */
 ds_status_t dsi_sim_build(ds_sim_t *sim);
+
+/* reuse.c: the previous run's graph with this run's durations, when its
+ * structure is this run's (*reused_p); otherwise nothing changed. */
+ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p);
+/* After a successful evaluation: keeps the key of the graph for the next run. */
+void dsi_sim_reuse_note(ds_sim_t *sim);
 /* A representative global rank of the lane. */
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t);
 

@@ -52,6 +52,7 @@ ds_status_t dsi_graph_grow_nodes(dsi_graph_t *g)
     DSI_TRY(dsi_realloc_array(&g->owner, n, sizeof(*g->owner)));
     DSI_TRY(dsi_realloc_array(&g->payload, n, sizeof(*g->payload)));
     DSI_TRY(dsi_realloc_array(&g->label, n, sizeof(*g->label)));
+    DSI_TRY(dsi_realloc_array(&g->phase, n, sizeof(*g->phase)));
     g->cap = (int32_t)cap;
     return DS_OK;
 }
@@ -88,6 +89,7 @@ void dsi_graph_free(dsi_graph_t *g)
     dsi_free(g->owner);
     dsi_free(g->payload);
     dsi_free(g->label);
+    dsi_free(g->phase);
     dsi_free(g->efrom);
     dsi_free(g->eto);
     dsi_free(g->off);
@@ -100,6 +102,7 @@ void dsi_graph_free(dsi_graph_t *g)
     dsi_free(g->last.kind);
     dsi_free(g->last.iter);
     dsi_free(g->last.label);
+    dsi_free(g->last.phase);
     dsi_free(g->last.payload);
     memset(g, 0, sizeof(*g));
 }
@@ -167,6 +170,7 @@ static bool same_structure(const dsi_graph_t *g)
            memcmp(g->last.iter, g->iter, n * sizeof(*g->iter)) == 0 &&
            memcmp(g->last.owner, g->owner, n * sizeof(*g->owner)) == 0 &&
            memcmp(g->last.label, g->label, n * sizeof(*g->label)) == 0 &&
+           memcmp(g->last.phase, g->phase, n * sizeof(*g->phase)) == 0 &&
            memcmp(g->last.payload, g->payload, n * sizeof(*g->payload)) == 0 &&
            memcmp(g->last.efrom, g->efrom, ne * sizeof(*g->efrom)) == 0 &&
            memcmp(g->last.eto, g->eto, ne * sizeof(*g->eto)) == 0;
@@ -188,6 +192,7 @@ ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled)
         DSI_TRY(dsi_realloc_array(&g->last.iter, n, sizeof(*g->iter)));
         DSI_TRY(dsi_realloc_array(&g->last.owner, n, sizeof(*g->owner)));
         DSI_TRY(dsi_realloc_array(&g->last.label, n, sizeof(*g->label)));
+        DSI_TRY(dsi_realloc_array(&g->last.phase, n, sizeof(*g->phase)));
         DSI_TRY(dsi_realloc_array(&g->last.payload, n, sizeof(*g->payload)));
         g->last.cap = g->n;
     }
@@ -200,6 +205,7 @@ ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled)
     memcpy(g->last.iter, g->iter, n * sizeof(*g->iter));
     memcpy(g->last.owner, g->owner, n * sizeof(*g->owner));
     memcpy(g->last.label, g->label, n * sizeof(*g->label));
+    memcpy(g->last.phase, g->phase, n * sizeof(*g->phase));
     memcpy(g->last.payload, g->payload, n * sizeof(*g->payload));
     memcpy(g->last.efrom, g->efrom, ne * sizeof(*g->efrom));
     memcpy(g->last.eto, g->eto, ne * sizeof(*g->eto));

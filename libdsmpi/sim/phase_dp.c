@@ -26,6 +26,47 @@ static ds_status_t bucket_cost(ds_sim_t *sim, int32_t group, int which, ds_comm_
     return DS_OK;
 }
 
+/* Reuse: a gradient or parameter bucket of the kept graph.  Its label is
+ * the one these phases give it now (the strategy's reduction). */
+static ds_status_t bucket_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+{
+    const ds_strategy_t *s = &sim->s;
+    dsi_graph_t *g = &sim->g;
+    bool ps = s->dp_algo == DS_DP_PS;
+    uint8_t grad = ps ? DSI_L_PS_PUSH : s->zero == 0 ? DSI_L_GRAD_ALLREDUCE : DSI_L_GRAD_RS;
+    uint8_t param = ps ? DSI_L_PS_PULL : DSI_L_PARAM_AG;
+    int32_t group = g->owner[id];
+    int64_t k = g->payload[id].bucket.bucket;
+    *ok_p = g->kind[id] == DSI_N_DP && (g->label[id] == grad || g->label[id] == param) &&
+            group < sim->plan.num_dpgroups &&
+            k < sim->plan.num_buckets[sim->plan.dpgroups[group].p];
+    if (!*ok_p)
+        return DS_OK;
+    int64_t ns;
+    int assumed;
+    if (g->label[id] == grad)
+        DSI_TRY(bucket_cost(sim, group, 0, dsi_grad_reduce_op(s), s->grad_reduce_dtype, k, &ns,
+                            &assumed));
+    else
+        DSI_TRY(bucket_cost(sim, group, 1, ps ? DS_COMM_PS_PULL : DS_COMM_ALLGATHER, sim->ctx.dtype,
+                            k, &ns, &assumed));
+    g->dur[id] = ns;
+    dsi_node_reset_assumed(g, id, assumed);
+    return DS_OK;
+}
+
+/* A group's buckets of one label: alike but the last (smaller). */
+static uint64_t bucket_source(const ds_sim_t *sim, int32_t id)
+{
+    const dsi_graph_t *g = &sim->g;
+    int32_t group = g->owner[id];
+    int p = sim->plan.dpgroups[group].p;
+    bool last = g->payload[id].bucket.bucket == sim->plan.num_buckets[p] - 1;
+    if (!dsi_source_fits(group, 32))
+        return 0;
+    return 1u | (uint64_t)group << 4 | (uint64_t)g->label[id] << 36 | (uint64_t)last << 44;
+}
+
 /* Gradient reduction of round `round` on every DP instance: buckets in
  * order on the group's stream, each after its readiness on every member
  * lane.  `lanes_wait`: the lanes block until their groups finished. */
@@ -96,6 +137,8 @@ const dsi_phase_t dsi_phase_dp_gradients = {
     .name = "data-parallel gradients",
     .applies = dp_gradients_apply,
     .at_end = dp_gradients_at_end,
+    .reprice = bucket_reprice,
+    .source = bucket_source,
 };
 
 /* ---- ZeRO-2: gradients reduced after every backward (pp = 1) ------------------------------ */
@@ -125,6 +168,8 @@ const dsi_phase_t dsi_phase_zero2 = {
     .applies = zero2_applies,
     .after_action = zero2_after_action,
     .at_end = dsi_lanes_wait_dp, /* the optimizer waits for the group streams */
+    .reprice = bucket_reprice,
+    .source = bucket_source,
 };
 
 /* ---- parameters after the optimizer (ZeRO-1/2, parameter server) -------------------------- */
@@ -175,4 +220,6 @@ const dsi_phase_t dsi_phase_dp_parameters = {
     .name = "data-parallel parameters",
     .applies = dp_parameters_apply,
     .at_end = dp_parameters_at_end,
+    .reprice = bucket_reprice,
+    .source = bucket_source,
 };

@@ -93,8 +93,8 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
     dsi_graph_t *g = &sim->g;
     g->comp[id] = dsi_scaled(comp, comp, l->factor);
     g->wait[id] = wait;
-    g->payload[id].pass = (dsi_pass_node_t){pc->a->mb,       pc->a->chunk, (int16_t)part0,
-                                            (int16_t)nparts, (int16_t)op0, (int16_t)op1};
+    g->payload[id].pass = (dsi_pass_node_t){
+        pc->a->mb, pc->a->chunk, (int16_t)part0, (int16_t)nparts, (int16_t)op0, (int16_t)op1, 0};
     dsi_node_set_assumed(sim, id, assumed);
     *id_p = id;
     return DS_OK;
@@ -137,7 +137,7 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
     int32_t *ready = sim->builder.ready +
                      ((size_t)pc->lane * sim->plan.rounds + pc->round) * sim->plan.max_buckets;
     int64_t cum = 0, seg_dur = 0, seg_comp = 0, seg_wait = 0;
-    int seg_assumed = 0, seg_first = 0;
+    int seg_assumed = 0, seg_first = 0, seg_no = 0;
     /* Next bucket to complete inside this part. */
     int64_t k = rev / B;
     for (int32_t i = 0; i < t->op_count; i++) {
@@ -162,6 +162,8 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
         bool whole = seg_first == 0 && i == t->op_count - 1;
         DSI_TRY(layer_node(sim, pc, seg_dur, seg_comp, seg_wait, seg_assumed, index, 1,
                            whole ? 0 : seg_first, whole ? 0 : i + 1, &id));
+        seg_no++;
+        sim->g.payload[id].pass.sync = (uint8_t)DSI_MIN(seg_no, DSI_SYNC_UNNUMBERED);
         int64_t interference = 0;
         for (int64_t b = rev / B; b < k; b++)
             if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos) {
@@ -331,12 +333,13 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         int32_t x = sim->builder.xfer[slot];
         if (x < 0) {
             DSI_TRY(dsi_build_node(sim, DSI_N_XFER, it, chan_lane, 0, &x));
-            sim->g.payload[x].xfer = (dsi_xfer_node_t){seq, (int16_t)ch};
+            sim->g.payload[x].xfer = (dsi_xfer_node_t){seq, (int16_t)ch, {view, 0}};
             sim->builder.xfer[slot] = x;
             sim->builder.xfer_sides[slot] = 1;
             sim->builder.xfer_flag[slot] = view;
         } else {
             sim->builder.xfer_sides[slot]++;
+            sim->g.payload[x].xfer.view[1] = view;
             int64_t c1, c2;
             int a1, a2;
             DSI_TRY(channel_cost(sim, chan_lane, ch, sim->builder.xfer_flag[slot], &c1, &a1));
@@ -350,6 +353,225 @@ static ds_status_t build_comm(ds_sim_t *sim, int it, int32_t lane, const dsi_act
     cursor->npend = npend;
     memcpy(cursor->pend, pend, (size_t)npend * sizeof(*pend));
     return DS_OK;
+}
+
+/* ---- durations of a kept graph (reuse.c) ------------------------------------------------------
+ */
+
+/* The per-run caches of the segments and interference below. */
+static ds_status_t segments_reset(ds_sim_t *sim)
+{
+    dsi_sim_builder_t *bd = &sim->builder;
+    if (bd->segs_run == sim->reuse.run)
+        return DS_OK;
+    if (bd->part_segs_cap < sim->num_parts) {
+        DSI_TRY(dsi_realloc_array(&bd->part_segs, (size_t)sim->num_parts, sizeof(int32_t)));
+        DSI_TRY(dsi_realloc_array(&bd->part_num_segs, (size_t)sim->num_parts, sizeof(int32_t)));
+        bd->part_segs_cap = sim->num_parts;
+    }
+    if (bd->lane_interference_cap < sim->plan.num_lanes) {
+        DSI_TRY(dsi_realloc_array(&bd->lane_interference, (size_t)sim->plan.num_lanes * 2,
+                                  sizeof(*bd->lane_interference)));
+        bd->lane_interference_cap = sim->plan.num_lanes;
+    }
+    for (int32_t i = 0; i < sim->num_parts; i++)
+        bd->part_segs[i] = -1;
+    for (int32_t i = 0; i < 2 * sim->plan.num_lanes; i++)
+        bd->lane_interference[i] = -1;
+    bd->num_segs = 0;
+    bd->segs_run = sim->reuse.run;
+    return DS_OK;
+}
+
+/* sync_part's segmentation of `part` (of stage `p`), without building, into
+ * builder.segs: the same for every lane of the part's profile. */
+static ds_status_t sync_segments(ds_sim_t *sim, int p, int32_t part)
+{
+    dsi_sim_builder_t *bd = &sim->builder;
+    DSI_TRY(segments_reset(sim));
+    if (bd->part_segs[part] >= 0)
+        return DS_OK;
+    const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
+    if (bd->segs_cap < bd->num_segs + t->op_count) {
+        int32_t cap = DSI_MAX(2 * bd->segs_cap, bd->num_segs + t->op_count);
+        DSI_TRY(dsi_realloc_array(&bd->segs, (size_t)cap, sizeof(*bd->segs)));
+        bd->segs_cap = cap;
+    }
+    int stage_buckets = sim->plan.num_buckets[p];
+    int64_t rev = sim->part_rev[part], params = sim->part_params[part];
+    int64_t B = sim->plan.bucket, P = sim->plan.stage_params[p];
+    int64_t cum = 0, k = rev / B;
+    dsi_sync_segment_t seg = {.k_first = k};
+    bd->part_segs[part] = bd->num_segs;
+    for (int32_t i = 0; i < t->op_count; i++) {
+        int32_t o = t->op_first + i;
+        seg.dur = dsi_ns_add(seg.dur, sim->op_dur[o]);
+        seg.wait = dsi_ns_add(seg.wait, sim->op_wait[o]);
+        if (!sim->op_comm[o])
+            seg.comp = dsi_ns_add(seg.comp, sim->op_dur[o]);
+        seg.assumed |= sim->op_assumed[o];
+        cum = DSI_MIN(cum + sim->op_grad[o], params);
+        if (i == t->op_count - 1)
+            cum = params;
+        /* sync_part's bucket loop in one step: bucket j ends at
+         * min((j + 1) B, P), so every bucket below pos / B has ended, and
+         * every one once P has. */
+        int64_t pos = rev + cum;
+        int64_t ended = P <= pos ? stage_buckets : DSI_MIN((int64_t)stage_buckets, pos / B);
+        bool completes = params > 0 && ended > k;
+        if (completes)
+            k = ended;
+        if (!completes && i != t->op_count - 1)
+            continue;
+        bool whole = seg.op0 == 0 && i == t->op_count - 1;
+        seg.op1 = whole ? 0 : i + 1;
+        seg.k_end = k; /* ready nowhere before: later than the last segment's */
+        bd->segs[bd->num_segs++] = seg;
+        seg = (dsi_sync_segment_t){.op0 = i + 1, .k_first = k};
+    }
+    bd->part_num_segs[part] = bd->num_segs - bd->part_segs[part];
+    return DS_OK;
+}
+
+/* What the buckets a segment completes cost `lane`'s compute stream: a
+ * bucket's interference depends on its size only, full or the last. */
+static int64_t segment_interference(ds_sim_t *sim, int32_t lane, const dsi_sync_segment_t *seg)
+{
+    int64_t stage_buckets = sim->plan.num_buckets[sim->plan.lanes[lane].p];
+    int64_t *by_size = sim->builder.lane_interference + (size_t)lane * 2;
+    bool last = seg->k_end == stage_buckets && seg->k_end > seg->k_first;
+    int64_t full = seg->k_end - seg->k_first - last, sum = 0;
+    if (full > 0) {
+        if (by_size[0] < 0)
+            by_size[0] = interference_ns(sim, lane, seg->k_first);
+        sum += full * by_size[0];
+    }
+    if (last) {
+        if (by_size[1] < 0)
+            by_size[1] = interference_ns(sim, lane, stage_buckets - 1);
+        sum += by_size[1];
+    }
+    return sum;
+}
+
+static bool is_interference(const dsi_graph_t *g, int32_t id, int32_t lane)
+{
+    return id < g->n && g->kind[id] == DSI_N_BWD && g->label[id] == DSI_L_GRAD_ALLREDUCE &&
+           g->owner[id] == lane;
+}
+
+static void set_pass_costs(dsi_graph_t *g, int32_t id, int64_t dur, int64_t comp, int64_t wait,
+                           int assumed)
+{
+    g->dur[id] = dur;
+    g->comp[id] = comp;
+    g->wait[id] = wait;
+    dsi_node_reset_assumed(g, id, assumed);
+}
+
+/* A layer node (fused chunk pass, part, or segment of a split part) or the
+ * interference after a segment, with factor 1 (symmetric mode). */
+static ds_status_t pass_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    int32_t lane = g->owner[id];
+    const dsi_lane_t *l = &sim->plan.lanes[lane];
+    const dsi_profile_t *pr = &sim->profiles[l->prof];
+    bool fwd = g->kind[id] == DSI_N_FWD, interference = g->label[id] == DSI_L_GRAD_ALLREDUCE;
+    /* Only the layer nodes this file builds: another label is a node it
+     * does not know how to price. */
+    if ((!interference && g->label[id] != DSI_L_NONE) ||
+        (interference && (id == 0 || g->owner[id - 1] != lane || g->kind[id - 1] != DSI_N_BWD ||
+                          g->label[id - 1] != DSI_L_NONE))) {
+        *ok_p = false;
+        return DS_OK;
+    }
+    /* The interference node follows the segment that completed its buckets. */
+    const dsi_pass_node_t *pn = &g->payload[interference ? id - 1 : id].pass;
+    int c = pn->chunk, pass = fwd ? 0 : 1;
+    int32_t pfirst = pr->part_first[c], pcount = pr->part_first[c + 1] - pfirst;
+    *ok_p = l->factor == 1.0 && pn->part0 < pcount && (pn->nparts == 1 || pn->nparts == pcount);
+    if (!*ok_p)
+        return DS_OK;
+    if (pn->sync) {
+        /* Segments are matched by number: their operator ranges may move
+         * (recompute adds operators), which changes no node's place. */
+        int32_t part = pfirst + pn->part0;
+        DSI_TRY(sync_segments(sim, l->p, part));
+        int32_t seg_id = interference ? id - 1 : id, count = sim->builder.part_num_segs[part];
+        bool followed = is_interference(g, seg_id + 1, lane);
+        int32_t next = seg_id + 1 + followed;
+        bool has_next = next < g->n && g->kind[next] == DSI_N_BWD && g->owner[next] == lane &&
+                        g->payload[next].pass.sync == pn->sync + 1;
+        *ok_p = pn->sync != DSI_SYNC_UNNUMBERED && pn->sync <= count &&
+                (pn->sync < count) == has_next && !(interference && fwd);
+        if (!*ok_p)
+            return DS_OK;
+        const dsi_sync_segment_t *seg =
+            &sim->builder.segs[sim->builder.part_segs[part] + pn->sync - 1];
+        int64_t x = segment_interference(sim, lane, seg);
+        *ok_p = (x > 0) == followed;
+        if (*ok_p && interference) {
+            set_pass_costs(g, id, x, 0, 0, 0);
+        } else if (*ok_p) {
+            set_pass_costs(g, id, seg->dur, seg->comp, seg->wait, seg->assumed);
+            g->payload[id].pass.op0 = (int16_t)seg->op0;
+            g->payload[id].pass.op1 = (int16_t)seg->op1;
+        }
+    } else if (interference || pn->op1 != 0) {
+        *ok_p = false; /* only split passes have segments */
+    } else if (pn->nparts == pcount && pcount > 1) {
+        set_pass_costs(g, id, pr->fused_dur[c * 2 + pass], pr->fused_comp[c * 2 + pass],
+                       pr->fused_wait[c * 2 + pass], pr->fused_assumed[c * 2 + pass]);
+    } else {
+        int32_t part = pfirst + pn->part0;
+        const dsi_template_t *t = &sim->templates[fwd ? sim->part_tf[part] : sim->part_tb[part]];
+        set_pass_costs(g, id, t->dur, t->comp, t->wait, t->assumed);
+    }
+    return DS_OK;
+}
+
+static ds_status_t pipeline_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    *ok_p = true;
+    switch ((dsi_node_kind_t)g->kind[id]) {
+    case DSI_N_FWD:
+    case DSI_N_BWD: return pass_reprice(sim, id, ok_p);
+    case DSI_N_XFER: {
+        const dsi_xfer_node_t *x = &g->payload[id].xfer;
+        int64_t c1, c2;
+        int a1, a2;
+        DSI_TRY(channel_cost(sim, g->owner[id], x->channel, x->view[0], &c1, &a1));
+        DSI_TRY(channel_cost(sim, g->owner[id], x->channel, x->view[1], &c2, &a2));
+        g->dur[id] = DSI_MAX(c1, c2);
+        dsi_node_reset_assumed(g, id, a1 | a2);
+        return DS_OK;
+    }
+    default: *ok_p = false; return DS_OK;
+    }
+}
+
+/* Layer nodes of one profile, chunk, pass and parts reprice alike (split
+ * segments and their interference each on their own: their check depends
+ * on costs), and so do a lane's transfers of one channel and views. */
+static uint64_t pipeline_source(const ds_sim_t *sim, int32_t id)
+{
+    const dsi_graph_t *g = &sim->g;
+    if (g->kind[id] == DSI_N_XFER) {
+        const dsi_xfer_node_t *x = &g->payload[id].xfer;
+        if (!dsi_source_fits(g->owner[id], 32) || x->view[0] >= 16 || x->view[1] >= 16)
+            return 0;
+        return 1u | (uint64_t)g->owner[id] << 4 | (uint64_t)(x->channel & 1) << 36 |
+               (uint64_t)x->view[0] << 37 | (uint64_t)x->view[1] << 41;
+    }
+    const dsi_pass_node_t *pn = &g->payload[id].pass;
+    int32_t prof = sim->plan.lanes[g->owner[id]].prof;
+    if (pn->sync || pn->op1 != 0 || g->label[id] != DSI_L_NONE || !dsi_source_fits(prof, 15) ||
+        !dsi_source_fits(pn->chunk, 12) || pn->part0 < 0 || pn->nparts < 0)
+        return 0;
+    return 2u | (uint64_t)(g->kind[id] == DSI_N_FWD) << 4 | (uint64_t)prof << 5 |
+           (uint64_t)pn->chunk << 20 | (uint64_t)pn->part0 << 32 | (uint64_t)pn->nparts << 48;
 }
 
 /* ---- the phase ------------------------------------------------------------------------------ */
@@ -385,4 +607,6 @@ const dsi_phase_t dsi_phase_pipeline = {
     .applies = pipeline_applies,
     .lane_action = pipeline_lane_action,
     .at_end = pipeline_at_end,
+    .reprice = pipeline_reprice,
+    .source = pipeline_source,
 };

@@ -84,6 +84,41 @@ static ds_status_t zero3_after_action(ds_sim_t *sim, int it, const dsi_action_t 
     return DS_OK;
 }
 
+/* Reuse: a gather or reduce-scatter of the kept graph. */
+static ds_status_t zero3_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
+{
+    const ds_strategy_t *s = &sim->s;
+    dsi_graph_t *g = &sim->g;
+    const dsi_profile_t *pr = &sim->profiles[sim->plan.lanes[0].prof];
+    int32_t part = pr->part_first[0] + g->payload[id].zero.part;
+    bool gather = g->label[id] == DSI_L_Z3_GATHER;
+    *ok_p = dsi_node_is_zero_part(g, id) && part < pr->part_first[1] &&
+            sim->part_params[part] != 0 && g->owner[id] < sim->plan.num_dpgroups;
+    if (!*ok_p)
+        return DS_OK;
+    int64_t ns;
+    int assumed;
+    if (gather)
+        DSI_TRY(dsi_dp_cost(sim, g->owner[id], DS_COMM_ALLGATHER, sim->ctx.dtype,
+                            sim->part_params[part], &ns, &assumed));
+    else
+        DSI_TRY(dsi_dp_cost(sim, g->owner[id], DS_COMM_REDUCE_SCATTER, s->grad_reduce_dtype,
+                            sim->part_params[part], &ns, &assumed));
+    g->dur[id] = ns;
+    dsi_node_reset_assumed(g, id, assumed);
+    return DS_OK;
+}
+
+/* One group's collective of one part and label, in every pass and iteration. */
+static uint64_t zero3_source(const ds_sim_t *sim, int32_t id)
+{
+    const dsi_graph_t *g = &sim->g;
+    int32_t part = g->payload[id].zero.part;
+    if (!dsi_source_fits(g->owner[id], 28) || !dsi_source_fits(part, 24))
+        return 0;
+    return 1u | (uint64_t)g->owner[id] << 4 | (uint64_t)g->label[id] << 32 | (uint64_t)part << 40;
+}
+
 const dsi_phase_t dsi_phase_zero3 = {
     .name = "zero-3",
     .applies = zero3_applies,
@@ -91,4 +126,6 @@ const dsi_phase_t dsi_phase_zero3 = {
     .before_pass = zero3_before_pass,
     .after_action = zero3_after_action,
     .at_end = dsi_lanes_wait_dp, /* the optimizer waits for the group streams */
+    .reprice = zero3_reprice,
+    .source = zero3_source,
 };

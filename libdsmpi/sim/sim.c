@@ -108,6 +108,12 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->builder.xfer);
     dsi_free(sim->builder.xfer_sides);
     dsi_free(sim->builder.xfer_flag);
+    dsi_free(sim->builder.segs);
+    dsi_free(sim->builder.part_segs);
+    dsi_free(sim->builder.part_num_segs);
+    dsi_free(sim->builder.lane_interference);
+    dsi_free(sim->reuse.node_source);
+    dsi_free(sim->reuse.reps);
     dsi_graph_free(&sim->g);
     dsi_free(sim->results.devices);
     dsi_free(sim->results.mb_nodes);
@@ -248,9 +254,11 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                          "the device roofline",
                          sim->num_missing, key);
     }
-    /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike. */
-    DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
-                                                  dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
+    /* Only symmetric graphs: full-mode ones are large and rarely rebuilt alike.
+     * A reused graph is the structure noted last. */
+    if (!sim->results.reused)
+        DSI_TRY(dsi_graph_note_structure(&sim->g, sim->opt.mode == DS_SIM_SYMMETRIC &&
+                                                      dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
     double t1 = dsi_now_s();
     int32_t *cycle = NULL, cycle_len = 0;
     status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
@@ -261,6 +269,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     }
     DSI_TRY(status);
     double t2 = dsi_now_s();
+    dsi_sim_reuse_note(sim);
     sim->results.build_s = t1 - t0;
     sim->results.eval_s = t2 - t1;
     DSI_TRY(dsi_sim_metrics(sim));

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A search ranks the same strategies with the same numbers whether or not
-the simulator reuses the evaluation order and node hashes of a graph
-structure across candidates (DS_SIM_REUSE): every output but the timings.
+the simulator reuses work across candidates (DS_SIM_REUSE): the graph
+itself where only durations differ (recompute, DP algorithm, ...), else
+the evaluation order and node hashes of a graph structure seen before.
+Every output but the timings must be equal.
   search_reuse.py DSMPI"""
 import json
 import os
@@ -15,6 +17,18 @@ cases = [
     ["--model", "llama3-70b", "--target-gpus", "64", "--layer-level", "--no-bound"],
     ["--model", "bert-large", "--seq-len", "128", "--target-gpus", "8", "--no-bound",
      "--top", "100"],
+    # pp = 1: ZeRO-2 rounds and ZeRO-3 parts on a kept graph
+    ["--model", "gpt3-175b", "--target-gpus", "256", "--no-bound", "--fix", "pp=1", "--top",
+     "30"],
+    ["--model", "llama3-70b", "--target-gpus", "64", "--layer-level", "--no-bound", "--fix",
+     "pp=1", "--all-variants", "--top", "40"],
+    # mixture of experts (ep enumerated; the expert-gradient phase) and
+    # context parallelism (the folded dp x cp, cp-comm variants)
+    ["--model", "mixtral-8x7b", "--seq-len", "1024", "--target-gpus", "32", "--no-bound",
+     "--top", "40"],
+    ["--model", "llama3-8b", "--seq-len", "32768", "--global-batch", "16", "--target-gpus", "32",
+     "--fix", "flash", "--fix", "cp-comm=p2p", "--fix", "cp-comm=a2a", "--no-bound",
+     "--all-variants", "--top", "40"],
 ]
 failures = 0
 for args in cases:

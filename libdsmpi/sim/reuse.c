@@ -1,0 +1,174 @@
+/*
+ * Reuse of the previous run's graph.  A search simulates many candidates
+ * whose graphs have the same nodes and edges and differ in durations only
+ * (recompute, flash attention, FP8, the DP algorithm).  When this run's
+ * structure key equals the last successful run's, every node is given this
+ * run's duration by the phase that built it (dsi_phase_t.reprice) instead
+ * of building the graph again; the evaluation then sweeps it in the kept
+ * order.  A node whose phase has no reprice hook, or whose phase says the
+ * node would be built otherwise now, makes the run build anew.
+ */
+#include "dsi_phase.h"
+
+#include <string.h>
+
+/* Runs that reuse: symmetric ones without a timeline (the search's), no
+ * speed factors, DS_SIM_REUSE not 0. */
+static bool reuse_enabled(const ds_sim_t *sim, int num_phases)
+{
+    return sim->opt.mode == DS_SIM_SYMMETRIC && !sim->opt.keep_timeline &&
+           sim->device_factor == NULL && num_phases <= 32 &&
+           dsi_param_int(DSI_PARAM_SIM_REUSE) != 0;
+}
+
+static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
+                      dsi_reuse_key_t *key)
+{
+    memset(key, 0, sizeof(*key));
+    key->model = sim->model;
+    memcpy(&key->info, &sim->info, sizeof(key->info));
+    key->costs = sim->costs;
+    memcpy(&key->s, &sim->s, sizeof(key->s));
+    /* Fields that change costs only: the phases' reprice hooks check the
+     * rest of what they decide (a part's split where buckets complete). */
+    key->s.recompute = DS_RECOMPUTE_NONE;
+    key->s.flash_attention = 0;
+    key->s.fp8 = DS_FP8_OFF;
+    key->s.dp_algo = sim->s.dp_algo == DS_DP_PS ? DS_DP_PS : DS_DP_AUTO;
+    memcpy(&key->cluster, &sim->cluster, sizeof(key->cluster));
+    memcpy(&key->opt, &sim->opt, sizeof(key->opt));
+    key->opt.band = DS_SIM_BAND_EXPECTED;
+    key->opt.slow_devices = NULL;
+    key->m = sim->m;
+    key->zero3_prefetch = dsi_param_int(DSI_PARAM_SIM_ZERO3_PREFETCH);
+    key->unbatched_p2p = sim->unbatched_p2p;
+    key->sp = sim->ctx.sp;
+    key->dtype = (int32_t)sim->ctx.dtype;
+    key->cp = sim->ctx.cp;
+    key->cp_comm = (int32_t)sim->ctx.cp_comm;
+    for (int i = 0; i < num_phases; i++)
+        if (phases[i]->applies(sim))
+            key->phases |= 1u << i;
+}
+
+/* Groups the kept graph's nodes by (phase, source key), the first node of
+ * each group standing for it; *ok_p false when a node's phase cannot
+ * reprice it.  The keys depend on the structure only: the map holds until
+ * the graph is built again. */
+static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
+                               bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    dsi_sim_reuse_t *r = &sim->reuse;
+    if (r->sources_cap < g->n) {
+        DSI_TRY(dsi_realloc_array(&r->node_source, (size_t)g->n, sizeof(*r->node_source)));
+        DSI_TRY(dsi_realloc_array(&r->reps, (size_t)g->n, sizeof(*r->reps)));
+        r->sources_cap = g->n;
+    }
+    /* Open addressing over (phase, key): slots hold source + 1. */
+    size_t cap = 64;
+    while (cap < 2 * (size_t)g->n)
+        cap *= 2;
+    int32_t *slots = NULL;
+    uint64_t *slot_keys = NULL;
+    ds_status_t status = dsi_calloc(cap, sizeof(*slots), &slots);
+    if (status == DS_OK)
+        status = dsi_calloc(cap, sizeof(*slot_keys), &slot_keys);
+    r->num_sources = 0;
+    *ok_p = true;
+    for (int32_t id = 0; id < g->n && status == DS_OK && *ok_p; id++) {
+        r->node_source[id] = -1;
+        if (g->kind[id] == DSI_N_JOIN)
+            continue; /* zero duration, whoever built it */
+        const dsi_phase_t *ph = g->phase[id] < num_phases ? phases[g->phase[id]] : NULL;
+        *ok_p = ph != NULL && ph->reprice != NULL;
+        if (!*ok_p)
+            break;
+        uint64_t key = ph->source != NULL ? ph->source(sim, id) : 0;
+        size_t i = (size_t)(dsi_hash_mix64(key ^ ((uint64_t)g->phase[id] << 56)) & (cap - 1));
+        while (key != 0 && slots[i] != 0 &&
+               !(slot_keys[i] == key && g->phase[r->reps[slots[i] - 1]] == g->phase[id]))
+            i = (i + 1) & (cap - 1);
+        if (key != 0 && slots[i] != 0) {
+            r->node_source[id] = slots[i] - 1;
+            continue;
+        }
+        int32_t source = r->num_sources++;
+        r->reps[source] = id;
+        r->node_source[id] = source;
+        if (key != 0) {
+            slots[i] = source + 1;
+            slot_keys[i] = key;
+        }
+    }
+    dsi_free(slots);
+    dsi_free(slot_keys);
+    r->sources_valid = status == DS_OK && *ok_p;
+    return status;
+}
+
+/* Every node's duration from this run's costs: one node repriced per
+ * source, the others copy it; *ok_p false when a node cannot be kept. */
+static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool *ok_p)
+{
+    dsi_graph_t *g = &sim->g;
+    const dsi_sim_reuse_t *r = &sim->reuse;
+    *ok_p = true;
+    for (int32_t s = 0; s < r->num_sources && *ok_p; s++)
+        DSI_TRY(phases[g->phase[r->reps[s]]]->reprice(sim, r->reps[s], ok_p));
+    if (!*ok_p)
+        return DS_OK;
+    for (int32_t id = 0; id < g->n; id++) {
+        int32_t source = r->node_source[id];
+        if (source < 0 || r->reps[source] == id)
+            continue;
+        int32_t rep = r->reps[source];
+        g->dur[id] = g->dur[rep];
+        g->comp[id] = g->comp[rep];
+        g->wait[id] = g->wait[rep];
+        g->flags[id] =
+            (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | (g->flags[rep] & DSI_NODE_ASSUMED));
+    }
+    return DS_OK;
+}
+
+ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
+{
+    int num_phases;
+    const dsi_phase_t *const *phases = dsi_sim_phases(&num_phases);
+    dsi_sim_reuse_t *r = &sim->reuse;
+    *reused_p = false;
+    sim->results.reused = false;
+    bool was_valid = r->valid;
+    r->run++;
+    r->valid = false; /* until this run's graph is evaluated (dsi_sim_reuse_note) */
+    r->armed = reuse_enabled(sim, num_phases);
+    bool mapped = r->sources_valid;
+    r->sources_valid = false; /* until this run keeps the graph */
+    if (!r->armed)
+        return DS_OK;
+    dsi_reuse_key_t key;
+    reuse_key(sim, phases, num_phases, &key);
+    bool same_key = was_valid && memcmp(&key, &r->key, sizeof(key)) == 0;
+    r->key = key;
+    bool ok = false;
+    if (same_key && !mapped)
+        DSI_TRY(map_sources(sim, phases, num_phases, &mapped));
+    if (same_key && mapped)
+        DSI_TRY(reprice_sources(sim, phases, &ok));
+    r->sources_valid = ok; /* the map stays with the graph */
+    if (!ok) {
+        r->rebuilt++;
+        return DS_OK;
+    }
+    r->repriced++;
+    sim->g.same = true; /* the structure noted last, evaluated in its kept order */
+    sim->results.reused = true;
+    *reused_p = true;
+    return DS_OK;
+}
+
+void dsi_sim_reuse_note(ds_sim_t *sim)
+{
+    sim->reuse.valid = sim->reuse.armed && sim->g.order_valid;
+}
