@@ -137,9 +137,9 @@ dsi_layout_t dsi_cp_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage, int
 dsi_layout_t dsi_cp_stage_layout(dsi_placement_t *p, ds_cp_comm_t comm, int stage);
 
 /* Matmul FLOPs of one compute event whose operator counts `flops`, as
- * MFU/HFU count them: *hardware_p what the kernel does (recompute
- * included), *model_p the model's share (recompute excluded; fused
- * attention as explicit attention, every query-key pair).  Both 0 for
+ * MFU/HFU count them: *hardware_p what the kernels do (recompute
+ * included), *model_p the model's share (recompute excluded); fused
+ * attention as explicit attention, every query-key pair.  Both 0 for
  * operators that are not matmuls. */
 void dsi_matmul_flops(const ds_event_key_t *key, double flops, double *hardware_p, double *model_p);
 /* ---- experts (experts.c) ----------------------------------------------------------------- */

@@ -112,22 +112,27 @@ const ds_event_t *ds_event_set_find(const ds_event_set_t *set, const ds_event_ke
 
 void dsi_matmul_flops(const ds_event_key_t *key, double flops, double *hardware_p, double *model_p)
 {
-    bool matmul = key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM;
-    bool fused = key->op == DS_OP_FLASH_ATTENTION;
     *hardware_p = *model_p = 0.0;
-    if (key->kind != DS_EVENT_COMPUTE || !(matmul || fused))
+    if (key->kind != DS_EVENT_COMPUTE)
         return;
-    *hardware_p = flops;
-    if (key->pass == DS_PASS_RECOMPUTE)
-        return;
-    *model_p = flops;
-    if (fused) {
-        /* The kernel does the causal pairs and, backward, the scores again
-         * (the operator's count); Megatron's formula counts QK^T and PV
-         * over every pair, 4 d forward and 8 d backward. */
+    if (key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM) {
+        *hardware_p = flops;
+        *model_p = key->pass != DS_PASS_RECOMPUTE ? flops : 0.0;
+    } else if (key->op == DS_OP_FLASH_ATTENTION) {
+        /* Counted as Megatron's formula counts explicit attention, QK^T and
+         * PV over every query-key pair (4 d forward, 8 d backward), whatever
+         * the causal mask lets the kernel skip; the hardware count adds
+         * the backward's recomputed scores (2 d).  A key block shorter than
+         * the queries is a context-parallel ring block of which the mask
+         * left half to compute: counted whole, so that MFU does not depend
+         * on cp.  The operator's own count (visible pairs) prices it. */
         ds_attention_shape_t a = ds_attention_shape_of(key);
-        double pairs = (double)a.batch * (double)a.heads * (double)a.seq_q * (double)a.seq_k;
-        *model_p = (key->pass == DS_PASS_BACKWARD ? 8.0 : 4.0) * (double)a.head_dim * pairs;
+        int64_t keys = a.seq_k < a.seq_q ? a.seq_q : a.seq_k;
+        double pairs = (double)a.batch * (double)a.heads * (double)a.seq_q * (double)keys;
+        double d = (double)a.head_dim;
+        bool bwd = key->pass == DS_PASS_BACKWARD;
+        *hardware_p = (bwd ? 10.0 : 4.0) * d * pairs;
+        *model_p = key->pass == DS_PASS_RECOMPUTE ? 0.0 : (bwd ? 8.0 : 4.0) * d * pairs;
     }
 }
 
