@@ -120,15 +120,18 @@ void dsi_matmul_flops(const ds_event_key_t *key, double flops, double *hardware_
         *model_p = key->pass != DS_PASS_RECOMPUTE ? flops : 0.0;
     } else if (key->op == DS_OP_FLASH_ATTENTION) {
         /* Counted as Megatron's formula counts explicit attention, QK^T and
-         * PV over every query-key pair (4 d forward, 8 d backward), whatever
-         * the causal mask lets the kernel skip; the hardware count adds
-         * the backward's recomputed scores (2 d).  A key block shorter than
-         * the queries is a context-parallel ring block of which the mask
-         * left half to compute: counted whole, so that MFU does not depend
-         * on cp.  The operator's own count (visible pairs) prices it. */
+         * PV over every query-key pair (4 d forward, 8 d backward), the
+         * pairs a causal mask hides too: twice the visible pairs of a
+         * causal block aligned at its end, seq_q (2 seq_k - seq_q); a key
+         * block shorter than the queries is a context-parallel ring block
+         * of which the mask left half, counted whole.  So MFU does not
+         * change with cp or its exchange.  The hardware count adds the
+         * backward's recomputed scores (2 d).  The operator's own count
+         * (visible pairs) prices it, not this. */
         ds_attention_shape_t a = ds_attention_shape_of(key);
-        int64_t keys = a.seq_k < a.seq_q ? a.seq_q : a.seq_k;
-        double pairs = (double)a.batch * (double)a.heads * (double)a.seq_q * (double)keys;
+        double q = (double)a.seq_q, k = (double)a.seq_k;
+        double per_row = key->variant ? 2.0 * k - q : k < q ? q : k;
+        double pairs = (double)a.batch * (double)a.heads * q * per_row;
         double d = (double)a.head_dim;
         bool bwd = key->pass == DS_PASS_BACKWARD;
         *hardware_p = (bwd ? 10.0 : 4.0) * d * pairs;

@@ -254,6 +254,30 @@ static void test_events(void)
     generated_free(&g);
 }
 
+/* Model FLOPs belong to the model: the same for cp=1 and every cp exchange
+ * (fused attention counted over every query-key pair whatever the ring or
+ * the chunks split), hardware FLOPs at least as many. */
+static void test_model_flops(void)
+{
+    const char *strategies[] = {"tp=2,flash,gbs=16", "tp=2,cp=4,flash,gbs=16",
+                                "tp=2,cp=4,cp-comm=a2a,flash,gbs=16",
+                                "tp=2,cp=4,cp-comm=allgather,flash,gbs=16",
+                                "tp=1,cp=8,flash,gbs=16"};
+    double reference = 0.0;
+    for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
+        generated_t g;
+        generate(&g, "llama3-8b", 32768, strategies[i], 16, 8);
+        ds_event_totals_t totals;
+        ds_event_set_totals(g.set, &totals);
+        if (i == 0)
+            reference = totals.model_flops;
+        CHECK(reference > 0.0);
+        CHECK_NEAR(totals.model_flops, reference, 1e-9);
+        CHECK(totals.flops >= totals.model_flops);
+        generated_free(&g);
+    }
+}
+
 static void simulate(const char *text, int64_t seq, int gpus, const ds_cost_table_t *costs,
                      ds_sim_t *sim, ds_sim_summary_t *summary, ds_sim_memory_t *memory)
 {
@@ -442,6 +466,7 @@ int main(void)
     test_placement();
     test_validation();
     test_events();
+    test_model_flops();
     test_simulation();
     test_search();
     return check_summary("test_context_parallel");
