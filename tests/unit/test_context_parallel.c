@@ -259,10 +259,9 @@ static void test_events(void)
  * the chunks split), hardware FLOPs at least as many. */
 static void test_model_flops(void)
 {
-    const char *strategies[] = {"tp=2,flash,gbs=16", "tp=2,cp=4,flash,gbs=16",
-                                "tp=2,cp=4,cp-comm=a2a,flash,gbs=16",
-                                "tp=2,cp=4,cp-comm=allgather,flash,gbs=16",
-                                "tp=1,cp=8,flash,gbs=16"};
+    const char *strategies[] = {
+        "tp=2,flash,gbs=16", "tp=2,cp=4,flash,gbs=16", "tp=2,cp=4,cp-comm=a2a,flash,gbs=16",
+        "tp=2,cp=4,cp-comm=allgather,flash,gbs=16", "tp=1,cp=8,flash,gbs=16"};
     double reference = 0.0;
     for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
         generated_t g;
