@@ -177,6 +177,68 @@ static void test_provenance(void)
     ds_cost_table_destroy(table);
 }
 
+/* The documented band of each operator class (libdsmpi/events/device_band.c
+ * and the README): the GPU rows and the cpu's own attention row. */
+static void test_band_numbers(void)
+{
+    static const struct {
+        ds_model_class_t model_class;
+        const char *name, *device;
+        double low, high;
+    } rows[] = {
+        {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "h100-sxm", 0.884, 1.241},
+        {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "cpu", 0.884, 1.241},
+        {DS_MODEL_GEMM_MEMORY, "gemm-memory", "a100-80g", 0.270, 2.096},
+        {DS_MODEL_ATTENTION, "attention", "a100-80g", 0.873, 1.275},
+        {DS_MODEL_ATTENTION, "attention", "cpu", 1.0, 2.809},
+        {DS_MODEL_STREAMING, "streaming", "b200", 0.270, 2.096},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        double low = 0.0, high = 0.0;
+        ds_model_class_band(rows[i].model_class, rows[i].device, &low, &high);
+        CHECK_MSG(low == rows[i].low && high == rows[i].high, "%s on %s: %g - %g", rows[i].name,
+                  rows[i].device, low, high);
+        CHECK(strcmp(ds_model_class_name(rows[i].model_class), rows[i].name) == 0);
+        CHECK(low <= 1.0 && high >= 1.0);
+    }
+    double low = 0.0, high = 0.0;
+    ds_model_class_band(DS_MODEL_CLASS_COUNT_, "cpu", &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
+    CHECK(strcmp(ds_model_class_name(DS_MODEL_CLASS_COUNT_), "?") == 0);
+}
+
+/* Each key goes to the class of the regime the model prices it in. */
+static void test_band_classes(void)
+{
+    ds_cluster_t h100, cpu;
+    CHECK_OK(ds_cluster_init(&h100, 1, 8, "h100-sxm"));
+    CHECK_OK(ds_cluster_init(&cpu, 1, 1, "cpu"));
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMPUTE;
+    key.op = DS_OP_GEMM;
+    key.dtype = DS_DTYPE_BF16;
+    key.dims[0] = key.dims[1] = key.dims[2] = 8192;
+    double flops = 2.0 * 8192 * 8192 * 8192, bytes = 3.0 * 8192 * 8192 * 2;
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &h100), DS_MODEL_GEMM_COMPUTE);
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &cpu), DS_MODEL_GEMM_COMPUTE);
+    /* A matrix-vector product: 2 FLOPs per 2-byte element read. */
+    key.dims[1] = 1;
+    flops = 2.0 * 8192 * 8192;
+    bytes = (8192.0 * 8192 + 2 * 8192) * 2;
+    CHECK(gemm_on("h100-sxm", DS_DTYPE_BF16, 8192, 1, 8192, 1).memory_bound);
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &h100), DS_MODEL_GEMM_MEMORY);
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &cpu), DS_MODEL_GEMM_MEMORY);
+    key.op = DS_OP_FLASH_ATTENTION;
+    CHECK_INT(ds_model_class_of(&key, 1e12, 1e6, &h100), DS_MODEL_ATTENTION);
+    key.op = DS_OP_LAYERNORM;
+    CHECK_INT(ds_model_class_of(&key, 1e6, 1e6, &cpu), DS_MODEL_STREAMING);
+    double low = 0.0, high = 0.0;
+    double seconds = dsi_estimate_compute_band(&key, 1e6, 1e6, &cpu, &low, &high);
+    CHECK(seconds == dsi_estimate_compute_seconds(&key, 1e6, 1e6, &cpu));
+    CHECK(low == 0.270 && high == 2.096);
+}
+
 int main(void)
 {
     test_facts();
@@ -184,5 +246,7 @@ int main(void)
     test_monotone();
     test_estimates();
     test_provenance();
+    test_band_numbers();
+    test_band_classes();
     return check_summary("test_device_model");
 }
