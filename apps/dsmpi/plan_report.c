@@ -325,16 +325,16 @@ static const char *target_title(const plan_report_t *r)
 }
 
 /* What the band of a size comes from, e.g. "communication and device-model
- * band". */
+ * bands". */
 static const char *band_name(const plan_report_size_t *s)
 {
     if (s->band_comm_keys > 0 && s->band_device_model_keys > 0)
-        return "communication and device-model band";
+        return "communication and device-model bands";
     if (s->band_comm_keys > 0)
-        return "communication band (compute measured)";
+        return "communication band";
     if (s->band_device_model_keys > 0)
-        return "device-model band (no communication extrapolated)";
-    return "band (none here: every cost measured inside its range)";
+        return "device-model band";
+    return "band, empty here (every cost measured inside its range)";
 }
 
 static void request_text(const plan_report_t *r, int k, char *text, size_t size)

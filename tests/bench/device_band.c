@@ -6,7 +6,8 @@
  * and of the streaming kernels; no kernel of the case itself, nor one with
  * the same key), and the case's kernels are predicted with them.  Prints
  * measured / modelled per class over every case left out, and the band the
- * class gets (smallest and largest ratio, clamped to low <= 1 <= high).
+ * class gets (the 10th and 90th percentile, clamped to low <= 1 <= high: the
+ * numbers of libdsmpi/events/device_band.c).
  *
  *   device_band [--verbose] CASE...
  *   CASE = MODEL;SEQ_LEN;GLOBAL_BATCH;STRATEGY;GPUS;COSTS_FILE
@@ -67,7 +68,6 @@ static void load_case(const char *arg)
         exit(2);
     }
     bench_case_t *c = &cases[num_cases];
-    snprintf(c->text, sizeof(c->text), "%s", arg);
     char copy[512], *field[6];
     snprintf(copy, sizeof(copy), "%s", arg);
     char *save = NULL;
@@ -79,6 +79,10 @@ static void load_case(const char *arg)
                 arg);
         exit(2);
     }
+    /* Shown: the model's file name (not its directory) and the case, not the costs' file. */
+    const char *slash = strrchr(field[0], '/');
+    snprintf(c->text, sizeof(c->text), "%s seq %s gbs %s %s on %s", slash ? slash + 1 : field[0],
+             field[1], field[2], field[3], field[4]);
     int64_t gpus = atoll(field[4]);
     if (ds_model_load(field[0], &c->model) != DS_OK ||
         ds_model_set_seq_len(c->model, atoll(field[1])) != DS_OK ||
@@ -196,7 +200,7 @@ int main(int argc, char **argv)
         printf("  %-4d %9.2f %9.2f %5d  %s\n", f, fitted.device.peak_tflops_bf16 * 1e3,
                fitted.device.mem_bw_GBps, used, c->text);
     }
-    printf("#\n# measured / modelled over the kernels left out, per class; band: min and max\n"
+    printf("#\n# measured / modelled over the kernels left out, per class; band: p10 and p90\n"
            "# clamped to low <= 1 <= high\n");
     printf("# %-13s %7s %7s %7s %7s %7s %7s %7s %7s\n", "class", "kernels", "min", "p10", "median",
            "p90", "max", "low", "high");
@@ -210,8 +214,8 @@ int main(int argc, char **argv)
         double *v = ratios[k];
         median(v, n);
         printf("  %-13s %7d %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f\n", ds_model_class_name(k), n,
-               v[0], v[(n - 1) / 10], v[n / 2], v[(9 * (n - 1)) / 10], v[n - 1], fmin(v[0], 1.0),
-               fmax(v[n - 1], 1.0));
+               v[0], v[(n - 1) / 10], v[n / 2], v[(9 * (n - 1)) / 10], v[n - 1],
+               fmin(v[(n - 1) / 10], 1.0), fmax(v[(9 * (n - 1)) / 10], 1.0));
     }
     for (int f = 0; f < num_cases; f++)
         ds_model_destroy(cases[f].model);
