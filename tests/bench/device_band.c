@@ -168,9 +168,10 @@ int main(int argc, char **argv)
     static double ratios[DS_MODEL_CLASS_COUNT_][MAX_ROWS];
     int count[DS_MODEL_CLASS_COUNT_] = {0};
     printf("# device_band: the cpu device model vs the CPU backend's measured kernels, each case\n"
-           "# predicted with the GEMM rate and bandwidth of the other cases' kernels\n");
-    printf("# %-4s %9s %9s %5s  %s\n", "case", "gemm", "stream", "rows", "case");
-    printf("# %-4s %9s %9s %5s\n", "", "(GFLOP/s)", "(GB/s)", "(count)");
+           "# predicted with the GEMM rate and bandwidth of the other cases' kernels; compute:\n"
+           "# the iteration's compute time (each kernel x its occurrences), measured / modelled\n");
+    printf("# %-4s %9s %9s %7s %7s  %s\n", "case", "gemm", "stream", "kernels", "compute", "case");
+    printf("# %-4s %9s %9s %7s %7s\n", "", "(GFLOP/s)", "(GB/s)", "(count)", "(x)");
     for (int f = 0; f < num_cases; f++) {
         bench_case_t *c = &cases[f];
         ds_cluster_t fitted = c->cluster;
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
         if (ds_events_generate(c->model, &c->strategy, &fitted, &events) != DS_OK)
             die("events");
         int used = 0;
+        double measured = 0.0, modelled = 0.0;
         for (int i = 0; i < num_rows; i++) {
             if (rows[i].case_index != f)
                 continue;
@@ -188,6 +190,8 @@ int main(int argc, char **argv)
             ds_model_class_t k = ds_model_class_of(&e->key, e->flops, e->bytes, &fitted);
             double ratio = rows[i].measured_s / e->estimated_s;
             ratios[k][count[k]++] = ratio;
+            measured += rows[i].measured_s * (double)e->count;
+            modelled += e->estimated_s * (double)e->count;
             used++;
             if (verbose) {
                 char text[256];
@@ -197,8 +201,9 @@ int main(int argc, char **argv)
             }
         }
         ds_event_set_destroy(events);
-        printf("  %-4d %9.2f %9.2f %5d  %s\n", f, fitted.device.peak_tflops_bf16 * 1e3,
-               fitted.device.mem_bw_GBps, used, c->text);
+        printf("  %-4d %9.2f %9.2f %7d %7.3f  %s\n", f, fitted.device.peak_tflops_bf16 * 1e3,
+               fitted.device.mem_bw_GBps, used, modelled > 0.0 ? measured / modelled : 0.0,
+               c->text);
     }
     printf("#\n# measured / modelled over the kernels left out, per class; band: p10 and p90\n"
            "# clamped to low <= 1 <= high\n");

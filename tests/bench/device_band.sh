@@ -4,8 +4,9 @@
 # single-threaded BLAS, compute only), then device_band predicts each case's
 # kernels with the `cpu` description's GEMM rate and bandwidth set from the
 # other cases' kernels and prints measured / modelled per class (the numbers
-# of libdsmpi/events/device_band.c).  Prints the load before and after: the
-# machine may be shared; rerun when the load moved.
+# of libdsmpi/events/device_band.c), and per case the iteration's compute
+# time (each kernel x its occurrences) measured / modelled.  Prints the load
+# before and after: the machine may be shared; rerun when the load moved.
 #   tests/bench/device_band.sh [BUILD_DIR] [--verbose]
 set -eu
 build=$(cd "${1:-build}" && pwd)
