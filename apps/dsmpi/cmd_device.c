@@ -17,7 +17,10 @@ static void help(void)
            "C[M,N] = A[M,K] B[K,N] (BATCH times) as cuBLAS runs it: output\n"
            "tiles, waves of "
            "tiles over the SMs, a K-loop efficiency, and the memory-bound regime\n"
-           "of thin shapes.  The achieved fractions of peak are guesses, not measurements.\n\n"
+           "of thin shapes.  The achieved fractions of peak are guesses, not measurements;\n"
+           "every modelled time carries the band of its operator class (the model's\n"
+           "measured error on kernels that did not set its parameters), printed below the\n"
+           "devices.\n\n"
            "  --device NAME            a100-40g, a100-80g, h100-sxm, h100-pcie, h200, gh200,\n"
            "                           b200, cpu (default: every device)\n"
            "  --gemm M,N,K[,BATCH]     one GEMM's dimensions (K suffix = 1024)\n"
@@ -61,6 +64,25 @@ static ds_status_t parse_gemm(const char *text, gemm_dims_t *dims_p)
     return DS_OK;
 }
 
+/* The band a modelled cost carries, per operator class (the iteration
+ * band of predict, search and plan simulates every cost at its ends). */
+static void print_band_table(void)
+{
+    printf("#\n# band of a modelled cost (measured / modelled time, low and high, per operator\n"
+           "# class): the device model's error on kernels that did not set its parameters\n"
+           "# (tests/bench/device_band.sh: the CPU backend's kernels); fused attention on GPUs\n"
+           "# from FlashAttention-2's measured 50-73%% of A100 peak (Dao, 2023)\n");
+    printf("# %-13s %7s %8s %7s %8s\n", "class", "cpu_low", "cpu_high", "gpu_low", "gpu_high");
+    printf("# %-13s %7s %8s %7s %8s\n", "", "(x)", "(x)", "(x)", "(x)");
+    for (int c = 0; c < DS_MODEL_CLASS_COUNT_; c++) {
+        double cl, ch, gl, gh;
+        ds_model_class_band((ds_model_class_t)c, "cpu", &cl, &ch);
+        ds_model_class_band((ds_model_class_t)c, "gpu", &gl, &gh);
+        printf("  %-13s %7.3f %8.3f %7.3f %8.3f\n", ds_model_class_name((ds_model_class_t)c), cl,
+               ch, gl, gh);
+    }
+}
+
 static void print_devices_table(const app_t *app, const char *only)
 {
     output_preamble(app, stdout);
@@ -83,6 +105,7 @@ static void print_devices_table(const app_t *app, const char *only)
                d->nvlink_GBps, d->pcie_GBps, d->launch_us, d->gemm_fraction_bf16,
                d->gemm_fraction_fp32, d->stream_fraction, d->guessed ? "yes" : "no");
     }
+    print_band_table();
 }
 
 static void print_device_json(const ds_device_model_t *d)
@@ -105,18 +128,23 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
                        const gemm_dims_t *g, const ds_gemm_estimate_t *e, output_format_t format)
 {
     const char *bound = e->memory_bound ? "memory" : "compute";
+    ds_model_class_t model_class = e->memory_bound ? DS_MODEL_GEMM_MEMORY : DS_MODEL_GEMM_COMPUTE;
+    double low, high;
+    ds_model_class_band(model_class, d->name, &low, &high);
     if (format == OUTPUT_JSON) {
         printf("{\"device\": ");
         output_json_string(stdout, d->name);
         printf(", \"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, "
                "\"seconds\": %.9g, \"compute_s\": %.9g, \"memory_s\": %.9g, "
                "\"achieved_tflops\": %.6g, \"peak_tflops\": %g, \"tile_m\": %d, \"tile_n\": %d, "
-               "\"tiles\": %lld, \"waves\": %lld, \"k_efficiency\": %.6f, \"bound\": \"%s\", "
+               "\"tiles\": %lld, \"waves\": %lld, \"k_efficiency\": %.6f, \"band_class\": \"%s\", "
+               "\"band_low_s\": %.9g, \"band_high_s\": %.9g, \"bound\": \"%s\", "
                "\"guessed\": %s}\n",
                ds_dtype_name(dtype), (long long)g->m, (long long)g->n, (long long)g->k,
                (long long)g->batch, e->seconds, e->compute_s, e->memory_s, e->achieved_tflops,
                e->peak_tflops, e->tile_m, e->tile_n, (long long)e->tiles, (long long)e->waves,
-               e->k_efficiency, bound, d->guessed ? "true" : "false");
+               e->k_efficiency, ds_model_class_name(model_class), e->seconds * low,
+               e->seconds * high, bound, d->guessed ? "true" : "false");
         return;
     }
     output_preamble(app, stdout);
@@ -140,6 +168,10 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
     printf("# time = launch (%.1f us) + max(compute, memory); compute = waves x one tile's time;\n"
            "# memory = bytes of A, B and C / (%.2f x %.0f GB/s)\n",
            d->launch_us, d->stream_fraction, d->mem_bw_GBps);
+    printf("# band: device model, class %s: %.3f - %.3f us (%.3f - %.3f x the time; the\n"
+           "#   model's measured error on kernels of the class, see 'dsmpi device')\n",
+           ds_model_class_name(model_class), e->seconds * low * 1e6, e->seconds * high * 1e6, low,
+           high);
 }
 
 int cmd_device(app_t *app)

@@ -45,10 +45,10 @@ static void help(void)
         "                every tau of training costing delta, restarts of R, interruptions at\n"
         "                lambda = GPUs / MTBF per GPU (1 without checkpoints and failures)\n"
         "  efficiency  = GPU-hours(smallest size) / GPU-hours(size)\n"
-        "  low, high   = the same at each end of the iteration time's band: every communication\n"
-        "                cost extrapolated beyond the nodes measured at the low or high end of "
-        "its\n"
-        "                band (dsmpi comm); compute costs carry no band\n\n");
+        "  low, high   = the same at each end of the iteration time's band: every cost with a\n"
+        "                band at its low or high end (communication extrapolated beyond the\n"
+        "                nodes measured: dsmpi comm; compute from the device model, at its\n"
+        "                operator class's measured error: dsmpi device)\n\n");
     printf("Budget and sizes:\n"
            "  --tokens N               training tokens, K/M/B/T = powers of 1000 (e.g. 1T, 300B)\n"
            "  --samples N              or training samples (sequences)\n"
@@ -438,8 +438,17 @@ static void print_header(const app_t *app, const inputs_t *in, const options_t *
 /* The band of each size: its low and high ends (the table above: expected). */
 static void print_band(const options_t *o, const plan_entry_t *e, int n)
 {
-    printf("#\n# band: every communication cost extrapolated beyond the node counts measured at\n"
-           "#   the low and the high end of its band (compute costs carry no band)\n");
+    int64_t band_comm = 0, band_device = 0;
+    for (int i = 0; i < n; i++) {
+        if (!e[i].found)
+            continue;
+        band_comm = e[i].best.band_comm_keys > band_comm ? e[i].best.band_comm_keys : band_comm;
+        band_device = e[i].best.band_device_model_keys > band_device
+                          ? e[i].best.band_device_model_keys
+                          : band_device;
+    }
+    printf("#\n# band: every cost that has a band at its low and its high end\n");
+    cost_origin_band_lines(stdout, "#   ", "up to ", band_comm, band_device);
     printf("# %7s %10s %10s %9s %9s %12s %12s %12s %12s", "gpus", "iter_low", "iter_high",
            "days_low", "days_high", "GPU-h_low", "GPU-h_high", "node-h_low", "node-h_high");
     if (o->charge_given)
@@ -571,9 +580,9 @@ static void print_markdown(const inputs_t *in, const options_t *o, const ds_plan
            "%s from %s. "
            "Days = steps x iteration time / goodput; GPU-hours = GPUs x days x 24; efficiency = "
            "GPU-hours "
-           "of the smallest size / GPU-hours. Low - high: every communication cost extrapolated "
-           "beyond the node counts measured at the ends of its band (compute costs carry "
-           "none).*\n",
+           "of the smallest size / GPU-hours. Low - high: every cost with a band at its ends "
+           "(communication extrapolated beyond the node counts measured; compute from the device "
+           "model, at its operator class's measured error).*\n",
            info.name, budget, o->tokens > 0 ? "tokens" : "samples", first->device.name,
            first->gpus_per_node, (long long)plan_global_batch(in, e, n), info.seq_len,
            DS_VERSION_STRING, basis);
@@ -665,10 +674,12 @@ static void print_json(const inputs_t *in, const options_t *o, const ds_plan_inp
                "%.6g, \"train_s_high\": %.6g, \"days_low\": %.6g, \"days_high\": %.6g, "
                "\"gpu_hours_low\": %.6g, \"gpu_hours_high\": %.6g, \"node_hours_low\": %.6g, "
                "\"node_hours_high\": %.6g, \"service_units_low\": %.6g, \"service_units_high\": "
-               "%.6g, \"cost_low\": %.6g, \"cost_high\": %.6g}",
+               "%.6g, \"cost_low\": %.6g, \"cost_high\": %.6g, \"band_comm_keys\": %lld, "
+               "\"band_device_model_keys\": %lld}",
                l->iteration_s, h->iteration_s, l->train_s, h->train_s, l->days, h->days,
                l->gpu_hours, h->gpu_hours, l->node_hours, h->node_hours, l->service_units,
-               h->service_units, l->cost, h->cost);
+               h->service_units, l->cost, h->cost, (long long)e[i].best.band_comm_keys,
+               (long long)e[i].best.band_device_model_keys);
     }
     printf("]}\n");
 }
@@ -727,6 +738,8 @@ static ds_status_t write_report(const app_t *app, const inputs_t *in, const opti
         r->row = e[i].row;
         r->low = e[i].low;
         r->high = e[i].high;
+        r->band_comm_keys = e[i].best.band_comm_keys;
+        r->band_device_model_keys = e[i].best.band_device_model_keys;
     }
     static plan_report_size_t sizes[MAX_SIZES];
     for (int i = 0; i < o->num_gpus; i++)

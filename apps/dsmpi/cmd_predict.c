@@ -109,11 +109,20 @@ static ds_status_t parse_ranks(const char *text, int64_t limit, int64_t **ranks_
 
 typedef predict_options_t options_t;
 
-/* The iteration time with every communication cost at the low and at the
- * high end of its band (equal to the expected one when no cost has a band). */
+/* The iteration time with every cost that has a band (communication
+ * extrapolated, compute from the device model) at the low and at the high
+ * end of it (equal to the expected one when no cost has a band). */
 typedef struct band {
     double low_s, high_s;
 } band_t;
+
+/* Where the band comes from: the costs that have one, by source. */
+static void print_band_sources(const ds_sim_summary_t *sum)
+{
+    if (sum->banded_comm_keys > 0 || sum->banded_compute_keys > 0)
+        printf("#   simulated again with every cost that has a band at its low and its high end\n");
+    cost_origin_band_lines(stdout, "#   ", "", sum->banded_comm_keys, sum->banded_compute_keys);
+}
 
 static const char *mode_name(ds_sim_mode_t m)
 {
@@ -265,12 +274,7 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            sum.peak_tflops);
     printf("# iteration time  %.6f s (band %.6f - %.6f s)\n", sum.iteration_s, band->low_s,
            band->high_s);
-    if (band->low_s < sum.iteration_s || band->high_s > sum.iteration_s)
-        printf("#   band: simulated again with every communication cost extrapolated beyond the\n"
-               "#   node counts measured at the low and the high end of its band; compute costs\n"
-               "#   carry no band\n");
-    else
-        printf("#   band: no communication cost extrapolated beyond the node counts measured\n");
+    print_band_sources(&sum);
 
     /* Per GPU, devices with equal numbers on one row. */
     row_t *rows = calloc(MAX_ROWS, sizeof(*rows));
@@ -414,14 +418,15 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim, co
         "%.9g, "
         "\"comm_hidden_s\": %.9g, \"idle_s\": %.9g, \"peak_memory_GiB\": %.6f, \"oom\": %s, "
         "\"assumed_share\": %.6f, \"critical_assumed_share\": %.6f, \"assumed_keys\": %lld, "
-        "\"modelled_keys\": %lld, "
+        "\"modelled_keys\": %lld, \"band_comm_keys\": %lld, \"band_device_model_keys\": %lld, "
         "\"keys\": %zu, \"basis\": \"%s\"},\n",
         s.iteration_s, band->low_s, band->high_s, s.samples_per_s, s.tokens_per_s, s.model_flops,
         s.hardware_flops, s.model_tflops_per_gpu, s.hardware_tflops_per_gpu, s.peak_tflops, s.mfu,
         s.hfu, s.bubble_fraction, s.compute_s, s.comm_s, s.comm_exposed_s, s.comm_hidden_s,
         s.idle_s, s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share,
         s.critical_assumed_share, (long long)s.assumed_keys, (long long)s.modelled_keys,
-        ds_sim_key_count(sim), s.assumed_keys > 0 ? "assumed" : "measured");
+        (long long)s.banded_comm_keys, (long long)s.banded_compute_keys, ds_sim_key_count(sim),
+        s.assumed_keys > 0 ? "assumed" : "measured");
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
     printf(" \"critical_path\": {\"events\": %lld, \"stage_changes\": %lld, \"ends_with\": ",

@@ -134,13 +134,24 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     printf("# simulation: symmetric mode, %s level; exposed = communication not under compute "
            "(mean per GPU); mem = busiest GPU\n",
            o->si.layer_level ? "layer" : "stage");
-    printf("# band: iter_low and iter_high simulate the rows shown again with every communication "
-           "cost\n#   extrapolated beyond the node counts measured at the low and the high end of "
-           "its band\n#   (compute costs carry none); the ranking is by iter_time\n");
     size_t n = ds_search_result_count(search);
     int64_t variants = 0;
     ds_search_result_t worst;
     bool have_worst = ds_search_worst(search, &worst) == DS_OK;
+    /* The band's sources over the rows shown. */
+    int64_t band_comm = have_worst ? worst.band_comm_keys : 0;
+    int64_t band_device = have_worst ? worst.band_device_model_keys : 0;
+    for (size_t i = 0; i < n; i++) {
+        ds_search_result_t r;
+        if (ds_search_result_at(search, i, &r) == DS_OK) {
+            band_comm = r.band_comm_keys > band_comm ? r.band_comm_keys : band_comm;
+            band_device =
+                r.band_device_model_keys > band_device ? r.band_device_model_keys : band_device;
+        }
+    }
+    printf("# band: iter_low and iter_high simulate the rows shown again with every cost that has\n"
+           "#   a band at its low and its high end; the ranking is by iter_time\n");
+    cost_origin_band_lines(stdout, "#   ", "up to ", band_comm, band_device);
     printf("#\n# %5s %11s %11s %12s %9s %6s %6s %9s %8s %11s %11s  %s\n", "rank", "iter_time",
            "samples/s", "tokens/s", "TFLOP/s", "MFU", "bubble", "exposed", "mem", "iter_low",
            "iter_high", "strategy");
@@ -187,12 +198,13 @@ static void print_result_json(const ds_search_t *search, const ds_search_result_
            "\"iter_time_low_s\": %.9g, \"iter_time_high_s\": %.9g, \"samples_per_s\": %.6g, "
            "\"tokens_per_s\": %.6g, \"model_tflops_per_gpu\": %.6g, \"mfu\": %.6f, \"hfu\": %.6f, "
            "\"bubble_fraction\": %.6f, \"comm_exposed_s\": %.9g, \"mem_GiB\": %.6f, "
-           "\"lower_bound_s\": %.9g, "
+           "\"lower_bound_s\": %.9g, \"band_comm_keys\": %lld, \"band_device_model_keys\": %lld, "
            "\"assumed_share\": %.6f",
            r->strategy.dp, r->strategy.tp, r->strategy.pp, r->strategy.mbs, r->iteration_s,
            r->iteration_low_s, r->iteration_high_s, r->samples_per_s, r->tokens_per_s,
            r->model_tflops_per_gpu, r->mfu, r->hfu, r->bubble_fraction, r->comm_exposed_s,
-           r->memory_GiB, r->lower_bound_s, r->assumed_share);
+           r->memory_GiB, r->lower_bound_s, (long long)r->band_comm_keys,
+           (long long)r->band_device_model_keys, r->assumed_share);
     /* Equivalent variants: how many, the stored ones in full, what they change. */
     printf(", \"variant_count\": %d, \"variants\": [", (int)r->num_variants);
     int stored =

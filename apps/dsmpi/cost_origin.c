@@ -149,3 +149,25 @@ void cost_origin_basis(const cost_origin_t *c, double min_assumed, double max_as
                  c->estimate ? " and device-model estimates" : "", share);
     }
 }
+
+void cost_origin_band_lines(FILE *out, const char *prefix, const char *quantity, int64_t comm_keys,
+                            int64_t device_model_keys)
+{
+    if (comm_keys == 0 && device_model_keys == 0) {
+        fprintf(out,
+                "%sband: none (no communication cost extrapolated beyond the node counts\n"
+                "%s  measured, no compute cost from the device model)\n",
+                prefix, prefix);
+        return;
+    }
+    if (comm_keys > 0)
+        fprintf(out,
+                "%sband: communication, %s%lld costs extrapolated beyond the node counts\n"
+                "%s  measured (the model's leave-scale-out error on real clusters; dsmpi comm)\n",
+                prefix, quantity, (long long)comm_keys, prefix);
+    if (device_model_keys > 0)
+        fprintf(out,
+                "%sband: device model, %s%lld compute costs modelled, each at its operator\n"
+                "%s  class's measured error (dsmpi device)\n",
+                prefix, quantity, (long long)device_model_keys, prefix);
+}

@@ -44,4 +44,13 @@ void cost_origin_share_text(double min_share, double max_share, char *text, size
 void cost_origin_basis(const cost_origin_t *c, double min_assumed, double max_assumed, char *text,
                        size_t size);
 
+/* Where an iteration time's band comes from, a line per source, each
+ * starting with `prefix`: the unique costs with a band from the
+ * communication model (extrapolated beyond the node counts measured) and
+ * from the device model (compute, each at its operator class's measured
+ * error), `quantity` before each count ("" or "up to "); or that there is
+ * none. */
+void cost_origin_band_lines(FILE *out, const char *prefix, const char *quantity, int64_t comm_keys,
+                            int64_t device_model_keys);
+
 #endif /* DSMPI_COST_ORIGIN_H */

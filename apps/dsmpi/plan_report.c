@@ -324,6 +324,19 @@ static const char *target_title(const plan_report_t *r)
     return r->system != NULL ? r->system->title : r->first->name;
 }
 
+/* What the band of a size comes from, e.g. "communication and device-model
+ * bands". */
+static const char *band_name(const plan_report_size_t *s)
+{
+    if (s->band_comm_keys > 0 && s->band_device_model_keys > 0)
+        return "communication and device-model bands";
+    if (s->band_comm_keys > 0)
+        return "communication band";
+    if (s->band_device_model_keys > 0)
+        return "device-model band";
+    return "band, empty here (every cost measured inside its range)";
+}
+
 static void request_text(const plan_report_t *r, int k, char *text, size_t size)
 {
     ds_model_info_t info;
@@ -349,13 +362,13 @@ static void request_text(const plan_report_t *r, int k, char *text, size_t size)
     snprintf(text, size,
              "We request %.0f node-hours (%.0f GPU-hours%s) on %s to train %s on %s. On %lld GPUs "
              "(%lld nodes) with the strategy %s, the training is predicted to take %.1f days "
-             "(%.1f to %.1f days at the ends of the communication band), at %.0f%% MFU. %lld "
+             "(%.1f to %.1f days at the ends of the %s), at %.0f%% MFU. %lld "
              "GPUs is the largest size of the plan that keeps at least %.0f%% of the smallest "
              "size's GPU-hour efficiency (here %.0f%%).%s The prediction rests on %s.",
              s->row.node_hours, s->row.gpu_hours, units, target_title(r), info.name, r->budget,
              (long long)s->gpus, (long long)s->nodes, strategy, s->row.days, s->low.days,
-             s->high.days, 100.0 * s->mfu, (long long)s->gpus, 100.0 * REQUEST_MIN_EFFICIENCY,
-             100.0 * s->row.efficiency, sensitivity, r->basis);
+             s->high.days, band_name(s), 100.0 * s->mfu, (long long)s->gpus,
+             100.0 * REQUEST_MIN_EFFICIENCY, 100.0 * s->row.efficiency, sensitivity, r->basis);
 }
 
 static void write_inputs(const doc_t *d, const plan_report_t *r)
@@ -437,9 +450,12 @@ static void write_sizes(const doc_t *d, const plan_report_t *r)
         row(d, cells, columns, false);
     }
     table_edge(d, false);
-    paragraph(d, "Low and high: every communication cost extrapolated beyond the node counts "
-                 "measured, at the low and the high end of its band; compute costs carry no "
-                 "band (the kernels' uncertainty is the sensitivity below). Days = steps x "
+    paragraph(d, "Low and high: every cost with a band at its low and its high end: "
+                 "communication extrapolated beyond the node counts measured (the communication "
+                 "model's leave-scale-out error on real clusters), and compute priced by the "
+                 "device model (its measured error per operator class, from kernels that did "
+                 "not set its parameters; 'dsmpi device' lists the classes). Measured costs "
+                 "carry no band; the sensitivity below shows a uniform change. Days = steps x "
                  "iteration time / goodput; GPU-hours = GPUs x days x 24; node-hours = nodes x "
                  "days x 24; the site's units = node-hours x its charge per node-hour (a "
                  "column of their own unless they are the node-hours); efficiency = GPU-hours "

@@ -18,7 +18,10 @@ typedef struct plan_report_size {
     const char *note; /* why no strategy, when !found */
     ds_strategy_t strategy;
     double mfu, assumed_share;
-    ds_plan_row_t row, low, high; /* expected, and the ends of the communication band */
+    ds_plan_row_t row, low, high; /* expected, and the ends of the band */
+    /* Unique costs behind the band: communication extrapolated beyond the
+     * node counts measured, compute from the device model. */
+    int64_t band_comm_keys, band_device_model_keys;
     /* The best strategy simulated again from the costs its run used: as they
      * were, communication x PLAN_REPORT_NETWORK_SLOWER, compute x
      * PLAN_REPORT_KERNELS_SLOWER. */

@@ -268,13 +268,45 @@ DS_API void ds_cost_table_at(const ds_cost_table_t *table, size_t index,
 /* The band of a cost: how far its true value may lie below and above
  * cost.mean_s, as multiples of it (low <= 1 <= high).  The communication
  * model sets one on every cost it extrapolates beyond the node counts that
- * were measured (ds_comm_prediction_band); every other cost, and a cost set
- * again with ds_cost_table_set, has the band 1, 1. */
+ * were measured (ds_comm_prediction_band), the cost assembly one on every
+ * compute cost the device model scales to another device (ds_model_class_band);
+ * every other cost, and a cost set again with ds_cost_table_set, has the
+ * band 1, 1. */
 DS_API ds_status_t ds_cost_table_set_band(ds_cost_table_t *table, const ds_event_key_t *key,
                                           double low, double high);
 /* The band of `key` (1, 1 when the table has none or lacks the key). */
 DS_API void ds_cost_table_band(const ds_cost_table_t *table, const ds_event_key_t *key,
                                double *low_p, double *high_p);
+
+/* ---- the device model's band ----------------------------------------------
+ * A compute cost priced by the device model (provenance modelled: a key the
+ * profile lacks under --estimate-missing, or a cost measured on another
+ * device and scaled by the model) carries the band of its operator class:
+ * how far the model's time was from measured kernels of that class that
+ * were not used to set the model's parameters (leave-out).  The numbers and
+ * where each was measured are in libdsmpi/events/device_band.c. */
+
+typedef enum ds_model_class {
+    DS_MODEL_GEMM_COMPUTE = 0, /* GEMM or batched GEMM the model finds compute-bound */
+    DS_MODEL_GEMM_MEMORY = 1,  /* ... memory-bound (thin shapes) */
+    DS_MODEL_ATTENTION = 2,    /* fused (flash) attention */
+    DS_MODEL_STREAMING = 3,    /* norms, element-wise, softmax, loss, optimizer, embedding */
+    DS_MODEL_CLASS_COUNT_
+} ds_model_class_t;
+
+/* "gemm-compute", "gemm-memory", "attention", "streaming"; "?" otherwise. */
+DS_API const char *ds_model_class_name(ds_model_class_t model_class);
+/* The class the device model puts a compute key in on `cluster`'s device
+ * (`flops` and `bytes` per occurrence, as ds_event_t has them). */
+DS_API ds_model_class_t ds_model_class_of(const ds_event_key_t *key, double flops, double bytes,
+                                          const ds_cluster_t *cluster);
+/* The band of a class on `device` (a device name: "cpu" has its own rows,
+ * every other device the GPU rows), as multiples of the modelled cost
+ * (low <= 1 <= high). */
+DS_API void ds_model_class_band(ds_model_class_t model_class, const char *device, double *low_p,
+                                double *high_p);
+/* Where the numbers of ds_model_class_band were measured (one line, static). */
+DS_API const char *ds_model_band_source(void);
 
 /* One measurement of a collective or point-to-point transfer at one size, as
  * the profiler measures it or an nccl-tests log reports it.  The

@@ -166,11 +166,14 @@ typedef struct ds_search_result {
     ds_strategy_t strategy;
     int64_t candidate;  /* index in ds_search_candidate_at */
     double iteration_s; /* ranks the results */
-    /* The band of iteration_s (ds_sim_options_t.band: every communication
-     * cost at the low, then the high end of its band), simulated for the
-     * ranked results and the worst only; equal to iteration_s when no cost
-     * has a band. */
+    /* The band of iteration_s (ds_sim_options_t.band: every cost with a
+     * band, communication extrapolated and compute from the device model, at
+     * the low, then the high end of it), simulated for the ranked results
+     * and the worst only; equal to iteration_s when no cost has a band. */
     double iteration_low_s, iteration_high_s;
+    /* The unique keys behind that band, by source (ds_sim_summary_t's
+     * banded_comm_keys and banded_compute_keys); ranked results and worst. */
+    int64_t band_comm_keys, band_device_model_keys;
     double samples_per_s, tokens_per_s;
     double model_tflops_per_gpu, mfu, hfu;
     double bubble_fraction;

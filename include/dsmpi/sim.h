@@ -102,10 +102,11 @@ typedef struct ds_sim_slow_device {
     double factor;
 } ds_sim_slow_device_t;
 
-/* Which end of the communication band a run takes. */
+/* Which end of the band (communication extrapolated, compute from the device
+ * model) a run takes. */
 typedef enum ds_sim_band {
     DS_SIM_BAND_EXPECTED = 0, /* every cost as the table or the model gives it */
-    DS_SIM_BAND_LOW = 1,      /* each communication cost times its band's low multiple */
+    DS_SIM_BAND_LOW = 1,      /* each cost with a band times its band's low multiple */
     DS_SIM_BAND_HIGH = 2,     /* ... times its high multiple */
 } ds_sim_band_t;
 
@@ -140,13 +141,14 @@ typedef struct ds_sim_options {
      * costs, taken as independent normals), and the wait E[max of N] x sigma
      * is counted as idle time inside the pass.  0: members arrive together. */
     int collective_skew;
-    /* DS_SIM_BAND_EXPECTED (default); LOW or HIGH: every communication cost
-     * is taken at that end of its band (ds_cost_table_band for a cost of
-     * the table, ds_comm_prediction_band for one comm_model predicts), so
-     * that a run per end gives the iteration time's band with overlap and
-     * the critical path simulated, not scaled.  A cost without a band
-     * (measured, inside the measured node counts, compute) is the same in
-     * the three runs. */
+    /* DS_SIM_BAND_EXPECTED (default); LOW or HIGH: every cost with a band
+     * is taken at that end of it (ds_cost_table_band for a cost of the
+     * table, ds_comm_prediction_band for one comm_model predicts,
+     * ds_model_class_band for compute estimate_missing prices), so that a
+     * run per end gives the iteration time's band with overlap and the
+     * critical path simulated, not scaled.  A cost without a band (measured,
+     * communication inside the measured node counts) is the same in the
+     * three runs. */
     ds_sim_band_t band;
     /* 1 (default): the summary's timeline_hash; 0: left 0 in the summary,
      * computed only when ds_sim_timeline_hash asks (a search needs it for
@@ -232,6 +234,10 @@ typedef struct ds_sim_summary {
     double critical_assumed_share;
     int64_t assumed_keys;  /* unique keys whose cost is assumed or modelled */
     int64_t modelled_keys; /* of those, compute priced by the device model */
+    /* Unique keys whose cost has a band (not 1, 1): communication
+     * extrapolated beyond the node counts measured, and compute priced by
+     * the device model (ds_model_class_band). */
+    int64_t banded_comm_keys, banded_compute_keys;
     int64_t graph_nodes, graph_edges;
     double build_s, evaluate_s; /* wall time of the last run */
     double peak_memory_GiB;     /* largest total over devices */

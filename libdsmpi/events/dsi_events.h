@@ -25,6 +25,10 @@ ds_status_t dsi_estimate_comm_seconds(const ds_event_key_t *key, const ds_cluste
 /* The roofline of a compute key on `cluster`'s device (never fails). */
 double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, double bytes,
                                     const ds_cluster_t *cluster);
+/* The same, returned, with the band of its operator class in *low_p and
+ * *high_p (multiples of it; ds_model_class_band). */
+double dsi_estimate_compute_band(const ds_event_key_t *key, double flops, double bytes,
+                                 const ds_cluster_t *cluster, double *low_p, double *high_p);
 
 /* ---- group layouts (layout.c) ------------------------------------------------------------
  * Where the members of a group sit decides the layout fields of a

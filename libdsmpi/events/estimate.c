@@ -86,8 +86,9 @@ static double flat_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *c
     return lat + size / bw;
 }
 
-double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, double bytes,
-                                    const ds_cluster_t *cluster)
+/* The device model's time of a compute key, and the class of its band. */
+static double estimate_compute(const ds_event_key_t *key, double flops, double bytes,
+                               const ds_cluster_t *cluster, ds_model_class_t *class_p)
 {
     ds_device_model_t model;
     device_model_of(&cluster->device, &model);
@@ -100,8 +101,10 @@ double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, dou
         int64_t batch = key->op == DS_OP_BATCHED_GEMM && key->dims[3] > 0 ? key->dims[3] : 1;
         ds_gemm_estimate_t gemm;
         if (ds_device_model_gemm(&model, dtype, key->dims[0], key->dims[1], key->dims[2], batch,
-                                 &gemm) == DS_OK)
+                                 &gemm) == DS_OK) {
+            *class_p = gemm.memory_bound ? DS_MODEL_GEMM_MEMORY : DS_MODEL_GEMM_COMPUTE;
             return gemm.seconds;
+        }
     }
     double stream = model.stream_fraction;
     for (size_t i = 0; i < DSI_ARRAY_SIZE(stream_shares); i++)
@@ -113,7 +116,35 @@ double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, dou
         peak *= ATTENTION_SHARE_OF_GEMM;
     double compute = matmul ? flops / (peak * 1e12) : 0.0;
     double memory = bytes / (model.mem_bw_GBps * 1e9 * stream);
+    *class_p = attention          ? DS_MODEL_ATTENTION
+               : !matmul          ? DS_MODEL_STREAMING
+               : memory > compute ? DS_MODEL_GEMM_MEMORY
+                                  : DS_MODEL_GEMM_COMPUTE;
     return model.launch_us * 1e-6 + (compute > memory ? compute : memory);
+}
+
+double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, double bytes,
+                                    const ds_cluster_t *cluster)
+{
+    ds_model_class_t model_class;
+    return estimate_compute(key, flops, bytes, cluster, &model_class);
+}
+
+ds_model_class_t ds_model_class_of(const ds_event_key_t *key, double flops, double bytes,
+                                   const ds_cluster_t *cluster)
+{
+    ds_model_class_t model_class;
+    estimate_compute(key, flops, bytes, cluster, &model_class);
+    return model_class;
+}
+
+double dsi_estimate_compute_band(const ds_event_key_t *key, double flops, double bytes,
+                                 const ds_cluster_t *cluster, double *low_p, double *high_p)
+{
+    ds_model_class_t model_class;
+    double seconds = estimate_compute(key, flops, bytes, cluster, &model_class);
+    ds_model_class_band(model_class, cluster->device.name, low_p, high_p);
+    return seconds;
 }
 
 ds_status_t dsi_estimate_comm_seconds(const ds_event_key_t *key, const ds_cluster_t *cluster,

@@ -113,7 +113,9 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
         if (e->key.kind == DS_EVENT_COMPUTE && !same) {
             /* Another device: its time scaled by the ratio of the device
              * model's estimates on the two devices; modelled, said so. */
-            double on_target = dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, target);
+            double low = 1.0, high = 1.0;
+            double on_target =
+                dsi_estimate_compute_band(&e->key, e->flops, e->bytes, target, &low, &high);
             double on_source =
                 known ? dsi_estimate_compute_seconds(&e->key, e->flops, e->bytes, &on_measured)
                       : 0.0;
@@ -126,6 +128,12 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
             c.p90_s *= ratio;
             c.provenance = DS_PROV_MODELLED;
             report->compute_scaled++;
+            DSI_TRY_GOTO(ds_cost_table_set(table, &e->key, &c), status, out);
+            /* The ratio is the device model's: the band of the key's class. */
+            if (low != 1.0 || high != 1.0)
+                DSI_TRY_GOTO(ds_cost_table_set_band(table, &e->key, low, high), status, out);
+            report->compute_measured++;
+            continue;
         }
         DSI_TRY_GOTO(ds_cost_table_set(table, &e->key, &c), status, out);
         if (e->key.kind == DS_EVENT_COMPUTE)

@@ -588,6 +588,8 @@ static ds_status_t add_details(ds_search_t *search, const ds_cost_table_t *costs
                              r->iteration_s, sum.iteration_s);
         r->bubble_fraction = sum.bubble_fraction;
         r->comm_exposed_s = sum.comm_exposed_s;
+        r->band_comm_keys = sum.banded_comm_keys;
+        r->band_device_model_keys = sum.banded_compute_keys;
         DSI_TRY(
             ds_sim_run(search->sim, search->model, &r->strategy, &search->cluster, costs, &low));
         ds_sim_get_summary(search->sim, &sum);

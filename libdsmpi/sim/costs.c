@@ -2,8 +2,9 @@
  * Costs of the simulator's events: every key is looked up once per run in
  * the caller's cost table (mean seconds -> integer ns); a communication key
  * the table lacks is predicted by the communication model when one is given;
- * any other key the table lacks is recorded as missing, or estimated from the
- * device roofline and marked assumed.  Layer templates (the operators of one
+ * any other key the table lacks is recorded as missing, or estimated (compute
+ * by the device model, marked modelled, with its class's band; communication
+ * from the cluster's links, marked assumed).  Layer templates (the operators of one
  * layer pass on one TP layout, with their costs) and stage profiles (the
  * parts of each chunk and their fused sums) are memoised per run.
  */
@@ -68,15 +69,24 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
         e.seconds = cost->mean_s;
         e.provenance = cost->provenance;
         ds_cost_table_band(sim->costs, key, &low, &high);
+        /* A modelled compute cost (from a text table, or scaled from another
+         * device) has its class's band on the target wherever it came from. */
+        if (cost->provenance == DS_PROV_MODELLED && key->kind == DS_EVENT_COMPUTE && low == 1.0 &&
+            high == 1.0)
+            dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
     } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
         ds_comm_prediction_t prediction;
         DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
         e.seconds = prediction.cost.mean_s;
         e.provenance = prediction.cost.provenance;
         ds_comm_prediction_band(&prediction, &low, &high);
+    } else if (sim->opt.estimate_missing && key->kind == DS_EVENT_COMPUTE) {
+        /* The device model, with the band of the operator's class. */
+        e.seconds = dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
+        e.provenance = DS_PROV_MODELLED;
     } else if (sim->opt.estimate_missing) {
         DSI_TRY(dsi_estimate_seconds(key, flops, bytes, &sim->cluster, &e.seconds));
-        e.provenance = key->kind == DS_EVENT_COMPUTE ? DS_PROV_MODELLED : DS_PROV_ASSUMED;
+        e.provenance = DS_PROV_ASSUMED;
     } else {
         e.seconds = 0.0;
         e.provenance = DS_PROV_ASSUMED;
@@ -87,6 +97,7 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
         }
         sim->missing[sim->num_missing++] = *key;
     }
+    e.banded = low != 1.0 || high != 1.0;
     if (sim->opt.band == DS_SIM_BAND_LOW)
         e.seconds *= low;
     else if (sim->opt.band == DS_SIM_BAND_HIGH)

@@ -367,6 +367,7 @@ typedef struct dsi_key_entry {
     int64_t ns;
     ds_provenance_t provenance;
     double seconds;
+    bool banded; /* its band is not 1, 1 */
 } dsi_key_entry_t;
 
 /* What a run builds on: the placement classes, lanes, schedule programs and

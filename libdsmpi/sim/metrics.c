@@ -633,6 +633,9 @@ ds_status_t dsi_sim_metrics(ds_sim_t *sim)
         sum->assumed_keys += sim->keys[i].provenance == DS_PROV_ASSUMED ||
                              sim->keys[i].provenance == DS_PROV_MODELLED;
         sum->modelled_keys += sim->keys[i].provenance == DS_PROV_MODELLED;
+        bool compute = sim->keys[i].key.kind == DS_EVENT_COMPUTE;
+        sum->banded_comm_keys += sim->keys[i].banded && !compute;
+        sum->banded_compute_keys += sim->keys[i].banded && compute;
     }
     summary_rates(sim, Ts);
     if (sim->opt.keep_timeline) {

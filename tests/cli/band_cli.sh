@@ -2,8 +2,9 @@
 # The band of communication extrapolated beyond the nodes measured, carried
 # through predict and plan: all-reduce logs of 1 and 2 nodes of A100s, data
 # parallelism over 8 nodes (beyond them: low < expected < high) and over 2
-# (inside them: the three are equal); plan's days and GPU-hours follow the
-# iteration time's band.
+# (inside them: the three are equal when compute is measured; with
+# --estimate-missing only the device model's band is left); plan's days and
+# GPU-hours follow the iteration time's band.
 #   band_cli.sh DSMPI DATA_DIR
 set -u
 dsmpi=$1
@@ -17,23 +18,37 @@ trap 'rm -rf "$tmp"' EXIT
 common=(--model gpt2-medium --strategy tp=1,pp=1,mbs=1 --gpus-per-node 8 --device a100-80g
         --nccl-tests "$logs/all_reduce_8.log" "$logs/all_reduce_16.log" --estimate-missing)
 
+# The compute costs of both sizes as measured (the device model's estimates,
+# no band), so that only communication has one.
+for gpus in 16 64; do
+    expect_ok events "${common[@]:0:8}" --target-gpus $gpus --cost-table-out "$tmp/modelled.txt"
+done
+sed 's/ modelled$/ measured/' "$tmp/modelled.txt" >"$tmp/measured.txt"
+
 # predict --json: the keys once each, the band around the expected time.
-band_json() { # gpus, relation (beyond | inside)
-    expect_ok predict "${common[@]}" --target-gpus "$1" --json
-    python3 - "$tmp/out" "$2" <<'PY' || fail "predict --target-gpus $1 --json: band not $2"
+band_json() { # gpus, relation (beyond | inside), compute (measured | modelled)
+    local table=()
+    [ "$3" = measured ] && table=(--cost-table "$tmp/measured.txt")
+    expect_ok predict "${common[@]}" "${table[@]}" --target-gpus "$1" --json
+    python3 - "$tmp/out" "$2" "$3" <<'PY' || fail "predict --target-gpus $1 --json: band not $2 ($3 compute)"
 import json, sys
 from strict_json import load
 d = load(sys.argv[1])
 s = d["summary"]
 low, mid, high = s["iter_time_low_s"], s["iter_time_s"], s["iter_time_high_s"]
-if sys.argv[2] == "beyond":
+beyond, modelled = sys.argv[2] == "beyond", sys.argv[3] == "modelled"
+assert (s["band_comm_keys"] > 0) == beyond, s["band_comm_keys"]
+assert (s["band_device_model_keys"] > 0) == modelled, s["band_device_model_keys"]
+if beyond or modelled:
     assert 0 < low < mid < high, (low, mid, high)
 else:
     assert low == mid == high, (low, mid, high)
 PY
 }
-band_json 64 beyond
-band_json 16 inside
+band_json 64 beyond measured
+band_json 16 inside measured
+band_json 64 beyond modelled
+band_json 16 inside modelled
 
 # predict's table: "iteration time  X s (band L - H s)", the JSON's numbers.
 expect_ok predict "${common[@]}" --target-gpus 64
@@ -58,6 +73,7 @@ d = json.load(open(sys.argv[1]))
 rows = d["results"] + [d["worst"]]
 assert len(d["results"]) == 3
 assert all(r["iter_time_low_s"] < r["iter_time_s"] < r["iter_time_high_s"] for r in rows), rows
+assert all(r["band_comm_keys"] > 0 and r["band_device_model_keys"] > 0 for r in rows), rows
 times = [r["iter_time_s"] for r in d["results"]]
 assert times == sorted(times), times
 PY
@@ -78,10 +94,11 @@ for gpus, s in sizes.items():
         low, mid, high = s[what + "_low" + ("_s" if what == "iter_time" else "")], \
             s[what + ("_s" if what == "iter_time" else "")], \
             s[what + "_high" + ("_s" if what == "iter_time" else "")]
-        if gpus == 16:
-            assert low == mid == high, (gpus, what, low, mid, high)
-        else:
-            assert 0 < low < mid < high, (gpus, what, low, mid, high)
+        # Compute from the device model: a band at both sizes; communication
+        # extrapolated only beyond the 2 nodes measured.
+        assert 0 < low < mid < high, (gpus, what, low, mid, high)
+    assert (s["band_comm_keys"] > 0) == (gpus == 64), (gpus, s["band_comm_keys"])
+    assert s["band_device_model_keys"] > 0, (gpus, s["band_device_model_keys"])
     ratio = s["iter_time_high_s"] / s["iter_time_s"]
     assert abs(s["gpu_hours_high"] / s["gpu_hours"] - ratio) < 1e-5 * ratio, (gpus, ratio)
     ratio = s["iter_time_low_s"] / s["iter_time_s"]

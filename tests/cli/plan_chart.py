@@ -97,7 +97,8 @@ def points_values(root, unit):
         title = c.find(NS + "title")
         if title is None:
             continue
-        m = re.match(r"(\d+) GPUs: ([0-9.eE+-]+)([kMG]?) " + unit + "$", title.text)
+        m = re.match(r"(\d+) GPUs: ([0-9.eE+-]+)([kMG]?) " + unit + r"( \(band [^)]*\))?$",
+                     title.text)
         if m:
             scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(3)]
             values[int(m.group(1))] = float(m.group(2)) * scale
@@ -112,7 +113,7 @@ def near(a, b, rel=0.006):
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
-# 1. Priced, every cost from the roofline.
+# 1. Priced, every cost from the device model (with its band).
 rows, root = plan("priced.svg", "--gpus", "8,16,32", "--estimate-missing",
                   "--price-per-gpu-hour", "2.5")
 lines = series(root)
@@ -130,8 +131,11 @@ pts = lines.get("days to train", [])
 check("days fall left to right", all(a[0] < b[0] and a[1] < b[1] for a, b in zip(pts, pts[1:])),
       pts)
 box, names = legend_box(root)
-check("legend names the series", names == ["days to train", "GPU-hours",
-      "cost at 2.5 per GPU-hour"], names)
+# Every cost from the device model: the device-model band is drawn around each series.
+check("legend names the series and the band", names == ["days to train", "GPU-hours",
+      "cost at 2.5 per GPU-hour", "band"], names)
+bands = [p.get("data-band") for p in root.iter(NS + "polygon") if p.get("class") == "band"]
+check("a band around each series", sorted(bands) == sorted(lines), (bands, sorted(lines)))
 hits = [(n, p) for n, pl in lines.items() for p in pl if inside(box, *p)]
 check("legend box clear of the polylines' points", not hits, (box, hits))
 spans = {n: (min(x for x, _ in pl), min(y for _, y in pl), max(x for x, _ in pl),
@@ -152,7 +156,8 @@ lines = series(root)
 check("no price: days and GPU-hours only", set(lines) == {"days to train", "GPU-hours"},
       sorted(lines))
 box, names = legend_box(root)
-check("no price: the legend has no cost", names == ["days to train", "GPU-hours"], names)
+check("no price: the legend has no cost", names == ["days to train", "GPU-hours", "band"],
+      names)
 
 # 3. Some costs measured (a table of one strategy's), the rest estimated: a share under 100%.
 out = run("predict", "--model", "bert-large", "--seq-len", "128", "--strategy", "dp=8,mbs=1,gbs=512",

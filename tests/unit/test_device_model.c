@@ -4,6 +4,8 @@
 
 #include "events/dsi_events.h"
 
+#include <dsmpi/sim.h>
+
 #include <string.h>
 
 static ds_gemm_estimate_t gemm_on(const char *device, ds_dtype_t dtype, int64_t m, int64_t n,
@@ -177,6 +179,145 @@ static void test_provenance(void)
     ds_cost_table_destroy(table);
 }
 
+/* The documented band of each operator class (libdsmpi/events/device_band.c
+ * and the README): the GPU rows and the cpu's own attention row. */
+static void test_band_numbers(void)
+{
+    static const struct {
+        ds_model_class_t model_class;
+        const char *name, *device;
+        double low, high;
+    } rows[] = {
+        {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "h100-sxm", 0.884, 1.241},
+        {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "cpu", 0.884, 1.241},
+        {DS_MODEL_GEMM_MEMORY, "gemm-memory", "a100-80g", 0.270, 2.096},
+        {DS_MODEL_ATTENTION, "attention", "a100-80g", 0.873, 1.275},
+        {DS_MODEL_ATTENTION, "attention", "cpu", 1.0, 2.809},
+        {DS_MODEL_STREAMING, "streaming", "b200", 0.270, 2.096},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        double low = 0.0, high = 0.0;
+        ds_model_class_band(rows[i].model_class, rows[i].device, &low, &high);
+        CHECK_MSG(low == rows[i].low && high == rows[i].high, "%s on %s: %g - %g", rows[i].name,
+                  rows[i].device, low, high);
+        CHECK(strcmp(ds_model_class_name(rows[i].model_class), rows[i].name) == 0);
+        CHECK(low <= 1.0 && high >= 1.0);
+    }
+    double low = 0.0, high = 0.0;
+    ds_model_class_band(DS_MODEL_CLASS_COUNT_, "cpu", &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
+    CHECK(strcmp(ds_model_class_name(DS_MODEL_CLASS_COUNT_), "?") == 0);
+}
+
+/* Each key goes to the class of the regime the model prices it in. */
+static void test_band_classes(void)
+{
+    ds_cluster_t h100, cpu;
+    CHECK_OK(ds_cluster_init(&h100, 1, 8, "h100-sxm"));
+    CHECK_OK(ds_cluster_init(&cpu, 1, 1, "cpu"));
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMPUTE;
+    key.op = DS_OP_GEMM;
+    key.dtype = DS_DTYPE_BF16;
+    key.dims[0] = key.dims[1] = key.dims[2] = 8192;
+    double flops = 2.0 * 8192 * 8192 * 8192, bytes = 3.0 * 8192 * 8192 * 2;
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &h100), DS_MODEL_GEMM_COMPUTE);
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &cpu), DS_MODEL_GEMM_COMPUTE);
+    /* A matrix-vector product: 2 FLOPs per 2-byte element read. */
+    key.dims[1] = 1;
+    flops = 2.0 * 8192 * 8192;
+    bytes = (8192.0 * 8192 + 2 * 8192) * 2;
+    CHECK(gemm_on("h100-sxm", DS_DTYPE_BF16, 8192, 1, 8192, 1).memory_bound);
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &h100), DS_MODEL_GEMM_MEMORY);
+    CHECK_INT(ds_model_class_of(&key, flops, bytes, &cpu), DS_MODEL_GEMM_MEMORY);
+    key.op = DS_OP_FLASH_ATTENTION;
+    CHECK_INT(ds_model_class_of(&key, 1e12, 1e6, &h100), DS_MODEL_ATTENTION);
+    key.op = DS_OP_LAYERNORM;
+    CHECK_INT(ds_model_class_of(&key, 1e6, 1e6, &cpu), DS_MODEL_STREAMING);
+    double low = 0.0, high = 0.0;
+    double seconds = dsi_estimate_compute_band(&key, 1e6, 1e6, &cpu, &low, &high);
+    CHECK(seconds == dsi_estimate_compute_seconds(&key, 1e6, 1e6, &cpu));
+    CHECK(low == 0.270 && high == 2.096);
+}
+
+/* In a simulation, a compute cost from the device model is taken at its
+ * class's band ends, a measured one (and communication inside the nodes
+ * measured) keeps 1, 1: the low end's key times over the expected one's. */
+static void test_band_in_sim(void)
+{
+    ds_model_t *model = NULL;
+    CHECK_OK(ds_model_load("gpt2-medium", &model));
+    ds_cluster_t cluster;
+    CHECK_OK(ds_cluster_init(&cluster, 1, 8, "a100-80g"));
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("tp=2,pp=2,mbs=1", &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, 8, 8));
+    ds_event_set_t *set = NULL;
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_events_generate(model, &s, &cluster, &set));
+    CHECK_OK(ds_cost_table_create(&costs));
+    /* Every other compute key and every communication key measured. */
+    size_t compute = 0;
+    for (size_t i = 0; i < ds_event_set_size(set); i++) {
+        const ds_event_t *e = ds_event_set_at(set, i);
+        bool is_compute = e->key.kind == DS_EVENT_COMPUTE;
+        if (is_compute && compute++ % 2 == 1)
+            continue;
+        ds_cost_t c = {e->estimated_s,  e->estimated_s, e->estimated_s, e->estimated_s, 5,
+                       DS_PROV_MEASURED};
+        CHECK_OK(ds_cost_table_set(costs, &e->key, &c));
+    }
+    ds_sim_t *expected = NULL, *low = NULL;
+    CHECK_OK(ds_sim_create(&expected));
+    CHECK_OK(ds_sim_create(&low));
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.estimate_missing = 1;
+    CHECK_OK(ds_sim_run(expected, model, &s, &cluster, costs, &so));
+    so.band = DS_SIM_BAND_LOW;
+    CHECK_OK(ds_sim_run(low, model, &s, &cluster, costs, &so));
+    int modelled = 0, measured = 0;
+    for (size_t i = 0; i < ds_sim_key_count(low); i++) {
+        ds_provenance_t provenance;
+        double low_s = 0.0, expected_s = -1.0;
+        const ds_event_key_t *key = ds_sim_key_at(low, i, &provenance, &low_s);
+        for (size_t j = 0; j < ds_sim_key_count(expected); j++)
+            if (ds_event_key_equal(ds_sim_key_at(expected, j, NULL, NULL), key))
+                ds_sim_key_at(expected, j, NULL, &expected_s);
+        const ds_event_t *e = ds_event_set_find(set, key);
+        CHECK(e != NULL && expected_s > 0.0);
+        if (e == NULL || !(expected_s > 0.0))
+            continue;
+        double band_low = 1.0, band_high = 1.0;
+        if (provenance == DS_PROV_MODELLED) {
+            ds_model_class_band(ds_model_class_of(key, e->flops, e->bytes, &cluster), "a100-80g",
+                                &band_low, &band_high);
+            CHECK(band_low < 1.0);
+            modelled++;
+        } else {
+            CHECK_INT(provenance, DS_PROV_MEASURED);
+            measured++;
+        }
+        CHECK_NEAR(low_s / expected_s, band_low, 1e-12);
+    }
+    CHECK(modelled > 5 && measured > 5);
+    ds_sim_summary_t sum;
+    ds_sim_get_summary(low, &sum);
+    CHECK_INT(sum.banded_compute_keys, modelled);
+    CHECK_INT(sum.modelled_keys, modelled);
+    CHECK_INT(sum.banded_comm_keys, 0);
+    ds_sim_summary_t mid;
+    ds_sim_get_summary(expected, &mid);
+    CHECK(sum.iteration_s < mid.iteration_s);
+    ds_sim_destroy(low);
+    ds_sim_destroy(expected);
+    ds_cost_table_destroy(costs);
+    ds_event_set_destroy(set);
+    ds_model_destroy(model);
+}
+
 int main(void)
 {
     test_facts();
@@ -184,5 +325,8 @@ int main(void)
     test_monotone();
     test_estimates();
     test_provenance();
+    test_band_numbers();
+    test_band_classes();
+    test_band_in_sim();
     return check_summary("test_device_model");
 }
