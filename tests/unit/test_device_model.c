@@ -138,19 +138,28 @@ static void test_monotone(void)
     CHECK_INT(failures, 0);
 }
 
+/* An h100-sxm and the cpu, and a bf16 GEMM of 8192^3 with its FLOPs and bytes. */
+static void gemm_8192(ds_cluster_t *h100, ds_cluster_t *cpu, ds_event_key_t *key, double *flops,
+                      double *bytes)
+{
+    CHECK_OK(ds_cluster_init(h100, 1, 8, "h100-sxm"));
+    CHECK_OK(ds_cluster_init(cpu, 1, 1, "cpu"));
+    memset(key, 0, sizeof(*key));
+    key->kind = DS_EVENT_COMPUTE;
+    key->op = DS_OP_GEMM;
+    key->dtype = DS_DTYPE_BF16;
+    key->dims[0] = key->dims[1] = key->dims[2] = 8192;
+    *flops = 2.0 * 8192 * 8192 * 8192;
+    *bytes = 3.0 * 8192 * 8192 * 2;
+}
+
 /* The estimates of --estimate-missing: GPUs below peak, the cpu as before. */
 static void test_estimates(void)
 {
     ds_cluster_t h100, cpu;
-    CHECK_OK(ds_cluster_init(&h100, 1, 8, "h100-sxm"));
-    CHECK_OK(ds_cluster_init(&cpu, 1, 1, "cpu"));
     ds_event_key_t key;
-    memset(&key, 0, sizeof(key));
-    key.kind = DS_EVENT_COMPUTE;
-    key.op = DS_OP_GEMM;
-    key.dtype = DS_DTYPE_BF16;
-    key.dims[0] = key.dims[1] = key.dims[2] = 8192;
-    double flops = 2.0 * 8192 * 8192 * 8192, bytes = 3.0 * 8192 * 8192 * 2;
+    double flops, bytes;
+    gemm_8192(&h100, &cpu, &key, &flops, &bytes);
     double h = dsi_estimate_compute_seconds(&key, flops, bytes, &h100);
     CHECK_NEAR(h, gemm_on("h100-sxm", DS_DTYPE_BF16, 8192, 8192, 8192, 1).seconds, 1e-12);
     CHECK(h > 4e-6 + flops / 989e12 * 1.3);
@@ -213,15 +222,9 @@ static void test_band_numbers(void)
 static void test_band_classes(void)
 {
     ds_cluster_t h100, cpu;
-    CHECK_OK(ds_cluster_init(&h100, 1, 8, "h100-sxm"));
-    CHECK_OK(ds_cluster_init(&cpu, 1, 1, "cpu"));
     ds_event_key_t key;
-    memset(&key, 0, sizeof(key));
-    key.kind = DS_EVENT_COMPUTE;
-    key.op = DS_OP_GEMM;
-    key.dtype = DS_DTYPE_BF16;
-    key.dims[0] = key.dims[1] = key.dims[2] = 8192;
-    double flops = 2.0 * 8192 * 8192 * 8192, bytes = 3.0 * 8192 * 8192 * 2;
+    double flops, bytes;
+    gemm_8192(&h100, &cpu, &key, &flops, &bytes);
     CHECK_INT(ds_model_class_of(&key, flops, bytes, &h100), DS_MODEL_GEMM_COMPUTE);
     CHECK_INT(ds_model_class_of(&key, flops, bytes, &cpu), DS_MODEL_GEMM_COMPUTE);
     /* A matrix-vector product: 2 FLOPs per 2-byte element read. */
