@@ -343,6 +343,10 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
                "iterations' time; framework time between operators %.1f%% of it\n",
                m->ranges_mapped, m->keys, m->occurrences, 100.0 * m->coverage,
                m->mapped_s > 0.0 ? 100.0 * m->between_s / m->mapped_s : 0.0);
+        if (m->collective_s > 0.0)
+            printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "
+                   "communication model)\n",
+                   100.0 * m->collective_s / m->mapped_s);
         if (m->ranges_skipped > 0 || m->model_ops_unmatched > 0)
             printf("#   not mapped: %zu ranges; model operators without a traced match: %zu\n",
                    m->ranges_skipped, m->model_ops_unmatched);
@@ -422,8 +426,31 @@ static ds_status_t calibrate(const import_context_t *context, const char *own,
                               "--calibrate-from '%s': the database holds no cost of that device "
                               "fingerprint",
                               own);
+    /* The framework costs: those the database held for this device, then this run's. */
+    ds_cost_table_t *theirs = NULL, *held = NULL;
     if (status == DS_OK)
-        status = ds_framework_calibrate(context->framework, mine, out, calibration);
+        status = ds_cost_table_create(&theirs);
+    if (status == DS_OK)
+        status = ds_cost_table_create(&held);
+    if (status == DS_OK)
+        status = ds_profile_db_fill_costs(context->db, context->fingerprint, held, NULL);
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(held); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(held, i, &key, &cost);
+        if (cost->provenance == DS_PROV_FRAMEWORK)
+            status = ds_cost_table_set(theirs, key, cost);
+    }
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(context->framework); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(context->framework, i, &key, &cost);
+        status = ds_cost_table_set(theirs, key, cost);
+    }
+    if (status == DS_OK)
+        status = ds_framework_calibrate(theirs, mine, out, calibration);
+    ds_cost_table_destroy(theirs);
+    ds_cost_table_destroy(held);
     if (status == DS_OK && calibration->overall <= 0.0)
         status = ds_set_error(DS_ERR_NOT_FOUND,
                               "--calibrate-from '%s': no compute key in common with the traces "

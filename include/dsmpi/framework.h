@@ -102,6 +102,7 @@ typedef struct ds_framework_result {
     double traced_s;            /* the iterations' time */
     double mapped_s;            /* of it, inside mapped ranges */
     double between_s;           /* of the mapped time, between the matched operators */
+    double collective_s;        /* of the mapped time, in collectives (left out of compute) */
     double coverage;            /* mapped_s / traced_s */
     size_t num_unmapped;        /* largest first, at most DS_FRAMEWORK_MAX_UNMAPPED */
     ds_framework_unmapped_t unmapped[DS_FRAMEWORK_MAX_UNMAPPED];
@@ -131,7 +132,7 @@ DS_API ds_framework_class_t ds_framework_class_of(const ds_event_key_t *key);
 DS_API const char *ds_framework_class_name(ds_framework_class_t cls);
 
 typedef struct ds_framework_calibration {
-    double ratio[DS_FRAMEWORK_CLASS_COUNT_]; /* framework / own over common keys (0: none) */
+    double ratio[DS_FRAMEWORK_CLASS_COUNT_]; /* median framework / own over common keys (0: none) */
     size_t common[DS_FRAMEWORK_CLASS_COUNT_];
     double overall;    /* over every common key (0: none) */
     size_t calibrated; /* costs added */
@@ -139,10 +140,11 @@ typedef struct ds_framework_calibration {
 
 /* For every compute key of `own` (dsmpi's measurements) that `framework`
  * lacks, sets in `out` the own cost times the framework-to-own ratio of its
- * class (the sum of the framework's means over the sum of the own means on
- * the keys both hold; the ratio over every class where its class has no
- * common key), provenance DS_PROV_CALIBRATED.  Without a common key nothing
- * is added. */
+ * class: the median over the keys of that class both hold of framework mean /
+ * own mean (a median, so that one pathological key of either side does not
+ * set the scale of its whole class); the median over every class where its
+ * class has no common key.  Provenance DS_PROV_CALIBRATED.  Without a common
+ * key nothing is added. */
 DS_API ds_status_t ds_framework_calibrate(const ds_cost_table_t *framework,
                                           const ds_cost_table_t *own, ds_cost_table_t *out,
                                           ds_framework_calibration_t *calibration);

@@ -39,7 +39,9 @@ typedef struct mapper {
     size_t num_names, names_capacity;
     double *step_start, *step_end; /* sorted by start */
     size_t num_steps;
-    bool *mapped; /* per event: a range that was mapped */
+    bool *mapped;                  /* per event: a range that was mapped */
+    double *coll_start, *coll_end; /* collectives of every thread, sorted by start */
+    size_t num_coll;
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
     ds_framework_result_t *result;
 } mapper_t;
@@ -104,10 +106,23 @@ static long step_of(const mapper_t *m, double t)
     return (long)lo - 1;
 }
 
-/* A model operator's kind for the alignment: ds_op_t, or the collective mark. */
-static uint8_t model_code(const dsi_op_t *op)
+/* Where a collective issued at [start, end) really ends: a library that
+ * runs it on a thread of its own (gloo) has the caller wait outside the
+ * issuing operator; the latest end of a collective started inside it. */
+static double collective_end(const mapper_t *m, double start, double end)
 {
-    return op->key.kind == DS_EVENT_COMM ? DSI_TRACE_COLLECTIVE : op->key.op;
+    size_t lo = 0, hi = m->num_coll;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->coll_start[mid] < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double last = end;
+    for (size_t i = lo; i < m->num_coll && m->coll_start[i] <= end; i++)
+        last = DSI_MAX(last, m->coll_end[i]);
+    return last;
 }
 
 static bool compatible(uint8_t model, uint8_t traced)
@@ -161,7 +176,20 @@ static ds_status_t map_optimizer(mapper_t *m, const dsi_trace_event_t *range)
     return add_sample(m, &key, (range->end_us - range->start_us) * 1e-6);
 }
 
-/* Range `index`: its outermost known operators aligned with the model's. */
+/* Microseconds of the collectives [cs[i], ce[i]) inside [from, to). */
+static double collective_overlap(const double *cs, const double *ce, size_t n, double from,
+                                 double to)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += DSI_MAX(0.0, DSI_MIN(ce[i], to) - DSI_MAX(cs[i], from));
+    return sum;
+}
+
+/* Range `index`: its compute operators aligned with the model's; the
+ * collectives inside it (tensor-parallel ones, data-parallel buckets) are
+ * communication, priced by the communication model: their time, up to the
+ * end of the library's own work, is left out of the compute operators. */
 static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
 {
     const ds_torch_trace_t *t = m->trace;
@@ -176,80 +204,82 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     size_t num_ops = 0;
     DSI_TRY(dsi_model_layer_ops(m->model, range->layer, &m->ctx, (ds_pass_t)range->pass, m->ops,
                                 DSI_MAX_LAYER_OPS, &num_ops));
-    /* The range's operators: same thread, inside it, outermost of a known kind. */
     size_t first = index + 1, last = first;
-    double covered = -INFINITY;
-    size_t traced_count = 0;
     while (last < t->count && t->events[last].thread == range->thread &&
            t->events[last].start_us < range->end_us)
         last++;
-    long *where = NULL, *match = NULL;
-    uint8_t *traced = NULL, *model = NULL;
-    ds_status_t status = DS_OK;
     size_t span = last - first;
+    long *where = NULL, *match = NULL, *model_index = NULL;
+    uint8_t *traced = NULL, *model = NULL;
+    double *cs = NULL, *ce = NULL;
+    ds_status_t status = DS_OK;
     DSI_TRY_GOTO(dsi_calloc(span + 1, sizeof(long), &where), status, out);
     DSI_TRY_GOTO(dsi_calloc(span + 1, 1, &traced), status, out);
+    DSI_TRY_GOTO(dsi_calloc(2 * (span + 1), sizeof(double), &cs), status, out);
+    ce = cs + span + 1;
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &match), status, out);
+    DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &model_index), status, out);
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, 1, &model), status, out);
+    /* The outermost operators of a known kind, and the collectives. */
+    size_t traced_count = 0, num_coll = 0;
+    double covered = -INFINITY, collective_s = 0.0;
     for (size_t j = first; j < last; j++) {
         const dsi_trace_event_t *e = &t->events[j];
         if (e->role != DSI_ROLE_OP || e->start_us < covered || e->end_us > range->end_us)
             continue;
         covered = e->end_us;
+        if (e->op == DSI_TRACE_COLLECTIVE) {
+            cs[num_coll] = e->start_us;
+            ce[num_coll] = DSI_MIN(collective_end(m, e->start_us, e->end_us), range->end_us);
+            covered = ce[num_coll];
+            collective_s += ce[num_coll] - cs[num_coll];
+            num_coll++;
+            continue;
+        }
         where[traced_count] = (long)j;
         traced[traced_count++] = e->op;
     }
-    if (traced_count == 0 || num_ops == 0)
+    size_t model_count = 0;
+    for (size_t i = 0; i < num_ops; i++)
+        if (m->ops[i].key.kind == DS_EVENT_COMPUTE) {
+            model_index[model_count] = (long)i;
+            model[model_count++] = m->ops[i].key.op;
+        }
+    if (traced_count == 0 || model_count == 0)
         goto out;
-    for (size_t i = 0; i < num_ops; i++)
-        model[i] = model_code(&m->ops[i]);
-    DSI_TRY_GOTO(align(model, num_ops, traced, traced_count, match), status, out);
+    DSI_TRY_GOTO(align(model, model_count, traced, traced_count, match), status, out);
     long last_matched = -1;
-    for (size_t i = 0; i < num_ops; i++)
+    for (size_t i = 0; i < model_count; i++)
         if (match[i] >= 0)
             last_matched = (long)i;
         else
             m->result->model_ops_unmatched++;
     if (last_matched < 0)
         goto out;
-    /* Collectives the model does not place here (data-parallel buckets) are
-     * not compute: their time is left out of the operator after them. */
-    bool *used = NULL;
-    DSI_TRY_GOTO(dsi_calloc(traced_count + 1, sizeof(bool), &used), status, out);
-    for (size_t i = 0; i < num_ops; i++)
-        if (match[i] >= 0)
-            used[match[i]] = true;
     double previous_end = range->start_us, busy = 0.0;
-    size_t next_traced = 0;
-    for (size_t i = 0; status == DS_OK && i < num_ops; i++) {
+    for (size_t i = 0; status == DS_OK && i < model_count; i++) {
         if (match[i] < 0)
             continue;
         const dsi_trace_event_t *e = &t->events[where[match[i]]];
-        double excluded = 0.0;
-        for (; next_traced < (size_t)match[i]; next_traced++) {
-            const dsi_trace_event_t *x = &t->events[where[next_traced]];
-            if (!used[next_traced] && x->op == DSI_TRACE_COLLECTIVE) {
-                excluded += x->end_us - x->start_us;
-                status = add_unmapped(m, x->name, (x->end_us - x->start_us) * 1e-6);
-            }
-        }
-        next_traced = (size_t)match[i] + 1;
-        double end = (long)i == last_matched ? range->end_us : e->end_us;
+        double end = (long)i == last_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
+        double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
         double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
         busy += e->end_us - e->start_us;
-        previous_end = e->end_us;
-        if (status == DS_OK && m->ops[i].key.kind == DS_EVENT_COMPUTE)
-            status = add_sample(m, &m->ops[i].key, seconds);
+        previous_end = end;
+        status = add_sample(m, &m->ops[model_index[i]].key, seconds);
     }
-    dsi_free(used);
     if (status == DS_OK) {
-        m->result->between_s += DSI_MAX(0.0, range->end_us - range->start_us - busy) * 1e-6;
+        double between = range->end_us - range->start_us - busy - collective_s;
+        m->result->between_s += DSI_MAX(0.0, between) * 1e-6;
+        m->result->collective_s += collective_s * 1e-6;
         *mapped_p = true;
     }
 out:
     dsi_free(where);
     dsi_free(traced);
+    dsi_free(cs);
     dsi_free(match);
+    dsi_free(model_index);
     dsi_free(model);
     return status;
 }
@@ -261,12 +291,18 @@ static ds_status_t collect_unmapped(mapper_t *m, double *operators_s_p)
     const ds_torch_trace_t *t = m->trace;
     double covered = -INFINITY, total = 0.0;
     size_t next_range = 0; /* the first mapped range of this thread not ended yet */
+    bool training = false; /* this thread runs iterations or mapped passes */
     for (size_t i = 0; i < t->count; i++) {
         const dsi_trace_event_t *e = &t->events[i];
         if (i == 0 || e->thread != t->events[i - 1].thread) {
             covered = -INFINITY;
             next_range = i;
+            training = false;
+            for (size_t j = i; j < t->count && t->events[j].thread == e->thread && !training; j++)
+                training = m->mapped[j] || t->events[j].role == DSI_ROLE_STEP;
         }
+        if (!training)
+            continue; /* a library's worker thread: its time overlaps the training thread's */
         while (next_range < t->count && t->events[next_range].thread == e->thread &&
                (!m->mapped[next_range] || t->events[next_range].end_us <= e->start_us))
             next_range++;
@@ -374,6 +410,31 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
             n++;
         }
     qsort(pairs, n, 2 * sizeof(double), compare_steps);
+    size_t num_coll = 0;
+    for (size_t i = 0; i < trace->count; i++)
+        num_coll +=
+            trace->events[i].role == DSI_ROLE_OP && trace->events[i].op == DSI_TRACE_COLLECTIVE;
+    DSI_TRY_GOTO(dsi_calloc(2 * num_coll + 2, sizeof(double), &m->coll_start), status, out);
+    m->coll_end = m->coll_start + num_coll + 1;
+    {
+        double *both = NULL;
+        DSI_TRY_GOTO(dsi_calloc(2 * num_coll + 2, sizeof(double), &both), status, out);
+        size_t c = 0;
+        for (size_t i = 0; i < trace->count; i++)
+            if (trace->events[i].role == DSI_ROLE_OP &&
+                trace->events[i].op == DSI_TRACE_COLLECTIVE) {
+                both[2 * c] = trace->events[i].start_us;
+                both[2 * c + 1] = trace->events[i].end_us;
+                c++;
+            }
+        qsort(both, c, 2 * sizeof(double), compare_steps);
+        for (size_t i = 0; i < c; i++) {
+            m->coll_start[i] = both[2 * i];
+            m->coll_end[i] = both[2 * i + 1];
+        }
+        m->num_coll = c;
+        dsi_free(both);
+    }
     for (size_t i = 0; i < n; i++) {
         m->step_start[i] = pairs[2 * i];
         m->step_end[i] = pairs[2 * i + 1];
@@ -425,6 +486,7 @@ out:
         dsi_free(m->step_start);
         dsi_free(m->step_end);
         dsi_free(m->mapped);
+        dsi_free(m->coll_start);
     }
     dsi_free(m);
     dsi_free(pairs);
