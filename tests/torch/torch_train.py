@@ -226,9 +226,14 @@ def batch(step, micro, n=MBS):
     return idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
 
 
-def write_trace(prof, path, fmt, rank):
+def write_trace(prof, path, fmt, rank, compact=False):
     if fmt == "legacy":
         prof.export_chrome_trace(path)
+        if compact:
+            with open(path) as f:
+                events = json.load(f)
+            with open(path, "w") as f:
+                json.dump(events, f, separators=(",", ":"))
         return
     events = []
     steps = 0
@@ -246,7 +251,8 @@ def write_trace(prof, path, fmt, rank):
             item["cat"] = "user_annotation"
         events.append(item)
     with open(path, "w") as f:
-        json.dump({"schemaVersion": 1, "traceEvents": events, "displayTimeUnit": "ms"}, f)
+        json.dump({"schemaVersion": 1, "traceEvents": events, "displayTimeUnit": "ms"}, f,
+                  separators=(",", ":") if compact else None)
 
 
 def run(args, rank, world, train_step, params):
@@ -272,7 +278,7 @@ def run(args, rank, world, train_step, params):
         times = t.tolist()
     ext = "json"
     write_trace(prof, os.path.join(args.out, "%s_rank%d.%s" % (args.mode, rank, ext)),
-                args.format, rank)
+                args.format, rank, args.compact)
     if rank == 0:
         with open(os.path.join(args.out, "%s_times.txt" % args.mode), "w") as f:
             f.write("# %s: iteration seconds (profiler on), %d iterations after %d warm-up\n"
@@ -284,7 +290,8 @@ def run(args, rank, world, train_step, params):
 
 
 def worker(rank, world, args):
-    global TP_GROUP
+    global TP_GROUP, LAYERS
+    LAYERS = args.layers  # spawned processes import this file afresh
     torch.manual_seed(0)
     torch.set_num_threads(1)
     if world > 1:
@@ -439,6 +446,7 @@ def sweep_worker(rank, world, args):
 
 
 def main():
+    global LAYERS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", required=True,
                     choices=["single", "ddp", "gpipe", "1f1b", "tp", "sweep"])
@@ -446,6 +454,10 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--microbatches", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=4,
+                    help="transformer layers (4: gpt2-tiny.json; 1: gpt2-tiny-1l.json, fixtures)")
+    ap.add_argument("--compact", action="store_true",
+                    help="rewrite the trace without whitespace (fixtures)")
     ap.add_argument("--format", choices=["legacy", "kineto"], default="legacy")
     ap.add_argument("--port", type=int, default=29517)
     ap.add_argument("--sweep-max", type=int, default=4 << 20)
