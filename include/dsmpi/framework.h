@@ -118,6 +118,34 @@ DS_API ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_mo
                                       const ds_strategy_t *strategy, int stage,
                                       ds_cost_table_t *costs, ds_framework_result_t *result);
 
+/* Parts of an iteration a trace times as ranges. */
+typedef enum ds_framework_part {
+    DS_FRAMEWORK_LAYER_FORWARD = 0,
+    DS_FRAMEWORK_LAYER_BACKWARD = 1,
+    DS_FRAMEWORK_EMBEDDING_FORWARD = 2,
+    DS_FRAMEWORK_EMBEDDING_BACKWARD = 3,
+    DS_FRAMEWORK_HEAD_FORWARD = 4,
+    DS_FRAMEWORK_HEAD_BACKWARD = 5,
+    DS_FRAMEWORK_OPTIMIZER = 6,
+    DS_FRAMEWORK_PART_COUNT_
+} ds_framework_part_t;
+
+DS_API const char *ds_framework_part_name(ds_framework_part_t part);
+
+/* The ranges of `part` inside the trace's iterations: their number and mean
+ * duration in seconds (0 and 0 when none). */
+DS_API void ds_torch_trace_part_time(const ds_torch_trace_t *trace, ds_framework_part_t part,
+                                     size_t *count_p, double *mean_s_p);
+
+/* What `costs` make of one pass of `part` of `model` under `strategy` (the
+ * mean over its layers for a transformer layer; the optimizer of `stage`):
+ * the sum of its compute operators' mean costs.  *missing_p (may be NULL)
+ * gets the number of its compute keys `costs` lacks. */
+DS_API ds_status_t ds_framework_part_seconds(const ds_model_t *model, const ds_strategy_t *strategy,
+                                             int stage, const ds_cost_table_t *costs,
+                                             ds_framework_part_t part, double *seconds_p,
+                                             size_t *missing_p);
+
 /* Operator classes the calibration ratio is kept for. */
 typedef enum ds_framework_class {
     DS_FRAMEWORK_CLASS_GEMM = 0, /* gemm, batched gemm, fused attention */

@@ -129,8 +129,8 @@ static bool compatible(uint8_t model, uint8_t traced)
 {
     if (model == traced)
         return true;
-    if (model == DS_OP_DROPOUT_ADD) /* bias + dropout + add: the add closes it */
-        return traced == DS_OP_ADD;
+    if (model == DS_OP_DROPOUT_ADD) /* bias + dropout + add: either of the two */
+        return traced == DS_OP_ADD || traced == DS_OP_DROPOUT;
     if (model == DS_OP_GEGLU)
         return traced == DS_OP_GELU;
     return false;

@@ -43,6 +43,9 @@ static const struct {
     {"aten::dropout", DS_OP_DROPOUT},
     {"aten::native_dropout", DS_OP_DROPOUT},
     {"aten::native_dropout_backward", DS_OP_DROPOUT},
+    /* Dropout as a mask multiply (CPU builds of 1.13): its backward is a
+     * MulBackward0; the alignment absorbs other multiplies' (a scale). */
+    {"MulBackward0", DS_OP_DROPOUT},
     {"aten::add", DS_OP_ADD},
     {"aten::add_", DS_OP_ADD},
     {"aten::embedding", DS_OP_EMBEDDING},

@@ -60,6 +60,28 @@ if command -v h5dump >/dev/null 2>&1; then
     h5dump -d events cal.h5 | grep -q 'calibrated' || fail "h5dump: no event marked calibrated"
 fi
 
+# validate: the traced run predicted from its own import, beside the trace.
+expect 0 "validate --help" "$dsmpi" validate --torch-trace --help
+grep -q "slowest rank" out || fail "validate --torch-trace --help: $(cat out)"
+expect 0 "validate" "$dsmpi" validate --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch"
+for q in iteration "layer fwd" "layer bwd" "head bwd" optimizer collectives; do
+    grep -q "^  $q " out || fail "validate: no row '$q': $(cat out)"
+done
+# Costs end to end: the passes add up to their ranges, so the iteration is close.
+err=$(awk '$1 == "iteration" { e = $4; print (e < 0 ? -e : e) < 10 ? "ok" : e }' out)
+[ "$err" = ok ] || fail "validate: iteration error $err% (expected under 10%): $(cat out)"
+expect 0 "validate --json" "$dsmpi" validate --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch" --json
+grep -q '"quantity": "iteration"' out || fail "validate --json: $(cat out)"
+expect 2 "validate: two traces for one rank" "$dsmpi" validate --torch-trace \
+    "$data/single-legacy.json" "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
+one_line_naming "2 target devices" "validate: two traces for one rank"
+expect 2 "validate: truncated" "$dsmpi" validate --torch-trace "$data/bad/truncated.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
+one_line_naming "truncated.json" "validate: truncated"
+
 before=$(cksum < db.h5)
 for bad in truncated.json not-a-trace.json no-iteration.json gzip.json.gz; do
     expect 2 "$bad" "$dsmpi" import --torch-trace "$data/bad/$bad" $run \
