@@ -277,12 +277,17 @@ int validate_torch(app_t *app)
         ds_sim_options_init(&so);
         double low = 0.0, high = 0.0;
         status = ds_predict_run_band(sim, model, &s, &cluster, costs, &so, &low, &high);
-        if (status == DS_ERR_NOT_FOUND)
+        if (status == DS_ERR_NOT_FOUND) {
+            char first[256] = "";
+            if (ds_sim_missing_count(sim) > 0)
+                ds_event_key_format(ds_sim_missing_at(sim, 0), first, sizeof(first));
             status = ds_set_error(DS_ERR_NOT_FOUND,
-                                  "%zu events of the traced run have no cost (import the traces "
-                                  "with 'dsmpi import --torch-trace' into --profile-db, and "
-                                  "--calibrate-from dsmpi's own profile)",
-                                  ds_sim_missing_count(sim));
+                                  "%zu events of the traced run have no cost, first '%s' (import "
+                                  "the traces with 'dsmpi import --torch-trace' into "
+                                  "--profile-db, --calibrate-from dsmpi's own profile, and give "
+                                  "--nccl-tests logs for collectives)",
+                                  ds_sim_missing_count(sim), first);
+        }
     }
     if (status != DS_OK) {
         code = app_fail(app, status);

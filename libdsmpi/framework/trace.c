@@ -54,6 +54,9 @@ static const struct {
     {"aten::cross_entropy_loss", DS_OP_CROSS_ENTROPY},
     {"aten::nll_loss_backward", DS_OP_CROSS_ENTROPY},
     {"aten::_log_softmax_backward_data", DS_OP_CROSS_ENTROPY},
+    /* Megatron-LM's vocabulary-parallel cross-entropy (an autograd Function) */
+    {"_VocabParallelCrossEntropy", DS_OP_CROSS_ENTROPY},
+    {"_VocabParallelCrossEntropyBackward", DS_OP_CROSS_ENTROPY},
 };
 
 /* Collectives: names that start with these. */

@@ -189,7 +189,7 @@ class GPT(torch.nn.Module):
         return ranged("head", lambda h: self.head(h, targets), x)
 
 
-class VocabParallelCE(torch.autograd.Function):
+class _VocabParallelCrossEntropy(torch.autograd.Function):  # named as Megatron-LM names it
     @staticmethod
     def forward(ctx, logits, target, vocab):
         lo = dist.get_rank(TP_GROUP) * vocab
@@ -217,7 +217,7 @@ class VocabParallelCE(torch.autograd.Function):
 
 
 def vocab_parallel_cross_entropy(logits, target, vocab):
-    return VocabParallelCE.apply(logits, target, vocab)
+    return _VocabParallelCrossEntropy.apply(logits, target, vocab)
 
 
 def batch(step, micro, n=MBS):
@@ -262,7 +262,8 @@ def run(args, rank, world, train_step, params):
         train_step(it)
         opt.step()
         opt.zero_grad(set_to_none=True)
-    with torch.autograd.profiler.profile(record_shapes=args.format == "kineto") as prof:
+    with torch.autograd.profiler.profile(enabled=not args.no_profile,
+                                         record_shapes=args.format == "kineto") as prof:
         for it in range(args.iters):
             if world > 1:
                 dist.barrier()
@@ -276,13 +277,13 @@ def run(args, rank, world, train_step, params):
         t = torch.tensor(times, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         times = t.tolist()
-    ext = "json"
-    write_trace(prof, os.path.join(args.out, "%s_rank%d.%s" % (args.mode, rank, ext)),
-                args.format, rank, args.compact)
+    if not args.no_profile:
+        write_trace(prof, os.path.join(args.out, "%s_rank%d.json" % (args.mode, rank)),
+                    args.format, rank, args.compact)
     if rank == 0:
         with open(os.path.join(args.out, "%s_times.txt" % args.mode), "w") as f:
-            f.write("# %s: iteration seconds (profiler on), %d iterations after %d warm-up\n"
-                    % (args.mode, args.iters, args.warmup))
+            f.write("# %s: iteration seconds (profiler %s), %d iterations after %d warm-up\n"
+                    % (args.mode, "off" if args.no_profile else "on", args.iters, args.warmup))
             for t in times:
                 f.write("%.6f\n" % t)
         print("%s: median %.4f s over %d iterations (min %.4f max %.4f)"
@@ -456,6 +457,8 @@ def main():
     ap.add_argument("--microbatches", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4,
                     help="transformer layers (4: gpt2-tiny.json; 1: gpt2-tiny-1l.json, fixtures)")
+    ap.add_argument("--no-profile", action="store_true",
+                    help="no profiler: iteration times only (what a run without tracing takes)")
     ap.add_argument("--compact", action="store_true",
                     help="rewrite the trace without whitespace (fixtures)")
     ap.add_argument("--format", choices=["legacy", "kineto"], default="legacy")
