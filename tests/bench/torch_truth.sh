@@ -14,6 +14,9 @@
 #                       /usr/bin/python3 and python3 that does); none: exit 77
 #   REPEATS (3), ITERATIONS (5), WARMUP (2), MICROBATCHES (4)
 #   MPIEXEC             launcher of dsmpi profile (default mpirun)
+#   FLUSH_DENORMAL=1    every PyTorch run with torch.set_flush_denormal(True) (the output
+#                       layer's backward GEMMs otherwise run on denormals, 5-10x slower by an
+#                       amount that varies from run to run)
 set -u
 short=0
 if [ "${1:-}" = "--short" ]; then
@@ -46,6 +49,8 @@ else
     repeats=${REPEATS:-3} iterations=${ITERATIONS:-5} warmup=${WARMUP:-2} sweep_max=16777216
 fi
 mb=${MICROBATCHES:-4}
+denormal=""
+[ "${FLUSH_DENORMAL:-0}" = 1 ] && denormal=--flush-denormal
 port=$((29600 + $$ % 300))
 run="--model $model --seq-len 64 --dtype fp32"
 # gbs = dp x mbs x micro-batches of each run
@@ -66,12 +71,13 @@ train() { # MODE DIR [ARGS...]
     shift 2
     port=$((port + 1))
     "$python" "$script" --mode "$mode" --out "$dir" --iters "$iterations" --warmup "$warmup" \
-        --microbatches "$mb" --port "$port" "$@" >"$dir/$mode.log" 2>&1 ||
+        --microbatches "$mb" --port "$port" $denormal "$@" >"$dir/$mode.log" 2>&1 ||
         fail "torch_train.py --mode $mode: $(tail -3 "$dir/$mode.log")"
 }
 
+exec > >(tee "$out/torch_truth.txt")
 echo "# torch_truth: $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, torch $("$python" -c 'import torch; print(torch.__version__)')"
-echo "# load before: $(cat /proc/loadavg)"
+echo "# load before: $(cat /proc/loadavg)${denormal:+; PyTorch runs with $denormal}"
 echo "# out: $out"
 # 1. The inputs: traces of the 1-process and DDP runs, the gloo sweep.
 mkdir -p "$out/traces" "$out/sweep"
@@ -124,7 +130,7 @@ predict() { # DB FINGERPRINT MODE [ARGS...] -> iteration seconds
     shift 3
     "$dsmpi" predict --profile-db "$db" --fingerprint "$fp" $run --strategy "${strategy[$mode]}" \
         --target-gpus 2 --json "$@" 2>"$out/predict.err" |
-        grep -o '"iteration_s": [0-9.e+-]*' | head -1 | awk '{ print $2 }'
+        grep -o '"iter_time_s": [0-9.e+-]*' | head -1 | awk '{ print $2 }'
 }
 echo "#"
 printf "# %-6s %10s %18s %7s %10s %8s %10s %8s\n" mode measured "min-max" load framework error \

@@ -293,6 +293,8 @@ def run(args, rank, world, train_step, params):
 def worker(rank, world, args):
     global TP_GROUP, LAYERS
     LAYERS = args.layers  # spawned processes import this file afresh
+    if args.flush_denormal:
+        torch.set_flush_denormal(True)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     if world > 1:
@@ -457,6 +459,10 @@ def main():
     ap.add_argument("--microbatches", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4,
                     help="transformer layers (4: gpt2-tiny.json; 1: gpt2-tiny-1l.json, fixtures)")
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): the output layer's backward GEMMs of this "
+                         "model run on denormal numbers on CPU, 5-10x slower, by how much varies "
+                         "from run to run")
     ap.add_argument("--no-profile", action="store_true",
                     help="no profiler: iteration times only (what a run without tracing takes)")
     ap.add_argument("--compact", action="store_true",
