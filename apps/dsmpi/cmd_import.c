@@ -98,6 +98,21 @@ static ds_status_t add_imported(const import_context_t *context, const ds_event_
     return ds_profile_db_add_record(context->db, &record);
 }
 
+/* Two traces' costs of one key: the mean over their occurrences together;
+ * the quantiles weighted the same way (an approximation: the samples are gone). */
+static void merge_costs(const ds_cost_t *a, const ds_cost_t *b, ds_cost_t *out)
+{
+    double na = (double)(a->repetitions > 0 ? a->repetitions : 1);
+    double nb = (double)(b->repetitions > 0 ? b->repetitions : 1);
+    double wa = na / (na + nb), wb = nb / (na + nb);
+    *out = *b;
+    out->mean_s = wa * a->mean_s + wb * b->mean_s;
+    out->median_s = wa * a->median_s + wb * b->median_s;
+    out->p10_s = a->p10_s < b->p10_s ? a->p10_s : b->p10_s;
+    out->p90_s = a->p90_s > b->p90_s ? a->p90_s : b->p90_s;
+    out->repetitions = (int64_t)(na + nb);
+}
+
 /* A torch.profiler trace: its layer passes mapped onto the model, every
  * cost marked framework; a warning when it covers too little. */
 static ds_status_t import_torch_trace(const import_context_t *context, const char *path,
@@ -130,9 +145,13 @@ static ds_status_t import_torch_trace(const import_context_t *context, const cha
         const ds_event_key_t *key;
         const ds_cost_t *cost;
         ds_cost_table_at(table, i, &key, &cost);
-        status = add_imported(context, key, cost, result);
+        ds_cost_t merged = *cost;
+        const ds_cost_t *earlier = ds_cost_table_find(context->framework, key);
+        if (earlier != NULL) /* an earlier trace of this import: the mean over both */
+            merge_costs(earlier, cost, &merged);
+        status = add_imported(context, key, &merged, result);
         if (status == DS_OK)
-            status = ds_cost_table_set(context->framework, key, cost);
+            status = ds_cost_table_set(context->framework, key, &merged);
     }
     if (status == DS_OK && result->mapped.coverage < DS_FRAMEWORK_MIN_COVERAGE) {
         const ds_framework_unmapped_t *u = result->mapped.unmapped;
@@ -219,7 +238,8 @@ static const importer_t importers[] = {
      "torch.profiler trace (Kineto Chrome-trace JSON, or the legacy\n"
      "                           autograd-profiler array); several files after the option;\n"
      "                           needs the traced run's --model, --strategy (--seq-len,\n"
-     "                           --dtype, --stage); costs marked 'framework'",
+     "                           --dtype, --stage); costs marked 'framework', a key's\n"
+     "                           the mean over every trace given",
      import_torch_trace, true},
 };
 #define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))

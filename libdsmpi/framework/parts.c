@@ -40,21 +40,27 @@ void ds_torch_trace_part_time(const ds_torch_trace_t *trace, ds_framework_part_t
 {
     size_t count = 0;
     double sum = 0.0;
-    for (size_t i = 0; trace != NULL && i < trace->count; i++) {
+    /* Each range against the iterations (few): the steps first. */
+    size_t num_steps = 0;
+    const dsi_trace_event_t **steps = NULL;
+    if (trace != NULL &&
+        dsi_calloc((size_t)trace->num_iterations + 1, sizeof(*steps), &steps) == DS_OK)
+        for (size_t i = 0; i < trace->count && num_steps < (size_t)trace->num_iterations; i++)
+            if (trace->events[i].role == DSI_ROLE_STEP)
+                steps[num_steps++] = &trace->events[i];
+    for (size_t i = 0; steps != NULL && i < trace->count; i++) {
         const dsi_trace_event_t *e = &trace->events[i];
         if (!is_part(e, part))
             continue;
         bool inside = false; /* in an iteration */
-        for (size_t j = 0; j < trace->count && !inside; j++) {
-            const dsi_trace_event_t *step = &trace->events[j];
-            inside = step->role == DSI_ROLE_STEP && e->start_us >= step->start_us &&
-                     e->start_us < step->end_us;
-        }
+        for (size_t j = 0; j < num_steps && !inside; j++)
+            inside = e->start_us >= steps[j]->start_us && e->start_us < steps[j]->end_us;
         if (!inside)
             continue;
         count++;
         sum += (e->end_us - e->start_us) * 1e-6;
     }
+    dsi_free(steps);
     *count_p = count;
     *mean_s_p = count > 0 ? sum / (double)count : 0.0;
 }
