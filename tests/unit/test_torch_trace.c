@@ -66,7 +66,7 @@ static void check_fixture(const char *name, ds_torch_trace_format_t format, bool
               r.coverage);
     CHECK(r.keys >= 20 && r.keys == ds_cost_table_size(costs));
     double total = 0.0;
-    bool gemm = false, optimizer = false;
+    bool gemm = false, optimizer = false, loss = false;
     for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
         const ds_event_key_t *key;
         const ds_cost_t *cost;
@@ -78,8 +78,13 @@ static void check_fixture(const char *name, ds_torch_trace_format_t format, bool
         total += cost->mean_s * (double)cost->repetitions;
         gemm |= key->op == DS_OP_GEMM && key->dims[0] == 128 && key->dims[2] == 128;
         optimizer |= key->op == DS_OP_OPTIMIZER;
+        /* cross-entropy over this rank's vocabulary share, forward and backward (Megatron's
+         * vocabulary-parallel one under tp=2) */
+        loss |= key->op == DS_OP_CROSS_ENTROPY && key->pass == DS_PASS_BACKWARD &&
+                key->dims[1] == 4096 / s.tp;
     }
     CHECK(gemm && optimizer);
+    CHECK_MSG(loss, "%s: no cross-entropy backward key", name);
     CHECK_NEAR(total, r.mapped_s - r.collective_s, 1e-6);
     CHECK(r.num_unmapped > 0 && r.unmapped[0].share < 0.1);
     ds_cost_table_destroy(costs);
