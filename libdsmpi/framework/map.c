@@ -18,6 +18,9 @@ typedef struct key_samples {
     size_t count, capacity;
 } key_samples_t;
 
+/* Largest alignment table (4 bytes a cell): 256 MiB. */
+#define MAX_ALIGNMENT_CELLS ((size_t)64 << 20)
+
 /* The name of the iterations' time without any operator. */
 #define IDLE_NAME UINT32_MAX
 
@@ -245,7 +248,10 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
             model_index[model_count] = (long)i;
             model[model_count++] = m->ops[i].key.op;
         }
-    if (traced_count == 0 || model_count == 0)
+    /* An alignment table too large for a pass (a range holding a whole
+     * iteration's operators): the range is not mapped. */
+    if (traced_count == 0 || model_count == 0 ||
+        (model_count + 1) * (traced_count + 1) > MAX_ALIGNMENT_CELLS)
         goto out;
     DSI_TRY_GOTO(align(model, model_count, traced, traced_count, match), status, out);
     long last_matched = -1;

@@ -132,8 +132,10 @@ static int64_t id_of(const json_t *value)
 {
     if (json_is_integer(value))
         return (int64_t)json_integer_value(value);
-    if (json_is_real(value))
-        return (int64_t)json_real_value(value);
+    if (json_is_real(value)) {
+        double number = json_real_value(value);
+        return number > -9.0e18 && number < 9.0e18 ? (int64_t)number : 0;
+    }
     if (json_is_string(value))
         return (int64_t)(dsi_hash64(json_string_value(value), json_string_length(value), 0) >> 1);
     return 0;
@@ -176,7 +178,8 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     memset(e, 0, sizeof(*e));
     e->start_us = ts;
     e->end_us = ts + dur;
-    e->thread = id_of(json_object_get(item, "pid")) * 1000003 + id_of(json_object_get(item, "tid"));
+    e->thread = (int64_t)((uint64_t)id_of(json_object_get(item, "pid")) * 1000003u +
+                          (uint64_t)id_of(json_object_get(item, "tid")));
     const char *cat = json_string_value(json_object_get(item, "cat"));
     const json_t *args = json_object_get(item, "args");
     bool known;
