@@ -16,6 +16,13 @@ typedef struct import_context {
     double imported_at_s;
     int gpus_per_node;       /* nccl-tests: devices per node (0: from the logs' host names) */
     const char *cluster_tag; /* nccl-tests: the system the logs come from */
+    /* torch traces: the model and the traced run's strategy, the stage the
+     * trace's rank ran, and every framework cost read (for calibration) */
+    const ds_model_t *model;
+    const ds_strategy_t *strategy;
+    int stage;
+    ds_cost_table_t *framework;
+    const app_t *app;
 } import_context_t;
 
 typedef struct import_result {
@@ -23,6 +30,9 @@ typedef struct import_result {
     size_t comm_samples; /* communication samples read */
     size_t new_events;   /* of the events, keys the database did not hold */
     size_t replaced;     /* of the events, keys whose cost they replace */
+    bool traced;         /* a torch trace: the fields below hold */
+    ds_torch_trace_info_t trace;
+    ds_framework_result_t mapped;
 } import_result_t;
 
 typedef ds_status_t (*import_fn)(const import_context_t *context, const char *path,
@@ -64,6 +74,96 @@ static ds_status_t import_cost_table(const import_context_t *context, const char
         result->events++;
     }
     ds_cost_table_destroy(table);
+    return status;
+}
+
+/* One event cost of an import: a record of the context's device, replacing
+ * the database's cost of the same key. */
+static ds_status_t add_imported(const import_context_t *context, const ds_event_key_t *key,
+                                const ds_cost_t *cost, import_result_t *result)
+{
+    ds_profile_record_t record;
+    memset(&record, 0, sizeof(record));
+    record.key = *key;
+    record.cost = *cost;
+    snprintf(record.fingerprint, sizeof(record.fingerprint), "%s", context->fingerprint);
+    snprintf(record.host, sizeof(record.host), "%s", context->host);
+    record.rank = -1;
+    record.measured_at_s = context->imported_at_s;
+    if (ds_profile_db_has(context->db, context->fingerprint, key))
+        result->replaced++;
+    else
+        result->new_events++;
+    result->events++;
+    return ds_profile_db_add_record(context->db, &record);
+}
+
+/* Two traces' costs of one key: the mean over their occurrences together;
+ * the quantiles weighted the same way (an approximation: the samples are gone). */
+static void merge_costs(const ds_cost_t *a, const ds_cost_t *b, ds_cost_t *out)
+{
+    double na = (double)(a->repetitions > 0 ? a->repetitions : 1);
+    double nb = (double)(b->repetitions > 0 ? b->repetitions : 1);
+    double wa = na / (na + nb), wb = nb / (na + nb);
+    *out = *b;
+    out->mean_s = wa * a->mean_s + wb * b->mean_s;
+    out->median_s = wa * a->median_s + wb * b->median_s;
+    out->p10_s = a->p10_s < b->p10_s ? a->p10_s : b->p10_s;
+    out->p90_s = a->p90_s > b->p90_s ? a->p90_s : b->p90_s;
+    out->repetitions = (int64_t)(na + nb);
+}
+
+/* A torch.profiler trace: its layer passes mapped onto the model, every
+ * cost marked framework; a warning when it covers too little. */
+static ds_status_t import_torch_trace(const import_context_t *context, const char *path,
+                                      import_result_t *result)
+{
+    if (context->model == NULL)
+        return ds_set_error(DS_ERR_INVALID_ARG,
+                            "--torch-trace %s needs the traced run's --model and --strategy "
+                            "(see 'dsmpi import --help')",
+                            path);
+    ds_torch_trace_t *trace = NULL;
+    ds_cost_table_t *table = NULL;
+    ds_status_t status = ds_torch_trace_load(path, &trace);
+    if (status == DS_OK)
+        status = ds_cost_table_create(&table);
+    if (status == DS_OK)
+        status = ds_torch_trace_map(trace, context->model, context->strategy, context->stage, table,
+                                    &result->mapped);
+    if (status == DS_OK) {
+        ds_torch_trace_get_info(trace, &result->trace);
+        result->traced = true;
+        if (result->mapped.keys == 0)
+            status = ds_set_error(DS_ERR_BAD_FILE,
+                                  "%s: no layer pass of the trace maps onto the model (accepted: "
+                                  "ranges named layer:N:fwd|bwd, embedding:fwd|bwd, "
+                                  "head:fwd|bwd, Optimizer.step#...)",
+                                  path);
+    }
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(table); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(table, i, &key, &cost);
+        ds_cost_t merged = *cost;
+        const ds_cost_t *earlier = ds_cost_table_find(context->framework, key);
+        if (earlier != NULL) /* an earlier trace of this import: the mean over both */
+            merge_costs(earlier, cost, &merged);
+        status = add_imported(context, key, &merged, result);
+        if (status == DS_OK)
+            status = ds_cost_table_set(context->framework, key, &merged);
+    }
+    if (status == DS_OK && result->mapped.coverage < DS_FRAMEWORK_MIN_COVERAGE) {
+        const ds_framework_unmapped_t *u = result->mapped.unmapped;
+        app_warning(context->app,
+                    "%s: the mapped layer passes cover %.1f%% of the traced iterations (under "
+                    "%.0f%%); largest unmapped: %s (%.1f%%)",
+                    path, 100.0 * result->mapped.coverage, 100.0 * DS_FRAMEWORK_MIN_COVERAGE,
+                    result->mapped.num_unmapped > 0 ? u->name : "none",
+                    result->mapped.num_unmapped > 0 ? 100.0 * u->share : 0.0);
+    }
+    ds_cost_table_destroy(table);
+    ds_torch_trace_destroy(trace);
     return status;
 }
 
@@ -134,6 +234,13 @@ static const importer_t importers[] = {
      "                           group=N nodes=K per-node=R [conc=C] [batched] = <mean s> ...'\n"
      "                           (what 'dsmpi profile --comm-samples-out' writes)",
      import_comm_samples, false},
+    {"torch-trace",
+     "torch.profiler trace (Kineto Chrome-trace JSON, or the legacy\n"
+     "                           autograd-profiler array); several files after the option;\n"
+     "                           needs the traced run's --model, --strategy (--seq-len,\n"
+     "                           --dtype, --stage); costs marked 'framework', a key's\n"
+     "                           the mean over every trace given",
+     import_torch_trace, true},
 };
 #define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))
 
@@ -146,6 +253,12 @@ enum {
     OPT_JSON,
     OPT_CSV,
     OPT_QUIET,
+    OPT_MODEL,
+    OPT_STRATEGY,
+    OPT_SEQ_LEN,
+    OPT_DTYPE,
+    OPT_STAGE,
+    OPT_CALIBRATE_FROM,
     OPT_SOURCE
 };
 
@@ -162,6 +275,13 @@ static void help(void)
            "  --profile-db FILE.h5     the database to add to (required)\n"
            "  --fingerprint F          device fingerprint the event costs are valid for\n"
            "                           (default 'imported')\n"
+           "  --model M, --strategy S  torch traces: the traced run's model and strategy\n"
+           "  --seq-len N, --dtype D   (as in 'dsmpi predict'; dp, tp, pp, mbs as it ran)\n"
+           "  --stage N                torch traces: the pipeline stage the traced rank ran (0)\n"
+           "  --calibrate-from F       torch traces: scale dsmpi's own costs of device\n"
+           "                           fingerprint F to the framework (ratio per operator\n"
+           "                           class on the keys both hold) for every key the traces\n"
+           "                           lack; marked 'calibrated'\n"
            "  --json, --csv            machine-readable output\n"
            "  --quiet                  no output on success\n"
            "  --help                   this text\n\n"
@@ -225,6 +345,150 @@ static void print_csv(const source_t *sources, size_t num_sources)
     }
 }
 
+/* The torch traces: what each holds, what it maps, what it leaves out. */
+static void print_traces(const source_t *sources, size_t num_sources, const char *calibrate_from,
+                         const ds_framework_calibration_t *c)
+{
+    for (size_t i = 0; i < num_sources; i++) {
+        const import_result_t *r = &sources[i].result;
+        if (!r->traced)
+            continue;
+        const ds_framework_result_t *m = &r->mapped;
+        printf("#\n# %s: %s trace, %d iterations, median %.4f s (min %.4f, max %.4f), %zu "
+               "events (%zu with shapes)\n",
+               sources[i].path, r->trace.format == DS_TORCH_TRACE_KINETO ? "kineto" : "legacy",
+               r->trace.iterations, r->trace.iteration_median_s, r->trace.iteration_min_s,
+               r->trace.iteration_max_s, r->trace.events, r->trace.with_shapes);
+        printf("#   mapped: %zu ranges onto %zu keys (%zu operator occurrences), %.1f%% of the "
+               "iterations' time; framework time between operators %.1f%% of it\n",
+               m->ranges_mapped, m->keys, m->occurrences, 100.0 * m->coverage,
+               m->mapped_s > 0.0 ? 100.0 * m->between_s / m->mapped_s : 0.0);
+        if (m->collective_s > 0.0)
+            printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "
+                   "communication model)\n",
+                   100.0 * m->collective_s / m->mapped_s);
+        if (m->ranges_skipped > 0 || m->model_ops_unmatched > 0)
+            printf("#   not mapped: %zu ranges; model operators without a traced match: %zu\n",
+                   m->ranges_skipped, m->model_ops_unmatched);
+        printf("#   %-40s %10s %7s\n", "unmapped", "time", "share");
+        printf("#   %-40s %10s %7s\n", "", "(s)", "(%)");
+        for (size_t j = 0; j < m->num_unmapped; j++)
+            printf("    %-40.40s %10.4f %7.2f\n", m->unmapped[j].name, m->unmapped[j].seconds,
+                   100.0 * m->unmapped[j].share);
+    }
+    if (calibrate_from == NULL)
+        return;
+    printf("#\n# calibrated from '%s': %zu costs; framework / dsmpi ratio per class:",
+           calibrate_from, c->calibrated);
+    for (int i = 0; i < DS_FRAMEWORK_CLASS_COUNT_; i++)
+        if (c->common[i] > 0)
+            printf(" %s %.3f (%zu keys)", ds_framework_class_name((ds_framework_class_t)i),
+                   c->ratio[i], c->common[i]);
+    printf(", overall %.3f\n", c->overall);
+}
+
+/* The model and strategy of a traced run, when --model is given. */
+static ds_status_t traced_run(const char *model_spec, const char *strategy_text, int64_t seq_len,
+                              const char *dtype_text, int stage, ds_model_t **model_p,
+                              ds_strategy_t *strategy)
+{
+    ds_strategy_init(strategy);
+    *model_p = NULL;
+    if (model_spec == NULL) {
+        if (strategy_text != NULL)
+            return ds_set_error(DS_ERR_INVALID_ARG, "--strategy needs --model (the traced run's)");
+        return DS_OK;
+    }
+    if (strategy_text == NULL)
+        return ds_set_error(
+            DS_ERR_INVALID_ARG,
+            "--model needs --strategy: the traced run's, e.g. dp=2,tp=1,pp=1,mbs=2");
+    ds_model_t *model = NULL;
+    ds_status_t status = ds_model_load(model_spec, &model);
+    if (status == DS_OK && seq_len > 0)
+        status = ds_model_set_seq_len(model, seq_len);
+    if (status == DS_OK && dtype_text != NULL) {
+        ds_dtype_t dtype;
+        status = ds_dtype_parse(dtype_text, &dtype);
+        if (status == DS_OK)
+            status = ds_model_set_dtype(model, dtype);
+    }
+    if (status == DS_OK)
+        status = ds_strategy_parse(strategy_text, strategy);
+    if (status == DS_OK) {
+        int64_t gpus = (int64_t)(strategy->dp > 0 ? strategy->dp : 1) * strategy->tp *
+                       strategy->pp * (strategy->cp > 0 ? strategy->cp : 1);
+        status = ds_strategy_resolve(strategy, model, gpus, (int)gpus);
+    }
+    if (status == DS_OK && stage >= strategy->pp)
+        status = ds_set_error(DS_ERR_INVALID_ARG, "--stage %d (accepted: 0 to %d, pp=%d)", stage,
+                              strategy->pp - 1, strategy->pp);
+    if (status != DS_OK) {
+        ds_model_destroy(model);
+        return status;
+    }
+    *model_p = model;
+    return DS_OK;
+}
+
+/* Every compute cost of device `own` the traces lack, scaled to the framework. */
+static ds_status_t calibrate(const import_context_t *context, const char *own,
+                             ds_framework_calibration_t *calibration)
+{
+    ds_cost_table_t *mine = NULL, *out = NULL;
+    ds_status_t status = ds_cost_table_create(&mine);
+    if (status == DS_OK)
+        status = ds_cost_table_create(&out);
+    if (status == DS_OK)
+        status = ds_profile_db_fill_costs(context->db, own, mine, NULL);
+    if (status == DS_OK && ds_cost_table_size(mine) == 0)
+        status = ds_set_error(DS_ERR_NOT_FOUND,
+                              "--calibrate-from '%s': the database holds no cost of that device "
+                              "fingerprint",
+                              own);
+    /* The framework costs: those the database held for this device, then this run's. */
+    ds_cost_table_t *theirs = NULL, *held = NULL;
+    if (status == DS_OK)
+        status = ds_cost_table_create(&theirs);
+    if (status == DS_OK)
+        status = ds_cost_table_create(&held);
+    if (status == DS_OK)
+        status = ds_profile_db_fill_costs(context->db, context->fingerprint, held, NULL);
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(held); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(held, i, &key, &cost);
+        if (cost->provenance == DS_PROV_FRAMEWORK)
+            status = ds_cost_table_set(theirs, key, cost);
+    }
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(context->framework); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(context->framework, i, &key, &cost);
+        status = ds_cost_table_set(theirs, key, cost);
+    }
+    if (status == DS_OK)
+        status = ds_framework_calibrate(theirs, mine, out, calibration);
+    ds_cost_table_destroy(theirs);
+    ds_cost_table_destroy(held);
+    if (status == DS_OK && calibration->overall <= 0.0)
+        status = ds_set_error(DS_ERR_NOT_FOUND,
+                              "--calibrate-from '%s': no compute key in common with the traces "
+                              "(profile the traced run's model and strategy first)",
+                              own);
+    import_result_t ignored;
+    memset(&ignored, 0, sizeof(ignored));
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(out); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(out, i, &key, &cost);
+        status = add_imported(context, key, cost, &ignored);
+    }
+    ds_cost_table_destroy(mine);
+    ds_cost_table_destroy(out);
+    return status;
+}
+
 /* The command line as one string, for the database's attributes. */
 static void join_command_line(const app_t *app, char *text, size_t size)
 {
@@ -238,7 +502,7 @@ int cmd_import(app_t *app)
     int code = app_mpi_start(app, false);
     if (code != APP_EXIT_OK)
         return code;
-    struct option options[NUM_IMPORTERS + 9];
+    struct option options[NUM_IMPORTERS + 15];
     size_t n = 0;
     for (size_t i = 0; i < NUM_IMPORTERS; i++)
         options[n++] =
@@ -251,10 +515,18 @@ int cmd_import(app_t *app)
     options[n++] = (struct option){"csv", no_argument, NULL, OPT_CSV};
     options[n++] = (struct option){"quiet", no_argument, NULL, OPT_QUIET};
     options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    options[n++] = (struct option){"model", required_argument, NULL, OPT_MODEL};
+    options[n++] = (struct option){"strategy", required_argument, NULL, OPT_STRATEGY};
+    options[n++] = (struct option){"seq-len", required_argument, NULL, OPT_SEQ_LEN};
+    options[n++] = (struct option){"dtype", required_argument, NULL, OPT_DTYPE};
+    options[n++] = (struct option){"stage", required_argument, NULL, OPT_STAGE};
+    options[n++] = (struct option){"calibrate-from", required_argument, NULL, OPT_CALIBRATE_FROM};
     options[n] = (struct option){NULL, 0, NULL, 0};
 
     const char *db_path = NULL, *fingerprint = "imported", *cluster_tag = NULL;
-    int64_t gpus_per_node = 0;
+    int64_t gpus_per_node = 0, seq_len = 0, stage = 0;
+    const char *model_spec = NULL, *strategy_text = NULL, *dtype_text = NULL;
+    const char *calibrate_from = NULL;
     output_format_t format = OUTPUT_TABLE;
     bool quiet = false;
     source_t *sources = calloc((size_t)app->argc + 1, sizeof(*sources));
@@ -269,8 +541,11 @@ int cmd_import(app_t *app)
             /* Every path is a word of argv: `sources` has room for them all. */
             size_t which = (size_t)(id - OPT_SOURCE);
             for (const char *path = optarg; path != NULL;
-                 path = importers[which].several ? app_next_option_word(app) : NULL)
-                sources[num_sources++] = (source_t){which, path, {0, 0, 0, 0}};
+                 path = importers[which].several ? app_next_option_word(app) : NULL) {
+                memset(&sources[num_sources], 0, sizeof(sources[num_sources]));
+                sources[num_sources].importer = which;
+                sources[num_sources++].path = path;
+            }
             continue;
         }
         switch (id) {
@@ -284,6 +559,21 @@ int cmd_import(app_t *app)
         case OPT_CLUSTER_TAG: cluster_tag = optarg; break;
         case OPT_GPUS_PER_NODE: {
             ds_status_t status = ds_parse_count(optarg, "gpus-per-node", 1, 1024, &gpus_per_node);
+            if (status != DS_OK) {
+                free(sources);
+                return app_fail(app, status);
+            }
+            break;
+        }
+        case OPT_MODEL: model_spec = optarg; break;
+        case OPT_STRATEGY: strategy_text = optarg; break;
+        case OPT_DTYPE: dtype_text = optarg; break;
+        case OPT_CALIBRATE_FROM: calibrate_from = optarg; break;
+        case OPT_SEQ_LEN:
+        case OPT_STAGE: {
+            ds_status_t status = id == OPT_SEQ_LEN
+                                     ? ds_parse_count(optarg, "seq-len", 1, 1 << 24, &seq_len)
+                                     : ds_parse_count(optarg, "stage", 0, 4095, &stage);
             if (status != DS_OK) {
                 free(sources);
                 return app_fail(app, status);
@@ -306,7 +596,8 @@ int cmd_import(app_t *app)
         return app_usage_error(app, "%s (see 'dsmpi import --help')",
                                db_path == NULL ? "--profile-db FILE.h5 is required"
                                                : "no source given (accepted: --cost-table FILE, "
-                                                 "--comm-samples FILE, --nccl-tests LOG)");
+                                                 "--comm-samples FILE, --nccl-tests LOG, "
+                                                 "--torch-trace TRACE.json)");
     }
     if (fingerprint[0] == '\0' || strlen(fingerprint) >= DS_FINGERPRINT_MAX) {
         free(sources);
@@ -319,15 +610,29 @@ int cmd_import(app_t *app)
         return APP_EXIT_OK;
     }
     ds_profile_db_t *db = NULL;
-    ds_status_t status = ds_profile_db_open(MPI_COMM_NULL, db_path, 0, &db);
+    ds_model_t *model = NULL;
+    ds_strategy_t strategy;
+    ds_cost_table_t *framework = NULL;
+    ds_status_t status =
+        traced_run(model_spec, strategy_text, seq_len, dtype_text, (int)stage, &model, &strategy);
+    if (status == DS_OK)
+        status = ds_cost_table_create(&framework);
+    if (status == DS_OK)
+        status = ds_profile_db_open(MPI_COMM_NULL, db_path, 0, &db);
     char host[DS_NAME_MAX] = "";
     if (gethostname(host, sizeof(host) - 1) != 0)
         strcpy(host, "unknown");
     host[strcspn(host, ".")] = '\0';
     import_context_t context = {
-        db, fingerprint, host, (double)time(NULL), (int)gpus_per_node, cluster_tag};
+        db,          fingerprint, host,      (double)time(NULL), (int)gpus_per_node,
+        cluster_tag, model,       &strategy, (int)stage,         framework,
+        app};
     for (size_t i = 0; status == DS_OK && i < num_sources; i++)
         status = importers[sources[i].importer].run(&context, sources[i].path, &sources[i].result);
+    ds_framework_calibration_t calibration;
+    memset(&calibration, 0, sizeof(calibration));
+    if (status == DS_OK && calibrate_from != NULL)
+        status = calibrate(&context, calibrate_from, &calibration);
     char command_line[512];
     join_command_line(app, command_line, sizeof(command_line));
     if (status == DS_OK)
@@ -347,10 +652,14 @@ int cmd_import(app_t *app)
             print_csv(sources, num_sources);
         else
             print_table(app, db_path, fingerprint, sources, num_sources, &info);
+        if (format == OUTPUT_TABLE)
+            print_traces(sources, num_sources, calibrate_from, &calibration);
     }
     code = APP_EXIT_OK;
 out:
     ds_profile_db_close(db);
+    ds_model_destroy(model);
+    ds_cost_table_destroy(framework);
     free(sources);
     return code;
 }

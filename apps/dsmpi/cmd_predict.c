@@ -208,10 +208,33 @@ static size_t group_rows(ds_sim_t *sim, int64_t devices, row_t *rows, bool *more
     return n;
 }
 
-static const char *basis(double assumed_share, char *text, size_t size)
+/* Costs of the run from the framework's trace and calibrated to it. */
+static void framework_keys(const ds_sim_t *sim, size_t *framework_p, size_t *calibrated_p)
+{
+    *framework_p = *calibrated_p = 0;
+    for (size_t i = 0; i < ds_sim_key_count(sim); i++) {
+        ds_provenance_t prov;
+        double secs;
+        (void)ds_sim_key_at(sim, i, &prov, &secs);
+        *framework_p += prov == DS_PROV_FRAMEWORK;
+        *calibrated_p += prov == DS_PROV_CALIBRATED;
+    }
+}
+
+/* What a prediction without assumed costs rests on: "measured", or
+ * "framework" (some costs from a framework's trace), or "calibrated" (some
+ * of dsmpi's costs scaled to the framework). */
+static const char *measured_basis(const ds_sim_t *sim)
+{
+    size_t framework, calibrated;
+    framework_keys(sim, &framework, &calibrated);
+    return calibrated > 0 ? "calibrated" : framework > 0 ? "framework" : "measured";
+}
+
+static const char *basis(double assumed_share, const char *measured, char *text, size_t size)
 {
     if (assumed_share <= 0.0)
-        snprintf(text, size, "measured");
+        snprintf(text, size, "%s", measured);
     else if (assumed_share >= 0.9995)
         snprintf(text, size, "assumed");
     else
@@ -247,6 +270,12 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
            (long long)sum.assumed_keys, keys, (long long)sum.modelled_keys, in->cluster.device.name,
            in->cluster.device.peak_tflops_bf16, in->cluster.device.mem_bw_GBps,
            (long long)(sum.assumed_keys - sum.modelled_keys));
+    size_t framework, calibrated;
+    framework_keys(sim, &framework, &calibrated);
+    if (framework + calibrated > 0)
+        printf("# %zu event costs from a framework's trace (framework), %zu of dsmpi's scaled to "
+               "it (calibrated)\n",
+               framework, calibrated);
     if (sum.assumed_keys > 0)
         printf(
             "# ASSUMED: %.1f%% of the simulated event time and %.1f%% of the critical path rest "
@@ -268,7 +297,8 @@ static void print_table(const app_t *app, const inputs_t *in, const options_t *o
     printf("  %-10.6f %12.2f %14.4g %10.2f %7.2f %7.2f %7.2f %9.2f %-11s %s\n", sum.iteration_s,
            sum.samples_per_s, sum.tokens_per_s, sum.model_tflops_per_gpu, 100.0 * sum.mfu,
            100.0 * sum.hfu, 100.0 * sum.bubble_fraction, sum.peak_memory_GiB,
-           basis(sum.assumed_share, b, sizeof(b)), sum.oom ? "OUT OF MEMORY" : "fits");
+           basis(sum.assumed_share, measured_basis(sim), b, sizeof(b)),
+           sum.oom ? "OUT OF MEMORY" : "fits");
     printf("# MFU = model TFLOP/s per GPU / %.3g TFLOP/s peak (recompute excluded); HFU includes "
            "recompute\n",
            sum.peak_tflops);
@@ -426,7 +456,7 @@ static void print_json(const inputs_t *in, const options_t *o, ds_sim_t *sim, co
         s.idle_s, s.peak_memory_GiB, s.oom ? "true" : "false", s.assumed_share,
         s.critical_assumed_share, (long long)s.assumed_keys, (long long)s.modelled_keys,
         (long long)s.banded_comm_keys, (long long)s.banded_compute_keys, ds_sim_key_count(sim),
-        s.assumed_keys > 0 ? "assumed" : "measured");
+        s.assumed_keys > 0 ? "assumed" : measured_basis(sim));
     ds_sim_critical_t cr;
     ds_sim_get_critical_path(sim, &cr);
     printf(" \"critical_path\": {\"events\": %lld, \"stage_changes\": %lld, \"ends_with\": ",

@@ -41,7 +41,9 @@ static void help(void)
            "processes used more than --max-foreign of a rank's core are marked noisy and\n"
            "repeated up to --retries times.  Formulas: include/dsmpi/exec.h.\n\n"
            "Exit status: 0, or 1 when the iteration-time error of a case (of the mean\n"
-           "absolute error with --all) exceeds --max-error.\n\n");
+           "absolute error with --all) exceeds --max-error.\n\n"
+           "With --torch-trace T1 [T2...] it runs nothing: it compares the prediction for a\n"
+           "traced PyTorch run with the traces ('dsmpi validate --torch-trace --help').\n\n");
     inputs_print_help(stdout);
     printf(
         "Validation:\n"
@@ -516,6 +518,10 @@ static void options_init(options_t *o)
 
 int cmd_validate(app_t *app)
 {
+    for (int i = 0; i < app->argc; i++) /* the traces of a framework's run: no executor */
+        if (strcmp(app->argv[i], "--torch-trace") == 0 ||
+            strncmp(app->argv[i], "--torch-trace=", 14) == 0)
+            return validate_torch(app);
     /* Under a launcher MPI starts first (rank 0 alone prints usage errors); a
      * process started alone parses its options before it. */
     int code = app_mpi_start(app, false);

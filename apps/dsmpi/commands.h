@@ -17,6 +17,8 @@ int cmd_run(app_t *app);
 int cmd_search(app_t *app);
 int cmd_systems(app_t *app);
 int cmd_validate(app_t *app);
+/* dsmpi validate --torch-trace (validate_torch.c): one process, no executor. */
+int validate_torch(app_t *app);
 int cmd_version(app_t *app);
 
 #endif /* DSMPI_COMMANDS_H */

@@ -478,10 +478,12 @@ static void write_basis(const doc_t *d, const plan_report_t *r)
         snprintf(text, sizeof(text),
                  "%.3g%% of the simulated event time on modelled or assumed costs; unique costs: "
                  "%lld measured, %lld interpolated, %lld extrapolated, %lld imported, %lld "
-                 "modelled (device model), %lld assumed (cluster links)",
+                 "framework, %lld calibrated, %lld modelled (device model), %lld assumed "
+                 "(cluster links)",
                  100.0 * s->assumed_share, (long long)s->keys[DS_PROV_MEASURED],
                  (long long)s->keys[DS_PROV_INTERPOLATED], (long long)s->keys[DS_PROV_EXTRAPOLATED],
-                 (long long)s->keys[DS_PROV_IMPORTED], (long long)s->keys[DS_PROV_MODELLED],
+                 (long long)s->keys[DS_PROV_IMPORTED], (long long)s->keys[DS_PROV_FRAMEWORK],
+                 (long long)s->keys[DS_PROV_CALIBRATED], (long long)s->keys[DS_PROV_MODELLED],
                  (long long)s->keys[DS_PROV_ASSUMED]);
         item(d, label, text);
     }

@@ -10,6 +10,7 @@
 #include <dsmpi/core.h>
 #include <dsmpi/events.h>
 #include <dsmpi/exec.h>
+#include <dsmpi/framework.h>
 #include <dsmpi/model.h>
 #include <dsmpi/predict.h>
 #include <dsmpi/profile.h>

@@ -237,6 +237,9 @@ typedef enum ds_provenance {
     DS_PROV_IMPORTED = 3,     /* imported from another tool's measurements (nccl-tests, traces) */
     DS_PROV_ASSUMED = 4,      /* from a device or cluster specification, not measured */
     DS_PROV_MODELLED = 5,     /* compute from the device model (cluster.h), not measured */
+    DS_PROV_FRAMEWORK = 6,    /* from the user's framework's own trace (framework.h) */
+    DS_PROV_CALIBRATED = 7,   /* dsmpi's measurement scaled by the framework-to-dsmpi ratio of
+                                 its operator class (framework.h) */
     DS_PROV_COUNT_
 } ds_provenance_t;
 

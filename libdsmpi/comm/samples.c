@@ -204,7 +204,8 @@ static ds_status_t parse_sample_line(char *line, const char *origin, int number,
                                      ds_comm_sample_t *x)
 {
     static const char *const provenances[DS_PROV_COUNT_] = {
-        "measured", "interpolated", "extrapolated", "imported", "assumed", "modelled"};
+        "measured", "interpolated", "extrapolated", "imported",
+        "assumed",  "modelled",     "framework",    "calibrated"};
     memset(x, 0, sizeof(*x));
     x->concurrency = 1;
     x->provenance = DS_PROV_MEASURED;
@@ -265,7 +266,7 @@ static ds_status_t parse_sample_line(char *line, const char *origin, int number,
     if (p < 0)
         return DSI_ERROR(DS_ERR_BAD_FILE,
                          "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, "
-                         "imported, assumed, modelled)",
+                         "imported, assumed, modelled, framework, calibrated)",
                          origin, number, provenance);
     x->provenance = (ds_provenance_t)p;
     return DS_OK;
@@ -316,7 +317,8 @@ ds_status_t ds_comm_samples_load_text(ds_comm_samples_t *samples, const char *pa
 ds_status_t ds_comm_samples_write_text(const ds_comm_sample_t *items, size_t count, FILE *out)
 {
     static const char *const provenances[DS_PROV_COUNT_] = {
-        "measured", "interpolated", "extrapolated", "imported", "assumed", "modelled"};
+        "measured", "interpolated", "extrapolated", "imported",
+        "assumed",  "modelled",     "framework",    "calibrated"};
     fprintf(out, "# primitive dtype layout = mean median p10 p90 (seconds) repetitions "
                  "provenance source\n");
     for (size_t i = 0; i < count; i++) {

@@ -7,7 +7,8 @@
 #include <string.h>
 
 static const char *const provenance_names[DS_PROV_COUNT_] = {
-    "measured", "interpolated", "extrapolated", "imported", "assumed", "modelled"};
+    "measured", "interpolated", "extrapolated", "imported",
+    "assumed",  "modelled",     "framework",    "calibrated"};
 
 const char *ds_provenance_name(ds_provenance_t provenance)
 {
@@ -187,7 +188,7 @@ static ds_status_t parse_line(ds_cost_table_t *t, char *line, const char *origin
     if (p < 0)
         return DSI_ERROR(DS_ERR_BAD_FILE,
                          "%s:%d: provenance '%s' (accepted: measured, interpolated, extrapolated, "
-                         "imported, assumed, modelled)",
+                         "imported, assumed, modelled, framework, calibrated)",
                          origin, number, provenance);
     cost.provenance = (ds_provenance_t)p;
     return ds_cost_table_set(t, &key, &cost);

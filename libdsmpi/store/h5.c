@@ -136,8 +136,9 @@ static hid_t compound_type(size_t size, member_t *members, size_t count)
 
 static const char *const kind_names[] = {"compute", "comm"};
 static const char *const pass_names[] = {"fwd", "bwd", "recompute", "step"};
-static const char *const provenance_names[] = {"measured", "interpolated", "extrapolated",
-                                               "imported", "assumed",      "modelled"};
+static const char *const provenance_names[] = {"measured",  "interpolated", "extrapolated",
+                                               "imported",  "assumed",      "modelled",
+                                               "framework", "calibrated"};
 _Static_assert(DSI_ARRAY_SIZE(provenance_names) == DS_PROV_COUNT_, "provenance names");
 
 #define ROW(field) offsetof(dsi_event_row_t, field)

@@ -7,7 +7,7 @@ set -eu
 seconds=${1:-600}
 build=${2:-build-fuzz}
 shift $(($# < 2 ? $# : 2))
-targets=${*:-fuzz_model_json fuzz_cluster_json fuzz_text fuzz_nccl_tests fuzz_cli}
+targets=${*:-fuzz_model_json fuzz_cluster_json fuzz_text fuzz_nccl_tests fuzz_cli fuzz_torch_trace}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 if [ ! -x "$build/tests/fuzz/fuzz_cli_libfuzzer" ]; then

@@ -1,0 +1,51 @@
+/* Private to the framework module: a trace's events after reading. */
+#ifndef DSI_FRAMEWORK_H
+#define DSI_FRAMEWORK_H
+
+#include <dsmpi/framework.h>
+
+#include "dsi_core.h"
+
+/* What an event is for the mapping. */
+typedef enum dsi_trace_role {
+    DSI_ROLE_OTHER = 0, /* an operator or annotation of no known kind */
+    DSI_ROLE_OP = 1,    /* an operator of a known kind (dsi_trace_event_t.op) */
+    DSI_ROLE_STEP = 2,  /* ProfilerStep#N */
+    DSI_ROLE_RANGE = 3, /* a layer-pass range or the optimizer step */
+    DSI_ROLE_KERNEL = 4,
+} dsi_trace_role_t;
+
+/* Parts a range names. */
+#define DSI_RANGE_OPTIMIZER (-3)
+
+typedef struct dsi_trace_event {
+    uint32_t name;  /* offset in the trace's name pool */
+    int64_t thread; /* pid and tid folded */
+    double start_us;
+    double end_us;
+    uint8_t role;   /* dsi_trace_role_t */
+    uint8_t op;     /* ds_op_t for DSI_ROLE_OP, 255 for a collective */
+    uint8_t pass;   /* ranges: ds_pass_t */
+    uint8_t shapes; /* operator with input shapes */
+    int32_t layer;  /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
+} dsi_trace_event_t;
+
+#define DSI_TRACE_COLLECTIVE 255
+
+struct ds_torch_trace {
+    ds_torch_trace_format_t format;
+    dsi_trace_event_t *events; /* sorted by thread, start, longest first */
+    size_t count;
+    char *names;
+    size_t names_used, names_size;
+    size_t with_shapes, kernels, ranges;
+    double *iterations_s; /* trace order */
+    int num_iterations;
+};
+
+static inline const char *dsi_trace_name(const ds_torch_trace_t *t, const dsi_trace_event_t *e)
+{
+    return t->names + e->name;
+}
+
+#endif /* DSI_FRAMEWORK_H */

@@ -1,0 +1,500 @@
+/* Mapping a trace onto the known model: each layer-pass range's operators
+ * aligned with the model's operators of that pass, costs from end to end
+ * (the framework's time between operators in the operator after it), and
+ * what the iterations spend outside every mapped range. */
+#include "dsi_framework.h"
+
+#include "events/dsi_events.h"
+#include "model/dsi_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The seconds one key collected over its occurrences. */
+typedef struct key_samples {
+    ds_event_key_t key;
+    double *seconds;
+    size_t count, capacity;
+} key_samples_t;
+
+/* Largest alignment table (4 bytes a cell): 256 MiB. */
+#define MAX_ALIGNMENT_CELLS ((size_t)64 << 20)
+
+/* The name of the iterations' time without any operator. */
+#define IDLE_NAME UINT32_MAX
+
+typedef struct named_time {
+    uint32_t name;
+    double seconds;
+} named_time_t;
+
+typedef struct mapper {
+    const ds_torch_trace_t *trace;
+    const ds_model_t *model;
+    const ds_strategy_t *strategy;
+    int stage;
+    int num_layers;
+    dsi_shape_ctx_t ctx;
+    key_samples_t *keys;
+    size_t num_keys, keys_capacity;
+    named_time_t *names;
+    size_t num_names, names_capacity;
+    double *step_start, *step_end; /* sorted by start */
+    size_t num_steps;
+    bool *mapped;                  /* per event: a range that was mapped */
+    double *coll_start, *coll_end; /* collectives of every thread, sorted by start */
+    size_t num_coll;
+    dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    ds_framework_result_t *result;
+} mapper_t;
+
+static ds_status_t add_sample(mapper_t *m, const ds_event_key_t *key, double seconds)
+{
+    key_samples_t *k = NULL;
+    for (size_t i = 0; i < m->num_keys && k == NULL; i++)
+        if (ds_event_key_equal(&m->keys[i].key, key))
+            k = &m->keys[i];
+    if (k == NULL) {
+        if (m->num_keys == m->keys_capacity) {
+            size_t capacity = DSI_MAX(2 * m->keys_capacity, 32);
+            DSI_TRY(dsi_realloc_array(&m->keys, capacity, sizeof(*m->keys)));
+            m->keys_capacity = capacity;
+        }
+        k = &m->keys[m->num_keys++];
+        memset(k, 0, sizeof(*k));
+        k->key = *key;
+    }
+    if (k->count == k->capacity) {
+        size_t capacity = DSI_MAX(2 * k->capacity, 16);
+        DSI_TRY(dsi_realloc_array(&k->seconds, capacity, sizeof(double)));
+        k->capacity = capacity;
+    }
+    k->seconds[k->count++] = seconds;
+    m->result->occurrences++;
+    return DS_OK;
+}
+
+static ds_status_t add_unmapped(mapper_t *m, uint32_t name, double seconds)
+{
+    for (size_t i = 0; i < m->num_names; i++)
+        if (m->names[i].name == name ||
+            (name != IDLE_NAME && m->names[i].name != IDLE_NAME &&
+             strcmp(m->trace->names + m->names[i].name, m->trace->names + name) == 0)) {
+            m->names[i].seconds += seconds;
+            return DS_OK;
+        }
+    if (m->num_names == m->names_capacity) {
+        size_t capacity = DSI_MAX(2 * m->names_capacity, 64);
+        DSI_TRY(dsi_realloc_array(&m->names, capacity, sizeof(*m->names)));
+        m->names_capacity = capacity;
+    }
+    m->names[m->num_names++] = (named_time_t){name, seconds};
+    return DS_OK;
+}
+
+/* The iteration whose window holds `t` (microseconds), or -1. */
+static long step_of(const mapper_t *m, double t)
+{
+    size_t lo = 0, hi = m->num_steps;
+    while (lo < hi) { /* first step starting after t */
+        size_t mid = (lo + hi) / 2;
+        if (m->step_start[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || t >= m->step_end[lo - 1])
+        return -1;
+    return (long)lo - 1;
+}
+
+/* Where a collective issued at [start, end) really ends: a library that
+ * runs it on a thread of its own (gloo) has the caller wait outside the
+ * issuing operator; the latest end of a collective started inside it. */
+static double collective_end(const mapper_t *m, double start, double end)
+{
+    size_t lo = 0, hi = m->num_coll;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->coll_start[mid] < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double last = end;
+    for (size_t i = lo; i < m->num_coll && m->coll_start[i] <= end; i++)
+        last = DSI_MAX(last, m->coll_end[i]);
+    return last;
+}
+
+static bool compatible(uint8_t model, uint8_t traced)
+{
+    if (model == traced)
+        return true;
+    if (model == DS_OP_DROPOUT_ADD) /* bias + dropout + add: either of the two */
+        return traced == DS_OP_ADD || traced == DS_OP_DROPOUT;
+    if (model == DS_OP_GEGLU)
+        return traced == DS_OP_GELU;
+    return false;
+}
+
+/* Longest common subsequence of model and trace operators by kind;
+ * match[i] = index in `traced` of model operator i, or -1. */
+static ds_status_t align(const uint8_t *model, size_t nm, const uint8_t *traced, size_t nt,
+                         long *match)
+{
+    uint32_t *table = NULL;
+    size_t width = nt + 1;
+    DSI_TRY(dsi_calloc((nm + 1) * width, sizeof(uint32_t), &table));
+    for (size_t i = nm; i-- > 0;)
+        for (size_t j = nt; j-- > 0;) {
+            uint32_t best = DSI_MAX(table[(i + 1) * width + j], table[i * width + j + 1]);
+            if (compatible(model[i], traced[j]))
+                best = DSI_MAX(best, table[(i + 1) * width + j + 1] + 1);
+            table[i * width + j] = best;
+        }
+    size_t i = 0, j = 0;
+    while (i < nm && j < nt) {
+        if (compatible(model[i], traced[j]) &&
+            table[i * width + j] == table[(i + 1) * width + j + 1] + 1) {
+            match[i++] = (long)j++;
+        } else if (table[(i + 1) * width + j] >= table[i * width + j + 1]) {
+            match[i++] = -1;
+        } else {
+            j++;
+        }
+    }
+    while (i < nm)
+        match[i++] = -1;
+    dsi_free(table);
+    return DS_OK;
+}
+
+/* The optimizer step of this stage: one cost for the whole range. */
+static ds_status_t map_optimizer(mapper_t *m, const dsi_trace_event_t *range)
+{
+    int64_t params = dsi_stage_params(m->model, m->strategy, m->stage);
+    ds_event_key_t key = dsi_optimizer_key(dsi_optimizer_shard(m->strategy, params));
+    return add_sample(m, &key, (range->end_us - range->start_us) * 1e-6);
+}
+
+/* Microseconds of the collectives [cs[i], ce[i]) inside [from, to). */
+static double collective_overlap(const double *cs, const double *ce, size_t n, double from,
+                                 double to)
+{
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += DSI_MAX(0.0, DSI_MIN(ce[i], to) - DSI_MAX(cs[i], from));
+    return sum;
+}
+
+/* Range `index`: its compute operators aligned with the model's; the
+ * collectives inside it (tensor-parallel ones, data-parallel buckets) are
+ * communication, priced by the communication model: their time, up to the
+ * end of the library's own work, is left out of the compute operators. */
+static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
+{
+    const ds_torch_trace_t *t = m->trace;
+    const dsi_trace_event_t *range = &t->events[index];
+    *mapped_p = false;
+    if (range->layer == DSI_RANGE_OPTIMIZER) {
+        *mapped_p = true;
+        return map_optimizer(m, range);
+    }
+    if (range->layer >= m->num_layers)
+        return DS_OK;
+    size_t num_ops = 0;
+    DSI_TRY(dsi_model_layer_ops(m->model, range->layer, &m->ctx, (ds_pass_t)range->pass, m->ops,
+                                DSI_MAX_LAYER_OPS, &num_ops));
+    size_t first = index + 1, last = first;
+    while (last < t->count && t->events[last].thread == range->thread &&
+           t->events[last].start_us < range->end_us)
+        last++;
+    size_t span = last - first;
+    long *where = NULL, *match = NULL, *model_index = NULL;
+    uint8_t *traced = NULL, *model = NULL;
+    double *cs = NULL, *ce = NULL;
+    ds_status_t status = DS_OK;
+    DSI_TRY_GOTO(dsi_calloc(span + 1, sizeof(long), &where), status, out);
+    DSI_TRY_GOTO(dsi_calloc(span + 1, 1, &traced), status, out);
+    DSI_TRY_GOTO(dsi_calloc(2 * (span + 1), sizeof(double), &cs), status, out);
+    ce = cs + span + 1;
+    DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &match), status, out);
+    DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &model_index), status, out);
+    DSI_TRY_GOTO(dsi_calloc(num_ops + 1, 1, &model), status, out);
+    /* The outermost operators of a known kind, and the collectives. */
+    size_t traced_count = 0, num_coll = 0;
+    double covered = -INFINITY, collective_s = 0.0;
+    for (size_t j = first; j < last; j++) {
+        const dsi_trace_event_t *e = &t->events[j];
+        if (e->role != DSI_ROLE_OP || e->start_us < covered || e->end_us > range->end_us)
+            continue;
+        covered = e->end_us;
+        if (e->op == DSI_TRACE_COLLECTIVE) {
+            cs[num_coll] = e->start_us;
+            ce[num_coll] = DSI_MIN(collective_end(m, e->start_us, e->end_us), range->end_us);
+            covered = ce[num_coll];
+            collective_s += ce[num_coll] - cs[num_coll];
+            num_coll++;
+            continue;
+        }
+        where[traced_count] = (long)j;
+        traced[traced_count++] = e->op;
+    }
+    size_t model_count = 0;
+    for (size_t i = 0; i < num_ops; i++)
+        if (m->ops[i].key.kind == DS_EVENT_COMPUTE) {
+            model_index[model_count] = (long)i;
+            model[model_count++] = m->ops[i].key.op;
+        }
+    /* An alignment table too large for a pass (a range holding a whole
+     * iteration's operators): the range is not mapped. */
+    if (traced_count == 0 || model_count == 0 ||
+        (model_count + 1) * (traced_count + 1) > MAX_ALIGNMENT_CELLS)
+        goto out;
+    DSI_TRY_GOTO(align(model, model_count, traced, traced_count, match), status, out);
+    long last_matched = -1;
+    for (size_t i = 0; i < model_count; i++)
+        if (match[i] >= 0)
+            last_matched = (long)i;
+        else
+            m->result->model_ops_unmatched++;
+    if (last_matched < 0)
+        goto out;
+    double previous_end = range->start_us, busy = 0.0;
+    for (size_t i = 0; status == DS_OK && i < model_count; i++) {
+        if (match[i] < 0)
+            continue;
+        const dsi_trace_event_t *e = &t->events[where[match[i]]];
+        double end = (long)i == last_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
+        double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
+        double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
+        busy += e->end_us - e->start_us;
+        previous_end = end;
+        status = add_sample(m, &m->ops[model_index[i]].key, seconds);
+    }
+    if (status == DS_OK) {
+        double between = range->end_us - range->start_us - busy - collective_s;
+        m->result->between_s += DSI_MAX(0.0, between) * 1e-6;
+        m->result->collective_s += collective_s * 1e-6;
+        *mapped_p = true;
+    }
+out:
+    dsi_free(where);
+    dsi_free(traced);
+    dsi_free(cs);
+    dsi_free(match);
+    dsi_free(model_index);
+    dsi_free(model);
+    return status;
+}
+
+/* The outermost events of the iterations outside every mapped range (an
+ * event that starts before a mapped range counts up to the range's start). */
+static ds_status_t collect_unmapped(mapper_t *m, double *operators_s_p)
+{
+    const ds_torch_trace_t *t = m->trace;
+    double covered = -INFINITY, total = 0.0;
+    size_t next_range = 0; /* the first mapped range of this thread not ended yet */
+    bool training = false; /* this thread runs iterations or mapped passes */
+    for (size_t i = 0; i < t->count; i++) {
+        const dsi_trace_event_t *e = &t->events[i];
+        if (i == 0 || e->thread != t->events[i - 1].thread) {
+            covered = -INFINITY;
+            next_range = i;
+            training = false;
+            for (size_t j = i; j < t->count && t->events[j].thread == e->thread && !training; j++)
+                training = m->mapped[j] || t->events[j].role == DSI_ROLE_STEP;
+        }
+        if (!training)
+            continue; /* a library's worker thread: its time overlaps the training thread's */
+        while (next_range < t->count && t->events[next_range].thread == e->thread &&
+               (!m->mapped[next_range] || t->events[next_range].end_us <= e->start_us))
+            next_range++;
+        bool in_thread = next_range < t->count && t->events[next_range].thread == e->thread;
+        if (m->mapped[i] || (in_thread && t->events[next_range].start_us <= e->start_us))
+            continue; /* a mapped range, or inside one */
+        if (e->role == DSI_ROLE_STEP || e->role == DSI_ROLE_KERNEL || e->start_us < covered)
+            continue;
+        long step = step_of(m, e->start_us);
+        if (step < 0)
+            continue;
+        covered = e->end_us;
+        double end = DSI_MIN(e->end_us, m->step_end[step]);
+        if (in_thread)
+            end = DSI_MIN(end, t->events[next_range].start_us);
+        double seconds = DSI_MAX(0.0, end - e->start_us) * 1e-6;
+        total += seconds;
+        DSI_TRY(add_unmapped(m, e->name, seconds));
+    }
+    *operators_s_p = total;
+    return DS_OK;
+}
+
+static int compare_named(const void *a, const void *b)
+{
+    double x = ((const named_time_t *)a)->seconds, y = ((const named_time_t *)b)->seconds;
+    return x > y ? -1 : x < y;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double quantile(const double *sorted, size_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    size_t hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (pos - (double)lo) * (sorted[hi] - sorted[lo]);
+}
+
+static ds_status_t write_costs(mapper_t *m, ds_cost_table_t *costs)
+{
+    for (size_t i = 0; i < m->num_keys; i++) {
+        key_samples_t *k = &m->keys[i];
+        qsort(k->seconds, k->count, sizeof(double), compare_doubles);
+        double sum = 0.0;
+        for (size_t j = 0; j < k->count; j++)
+            sum += k->seconds[j];
+        ds_cost_t cost = {sum / (double)k->count,
+                          quantile(k->seconds, k->count, 0.5),
+                          quantile(k->seconds, k->count, 0.1),
+                          quantile(k->seconds, k->count, 0.9),
+                          (int64_t)k->count,
+                          DS_PROV_FRAMEWORK};
+        DSI_TRY(ds_cost_table_set(costs, &k->key, &cost));
+    }
+    m->result->keys = m->num_keys;
+    return DS_OK;
+}
+
+static int compare_steps(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *model,
+                               const ds_strategy_t *strategy, int stage, ds_cost_table_t *costs,
+                               ds_framework_result_t *result)
+{
+    if (trace == NULL || model == NULL || strategy == NULL || costs == NULL || result == NULL)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_torch_trace_map: a NULL argument");
+    if (stage < 0 || stage >= strategy->pp)
+        return DSI_ERROR(DS_ERR_INVALID_ARG, "pipeline stage %d (accepted: 0 to %d)", stage,
+                         strategy->pp - 1);
+    ds_status_t status = DS_OK;
+    ds_framework_result_t r;
+    memset(&r, 0, sizeof(r));
+    mapper_t *m = NULL;
+    double *pairs = NULL;
+    DSI_TRY(dsi_calloc(1, sizeof(*m), &m));
+    m->trace = trace;
+    m->model = model;
+    m->strategy = strategy;
+    m->stage = stage;
+    m->result = &r;
+    ds_model_info_t info;
+    ds_model_get_info(model, &info);
+    m->num_layers = info.num_layers;
+    dsi_shape_ctx_init(&m->ctx, model, strategy);
+    DSI_TRY_GOTO(dsi_calloc(trace->count + 1, sizeof(bool), &m->mapped), status, out);
+    size_t steps = (size_t)trace->num_iterations;
+    DSI_TRY_GOTO(dsi_calloc(2 * steps, sizeof(double), &pairs), status, out);
+    DSI_TRY_GOTO(dsi_calloc(steps, sizeof(double), &m->step_start), status, out);
+    DSI_TRY_GOTO(dsi_calloc(steps, sizeof(double), &m->step_end), status, out);
+    size_t n = 0;
+    for (size_t i = 0; i < trace->count && n < steps; i++)
+        if (trace->events[i].role == DSI_ROLE_STEP) {
+            pairs[2 * n] = trace->events[i].start_us;
+            pairs[2 * n + 1] = trace->events[i].end_us;
+            r.traced_s += (trace->events[i].end_us - trace->events[i].start_us) * 1e-6;
+            n++;
+        }
+    qsort(pairs, n, 2 * sizeof(double), compare_steps);
+    size_t num_coll = 0;
+    for (size_t i = 0; i < trace->count; i++)
+        num_coll +=
+            trace->events[i].role == DSI_ROLE_OP && trace->events[i].op == DSI_TRACE_COLLECTIVE;
+    DSI_TRY_GOTO(dsi_calloc(2 * num_coll + 2, sizeof(double), &m->coll_start), status, out);
+    m->coll_end = m->coll_start + num_coll + 1;
+    {
+        double *both = NULL;
+        DSI_TRY_GOTO(dsi_calloc(2 * num_coll + 2, sizeof(double), &both), status, out);
+        size_t c = 0;
+        for (size_t i = 0; i < trace->count; i++)
+            if (trace->events[i].role == DSI_ROLE_OP &&
+                trace->events[i].op == DSI_TRACE_COLLECTIVE) {
+                both[2 * c] = trace->events[i].start_us;
+                both[2 * c + 1] = trace->events[i].end_us;
+                c++;
+            }
+        qsort(both, c, 2 * sizeof(double), compare_steps);
+        for (size_t i = 0; i < c; i++) {
+            m->coll_start[i] = both[2 * i];
+            m->coll_end[i] = both[2 * i + 1];
+        }
+        m->num_coll = c;
+        dsi_free(both);
+    }
+    for (size_t i = 0; i < n; i++) {
+        m->step_start[i] = pairs[2 * i];
+        m->step_end[i] = pairs[2 * i + 1];
+    }
+    m->num_steps = n;
+    double range_covered = -INFINITY;
+    for (size_t i = 0; i < trace->count; i++) {
+        const dsi_trace_event_t *e = &trace->events[i];
+        if (i > 0 && e->thread != trace->events[i - 1].thread)
+            range_covered = -INFINITY;
+        if (e->role != DSI_ROLE_RANGE || step_of(m, e->start_us) < 0)
+            continue;
+        bool mapped = false;
+        /* A range inside another mapped range of its thread is not one pass. */
+        if (e->start_us >= range_covered)
+            DSI_TRY_GOTO(map_range(m, i, &mapped), status, out);
+        if (mapped)
+            range_covered = e->end_us;
+        m->mapped[i] = mapped;
+        if (mapped) {
+            r.ranges_mapped++;
+            r.mapped_s += (e->end_us - e->start_us) * 1e-6;
+        } else {
+            r.ranges_skipped++;
+        }
+    }
+    double operators_s = 0.0;
+    DSI_TRY_GOTO(collect_unmapped(m, &operators_s), status, out);
+    double idle = r.traced_s - r.mapped_s - operators_s;
+    if (idle > 1e-9 * r.traced_s)
+        DSI_TRY_GOTO(add_unmapped(m, IDLE_NAME, idle), status, out);
+    qsort(m->names, m->num_names, sizeof(*m->names), compare_named);
+    for (size_t i = 0; i < m->num_names && r.num_unmapped < DS_FRAMEWORK_MAX_UNMAPPED; i++) {
+        ds_framework_unmapped_t *u = &r.unmapped[r.num_unmapped++];
+        snprintf(u->name, sizeof(u->name), "%s",
+                 m->names[i].name == IDLE_NAME ? "(idle)" : trace->names + m->names[i].name);
+        u->seconds = m->names[i].seconds;
+        u->share = r.traced_s > 0.0 ? u->seconds / r.traced_s : 0.0;
+    }
+    r.coverage = r.traced_s > 0.0 ? r.mapped_s / r.traced_s : 0.0;
+    DSI_TRY_GOTO(write_costs(m, costs), status, out);
+    *result = r;
+out:
+    if (m != NULL) {
+        for (size_t i = 0; i < m->num_keys; i++)
+            dsi_free(m->keys[i].seconds);
+        dsi_free(m->keys);
+        dsi_free(m->names);
+        dsi_free(m->step_start);
+        dsi_free(m->step_end);
+        dsi_free(m->mapped);
+        dsi_free(m->coll_start);
+    }
+    dsi_free(m);
+    dsi_free(pairs);
+    return status;
+}

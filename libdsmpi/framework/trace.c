@@ -1,0 +1,348 @@
+/* Reading torch.profiler traces: the Kineto Chrome trace and the legacy
+ * autograd-profiler array, into one sorted list of complete events with
+ * their role (iteration, layer-pass range, operator of a known kind). */
+#include "dsi_framework.h"
+
+#include "dsi_json.h"
+#include "model/dsi_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Operators of a known kind, by their exact name.  The outermost of them in
+ * a range is the one mapped (aten::linear is not listed: its addmm is). */
+static const struct {
+    const char *name;
+    uint8_t op;
+} known_ops[] = {
+    {"aten::mm", DS_OP_GEMM},
+    {"aten::addmm", DS_OP_GEMM},
+    {"aten::bmm", DS_OP_BATCHED_GEMM},
+    {"aten::baddbmm", DS_OP_BATCHED_GEMM},
+    {"aten::scaled_dot_product_attention", DS_OP_FLASH_ATTENTION},
+    {"aten::_scaled_dot_product_flash_attention", DS_OP_FLASH_ATTENTION},
+    {"aten::_scaled_dot_product_efficient_attention", DS_OP_FLASH_ATTENTION},
+    {"aten::_scaled_dot_product_flash_attention_backward", DS_OP_FLASH_ATTENTION},
+    {"aten::_scaled_dot_product_efficient_attention_backward", DS_OP_FLASH_ATTENTION},
+    {"aten::_flash_attention_forward", DS_OP_FLASH_ATTENTION},
+    {"aten::_flash_attention_backward", DS_OP_FLASH_ATTENTION},
+    {"aten::softmax", DS_OP_SOFTMAX},
+    {"aten::_softmax", DS_OP_SOFTMAX},
+    {"aten::_softmax_backward_data", DS_OP_SOFTMAX},
+    {"aten::layer_norm", DS_OP_LAYERNORM},
+    {"aten::native_layer_norm", DS_OP_LAYERNORM},
+    {"aten::native_layer_norm_backward", DS_OP_LAYERNORM},
+    {"aten::rms_norm", DS_OP_RMSNORM},
+    {"aten::gelu", DS_OP_GELU},
+    {"aten::gelu_backward", DS_OP_GELU},
+    {"aten::relu", DS_OP_RELU},
+    {"aten::threshold_backward", DS_OP_RELU},
+    {"aten::silu", DS_OP_SWIGLU},
+    {"aten::silu_backward", DS_OP_SWIGLU},
+    {"aten::dropout", DS_OP_DROPOUT},
+    {"aten::native_dropout", DS_OP_DROPOUT},
+    {"aten::native_dropout_backward", DS_OP_DROPOUT},
+    /* Dropout as a mask multiply (CPU builds of 1.13): its backward is a
+     * MulBackward0; the alignment absorbs other multiplies' (a scale). */
+    {"MulBackward0", DS_OP_DROPOUT},
+    {"aten::add", DS_OP_ADD},
+    {"aten::add_", DS_OP_ADD},
+    {"aten::embedding", DS_OP_EMBEDDING},
+    {"aten::embedding_backward", DS_OP_EMBEDDING},
+    {"aten::embedding_dense_backward", DS_OP_EMBEDDING},
+    {"aten::cross_entropy_loss", DS_OP_CROSS_ENTROPY},
+    {"aten::nll_loss_backward", DS_OP_CROSS_ENTROPY},
+    {"aten::_log_softmax_backward_data", DS_OP_CROSS_ENTROPY},
+    /* Megatron-LM's vocabulary-parallel cross-entropy (an autograd Function) */
+    {"_VocabParallelCrossEntropy", DS_OP_CROSS_ENTROPY},
+    {"_VocabParallelCrossEntropyBackward", DS_OP_CROSS_ENTROPY},
+};
+
+/* Collectives: names that start with these. */
+static const char *const collective_prefixes[] = {"gloo:", "nccl:", "c10d::", "record_param_comms"};
+
+static uint8_t op_of_name(const char *name, bool *known_p)
+{
+    *known_p = true;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(known_ops); i++)
+        if (strcmp(name, known_ops[i].name) == 0)
+            return known_ops[i].op;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(collective_prefixes); i++)
+        if (strncmp(name, collective_prefixes[i], strlen(collective_prefixes[i])) == 0)
+            return DSI_TRACE_COLLECTIVE;
+    *known_p = false;
+    return 0;
+}
+
+/* "layer:N:fwd|bwd", "embedding:fwd|bwd", "head:fwd|bwd", "Optimizer.step#...". */
+static bool range_of_name(const char *name, int32_t *layer_p, uint8_t *pass_p)
+{
+    if (strncmp(name, "Optimizer.step#", 15) == 0) {
+        *layer_p = DSI_RANGE_OPTIMIZER;
+        *pass_p = DS_PASS_STEP;
+        return true;
+    }
+    const char *rest = NULL;
+    int32_t layer = 0;
+    if (strncmp(name, "layer:", 6) == 0) {
+        char *end = NULL;
+        long value = strtol(name + 6, &end, 10);
+        if (end == name + 6 || *end != ':' || value < 0 || value > 1000000)
+            return false;
+        layer = (int32_t)value;
+        rest = end + 1;
+    } else if (strncmp(name, "embedding:", 10) == 0) {
+        layer = DSI_PART_EMBEDDING;
+        rest = name + 10;
+    } else if (strncmp(name, "head:", 5) == 0) {
+        layer = DSI_PART_HEAD;
+        rest = name + 5;
+    } else {
+        return false;
+    }
+    if (strcmp(rest, "fwd") == 0)
+        *pass_p = DS_PASS_FORWARD;
+    else if (strcmp(rest, "bwd") == 0)
+        *pass_p = DS_PASS_BACKWARD;
+    else
+        return false;
+    *layer_p = layer;
+    return true;
+}
+
+static ds_status_t add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p)
+{
+    size_t length = strlen(name) + 1;
+    if (t->names_used + length > t->names_size) {
+        size_t size = DSI_MAX(t->names_size * 2, t->names_used + length + 4096);
+        if (size > UINT32_MAX)
+            return DSI_ERROR(DS_ERR_BAD_FILE, "trace event names exceed 4 GiB");
+        DSI_TRY(dsi_realloc_array(&t->names, size, 1));
+        t->names_size = size;
+    }
+    memcpy(t->names + t->names_used, name, length);
+    *offset_p = (uint32_t)t->names_used;
+    t->names_used += length;
+    return DS_OK;
+}
+
+/* A thread id: an integer or a string ("CPU functions"), folded with the pid. */
+static int64_t id_of(const json_t *value)
+{
+    if (json_is_integer(value))
+        return (int64_t)json_integer_value(value);
+    if (json_is_real(value)) {
+        double number = json_real_value(value);
+        return number > -9.0e18 && number < 9.0e18 ? (int64_t)number : 0;
+    }
+    if (json_is_string(value))
+        return (int64_t)(dsi_hash64(json_string_value(value), json_string_length(value), 0) >> 1);
+    return 0;
+}
+
+static bool number_of(const json_t *value, double *number_p)
+{
+    if (!json_is_number(value))
+        return false;
+    double number = json_number_value(value);
+    if (!isfinite(number))
+        return false;
+    *number_p = number;
+    return true;
+}
+
+static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char *origin,
+                             size_t *capacity_p)
+{
+    if (!json_is_object(item))
+        return DS_OK;
+    const char *ph = json_string_value(json_object_get(item, "ph"));
+    const char *name = json_string_value(json_object_get(item, "name"));
+    double ts, dur;
+    if (ph == NULL || strcmp(ph, "X") != 0 || name == NULL ||
+        !number_of(json_object_get(item, "ts"), &ts) ||
+        !number_of(json_object_get(item, "dur"), &dur))
+        return DS_OK;
+    if (dur < 0.0 || fabs(ts) > 1e18 || dur > 1e15)
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: event '%.60s' has ts %g and dur %g us (accepted: dur >= 0, "
+                         "|ts| < 1e18)",
+                         origin, name, ts, dur);
+    if (t->count == *capacity_p) {
+        size_t capacity = DSI_MAX(*capacity_p * 2, 1024);
+        DSI_TRY(dsi_realloc_array(&t->events, capacity, sizeof(*t->events)));
+        *capacity_p = capacity;
+    }
+    dsi_trace_event_t *e = &t->events[t->count];
+    memset(e, 0, sizeof(*e));
+    e->start_us = ts;
+    e->end_us = ts + dur;
+    e->thread = (int64_t)((uint64_t)id_of(json_object_get(item, "pid")) * 1000003u +
+                          (uint64_t)id_of(json_object_get(item, "tid")));
+    const char *cat = json_string_value(json_object_get(item, "cat"));
+    const json_t *args = json_object_get(item, "args");
+    bool known;
+    if (cat != NULL && (strcmp(cat, "kernel") == 0 || strcmp(cat, "gpu_memcpy") == 0)) {
+        e->role = DSI_ROLE_KERNEL;
+        t->kernels++;
+    } else if (strncmp(name, "ProfilerStep#", 13) == 0) {
+        e->role = DSI_ROLE_STEP;
+    } else if (range_of_name(name, &e->layer, &e->pass)) {
+        e->role = DSI_ROLE_RANGE;
+        t->ranges++;
+    } else {
+        e->op = op_of_name(name, &known);
+        e->role = known ? DSI_ROLE_OP : DSI_ROLE_OTHER;
+    }
+    if (json_is_object(args) && json_is_array(json_object_get(args, "Input Dims"))) {
+        e->shapes = 1;
+        t->with_shapes++;
+    }
+    DSI_TRY(add_name(t, name, &e->name));
+    t->count++;
+    return DS_OK;
+}
+
+static int compare_events(const void *a, const void *b)
+{
+    const dsi_trace_event_t *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->start_us != y->start_us)
+        return x->start_us < y->start_us ? -1 : 1;
+    if (x->end_us != y->end_us)
+        return x->end_us > y->end_us ? -1 : 1;         /* the enclosing event first */
+    return x->role > y->role ? -1 : x->role < y->role; /* ranges before their operators */
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+ds_status_t ds_torch_trace_parse(const char *text, size_t size, const char *origin,
+                                 ds_torch_trace_t **trace_p)
+{
+    ds_status_t status = DS_OK;
+    ds_torch_trace_t *t = NULL;
+    json_t *root = NULL;
+    if (size >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b)
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s: gzip-compressed traces are not read (accepted: the .json a "
+                         "'gunzip -k' of it gives)",
+                         origin);
+    json_error_t error;
+    root = json_loadb(text, size, 0, &error);
+    if (root == NULL)
+        return DSI_ERROR(DS_ERR_BAD_FILE,
+                         "%s:%d:%d: not a torch.profiler trace: not valid JSON (%s; a truncated "
+                         "file reads so)",
+                         origin, error.line, error.column, error.text);
+    const json_t *list = NULL;
+    ds_torch_trace_format_t format = DS_TORCH_TRACE_KINETO;
+    if (json_is_object(root) && json_is_array(json_object_get(root, "traceEvents"))) {
+        list = json_object_get(root, "traceEvents");
+    } else if (json_is_array(root)) {
+        list = root;
+        format = DS_TORCH_TRACE_LEGACY;
+    } else {
+        status = DSI_ERROR(DS_ERR_BAD_FILE,
+                           "%s: not a torch.profiler trace (accepted: a Chrome-trace object with "
+                           "a \"traceEvents\" array, or the autograd profiler's array of \"X\" "
+                           "events)",
+                           origin);
+        goto out;
+    }
+    DSI_TRY_GOTO(dsi_calloc(1, sizeof(*t), &t), status, out);
+    t->format = format;
+    size_t capacity = 0;
+    for (size_t i = 0; i < json_array_size(list); i++)
+        DSI_TRY_GOTO(add_event(t, json_array_get(list, i), origin, &capacity), status, out);
+    if (t->count > 0)
+        qsort(t->events, t->count, sizeof(*t->events), compare_events);
+    size_t steps = 0;
+    for (size_t i = 0; i < t->count; i++)
+        steps += t->events[i].role == DSI_ROLE_STEP;
+    if (steps == 0 || steps > INT32_MAX) {
+        status = DSI_ERROR(DS_ERR_BAD_FILE,
+                           "%s: no iteration in the trace (%zu complete events; accepted: "
+                           "iterations as \"ProfilerStep#N\" ranges, which the profiler's "
+                           "schedule or record_function(\"ProfilerStep#N\") writes)",
+                           origin, t->count);
+        goto out;
+    }
+    DSI_TRY_GOTO(dsi_calloc(steps, sizeof(double), &t->iterations_s), status, out);
+    /* Trace order = start order over every thread. */
+    double *starts = NULL;
+    DSI_TRY_GOTO(dsi_calloc(steps, 2 * sizeof(double), &starts), status, out);
+    size_t n = 0;
+    for (size_t i = 0; i < t->count; i++)
+        if (t->events[i].role == DSI_ROLE_STEP) {
+            starts[2 * n] = t->events[i].start_us;
+            starts[2 * n + 1] = (t->events[i].end_us - t->events[i].start_us) * 1e-6;
+            n++;
+        }
+    qsort(starts, steps, 2 * sizeof(double), compare_doubles);
+    for (size_t i = 0; i < steps; i++)
+        t->iterations_s[i] = starts[2 * i + 1];
+    dsi_free(starts);
+    t->num_iterations = (int)steps;
+    *trace_p = t;
+    t = NULL;
+out:
+    json_decref(root);
+    ds_torch_trace_destroy(t);
+    return status;
+}
+
+ds_status_t ds_torch_trace_load(const char *path, ds_torch_trace_t **trace_p)
+{
+    char *text = NULL;
+    size_t size = 0;
+    DSI_TRY(dsi_read_file(path, (size_t)dsi_param_int(DSI_PARAM_MAX_TRACE_BYTES), &text, &size));
+    ds_status_t status = ds_torch_trace_parse(text, size, path, trace_p);
+    dsi_free(text);
+    return status;
+}
+
+void ds_torch_trace_destroy(ds_torch_trace_t *trace)
+{
+    if (trace == NULL)
+        return;
+    dsi_free(trace->events);
+    dsi_free(trace->names);
+    dsi_free(trace->iterations_s);
+    dsi_free(trace);
+}
+
+void ds_torch_trace_get_info(const ds_torch_trace_t *trace, ds_torch_trace_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->format = trace->format;
+    info->events = trace->count;
+    info->with_shapes = trace->with_shapes;
+    info->kernels = trace->kernels;
+    info->ranges = trace->ranges;
+    info->iterations = trace->num_iterations;
+    int n = trace->num_iterations;
+    double *sorted = NULL, sum = 0.0;
+    if (n == 0 || dsi_malloc((size_t)n * sizeof(double), &sorted) != DS_OK)
+        return;
+    for (int i = 0; i < n; i++) {
+        sorted[i] = trace->iterations_s[i];
+        sum += sorted[i];
+    }
+    qsort(sorted, (size_t)n, sizeof(double), compare_doubles);
+    info->iteration_mean_s = sum / n;
+    info->iteration_median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    info->iteration_min_s = sorted[0];
+    info->iteration_max_s = sorted[n - 1];
+    dsi_free(sorted);
+}
+
+double ds_torch_trace_iteration_s(const ds_torch_trace_t *trace, int index)
+{
+    return index >= 0 && index < trace->num_iterations ? trace->iterations_s[index] : 0.0;
+}

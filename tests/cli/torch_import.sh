@@ -1,0 +1,102 @@
+#!/bin/sh
+# dsmpi import --torch-trace: the committed fixtures of real PyTorch runs into a
+# profile database; bad files refused with one line, exit 2, nothing written.
+#   torch_import.sh DSMPI DATA_DIR WORKDIR
+set -u
+dsmpi=$1 data=$2/torch work=$3
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cd "$work" || exit 1
+failures=0
+fail() { echo "torch_import: FAILED: $*" >&2; failures=$((failures + 1)); }
+expect() { # expect CODE DESCRIPTION COMMAND...: exit code, stdout in out, stderr in err
+    want=$1 what=$2
+    shift 2
+    "$@" >out 2>err
+    got=$?
+    [ "$got" -eq "$want" ] || fail "$what: exit $got, expected $want ($(head -c 300 err))"
+}
+one_line_naming() { # the error is one line on stderr and names $1
+    [ "$(wc -l < err)" -eq 1 ] || fail "$2: stderr has $(wc -l < err) lines: $(cat err)"
+    grep -q "$1" err || fail "$2: stderr does not name $1: $(cat err)"
+}
+run="--model $data/gpt2-tiny-1l.json --seq-len 64 --dtype fp32"
+
+expect 0 "--help" "$dsmpi" import --help
+grep -q -- "--torch-trace" out || fail "--help does not list --torch-trace"
+grep -q -- "--calibrate-from" out || fail "--help does not list --calibrate-from"
+
+expect 0 "legacy trace" "$dsmpi" import --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch"
+grep -Eq '^ +torch-trace +[0-9]+ +0 +[0-9]+ +0 ' out || fail "legacy trace: $(cat out)"
+grep -q "legacy trace, 1 iterations" out || fail "legacy trace: no trace summary: $(cat out)"
+grep -q "unmapped" out || fail "legacy trace: no unmapped list: $(cat out)"
+[ -s err ] && fail "legacy trace: a warning on a fully mapped trace: $(cat err)"
+expect 0 "kineto trace" "$dsmpi" import --torch-trace "$data/single-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch" --json
+grep -q '"source": "torch-trace"' out || fail "kineto trace --json: $(cat out)"
+grep -Eq '"new": 0, "replaced": [1-9]' out || fail "kineto trace: keys not replaced: $(cat out)"
+if command -v h5dump >/dev/null 2>&1; then
+    h5dump -d events db.h5 > dump 2>&1 || fail "h5dump cannot read db.h5"
+    grep -q 'framework' dump || fail "h5dump: no event marked framework"
+fi
+
+# tp=2: its collectives are left out of the compute costs.
+expect 0 "tp trace" "$dsmpi" import --torch-trace "$data/tp2-rank0-legacy.json" $run \
+    --strategy dp=1,tp=2,pp=1,mbs=2,gbs=2 --profile-db tp.h5
+grep -q "collectives inside the passes" out || fail "tp trace: $(cat out)"
+
+# Calibration from a database of dsmpi's own costs.
+cat > own.txt <<'COSTS'
+gemm fwd fp32 NT m=128 n=384 k=128 = 1e-4
+gemm fwd fp32 NT m=128 n=192 k=128 = 5e-5
+layernorm fwd fp32 rows=128 cols=128 = 1e-5
+COSTS
+expect 0 "own costs" "$dsmpi" import --cost-table own.txt --profile-db cal.h5 --fingerprint "cpu: own"
+expect 0 "calibrated" "$dsmpi" import --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db cal.h5 --fingerprint "cpu: pytorch" \
+    --calibrate-from "cpu: own"
+grep -q "calibrated from 'cpu: own': 1 costs" out || fail "calibrated: $(cat out)"
+if command -v h5dump >/dev/null 2>&1; then
+    h5dump -d events cal.h5 | grep -q 'calibrated' || fail "h5dump: no event marked calibrated"
+fi
+
+# validate: the traced run predicted from its own import, beside the trace.
+expect 0 "validate --help" "$dsmpi" validate --torch-trace --help
+grep -q "slowest rank" out || fail "validate --torch-trace --help: $(cat out)"
+expect 0 "validate" "$dsmpi" validate --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch"
+for q in iteration "layer fwd" "layer bwd" "head bwd" optimizer collectives; do
+    grep -q "^  $q " out || fail "validate: no row '$q': $(cat out)"
+done
+# Costs end to end: the passes add up to their ranges, so the iteration is close.
+err=$(awk '$1 == "iteration" { e = $4; print (e < 0 ? -e : e) < 10 ? "ok" : e }' out)
+[ "$err" = ok ] || fail "validate: iteration error $err% (expected under 10%): $(cat out)"
+expect 0 "validate --json" "$dsmpi" validate --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch" --json
+grep -q '"quantity": "iteration"' out || fail "validate --json: $(cat out)"
+expect 2 "validate: two traces for one rank" "$dsmpi" validate --torch-trace \
+    "$data/single-legacy.json" "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
+one_line_naming "2 target devices" "validate: two traces for one rank"
+expect 2 "validate: truncated" "$dsmpi" validate --torch-trace "$data/bad/truncated.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
+one_line_naming "truncated.json" "validate: truncated"
+
+before=$(cksum < db.h5)
+for bad in truncated.json not-a-trace.json no-iteration.json gzip.json.gz; do
+    expect 2 "$bad" "$dsmpi" import --torch-trace "$data/bad/$bad" $run \
+        --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
+    one_line_naming "$bad" "$bad"
+    expect 2 "$bad (new database)" "$dsmpi" import --torch-trace "$data/bad/$bad" $run \
+        --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db new.h5
+    [ -e new.h5 ] && fail "$bad: new.h5 was written" && rm -f new.h5
+done
+expect 2 "no model" "$dsmpi" import --torch-trace "$data/single-legacy.json" --profile-db db.h5
+one_line_naming "model" "no model"
+expect 2 "stage out of range" "$dsmpi" import --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --stage 1 --profile-db db.h5
+one_line_naming "stage" "stage out of range"
+[ "$(cksum < db.h5)" = "$before" ] || fail "a refused import modified db.h5"
+
+[ "$failures" -eq 0 ] || exit 1
+echo "torch_import: all checks passed"

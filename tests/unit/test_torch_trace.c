@@ -1,0 +1,249 @@
+/* framework: torch.profiler traces read, mapped onto the model and
+ * calibrated; on the committed fixtures of real PyTorch runs (legacy and
+ * Kineto layouts) and on small traces written here. */
+#include "check.h"
+
+#include <stdlib.h>
+
+static const char *data_dir;
+
+static ds_model_t *tiny_model(void)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/torch/gpt2-tiny-1l.json", data_dir);
+    ds_model_t *model = NULL;
+    CHECK_OK(ds_model_load(path, &model));
+    if (model != NULL) {
+        CHECK_OK(ds_model_set_seq_len(model, 64));
+        CHECK_OK(ds_model_set_dtype(model, DS_DTYPE_FP32));
+    }
+    return model;
+}
+
+static ds_strategy_t strategy_of(const ds_model_t *model, const char *text, int gpus)
+{
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse(text, &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, gpus, gpus));
+    return s;
+}
+
+static ds_torch_trace_t *load(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/torch/%s", data_dir, name);
+    ds_torch_trace_t *trace = NULL;
+    CHECK_OK(ds_torch_trace_load(path, &trace));
+    return trace;
+}
+
+/* The sum over a pass's compute keys of count x mean is the traced time of
+ * the mapped ranges less their collectives (costs run end to end). */
+static void check_fixture(const char *name, ds_torch_trace_format_t format, bool shapes,
+                          const char *strategy, int gpus)
+{
+    ds_torch_trace_t *trace = load(name);
+    ds_model_t *model = tiny_model();
+    if (trace == NULL || model == NULL)
+        goto out;
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    CHECK_INT(info.format, format);
+    CHECK_INT(info.iterations, 1);
+    CHECK(info.iteration_mean_s > 0.001 && info.iteration_mean_s < 10.0);
+    CHECK_NEAR(ds_torch_trace_iteration_s(trace, 0), info.iteration_mean_s, 1e-12);
+    CHECK(shapes ? info.with_shapes > 1000 : info.with_shapes == 0);
+    CHECK_INT(info.ranges, 7); /* embedding, layer 0 and head, fwd and bwd; the optimizer */
+    ds_strategy_t s = strategy_of(model, strategy, gpus);
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_INT(r.ranges_mapped, 7);
+    CHECK_INT(r.ranges_skipped, 0);
+    CHECK_MSG(r.coverage > DS_FRAMEWORK_MIN_COVERAGE && r.coverage <= 1.0, "%s: coverage %g", name,
+              r.coverage);
+    CHECK(r.keys >= 20 && r.keys == ds_cost_table_size(costs));
+    double total = 0.0;
+    bool gemm = false, optimizer = false, loss = false;
+    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(costs, i, &key, &cost);
+        CHECK_INT(cost->provenance, DS_PROV_FRAMEWORK);
+        CHECK(cost->mean_s >= 0.0 && cost->p10_s <= cost->median_s + 1e-12 &&
+              cost->median_s <= cost->p90_s + 1e-12);
+        CHECK_INT(key->kind, DS_EVENT_COMPUTE);
+        total += cost->mean_s * (double)cost->repetitions;
+        gemm |= key->op == DS_OP_GEMM && key->dims[0] == 128 && key->dims[2] == 128;
+        optimizer |= key->op == DS_OP_OPTIMIZER;
+        /* cross-entropy over this rank's vocabulary share, forward and backward (Megatron's
+         * vocabulary-parallel one under tp=2) */
+        loss |= key->op == DS_OP_CROSS_ENTROPY && key->pass == DS_PASS_BACKWARD &&
+                key->dims[1] == 4096 / s.tp;
+    }
+    CHECK(gemm && optimizer);
+    CHECK_MSG(loss, "%s: no cross-entropy backward key", name);
+    CHECK_NEAR(total, r.mapped_s - r.collective_s, 1e-6);
+    CHECK(r.num_unmapped > 0 && r.unmapped[0].share < 0.1);
+    ds_cost_table_destroy(costs);
+out:
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
+/* Calibration: the median ratio of a class scales its own keys the trace lacks. */
+static void check_calibration(void)
+{
+    ds_cost_table_t *framework = NULL, *own = NULL, *out = NULL;
+    CHECK_OK(ds_cost_table_create(&framework));
+    CHECK_OK(ds_cost_table_create(&own));
+    CHECK_OK(ds_cost_table_create(&out));
+    CHECK_OK(ds_cost_table_parse(own,
+                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 1e-4\n"
+                                 "gemm fwd fp32 NT m=128 n=512 k=128 = 2e-4\n"
+                                 "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-4\n"
+                                 "gemm fwd fp32 NT m=128 n=256 k=128 = 4e-4\n"
+                                 "layernorm fwd fp32 rows=128 cols=128 = 1e-5\n"
+                                 "gelu fwd fp32 rows=128 cols=512 = 2e-5\n",
+                                 "own"));
+    CHECK_OK(ds_cost_table_parse(framework,
+                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 2e-4 2e-4 2e-4 2e-4 1 "
+                                 "framework\n"
+                                 "gemm fwd fp32 NT m=128 n=512 k=128 = 6e-4 6e-4 6e-4 6e-4 1 "
+                                 "framework\n"
+                                 "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-1 1e-1 1e-1 1e-1 1 "
+                                 "framework\n"
+                                 "layernorm fwd fp32 rows=128 cols=128 = 5e-5 5e-5 5e-5 5e-5 1 "
+                                 "framework\n",
+                                 "framework"));
+    ds_framework_calibration_t c;
+    CHECK_OK(ds_framework_calibrate(framework, own, out, &c));
+    CHECK_INT(c.common[DS_FRAMEWORK_CLASS_GEMM], 3);
+    CHECK_NEAR(c.ratio[DS_FRAMEWORK_CLASS_GEMM], 3.0, 1e-9); /* median of 2, 3, 1000 */
+    CHECK_NEAR(c.ratio[DS_FRAMEWORK_CLASS_NORM], 5.0, 1e-9);
+    CHECK_NEAR(c.overall, 4.0, 1e-9); /* median of 2, 3, 5, 1000 */
+    CHECK_INT(c.calibrated, 2);
+    ds_event_key_t key;
+    CHECK_OK(ds_event_key_parse("gemm fwd fp32 NT m=128 n=256 k=128", &key));
+    const ds_cost_t *cost = ds_cost_table_find(out, &key);
+    CHECK(cost != NULL && cost->provenance == DS_PROV_CALIBRATED);
+    if (cost != NULL)
+        CHECK_NEAR(cost->mean_s, 1.2e-3, 1e-9);
+    CHECK_OK(ds_event_key_parse("gelu fwd fp32 rows=128 cols=512", &key));
+    cost = ds_cost_table_find(out, &key);
+    CHECK(cost != NULL); /* no gelu in common: the overall ratio */
+    if (cost != NULL)
+        CHECK_NEAR(cost->mean_s, 8e-5, 1e-9);
+    CHECK(strcmp(ds_provenance_name(DS_PROV_FRAMEWORK), "framework") == 0);
+    CHECK(strcmp(ds_provenance_name(DS_PROV_CALIBRATED), "calibrated") == 0);
+    ds_cost_table_destroy(framework);
+    ds_cost_table_destroy(own);
+    ds_cost_table_destroy(out);
+}
+
+/* A one-line refusal naming the origin, DS_ERR_BAD_FILE. */
+static void check_refused(const char *text, const char *origin, const char *says)
+{
+    ds_torch_trace_t *trace = NULL;
+    ds_status_t status = ds_torch_trace_parse(text, strlen(text), origin, &trace);
+    CHECK_MSG(status == DS_ERR_BAD_FILE, "%s: status %d", origin, (int)status);
+    CHECK(trace == NULL);
+    const char *message = ds_last_error();
+    CHECK_MSG(message != NULL && strstr(message, origin) != NULL && strstr(message, says) != NULL &&
+                  strchr(message, '\n') == NULL,
+              "%s: '%s'", origin, message ? message : "(null)");
+}
+
+/* A small legacy trace: one iteration, a layer pass whose GEMM is preceded by
+ * framework time and followed by a collective the model does not place there. */
+static void check_synthetic(void)
+{
+    check_refused("[{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1", "truncated.json",
+                  "not valid JSON");
+    check_refused("{\"traceEvents\": 3}", "object.json", "not a torch.profiler trace");
+    check_refused("42", "number.json", "not");
+    check_refused("[{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1, \"dur\": 2}]",
+                  "no-step.json", "no iteration");
+    check_refused("[{\"ph\": \"X\", \"name\": \"ProfilerStep#1\", \"ts\": 1, \"dur\": -2}]",
+                  "negative.json", "dur");
+    check_refused("\x1f\x8b\x08\x00", "trace.json.gz", "gzip");
+
+    const char *text =
+        "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"Optimizer.step#Adam.step\", \"ts\": 800, \"dur\": 100,"
+        "  \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 100, \"dur\": 600, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::linear\", \"ts\": 200, \"dur\": 100, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::addmm\", \"ts\": 210, \"dur\": 80, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"c10d::allreduce_\", \"ts\": 320, \"dur\": 10, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"gloo:all_reduce\", \"ts\": 321, \"dur\": 79, \"tid\": 9},"
+        " {\"ph\": \"X\", \"name\": \"aten::bmm\", \"ts\": 450, \"dur\": 50, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::zeros\", \"ts\": 900, \"dur\": 50, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 2000, \"dur\": 50, \"tid\": 1},"
+        " {\"ph\": \"i\", \"name\": \"marker\", \"ts\": 5}]";
+    ds_torch_trace_t *trace = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "synthetic", &trace));
+    ds_model_t *model = tiny_model();
+    if (trace == NULL || model == NULL)
+        goto out;
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    CHECK_INT(info.format, DS_TORCH_TRACE_LEGACY);
+    CHECK_INT(info.events, 11);
+    CHECK_INT(info.iterations, 1);
+    CHECK_NEAR(info.iteration_median_s, 1e-3, 1e-12);
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_INT(r.ranges_mapped,
+              2); /* the layer pass (the one outside the step is not) and the step */
+    CHECK_NEAR(r.traced_s, 1e-3, 1e-9);
+    CHECK_NEAR(r.mapped_s, 7e-4, 1e-9);
+    CHECK_NEAR(r.coverage, 0.7, 1e-9);
+    CHECK_NEAR(r.collective_s, 80e-6, 1e-9); /* 320 to the end of gloo's work, 400 */
+    /* layernorm: 100..150; the qkv GEMM: 150..290; the scores' bmm: 290..700 less the
+     * collective's 80 (its tail to the range's end included) */
+    ds_event_key_t key;
+    CHECK_OK(ds_event_key_parse("layernorm fwd fp32 rows=128 cols=128", &key));
+    const ds_cost_t *cost = ds_cost_table_find(costs, &key);
+    CHECK(cost != NULL && fabs(cost->mean_s - 50e-6) < 1e-9);
+    CHECK_OK(ds_event_key_parse("gemm fwd fp32 NT m=128 n=384 k=128", &key));
+    cost = ds_cost_table_find(costs, &key);
+    CHECK(cost != NULL && fabs(cost->mean_s - 140e-6) < 1e-9);
+    CHECK_OK(ds_event_key_parse("bgemm fwd fp32 NT m=64 n=64 k=32 batch=8", &key));
+    cost = ds_cost_table_find(costs, &key);
+    CHECK(cost != NULL && fabs(cost->mean_s - 330e-6) < 1e-9);
+    CHECK(r.model_ops_unmatched > 0);
+    /* unmapped: the step's time outside the ranges: zeros (50), idle (250) */
+    bool zeros = false, idle = false;
+    for (size_t i = 0; i < r.num_unmapped; i++) {
+        zeros |= strcmp(r.unmapped[i].name, "aten::zeros") == 0 &&
+                 fabs(r.unmapped[i].seconds - 50e-6) < 1e-9;
+        idle |= strcmp(r.unmapped[i].name, "(idle)") == 0 &&
+                fabs(r.unmapped[i].seconds - 250e-6) < 1e-9;
+    }
+    CHECK(zeros && idle);
+    ds_cost_table_destroy(costs);
+out:
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
+int main(int argc, char **argv)
+{
+    data_dir = argc > 1 ? argv[1] : DSMPI_TEST_DATA;
+    check_fixture("single-legacy.json", DS_TORCH_TRACE_LEGACY, false, "dp=1,tp=1,pp=1,mbs=2,gbs=2",
+                  1);
+    check_fixture("single-kineto.json", DS_TORCH_TRACE_KINETO, true, "dp=1,tp=1,pp=1,mbs=2,gbs=2",
+                  1);
+    check_fixture("tp2-rank0-legacy.json", DS_TORCH_TRACE_LEGACY, false,
+                  "dp=1,tp=2,pp=1,mbs=2,gbs=2", 2);
+    check_calibration();
+    check_synthetic();
+    return check_summary("test_torch_trace");
+}
