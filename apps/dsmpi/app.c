@@ -249,3 +249,24 @@ void output_json_open(const inputs_t *in, bool with_strategy)
         output_json_string(stdout, strategy);
     }
 }
+
+ds_status_t app_model_load(const char *spec, int64_t seq_len, const char *dtype_text,
+                           ds_model_t **model_p)
+{
+    ds_model_t *model = NULL;
+    ds_status_t status = ds_model_load(spec, &model);
+    if (status == DS_OK && seq_len > 0)
+        status = ds_model_set_seq_len(model, seq_len);
+    if (status == DS_OK && dtype_text != NULL) {
+        ds_dtype_t dtype;
+        status = ds_dtype_parse(dtype_text, &dtype);
+        if (status == DS_OK)
+            status = ds_model_set_dtype(model, dtype);
+    }
+    if (status != DS_OK) {
+        ds_model_destroy(model);
+        return status;
+    }
+    *model_p = model;
+    return DS_OK;
+}

@@ -180,6 +180,11 @@ const char *inputs_out_path(const inputs_t *in, const char *name, char *path, si
 /* The demo: a GPT-2-class model on a 1024-GPU target. */
 void inputs_set_demo(inputs_t *in);
 
+/* A model by preset name or file, with its sequence length (when > 0) and
+ * dtype (when not NULL) set; *model_p stays NULL on failure. */
+ds_status_t app_model_load(const char *spec, int64_t seq_len, const char *dtype_text,
+                           ds_model_t **model_p);
+
 /* ---- output -------------------------------------------------------------------- */
 
 /* The '#' preamble of a results table: version, command line, ranks. */

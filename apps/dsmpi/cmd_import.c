@@ -45,38 +45,6 @@ typedef struct importer {
     bool several; /* the option takes several files (as --nccl-tests in every command) */
 } importer_t;
 
-/* A text cost table: every entry becomes an event cost marked imported. */
-static ds_status_t import_cost_table(const import_context_t *context, const char *path,
-                                     import_result_t *result)
-{
-    ds_cost_table_t *table = NULL;
-    ds_status_t status = ds_cost_table_create(&table);
-    if (status == DS_OK)
-        status = ds_cost_table_load_text(table, path);
-    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(table); i++) {
-        const ds_event_key_t *key;
-        const ds_cost_t *cost;
-        ds_cost_table_at(table, i, &key, &cost);
-        ds_profile_record_t record;
-        memset(&record, 0, sizeof(record));
-        record.key = *key;
-        record.cost = *cost;
-        record.cost.provenance = DS_PROV_IMPORTED;
-        snprintf(record.fingerprint, sizeof(record.fingerprint), "%s", context->fingerprint);
-        snprintf(record.host, sizeof(record.host), "%s", context->host);
-        record.rank = -1;
-        record.measured_at_s = context->imported_at_s;
-        if (ds_profile_db_has(context->db, context->fingerprint, key))
-            result->replaced++;
-        else
-            result->new_events++;
-        status = ds_profile_db_add_record(context->db, &record);
-        result->events++;
-    }
-    ds_cost_table_destroy(table);
-    return status;
-}
-
 /* One event cost of an import: a record of the context's device, replacing
  * the database's cost of the same key. */
 static ds_status_t add_imported(const import_context_t *context, const ds_event_key_t *key,
@@ -96,6 +64,26 @@ static ds_status_t add_imported(const import_context_t *context, const ds_event_
         result->new_events++;
     result->events++;
     return ds_profile_db_add_record(context->db, &record);
+}
+
+/* A text cost table: every entry becomes an event cost marked imported. */
+static ds_status_t import_cost_table(const import_context_t *context, const char *path,
+                                     import_result_t *result)
+{
+    ds_cost_table_t *table = NULL;
+    ds_status_t status = ds_cost_table_create(&table);
+    if (status == DS_OK)
+        status = ds_cost_table_load_text(table, path);
+    for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(table); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(table, i, &key, &cost);
+        ds_cost_t imported = *cost;
+        imported.provenance = DS_PROV_IMPORTED;
+        status = add_imported(context, key, &imported, result);
+    }
+    ds_cost_table_destroy(table);
+    return status;
 }
 
 /* Two traces' costs of one key: the mean over their occurrences together;
@@ -404,15 +392,7 @@ static ds_status_t traced_run(const char *model_spec, const char *strategy_text,
             DS_ERR_INVALID_ARG,
             "--model needs --strategy: the traced run's, e.g. dp=2,tp=1,pp=1,mbs=2");
     ds_model_t *model = NULL;
-    ds_status_t status = ds_model_load(model_spec, &model);
-    if (status == DS_OK && seq_len > 0)
-        status = ds_model_set_seq_len(model, seq_len);
-    if (status == DS_OK && dtype_text != NULL) {
-        ds_dtype_t dtype;
-        status = ds_dtype_parse(dtype_text, &dtype);
-        if (status == DS_OK)
-            status = ds_model_set_dtype(model, dtype);
-    }
+    ds_status_t status = app_model_load(model_spec, seq_len, dtype_text, &model);
     if (status == DS_OK)
         status = ds_strategy_parse(strategy_text, strategy);
     if (status == DS_OK) {

@@ -123,15 +123,7 @@ static ds_status_t build(const char *model_spec, const char *strategy_text, int6
                          ds_strategy_t *s)
 {
     ds_model_t *model = NULL;
-    ds_status_t status = ds_model_load(model_spec, &model);
-    if (status == DS_OK && seq_len > 0)
-        status = ds_model_set_seq_len(model, seq_len);
-    if (status == DS_OK && dtype_text != NULL) {
-        ds_dtype_t dtype;
-        status = ds_dtype_parse(dtype_text, &dtype);
-        if (status == DS_OK)
-            status = ds_model_set_dtype(model, dtype);
-    }
+    ds_status_t status = app_model_load(model_spec, seq_len, dtype_text, &model);
     ds_strategy_init(s);
     if (status == DS_OK)
         status = ds_strategy_parse(strategy_text, s);

@@ -32,17 +32,7 @@ dsmpi=$build/apps/dsmpi/dsmpi
 mpiexec=${MPIEXEC:-mpirun}
 script=$root/tests/torch/torch_train.py
 model=$root/tests/data/torch/gpt2-tiny.json
-python=""
-for p in ${DSMPI_TORCH_PYTHON:-} /usr/bin/python3 python3; do
-    if "$p" -c "import torch" >/dev/null 2>&1; then
-        python=$p
-        break
-    fi
-done
-if [ -z "$python" ]; then
-    echo "torch_truth: skipped: no python with torch (set DSMPI_TORCH_PYTHON)"
-    exit 77
-fi
+. "$root/tests/torch/torch_python.sh" torch_truth
 if [ "$short" -eq 1 ]; then
     repeats=1 iterations=2 warmup=1 sweep_max=262144
 else

@@ -9,17 +9,7 @@
 set -u
 dsmpi=$1 data=$2/torch work=$3
 here=$(cd "$(dirname "$0")" && pwd)
-python=""
-for p in ${DSMPI_TORCH_PYTHON:-} /usr/bin/python3 python3; do
-    if "$p" -c "import torch" >/dev/null 2>&1; then
-        python=$p
-        break
-    fi
-done
-if [ -z "$python" ]; then
-    echo "torch_runs: skipped: no python with torch (set DSMPI_TORCH_PYTHON)"
-    exit 77
-fi
+. "$here/torch_python.sh" torch_runs
 rm -rf "$work" && mkdir -p "$work" || exit 1
 cd "$work" || exit 1
 failures=0
