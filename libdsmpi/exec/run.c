@@ -203,12 +203,15 @@ static void buckets_ready(ds_exec_t *x, const dsi_xpart_t *part, int64_t pos)
 
 /* A context-parallel ring transfer (batched send and receive with the
  * neighbour) that Megatron-Core/TE post before the attention step after it
- * and wait for once that step is done. */
+ * and wait for once that step is done.  The backward's last hop of the K/V
+ * gradients home runs blocking: the operator after the attention needs
+ * them. */
 static bool ring_transfer(const dsi_xpart_t *part, int pass, int i)
 {
     const dsi_xop_t *op = &part->ops[pass][i];
     return op->kernel == NULL && op->key.group == DS_GROUP_CP && op->key.op == DS_COMM_SENDRECV &&
-           i + 1 < part->num_ops[pass] && part->ops[pass][i + 1].kernel != NULL;
+           i + 1 < part->num_ops[pass] && part->ops[pass][i + 1].kernel != NULL &&
+           part->ops[pass][i + 1].key.op == DS_OP_FLASH_ATTENTION;
 }
 
 static dsi_xkind_t pass_comm_kind(const dsi_xop_t *op)
