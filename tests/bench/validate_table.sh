@@ -42,7 +42,7 @@ mpiexec=${MPIEXEC:-mpiexec}
 export OPENBLAS_NUM_THREADS=1
 cases=${CASES:-"dp=2:2 dp=2:4 dp=2,bucket=1M:4 tp=2:2 tp=2:4 pp=2,schedule=gpipe:2 pp=2,schedule=gpipe:4 pp=2,schedule=gpipe:8 pp=2,schedule=1f1b:2 pp=2,schedule=1f1b:4 pp=2,schedule=1f1b:8 pp=2,schedule=interleaved,vpp=2:4 pp=2,schedule=interleaved,vpp=2:8"}
 cp_models=${CP_MODELS:-tiny-llama}
-cp_cases=${CP_CASES:-"cp=2,flash:2 cp=2,flash:4 cp=2,flash:8"}
+cp_cases=${CP_CASES:-"cp=2,flash:2 cp=2,flash:4"}
 ep_models=${EP_MODELS:-tiny-mixtral}
 ep_cases=${EP_CASES:-"dp=2,ep=2,router-skew=1:2 dp=2,ep=2,router-skew=1:4 dp=2,ep=2:4"}
 sets=${SETS:-dense cp ep}
