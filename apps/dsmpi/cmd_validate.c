@@ -31,8 +31,9 @@ static void help(void)
 {
     printf("usage: mpirun -n N dsmpi validate --model M --strategy S [options]\n"
            "       mpirun -n N dsmpi validate --model M --all [--microbatches 2,4,8] [options]\n\n"
-           "Runs real training iterations of the strategy on this allocation (dp x tp x pp = N\n"
-           "ranks) with the executor, and compares them with dsmpi's prediction for the\n"
+           "Runs real training iterations of the strategy on this allocation (dp x cp x tp x\n"
+           "pp = N ranks; cp=2 with fused attention, MoE models with ep) with the executor,\n"
+           "and compares them with dsmpi's prediction for the\n"
            "allocation itself as the target: iteration time, per-rank busy, compute and idle\n"
            "time, forward/backward time per micro-batch and stage, the pipeline bubble.  The\n"
            "costs the prediction uses are measured here first (never taken from the runs it\n"
@@ -472,7 +473,9 @@ static ds_status_t build_inputs(inputs_t *in, const options_t *o, const ds_backe
     if (in->device == NULL && ds_backend_kind(backend) == DS_BACKEND_CPU)
         in->device = "cpu";
     if (!o->all && in->strategy.gbs == 0 && in->global_batch == 0) {
-        int64_t model_parallel = (int64_t)in->strategy.tp * in->strategy.pp;
+        /* The cp ranks of a sequence are not data-parallel replicas here. */
+        int64_t model_parallel = (int64_t)in->strategy.tp * in->strategy.pp *
+                                 (in->strategy.cp > 1 ? in->strategy.cp : 1);
         int64_t dp = in->strategy.dp > 0 ? in->strategy.dp : ranks / model_parallel;
         in->strategy.gbs = dp * in->strategy.mbs * o->mb_counts[0];
     }

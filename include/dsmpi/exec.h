@@ -1,6 +1,6 @@
 /*
  * dsmpi exec: the executor.  It runs real training iterations of a model
- * under a strategy on the allocation itself (dp * tp * pp = the ranks), with
+ * under a strategy on the allocation itself (dp * cp * tp * pp = the ranks), with
  * the backend's kernels on real buffers, in the order the pipeline schedule
  * dictates, records every device's events on a clock aligned across ranks,
  * and compares what ran with what the simulator predicted (dsmpi validate).
@@ -14,6 +14,23 @@
  *   activations of one layer share their buffers across micro-batches), each
  *   reading the previous operator's output where it fits; the tensor-parallel
  *   collectives between them are blocking calls.
+ * - Context parallelism (cp > 1, fused attention only) as Megatron-Core with
+ *   Transformer Engine runs it: every rank holds seq / cp tokens; the ranks
+ *   of one sequence form the CP group, and dp x cp the gradient group (the
+ *   strategy folded as the events fold it).  With cp-comm=p2p (cp = 2) each
+ *   ring step's K/V block (backward: with their gradients) is a batched send
+ *   and receive with the neighbour, started before the attention step it
+ *   hides behind and waited for after it; the backward's last hop of the
+ *   K/V gradients home is blocking.  cp-comm=a2a and allgather run their
+ *   exchanges as blocking collectives over the CP group.
+ * - Mixture of experts: dispatch and combine as blocking calls over the EP
+ *   group, the experts' grouped GEMMs as the backend's batched GEMMs of the
+ *   rank's experts.  Tokens are not routed by value: every rank runs the
+ *   expert work of the mean rank's tokens, but the EP group's first rank
+ *   (expert coordinate 0, the simulator's slowest) that of router-skew
+ *   times the mean, as the event set counts them.  The iteration end adds
+ *   the expert gradients' all-reduce over the expert-data-parallel group
+ *   and the experts' Adam step.
  * - Point-to-point calls as the program posts them: every transfer of a call
  *   is started at once (non-blocking send and receive), then all are waited
  *   for, as Megatron's _communicate does: single transfers in warm-up and
@@ -34,7 +51,8 @@
  *   all-reduce (clipping) over the model-parallel group, the optimizer step
  *   (Adam on the stage's parameters).  No barrier between iterations.
  * Not run: ZeRO (zero >= 1), the parameter server, a forced DP algorithm,
- * context and expert parallelism (DS_ERR_UNSUPPORTED).
+ * context parallelism without fused attention or with the p2p ring over more
+ * than 2 ranks, experts split over an etp other than tp (DS_ERR_UNSUPPORTED).
  *
  * On the cuda backend the same work is issued on CUDA streams and timed by
  * CUDA events: compute on one stream; TP collectives, transfers (a program
@@ -58,8 +76,10 @@
  *   comm_exposed_s  over the rank's blocking communication calls: exit minus
  *                   the later of its own entry and the last member's entry
  *                   (the peers' matching calls; for point-to-point the
- *                   calls holding the other ends of its transfers), plus the
- *                   time spent starting and testing non-blocking buckets
+ *                   calls holding the other ends of its transfers; for a
+ *                   ring transfer its wait after the attention step), plus
+ *                   the time spent starting and testing non-blocking buckets
+ *                   and starting ring transfers
  *   wait_s          the rest of those calls: waiting for the others to arrive
  *   idle_s          T - compute_s - comm_exposed_s (waits, pipeline bubble)
  *   busy_s          compute_s + comm_exposed_s = T - idle_s
@@ -111,7 +131,7 @@ DS_API void ds_exec_options_init(ds_exec_options_t *options);
 /* Prepares the rank's part of `model` under `strategy` (resolved for as many
  * devices as `backend` has ranks): its process groups, kernels, buffers and
  * schedule.  Collective over the backend's ranks.  `model` must outlive the
- * executor.  Fails with DS_ERR_INVALID_ARG when dp * tp * pp is not the
+ * executor.  Fails with DS_ERR_INVALID_ARG when dp * cp * tp * pp is not the
  * number of ranks, DS_ERR_UNSUPPORTED for what the executor does not run (see
  * above).  Caller frees with ds_exec_destroy. */
 DS_API ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
@@ -166,7 +186,7 @@ typedef struct ds_exec_device {
     int64_t rank;
     ds_coords_t coords;
     double compute_s, comm_exposed_s, wait_s, idle_s, busy_s;
-    double tp_s, pp_s, dp_s, other_s; /* exposed communication by kind */
+    double tp_s, pp_s, dp_s, other_s; /* exposed communication by kind (other: CP, EP, EDP, ...) */
 } ds_exec_device_t;
 
 /* Rank `rank`'s numbers in run `run`. */

@@ -550,11 +550,23 @@ static bool producer_of(const ds_model_t *model, const ds_strategy_t *s, const d
     return false;
 }
 
+/* The index of the EP or EDP group of `me` under the folded `s`
+ * (dsi_group_members' numbering). */
+static int expert_group_index(const ds_strategy_t *s, ds_coords_t me, bool ep_group)
+{
+    int64_t etp = s->etp > 0 ? s->etp : s->tp, ep = s->ep > 0 ? s->ep : 1;
+    int64_t local = me.tp + (int64_t)s->tp * me.dp;
+    int64_t t = local % etp, e = local / etp % ep, d = local / (etp * ep);
+    return (int)(ep_group ? t + etp * d : t + etp * e);
+}
+
 /* The group this rank measures `key` on (NULL: none), and the producer for
- * an in-situ measurement. */
-static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, const dsi_groups_t *g,
-                             dsi_placement_t *pl, ds_coords_t me, const ds_event_key_t *key,
-                             int *boundary_p, ds_comm_t **comm_p)
+ * an in-situ measurement.  `s` is folded (dsi_strategy_fold_cp), `ctx`
+ * keeps cp. */
+static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s,
+                             const dsi_shape_ctx_t *ctx, const dsi_groups_t *g, dsi_placement_t *pl,
+                             ds_coords_t me, const ds_event_key_t *key, int *boundary_p,
+                             ds_comm_t **comm_p)
 {
     *comm_p = NULL;
     dsi_layout_t l;
@@ -578,7 +590,14 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
         if (dsi_key_has_layout(key, &l))
             *comm_p = g->mp;
         return DS_OK;
-    case DS_GROUP_CP: return DS_OK; /* the executor runs cp = 1 */
+    case DS_GROUP_CP:
+        if (ctx->cp <= 1 || g->cp == NULL)
+            return DS_OK;
+        l = dsi_cp_layout(pl, ctx->cp_comm, me.pp, me.tp, me.dp / ctx->cp);
+        if (dsi_key_has_layout(key, &l) &&
+            key->group_size == (key->op == DS_COMM_SENDRECV ? 2 : ctx->cp))
+            *comm_p = g->cp;
+        return DS_OK;
     case DS_GROUP_EMBEDDING:
         if (g->emb == NULL)
             return DS_OK;
@@ -594,7 +613,7 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
             return DS_OK;
         int from = key->pass == DS_PASS_FORWARD ? b : to,
             into = key->pass == DS_PASS_FORWARD ? to : b;
-        if (dsi_p2p_boundary_bytes(model, s, (ds_dtype_t)key->dtype, to) != key->dims[0])
+        if (dsi_p2p_boundary_bytes(model, s, (ds_dtype_t)key->dtype, to) / ctx->cp != key->dims[0])
             return DS_OK;
         l = dsi_p2p_layout(pl, from, into, me.tp, me.dp);
         if (key->ranks_per_node != l.ranks_per_node || key->nodes != l.nodes)
@@ -605,8 +624,19 @@ static ds_status_t group_for(const ds_model_t *model, const ds_strategy_t *s, co
             *comm_p = g->pair_prev;
         return DS_OK;
     }
-    case DS_GROUP_EP: /* the executor runs no MoE layers */
-    case DS_GROUP_EDP:
+    case DS_GROUP_EP:
+    case DS_GROUP_EDP: {
+        bool ep_group = key->group == DS_GROUP_EP;
+        ds_comm_t *comm = ep_group ? g->ep : g->edp;
+        if (comm == NULL)
+            return DS_OK;
+        dsi_group_kind_t kind = ep_group ? DSI_KIND_EP : DSI_KIND_EDP;
+        n = dsi_group_members(pl, kind, me.pp, expert_group_index(s, me, ep_group));
+        l = dsi_group_layout(pl, kind, n);
+        if (dsi_key_has_layout(key, &l) && key->group_size == comm->size)
+            *comm_p = comm;
+        return DS_OK;
+    }
     case DS_GROUP_NONE:
     case DS_GROUP_COUNT_: break;
     }
@@ -733,11 +763,15 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
     dsi_placement_t pl;
     memset(&groups, 0, sizeof(groups));
     memset(&pl, 0, sizeof(pl));
-    ds_coords_t me = ds_strategy_coords_of(s, b->rank);
     dsi_shape_ctx_t ctx;
     dsi_shape_ctx_init(&ctx, model, s);
     DSI_TRY_GOTO(dsi_groups_create(b, model, s, &groups), status, out);
+    /* From here on, context parallelism folded into dp as the events have it. */
+    ds_strategy_t folded = dsi_strategy_fold_cp(s);
+    s = &folded;
+    ds_coords_t me = ds_strategy_coords_of(s, b->rank);
     DSI_TRY_GOTO(dsi_placement_init(&pl, s, cluster), status, out);
+    pl.cp = ctx.cp;
     for (size_t i = 0; i < ds_event_set_size(events); i++) {
         const ds_event_key_t *key = &ds_event_set_at(events, i)->key;
         if (key->kind != DS_EVENT_COMM || ds_cost_table_find(costs, key) != NULL)
@@ -751,7 +785,7 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
             int boundary = bnd;
             double mine[5] = {-1.0, 0, 0, 0, 0};
             /* A member that fails tells every rank before the all-reduce. */
-            ds_status_t local = group_for(model, s, &groups, &pl, me, key, &boundary, &comm);
+            ds_status_t local = group_for(model, s, &ctx, &groups, &pl, me, key, &boundary, &comm);
             if (local == DS_OK && comm != NULL) {
                 ds_comm_measurement_t m;
                 ds_event_key_t producer;
@@ -802,7 +836,7 @@ static ds_status_t measure_comm(ds_backend_t *b, const ds_model_t *model, const 
             double mine[2] = {0.0, 0.0}, sum[2] = {0.0, 0.0}; /* seconds, members */
             ds_comm_t *comm = NULL;
             int boundary = 0;
-            ds_status_t local = group_for(model, s, &groups, &pl, me, key, &boundary, &comm);
+            ds_status_t local = group_for(model, s, &ctx, &groups, &pl, me, key, &boundary, &comm);
             if (local == DS_OK && comm != NULL) {
                 local =
                     measure_overlap(b, model, s, &ctx, me.pp, comm, &unflagged, c.mean_s, &mine[0]);
@@ -846,10 +880,11 @@ ds_status_t ds_exec_measure_costs(ds_backend_t *backend, const ds_model_t *model
     }
     if (backend == NULL || model == NULL || strategy == NULL || cluster == NULL || costs == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_measure_costs needs every argument");
-    if ((int64_t)strategy->dp * strategy->tp * strategy->pp != backend->size)
+    int cp = strategy->cp > 1 ? strategy->cp : 1;
+    if ((int64_t)strategy->dp * cp * strategy->tp * strategy->pp != backend->size)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
-                         "strategy dp=%d tp=%d pp=%d is not for the %d ranks measuring it",
-                         strategy->dp, strategy->tp, strategy->pp, backend->size);
+                         "strategy dp=%d cp=%d tp=%d pp=%d is not for the %d ranks measuring it",
+                         strategy->dp, cp, strategy->tp, strategy->pp, backend->size);
     /* Every step a rank may fail alone is agreed on before the next collective. */
     DSI_TRY_GOTO(
         dsi_mpi_agree(backend->comm, ds_events_generate(model, strategy, cluster, &events)), status,

@@ -20,17 +20,22 @@
 /* The groups this rank is in under a strategy: backend communicators (NULL
  * where the group has one member or the rank is not in one).  Pair
  * boundaries: boundary b carries activations from pipeline rank b to
- * next(b) (the sender is member 0) and gradients back. */
+ * next(b) (the sender is member 0) and gradients back.  Context
+ * parallelism folded into data parallelism (dsi_strategy_fold_cp): dp is
+ * the dp x cp gradient group, cp the ranks of one sequence (member c holds
+ * its chunks c and 2 cp - 1 - c); ep and edp the expert-parallel and
+ * expert-data-parallel groups of the events' numbering (layout.c). */
 typedef struct dsi_groups {
     ds_comm_t *world; /* every rank: barriers and the aligned clock */
     ds_comm_t *tp, *dp, *mp, *emb;
+    ds_comm_t *cp, *ep, *edp;
     ds_comm_t *pair_next; /* boundary stage -> next(stage), this rank member 0 */
     ds_comm_t *pair_prev; /* boundary prev(stage) -> stage, this rank member 1 */
     int next, prev;       /* pipeline ranks, -1 when none */
 } dsi_groups_t;
 
-/* Creates the groups of `s` (resolved for the backend's ranks).  Collective
- * over the backend's ranks. */
+/* Creates the groups of `s` (resolved for the backend's ranks, cp not
+ * folded).  Collective over the backend's ranks. */
 ds_status_t dsi_groups_create(ds_backend_t *backend, const ds_model_t *model,
                               const ds_strategy_t *s, dsi_groups_t *groups);
 /* Collective; frees what dsi_groups_create made. */
@@ -43,6 +48,7 @@ typedef struct dsi_xop {
     ds_kernel_t *kernel;   /* compute */
     dsi_comm_call_t *call; /* tensor-parallel collective (shared by equal keys) */
     int64_t grad_params;   /* gradients complete after this operator */
+    int source;            /* its index in dsi_model_layer_ops' list (records name it) */
 } dsi_xop_t;
 
 typedef struct dsi_xpart {
@@ -74,6 +80,13 @@ typedef enum dsi_xkind {
      * overlapped with the backward: traced, not counted as exposed (its
      * exposed part is the compute queue's DSI_XK_DP_WAIT). */
     DSI_XK_DP_OVERLAP = 10,
+    /* A context-parallel exchange of a pass: a blocking collective, or the
+     * wait for a ring transfer posted before the attention step it hides
+     * behind (DSI_XK_CP_POST). */
+    DSI_XK_CP = 11,
+    DSI_XK_CP_POST = 12,
+    DSI_XK_EP = 13,  /* MoE dispatch or combine over the expert-parallel group */
+    DSI_XK_EDP = 14, /* expert gradients over the expert-data-parallel group */
     DSI_XK_COUNT_
 } dsi_xkind_t;
 
@@ -89,7 +102,7 @@ typedef struct dsi_xrec {
     int16_t chunk;
     int16_t part;
     int32_t mb;     /* micro-batch; DP: bucket */
-    int32_t op;     /* operator index in its part's pass */
+    int32_t op;     /* operator index in its part's pass (dsi_model_layer_ops' list) */
     int32_t match;  /* collectives: the call's number in the iteration among calls of its kind */
     int32_t xid[4]; /* P2P: (boundary * 2 + channel) << 20 | sequence of each transfer */
     /* Queued backends: the device marks of start and end, turned into
@@ -112,7 +125,11 @@ typedef struct dsi_xrun {
 struct ds_exec {
     ds_backend_t *backend;
     const ds_model_t *model;
-    ds_strategy_t s;
+    ds_strategy_t s; /* context parallelism folded into dp (dsi_strategy_fold_cp) */
+    int cp;          /* the strategy's cp: ctx splits the sequence by it */
+    /* MoE with ep > 1: this rank runs its EP group's slowest expert work
+     * (the router skew, as the simulator places it). */
+    bool expert_slowest;
     dsi_shape_ctx_t ctx;
     MPI_Comm comm; /* duplicate of the backend's */
     int rank, size;
@@ -122,7 +139,7 @@ struct ds_exec {
     dsi_program_t program;
     uint8_t *sync;        /* [program.count]: a backward action during which buckets fill */
     dsi_xchunk_t *chunks; /* [vpp] */
-    /* tensor-parallel calls, one per distinct key */
+    /* collectives of the passes (TP, CP, EP), one per distinct key */
     dsi_comm_call_t **tp_calls;
     ds_event_key_t *tp_keys;
     int num_tp_calls;
@@ -136,8 +153,9 @@ struct ds_exec {
     uint8_t *bucket_state; /* this iteration: 0 waiting, 1 ready, 2 in flight, 3 done */
     int32_t *bucket_mark;  /* queued backends: the mark each bucket in flight ends at */
     /* iteration end */
-    dsi_comm_call_t *sp_call, *emb_call, *mp_call;
+    dsi_comm_call_t *sp_call, *emb_call, *mp_call, *edp_call;
     ds_kernel_t *optimizer;
+    ds_kernel_t *expert_optimizer; /* MoE: the expert weights' step (NULL without) */
     /* the run in progress */
     dsi_xrec_t *recs;
     size_t num_recs, cap_recs;
@@ -180,8 +198,9 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *exec, const ds_exec_options_t *option
 void dsi_exec_run_free(dsi_xrun_t *run);
 /* The numbers of a run from every rank's records (exec.h's formulas);
  * fills run's summary (but its load, clock and wall time), devices,
- * micro-batches and iteration times. */
-ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, int ranks,
+ * micro-batches and iteration times.  `s` is folded (dsi_strategy_fold_cp)
+ * from a strategy of context-parallel degree `cp`. */
+ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int cp, int64_t microbatches, int ranks,
                                  int warmup, int iterations, const dsi_xrec_t *recs, size_t n,
                                  dsi_xrun_t *run);
 

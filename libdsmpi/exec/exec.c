@@ -44,18 +44,47 @@ out:
     return agreed;
 }
 
+/* The expert-parallel (EP) or expert-data-parallel (EDP) group of `c`
+ * under the folded strategy `s`: its colour and this rank's place in it,
+ * numbered as the events number them (layout.c). */
+static void expert_group_of(const ds_strategy_t *s, ds_coords_t c, bool ep_group, int *color_p,
+                            int *key_p)
+{
+    int64_t etp = s->etp > 0 ? s->etp : s->tp, ep = s->ep > 0 ? s->ep : 1;
+    int64_t local = c.tp + (int64_t)s->tp * c.dp;
+    int64_t t = local % etp, e = local / etp % ep, d = local / (etp * ep);
+    int64_t groups = ep_group ? (int64_t)s->tp * s->dp / ep : etp * ep;
+    int64_t index = ep_group ? t + etp * d : t + etp * e;
+    *color_p = (int)(index + groups * c.pp);
+    *key_p = (int)(ep_group ? e : d);
+}
+
 ds_status_t dsi_groups_create(ds_backend_t *backend, const ds_model_t *model,
-                              const ds_strategy_t *s, dsi_groups_t *g)
+                              const ds_strategy_t *unfolded, dsi_groups_t *g)
 {
     ds_status_t status = DS_OK;
     MPI_Comm comm = backend->comm;
     memset(g, 0, sizeof(*g));
+    int cp = unfolded->cp > 1 ? unfolded->cp : 1;
+    ds_strategy_t folded = dsi_strategy_fold_cp(unfolded);
+    const ds_strategy_t *s = &folded;
     ds_coords_t c = ds_strategy_coords_of(s, backend->rank);
     int U = MPI_UNDEFINED;
     DSI_TRY_GOTO(ds_comm_create(backend, comm, &g->world), status, err);
     DSI_TRY_GOTO(split_group(backend, comm, c.dp + s->dp * c.pp, c.tp, &g->tp), status, err);
     DSI_TRY_GOTO(split_group(backend, comm, c.tp + s->tp * c.pp, c.dp, &g->dp), status, err);
     DSI_TRY_GOTO(split_group(backend, comm, c.dp, c.pp * s->tp + c.tp, &g->mp), status, err);
+    /* The cp ranks of one replica: positions replica * cp + member of dp. */
+    DSI_TRY_GOTO(
+        split_group(backend, comm, c.tp + s->tp * (c.dp / cp + s->dp * c.pp), c.dp % cp, &g->cp),
+        status, err);
+    if (model->info.num_experts > 0) {
+        int color, key;
+        expert_group_of(s, c, true, &color, &key);
+        DSI_TRY_GOTO(split_group(backend, comm, color, key, &g->ep), status, err);
+        expert_group_of(s, c, false, &color, &key);
+        DSI_TRY_GOTO(split_group(backend, comm, color, key, &g->edp), status, err);
+    }
     int ends = c.pp == 0 || c.pp == s->pp - 1;
     if (dsi_has_tied_copy(&model->info, s))
         DSI_TRY_GOTO(
@@ -89,6 +118,9 @@ void dsi_groups_destroy(dsi_groups_t *g)
     ds_comm_destroy(g->pair_prev);
     ds_comm_destroy(g->pair_next);
     ds_comm_destroy(g->emb);
+    ds_comm_destroy(g->edp);
+    ds_comm_destroy(g->ep);
+    ds_comm_destroy(g->cp);
     ds_comm_destroy(g->mp);
     ds_comm_destroy(g->dp);
     ds_comm_destroy(g->tp);
@@ -98,23 +130,50 @@ void dsi_groups_destroy(dsi_groups_t *g)
 
 /* ---- the stage ------------------------------------------------------------------------------ */
 
-static ds_status_t tp_call_of(ds_exec_t *x, const ds_event_key_t *key, dsi_comm_call_t **call_p)
+/* The group a pass's collective runs on: TP (the expert-TP group is the
+ * TP group: the executor runs etp = tp), CP or EP. */
+static ds_comm_t *pass_group(const ds_exec_t *x, const ds_event_key_t *key)
+{
+    switch ((ds_group_t)key->group) {
+    case DS_GROUP_TP: return x->groups.tp;
+    case DS_GROUP_CP: return x->groups.cp;
+    case DS_GROUP_EP: return x->groups.ep;
+    default: return NULL;
+    }
+}
+
+static ds_status_t pass_call_of(ds_exec_t *x, const ds_event_key_t *key, dsi_comm_call_t **call_p)
 {
     for (int i = 0; i < x->num_tp_calls; i++)
         if (ds_event_key_equal(&x->tp_keys[i], key)) {
             *call_p = x->tp_calls[i];
             return DS_OK;
         }
-    if (x->groups.tp == NULL)
-        return DSI_ERROR(DS_ERR_INTERNAL, "a tensor-parallel collective without a TP group");
+    ds_comm_t *group = pass_group(x, key);
+    if (group == NULL)
+        return DSI_ERROR(DS_ERR_INTERNAL, "a collective of a pass on group %d without that group",
+                         (int)key->group);
     int n = x->num_tp_calls;
     DSI_TRY(dsi_realloc_array(&x->tp_calls, (size_t)n + 1, sizeof(*x->tp_calls)));
     DSI_TRY(dsi_realloc_array(&x->tp_keys, (size_t)n + 1, sizeof(*x->tp_keys)));
-    DSI_TRY(dsi_comm_call_prepare(x->groups.tp, key, DSI_CALL_ALL, 0, &x->tp_calls[n]));
+    DSI_TRY(dsi_comm_call_prepare(group, key, DSI_CALL_ALL, 0, &x->tp_calls[n]));
     x->tp_keys[n] = *key;
     x->num_tp_calls = n + 1;
     *call_p = x->tp_calls[n];
     return DS_OK;
+}
+
+/* MoE operators a rank does not run: with ep > 1 the expert work is given
+ * twice, at the mean rank's tokens and at the slowest's (router skew); the
+ * rank the simulator makes its EP group's slowest runs the second, the
+ * others the first. */
+static bool skipped_expert_op(const ds_exec_t *x, const dsi_op_t *op)
+{
+    if (op->ep_role == DSI_EP_MEAN)
+        return x->expert_slowest;
+    if (op->ep_role == DSI_EP_SLOWEST)
+        return !x->expert_slowest;
+    return false;
 }
 
 /* The operators of one pass of a part, prepared; compute operators chained
@@ -128,13 +187,17 @@ static ds_status_t prepare_pass(ds_exec_t *x, dsi_xpart_t *part, int pass_index,
     DSI_TRY(dsi_model_layer_ops(x->model, part->layer, &x->ctx, pass, ops, DSI_ARRAY_SIZE(ops),
                                 &count));
     DSI_TRY(dsi_calloc(count ? count : 1, sizeof(dsi_xop_t), &part->ops[pass_index]));
-    part->num_ops[pass_index] = (int)count;
+    int kept = 0;
     for (size_t i = 0; i < count; i++) {
-        dsi_xop_t *op = &part->ops[pass_index][i];
+        if (skipped_expert_op(x, &ops[i]))
+            continue;
+        dsi_xop_t *op = &part->ops[pass_index][kept++];
+        part->num_ops[pass_index] = kept;
         op->key = ops[i].key;
         op->grad_params = ops[i].grad_params;
+        op->source = (int)i;
         if (op->key.kind == DS_EVENT_COMM) {
-            DSI_TRY(tp_call_of(x, &op->key, &op->call));
+            DSI_TRY(pass_call_of(x, &op->key, &op->call));
             continue;
         }
         DSI_TRY(ds_kernel_prepare(x->backend, &op->key, &op->kernel));
@@ -224,7 +287,7 @@ static ds_status_t prepare_p2p(ds_exec_t *x)
                              peer);
         /* Activations flow into the receiving stage of the boundary. */
         int into = towards_next ? peer : p;
-        int64_t bytes = dsi_p2p_boundary_bytes(x->model, s, dtype, into);
+        int64_t bytes = dsi_p2p_boundary_bytes(x->model, s, dtype, into) / x->cp;
         int channel = dir == DSI_SEND_NEXT || dir == DSI_RECV_PREV ? 0 : 1;
         bool send = dir == DSI_SEND_NEXT || dir == DSI_SEND_PREV;
         ds_event_key_t key;
@@ -286,6 +349,20 @@ static ds_status_t prepare_end(ds_exec_t *x)
             dsi_comm_step_key(s, DS_COMM_ALLREDUCE, DS_GROUP_MP, mp, DS_DTYPE_FP32, 4);
         DSI_TRY(dsi_comm_call_prepare(x->groups.mp, &key, DSI_CALL_ALL, 0, &x->mp_call));
     }
+    /* Experts: their gradients over the EDP group, then their own step. */
+    int64_t expert_params = dsi_stage_expert_params(x->model, s, p);
+    if (expert_params > 0) {
+        dsi_expert_grad_op_t ops[2];
+        if (dsi_expert_data_parallel(s) > 1) {
+            int n = dsi_expert_grad_ops(s, x->ctx.dtype, expert_params, ops);
+            if (n != 1 || x->groups.edp == NULL)
+                return DSI_ERROR(DS_ERR_INTERNAL, "expert gradients in %d steps on stage %d", n, p);
+            DSI_TRY(
+                dsi_comm_call_prepare(x->groups.edp, &ops[0].key, DSI_CALL_ALL, 0, &x->edp_call));
+        }
+        ds_event_key_t expert_opt = dsi_optimizer_key(dsi_expert_optimizer_shard(s, expert_params));
+        DSI_TRY(ds_kernel_prepare(x->backend, &expert_opt, &x->expert_optimizer));
+    }
     ds_event_key_t opt = dsi_optimizer_key(dsi_optimizer_shard(s, x->stage_params));
     return ds_kernel_prepare(x->backend, &opt, &x->optimizer);
 }
@@ -308,17 +385,31 @@ static ds_status_t mark_sync(ds_exec_t *x)
     return DS_OK;
 }
 
-static ds_status_t check_supported(const ds_strategy_t *s, int ranks)
+static ds_status_t check_supported(const ds_model_t *model, const ds_strategy_t *s, int ranks)
 {
-    if (s->cp != 1 || s->ep != 1)
-        return DSI_ERROR(DS_ERR_UNSUPPORTED, "cp=%d ep=%d: the executor runs cp=1 ep=1 only", s->cp,
-                         s->ep);
-    int64_t devices = (int64_t)s->dp * s->tp * s->pp;
+    int cp = s->cp > 1 ? s->cp : 1;
+    if (cp > 1 && !s->flash_attention)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "cp=%d without flash: the executor runs context parallelism with fused "
+                         "attention only (accepted: cp=%d,flash)",
+                         cp, cp);
+    if (cp > 2 && s->cp_comm == DS_CP_COMM_P2P)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "cp=%d with cp-comm=p2p: the executor runs the ring on 2 ranks only "
+                         "(accepted: cp=2, or cp-comm=a2a|allgather)",
+                         cp);
+    int etp = s->etp > 0 ? s->etp : s->tp;
+    if (model->info.num_experts > 0 && etp != s->tp)
+        return DSI_ERROR(DS_ERR_UNSUPPORTED,
+                         "etp=%d with tp=%d: the executor runs the experts on the TP group "
+                         "(accepted: etp=%d)",
+                         etp, s->tp, s->tp);
+    int64_t devices = (int64_t)s->dp * cp * s->tp * s->pp;
     if (s->dp < 1 || devices != ranks)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
-                         "strategy dp=%d tp=%d pp=%d needs %lld ranks; the executor runs on %d "
-                         "(accepted: dp * tp * pp = the ranks, strategy resolved)",
-                         s->dp, s->tp, s->pp, (long long)devices, ranks);
+                         "strategy dp=%d cp=%d tp=%d pp=%d needs %lld ranks; the executor runs on "
+                         "%d (accepted: dp * cp * tp * pp = the ranks, strategy resolved)",
+                         s->dp, cp, s->tp, s->pp, (long long)devices, ranks);
     if (s->zero != 0)
         return DSI_ERROR(DS_ERR_UNSUPPORTED, "zero=%d: the executor runs zero=0 only", s->zero);
     if (s->dp_algo != DS_DP_AUTO)
@@ -355,30 +446,33 @@ ds_status_t ds_exec_create(ds_backend_t *backend, const ds_model_t *model,
     ds_exec_t *x = NULL;
     if (backend == NULL || model == NULL || strategy == NULL || exec_p == NULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "ds_exec_create needs a backend, model and strategy");
-    DSI_TRY(check_supported(strategy, backend->size));
-    if (model->info.num_experts > 0)
-        return DSI_ERROR(DS_ERR_UNSUPPORTED,
-                         "%s: the executor does not run mixture-of-experts layers (accepted: "
-                         "dense models)",
-                         model->info.name);
+    DSI_TRY(check_supported(model, strategy, backend->size));
     DSI_TRY(dsi_calloc(1, sizeof(*x), &x));
     x->backend = backend;
     x->model = model;
-    x->s = *strategy;
+    x->s = dsi_strategy_fold_cp(strategy);
+    x->cp = strategy->cp > 1 ? strategy->cp : 1;
     x->comm = MPI_COMM_NULL;
     x->rank = backend->rank;
     x->size = backend->size;
-    x->me = ds_strategy_coords_of(strategy, x->rank);
+    x->me = ds_strategy_coords_of(&x->s, x->rank);
+    if (model->info.num_experts > 0 && strategy->ep > 1) {
+        /* The simulator's slowest rank: expert coordinate 0 (place.c). */
+        int etp = strategy->etp > 0 ? strategy->etp : strategy->tp;
+        int64_t local = x->me.tp + (int64_t)x->s.tp * x->me.dp;
+        x->expert_slowest = local / etp % strategy->ep == 0;
+    }
     /* Timing on the host clock around each operator is right where calls
      * return when their work is done (cpu, replay); on device queues (cuda)
      * the device's own marks time them. */
     x->queued = dsi_backend_queued(backend);
-    x->m = ds_strategy_num_microbatches(strategy);
+    x->m = ds_strategy_num_microbatches(&x->s);
+    /* The shapes keep cp: it splits the sequence and brings the exchange in. */
     dsi_shape_ctx_init(&x->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_mpi_dup(backend->comm, &x->comm), status, err);
     DSI_TRY_GOTO(dsi_groups_create(backend, model, strategy, &x->groups), status, err);
     /* Preparation may fail on one rank only (memory): everyone agrees. */
-    ds_status_t local = dsi_schedule_build(strategy, x->m, x->me.pp, 0, &x->program);
+    ds_status_t local = dsi_schedule_build(&x->s, x->m, x->me.pp, 0, &x->program);
     if (local == DS_OK)
         local = mark_sync(x);
     if (local == DS_OK)
@@ -427,7 +521,9 @@ void ds_exec_destroy(ds_exec_t *x)
     dsi_comm_call_release(x->sp_call);
     dsi_comm_call_release(x->emb_call);
     dsi_comm_call_release(x->mp_call);
+    dsi_comm_call_release(x->edp_call);
     ds_kernel_destroy(x->optimizer);
+    ds_kernel_destroy(x->expert_optimizer);
     dsi_program_free(&x->program);
     dsi_free(x->sync);
     dsi_free(x->recs);

@@ -73,15 +73,39 @@ static const dsi_xrec_t *table_get(const match_table_t *t, const dsi_xrec_t *rec
 static bool is_collective(int kind)
 {
     return kind == DSI_XK_TP || kind == DSI_XK_SP || kind == DSI_XK_DP_WAIT || kind == DSI_XK_EMB ||
-           kind == DSI_XK_MP;
+           kind == DSI_XK_MP || kind == DSI_XK_CP || kind == DSI_XK_EP || kind == DSI_XK_EDP;
 }
 
-/* The members of the group `kind` of `rank` runs in; returns their count. */
-static int members_of(const ds_strategy_t *s, int kind, int64_t rank, int64_t *members)
+/* The members of the EP or EDP group of `c` under the folded `s`, in the
+ * events' numbering (layout.c). */
+static int expert_members(const ds_strategy_t *s, ds_coords_t c, bool ep_group, int64_t *members)
+{
+    int64_t etp = s->etp > 0 ? s->etp : s->tp, ep = s->ep > 0 ? s->ep : 1;
+    int64_t edp = (int64_t)s->tp * s->dp / (etp * ep);
+    int64_t local = c.tp + (int64_t)s->tp * c.dp;
+    int64_t t = local % etp, e = local / etp % ep, d = local / (etp * ep);
+    int n = 0;
+    for (int64_t k = 0; k < (ep_group ? ep : edp); k++) {
+        int64_t l = ep_group ? t + etp * (k + ep * d) : t + etp * (e + ep * k);
+        members[n++] =
+            ds_strategy_rank_of(s, (ds_coords_t){(int)(l % s->tp), (int)(l / s->tp), c.pp});
+    }
+    return n;
+}
+
+/* The members of the group `kind` of `rank` runs in; returns their count.
+ * `s` is folded from context-parallel degree `cp`. */
+static int members_of(const ds_strategy_t *s, int cp, int kind, int64_t rank, int64_t *members)
 {
     ds_coords_t c = ds_strategy_coords_of(s, rank);
     int n = 0;
     switch (kind) {
+    case DSI_XK_CP:
+        for (int k = 0; k < cp; k++)
+            members[n++] = ds_strategy_rank_of(s, (ds_coords_t){c.tp, c.dp / cp * cp + k, c.pp});
+        break;
+    case DSI_XK_EP:
+    case DSI_XK_EDP: return expert_members(s, c, kind == DSI_XK_EP, members);
     case DSI_XK_TP:
     case DSI_XK_SP:
         for (int t = 0; t < s->tp; t++)
@@ -106,8 +130,8 @@ static int members_of(const ds_strategy_t *s, int kind, int64_t rank, int64_t *m
 }
 
 /* The latest entry among the calls `r` had to wait for (its own included). */
-static double last_arrival(const ds_strategy_t *s, const match_table_t *t, const dsi_xrec_t *recs,
-                           const dsi_xrec_t *r, int64_t *members)
+static double last_arrival(const ds_strategy_t *s, int cp, const match_table_t *t,
+                           const dsi_xrec_t *recs, const dsi_xrec_t *r, int64_t *members)
 {
     double last = r->start_s;
     if (r->kind == DSI_XK_P2P) {
@@ -124,7 +148,7 @@ static double last_arrival(const ds_strategy_t *s, const match_table_t *t, const
         }
         return last;
     }
-    int n = members_of(s, r->kind, r->rank, members);
+    int n = members_of(s, cp, r->kind, r->rank, members);
     for (int i = 0; i < n; i++) {
         if (members[i] == r->rank)
             continue;
@@ -203,7 +227,7 @@ static ds_status_t index_records(acc_t *a, const dsi_xrec_t *recs, size_t n, mat
 
 /* One record of a measured iteration into its rank's fields and, for
  * replica 0's TP rank 0, its pass's micro-batch slot. */
-static void accumulate_record(acc_t *a, const ds_strategy_t *s, int64_t microbatches,
+static void accumulate_record(acc_t *a, const ds_strategy_t *s, int cp, int64_t microbatches,
                               const match_table_t *table, const dsi_xrec_t *recs,
                               const dsi_xrec_t *r, int64_t *members)
 {
@@ -218,13 +242,20 @@ static void accumulate_record(acc_t *a, const ds_strategy_t *s, int64_t microbat
         f[F_EXPOSED] += d;
         f[F_DP] += d;
         break;
+    case DSI_XK_CP_POST:
+        f[F_EXPOSED] += d;
+        f[F_OTHER] += d;
+        break;
     case DSI_XK_TP:
     case DSI_XK_SP:
     case DSI_XK_P2P:
     case DSI_XK_DP_WAIT:
     case DSI_XK_EMB:
-    case DSI_XK_MP: {
-        double arrival = DSI_MIN(last_arrival(s, table, recs, r, members), r->end_s);
+    case DSI_XK_MP:
+    case DSI_XK_CP:
+    case DSI_XK_EP:
+    case DSI_XK_EDP: {
+        double arrival = DSI_MIN(last_arrival(s, cp, table, recs, r, members), r->end_s);
         double exposed = r->end_s - arrival, wait = arrival - r->start_s;
         f[F_EXPOSED] += exposed;
         f[F_WAIT] += wait;
@@ -238,7 +269,9 @@ static void accumulate_record(acc_t *a, const ds_strategy_t *s, int64_t microbat
     case DSI_XK_DP_OVERLAP: /* on the data-parallel queue: its exposed part is the DP wait */
     case DSI_XK_COUNT_: break;
     }
-    if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP)
+    /* Records of a pass mark its start and end. */
+    if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP && r->kind != DSI_XK_CP &&
+        r->kind != DSI_XK_CP_POST && r->kind != DSI_XK_EP)
         return;
     ds_coords_t c = ds_strategy_coords_of(s, r->rank);
     if (c.dp != 0 || c.tp != 0 || r->mb < 0 || r->mb >= microbatches)
@@ -307,7 +340,7 @@ static void summarise_microbatches(const acc_t *a, const ds_strategy_t *s, int64
     }
 }
 
-ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, int ranks,
+ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int cp, int64_t microbatches, int ranks,
                                  int warmup, int iterations, const dsi_xrec_t *recs, size_t n,
                                  dsi_xrun_t *run)
 {
@@ -327,7 +360,7 @@ ds_status_t dsi_exec_compute_run(const ds_strategy_t *s, int64_t microbatches, i
     DSI_TRY_GOTO(index_records(&a, recs, n, &table), status, out);
     for (size_t i = 0; i < n; i++)
         if (recs[i].iteration >= a.W)
-            accumulate_record(&a, s, microbatches, &table, recs, &recs[i], members);
+            accumulate_record(&a, s, cp, microbatches, &table, recs, &recs[i], members);
 
     /* Iteration times. */
     DSI_TRY_GOTO(dsi_calloc((size_t)a.K, sizeof(double), &run->iteration_s), status, out);
@@ -406,8 +439,8 @@ ds_status_t dsi_exec_finish_run(ds_exec_t *x, const ds_exec_options_t *o,
         MPI_Gatherv(x->recs, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, x->comm), status,
         out);
     if (x->rank == 0)
-        local =
-            dsi_exec_compute_run(&x->s, x->m, x->size, o->warmup, o->iterations, all, total, run);
+        local = dsi_exec_compute_run(&x->s, x->cp, x->m, x->size, o->warmup, o->iterations, all,
+                                     total, run);
     failed = local != DS_OK;
     DSI_MPI_TRY_GOTO(MPI_Bcast(&failed, 1, MPI_INT, 0, x->comm), status, out);
     if (failed) {

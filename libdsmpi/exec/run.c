@@ -22,6 +22,8 @@ typedef struct iter {
     int progress_ops;
     int seq[4];   /* transfers posted per direction */
     int tp_match; /* tensor-parallel calls so far */
+    int cp_match; /* context-parallel exchanges so far */
+    int ep_match; /* expert-parallel calls so far */
     int since_test;
     int next_issue; /* next bucket to start */
     int in_flight;
@@ -199,6 +201,69 @@ static void buckets_ready(ds_exec_t *x, const dsi_xpart_t *part, int64_t pos)
 /* ---- passes and transfers ---------------------------------------------------------------------
  */
 
+/* A context-parallel ring transfer (batched send and receive with the
+ * neighbour) that Megatron-Core/TE post before the attention step after it
+ * and wait for once that step is done.  The backward's last hop of the K/V
+ * gradients home runs blocking: the operator after the attention needs
+ * them. */
+static bool ring_transfer(const dsi_xpart_t *part, int pass, int i)
+{
+    const dsi_xop_t *op = &part->ops[pass][i];
+    return op->kernel == NULL && op->key.group == DS_GROUP_CP && op->key.op == DS_COMM_SENDRECV &&
+           i + 1 < part->num_ops[pass] && part->ops[pass][i + 1].kernel != NULL &&
+           part->ops[pass][i + 1].key.op == DS_OP_FLASH_ATTENTION;
+}
+
+static dsi_xkind_t pass_comm_kind(const dsi_xop_t *op)
+{
+    return op->key.group == DS_GROUP_CP   ? DSI_XK_CP
+           : op->key.group == DS_GROUP_EP ? DSI_XK_EP
+                                          : DSI_XK_TP;
+}
+
+/* The ring transfer `op` posted, the attention step `next` computed while
+ * it travels, then the wait for it: three records (post, compute, wait). */
+static ds_status_t run_ring_step(iter_t *st, const dsi_xop_t *op, const dsi_xop_t *next)
+{
+    ds_exec_t *x = st->x;
+    point_t p[4];
+    if (x->queued) {
+        /* The transfer on the communication queue once compute reached it,
+         * the step's kernel on the compute queue beside it, compute joined
+         * to the transfer after: the post is an instant, the wait what the
+         * transfer took beyond the step. */
+        DSI_TRY(dsi_queue_join(x->backend, DSI_QUEUE_COMPUTE, DSI_QUEUE_COMM));
+        DSI_TRY(dsi_comm_call_issue(op->call, DSI_QUEUE_COMM));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[0]));
+        DSI_TRY(ds_kernel_run(next->kernel));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[1]));
+        DSI_TRY(dsi_queue_join(x->backend, DSI_QUEUE_COMM, DSI_QUEUE_COMPUTE));
+        DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[2]));
+        DSI_TRY(record_points(st, DSI_XK_CP_POST, &p[0], &p[0], NULL));
+        DSI_TRY(record_points(st, DSI_XK_COMPUTE, &p[0], &p[1], NULL));
+        return record_points(st, DSI_XK_CP, &p[1], &p[2], NULL);
+    }
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[0]));
+    DSI_TRY(dsi_comm_call_start(op->call));
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[1]));
+    DSI_TRY(ds_kernel_run(next->kernel));
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[2]));
+    DSI_TRY(dsi_comm_call_wait(op->call));
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p[3]));
+    DSI_TRY(record_points(st, DSI_XK_CP_POST, &p[0], &p[1], NULL));
+    DSI_TRY(record_points(st, DSI_XK_COMPUTE, &p[1], &p[2], NULL));
+    return record_points(st, DSI_XK_CP, &p[2], &p[3], NULL);
+}
+
+static void mark_pass_record(dsi_xrec_t *r, const dsi_action_t *a, bool fwd, int part, int op)
+{
+    r->fwd = (uint8_t)fwd;
+    r->chunk = a->chunk;
+    r->mb = a->mb;
+    r->part = (int16_t)part;
+    r->op = op;
+}
+
 static ds_status_t run_pass(iter_t *st, const dsi_action_t *a, bool sync)
 {
     ds_exec_t *x = st->x;
@@ -212,32 +277,49 @@ static ds_status_t run_pass(iter_t *st, const dsi_action_t *a, bool sync)
         for (int i = 0; i < part->num_ops[pass]; i++) {
             const dsi_xop_t *op = &part->ops[pass][i];
             point_t p0, p1;
-            if (op->kernel != NULL) {
-                DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
-                DSI_TRY(ds_kernel_run(op->kernel));
-                DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
+            int ran = 1; /* operators this step ran: the ring transfer runs the next too */
+            if (ring_transfer(part, pass, i)) {
+                /* Records may move while they are added: indices, not pointers. */
+                size_t first = x->num_recs;
+                DSI_TRY(run_ring_step(st, op, &part->ops[pass][i + 1]));
+                for (int k = 0; k < 3; k++)
+                    mark_pass_record(&x->recs[first + (size_t)k], a, fwd, index,
+                                     part->ops[pass][k == 1 ? i + 1 : i].source);
+                x->recs[first].match = x->recs[first + 2].match = st->cp_match++;
+                ran = 2;
             } else {
-                DSI_TRY(blocking_call(st, op->call, &p0, &p1));
+                if (op->kernel != NULL) {
+                    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
+                    DSI_TRY(ds_kernel_run(op->kernel));
+                    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
+                } else {
+                    DSI_TRY(blocking_call(st, op->call, &p0, &p1));
+                }
+                dsi_xkind_t kind = op->kernel != NULL ? DSI_XK_COMPUTE : pass_comm_kind(op);
+                dsi_xrec_t *r;
+                DSI_TRY(record_points(st, kind, &p0, &p1, &r));
+                mark_pass_record(r, a, fwd, index, op->source);
+                if (kind == DSI_XK_TP)
+                    r->match = st->tp_match++;
+                else if (kind == DSI_XK_CP)
+                    r->match = st->cp_match++;
+                else if (kind == DSI_XK_EP)
+                    r->match = st->ep_match++;
             }
-            dsi_xrec_t *r;
-            DSI_TRY(
-                record_points(st, op->kernel != NULL ? DSI_XK_COMPUTE : DSI_XK_TP, &p0, &p1, &r));
-            r->fwd = (uint8_t)fwd;
-            r->chunk = a->chunk;
-            r->mb = a->mb;
-            r->part = (int16_t)index;
-            r->op = i;
-            if (op->kernel == NULL)
-                r->match = st->tp_match++;
-            if (sync) {
-                cum = DSI_MIN(cum + op->grad_params, part->params);
-                if (i == part->num_ops[pass] - 1)
-                    cum = part->params;
-                buckets_ready(x, part, part->rev + cum);
-                DSI_TRY(issue_ready(st));
+            int last = i + ran - 1;
+            for (; i <= last; i++) {
+                op = &part->ops[pass][i];
+                if (sync) {
+                    cum = DSI_MIN(cum + op->grad_params, part->params);
+                    if (i == part->num_ops[pass] - 1)
+                        cum = part->params;
+                    buckets_ready(x, part, part->rev + cum);
+                    DSI_TRY(issue_ready(st));
+                }
+                if (op->kernel != NULL)
+                    DSI_TRY(progress(st));
             }
-            if (op->kernel != NULL)
-                DSI_TRY(progress(st));
+            i = last;
         }
     }
     return DS_OK;
@@ -333,9 +415,18 @@ static ds_status_t iteration_end(iter_t *st)
         if (s->grad_clip)
             DSI_TRY(run_blocking(st, DSI_XK_MP, x->mp_call, match++));
     }
+    /* MoE: expert gradients over the EDP group (the simulator's order). */
+    if (x->edp_call != NULL)
+        DSI_TRY(run_blocking(st, DSI_XK_EDP, x->edp_call, 0));
     point_t p0, p1;
     DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
     DSI_TRY(ds_kernel_run(x->optimizer));
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
+    DSI_TRY(record_points(st, DSI_XK_OPT, &p0, &p1, NULL));
+    if (x->expert_optimizer == NULL)
+        return DS_OK;
+    DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p0));
+    DSI_TRY(ds_kernel_run(x->expert_optimizer));
     DSI_TRY(point_on(st, DSI_QUEUE_COMPUTE, &p1));
     return record_points(st, DSI_XK_OPT, &p0, &p1, NULL);
 }

@@ -10,8 +10,9 @@
 #include <string.h>
 
 static const char *const kind_names[DSI_XK_COUNT_] = {
-    "compute",    "tp",        "p2p", "dp.start",  "dp.test",    "dp.wait",
-    "tp.sp-norm", "embedding", "mp",  "optimizer", "dp.overlap",
+    "compute",    "tp",         "p2p",       "dp.start", "dp.test",
+    "dp.wait",    "tp.sp-norm", "embedding", "mp",       "optimizer",
+    "dp.overlap", "cp",         "cp.post",   "ep",       "edp",
 };
 
 /* The layer (or part) at index `part` of chunk `chunk` on pipeline rank `stage`. */
@@ -30,7 +31,9 @@ static void name_of(const ds_exec_t *x, const dsi_xrec_t *r, char *text, size_t 
                     size_t key_size)
 {
     key[0] = '\0';
-    if (r->kind != DSI_XK_COMPUTE && r->kind != DSI_XK_TP) {
+    bool in_pass = r->kind == DSI_XK_COMPUTE || r->kind == DSI_XK_TP || r->kind == DSI_XK_CP_POST ||
+                   r->kind == DSI_XK_EP || (r->kind == DSI_XK_CP && r->part >= 0);
+    if (!in_pass) {
         if (r->kind == DSI_XK_DP_START || r->kind == DSI_XK_DP_WAIT || r->kind == DSI_XK_DP_OVERLAP)
             snprintf(text, size, "%s bucket %d", kind_names[r->kind], r->mb);
         else if (r->kind == DSI_XK_P2P)

@@ -177,13 +177,16 @@ static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
 /* A context-parallel ring transfer runs while the attention step after it
  * computes (Megatron-Core/TE issue step i + 1's K/V before step i's
  * kernel): only what it takes beyond that step shows, *ns_p is reduced to
- * it.  Other operators keep their duration. */
+ * it.  The backward's last hop of the K/V gradients home is waited for
+ * before the operator after the attention (it needs them).  Other
+ * operators keep their duration. */
 static ds_status_t hide_behind_next(ds_sim_t *sim, const dsi_op_t *ops, size_t count, size_t i,
                                     int64_t *ns_p)
 {
     const ds_event_key_t *key = &ops[i].key;
     if (key->kind != DS_EVENT_COMM || key->group != DS_GROUP_CP || key->op != DS_COMM_SENDRECV ||
-        i + 1 >= count || ops[i + 1].key.kind != DS_EVENT_COMPUTE)
+        i + 1 >= count || ops[i + 1].key.kind != DS_EVENT_COMPUTE ||
+        ops[i + 1].key.op != DS_OP_FLASH_ATTENTION)
         return DS_OK;
     int64_t next = 0;
     int assumed = 0;

@@ -61,7 +61,7 @@ static void test_tensor_parallel(void)
     }
     dsi_xrun_t run;
     memset(&run, 0, sizeof(run));
-    CHECK_OK(dsi_exec_compute_run(&s, 1, 2, 1, 2, r.v, r.n, &run));
+    CHECK_OK(dsi_exec_compute_run(&s, 1, 1, 2, 1, 2, r.v, r.n, &run));
     CHECK_NEAR(run.summary.iteration_s, 10.0, 1e-9);
     CHECK_NEAR(run.iteration_s[0], 10.0, 1e-9);
     const ds_exec_device_t *d0 = &run.devices[0], *d1 = &run.devices[1];
@@ -118,7 +118,7 @@ static void test_pipeline(void)
     }
     dsi_xrun_t run;
     memset(&run, 0, sizeof(run));
-    CHECK_OK(dsi_exec_compute_run(&s, 1, 2, 1, 2, r.v, r.n, &run));
+    CHECK_OK(dsi_exec_compute_run(&s, 1, 1, 2, 1, 2, r.v, r.n, &run));
     CHECK_NEAR(run.summary.iteration_s, 10.0, 1e-9);
     const ds_exec_device_t *d0 = &run.devices[0], *d1 = &run.devices[1];
     /* Rank 0: send 0.5 exposed (the receiver was there), gradient 0.5
@@ -150,9 +150,9 @@ static void test_bad_records(void)
     add(&r, 5, 0, DSI_XK_COMPUTE, 0.0, 1.0); /* rank 5 of 2 */
     dsi_xrun_t run;
     memset(&run, 0, sizeof(run));
-    CHECK_FAILS(dsi_exec_compute_run(&s, 1, 2, 1, 1, r.v, r.n, &run), DS_ERR_INTERNAL, "rank 5");
+    CHECK_FAILS(dsi_exec_compute_run(&s, 1, 1, 2, 1, 1, r.v, r.n, &run), DS_ERR_INTERNAL, "rank 5");
     dsi_exec_run_free(&run);
-    CHECK_FAILS(dsi_exec_compute_run(&s, 1, 2, 0, 1, r.v, 0, &run), DS_ERR_INVALID_ARG, "0 + 1");
+    CHECK_FAILS(dsi_exec_compute_run(&s, 1, 1, 2, 0, 1, r.v, 0, &run), DS_ERR_INVALID_ARG, "0 + 1");
 }
 
 /* Device marks onto the host clock: the anchors' rate corrects the device
@@ -196,7 +196,7 @@ static void test_overlapped_bucket(void)
         }
     dsi_xrun_t run;
     memset(&run, 0, sizeof(run));
-    CHECK_OK(dsi_exec_compute_run(&s, 1, 2, 1, 2, r.v, r.n, &run));
+    CHECK_OK(dsi_exec_compute_run(&s, 1, 1, 2, 1, 2, r.v, r.n, &run));
     CHECK_NEAR(run.summary.iteration_s, 10.0, 1e-9);
     /* Exposed: from the last member's arrival at the wait (4.2) to its end. */
     CHECK_NEAR(run.devices[0].comm_exposed_s, 0.3, 1e-9);
