@@ -241,16 +241,8 @@ static void test_refused(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2 || argc < 2) {
-        if (rank == 0)
-            fprintf(stderr, "usage: mpiexec -n 2 test_exec MODEL.json\n");
-        MPI_Finalize();
+    if ((rank = check_mpi_start(&argc, &argv, 2, 2, "mpiexec -n 2 test_exec MODEL.json")) < 0)
         return 1;
-    }
     CHECK_OK(ds_model_load(argv[1], &model));
     CHECK_OK(ds_model_set_seq_len(model, 32));
     CHECK_OK(ds_backend_open(DS_BACKEND_CPU, MPI_COMM_WORLD, &backend));

@@ -306,16 +306,9 @@ static void test_refused(const ds_model_t *dense, const ds_model_t *moe)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2 || argc < 3) {
-        if (rank == 0)
-            fprintf(stderr, "usage: mpiexec -n 2 test_exec_cpep DENSE.json MOE.json\n");
-        MPI_Finalize();
+    if ((rank = check_mpi_start(&argc, &argv, 2, 3,
+                                "mpiexec -n 2 test_exec_cpep DENSE.json MOE.json")) < 0)
         return 1;
-    }
     ds_model_t *dense = NULL, *moe = NULL;
     CHECK_OK(ds_model_load(argv[1], &dense));
     CHECK_OK(ds_model_load(argv[2], &moe));

@@ -157,17 +157,10 @@ static void test_one_rank_fails(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    bool faults = argc > 2 && strcmp(argv[2], "--faults") == 0;
-    if (size != 2 || argc < 2) {
-        if (rank == 0)
-            fprintf(stderr, "usage: mpiexec -n 2 test_validate MODEL.json [--faults]\n");
-        MPI_Finalize();
+    if ((rank = check_mpi_start(&argc, &argv, 2, 2,
+                                "mpiexec -n 2 test_validate MODEL.json [--faults]")) < 0)
         return 1;
-    }
+    bool faults = argc > 2 && strcmp(argv[2], "--faults") == 0;
     if (faults && !dsi_fault_alloc_after(0)) {
         MPI_Finalize();
         return 77; /* not a fault-injection build */

@@ -1,5 +1,7 @@
 #include "check.h"
 
+#include <mpi.h>
+
 int check_failures;
 int check_count;
 
@@ -11,4 +13,18 @@ int check_summary(const char *name)
     }
     printf("%s: %d checks passed\n", name, check_count);
     return 0;
+}
+
+int check_mpi_start(int *argc, char ***argv, int ranks, int min_args, const char *usage)
+{
+    int rank = 0, size = 0;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size == ranks && *argc >= min_args)
+        return rank;
+    if (rank == 0)
+        fprintf(stderr, "usage: %s\n", usage);
+    MPI_Finalize();
+    return -1;
 }

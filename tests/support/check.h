@@ -67,4 +67,9 @@ extern int check_count;
 
 int check_summary(const char *name);
 
+/* MPI_Init for a test that needs exactly `ranks` ranks and `min_args`
+ * arguments (argv[0] included): this rank's number, or -1 after rank 0
+ * printed `usage` and MPI was finalized (the test then exits 1). */
+int check_mpi_start(int *argc, char ***argv, int ranks, int min_args, const char *usage);
+
 #endif /* DSMPI_TEST_CHECK_H */
