@@ -7,17 +7,10 @@
 #   replay_cli.sh DSMPI MPIEXEC NPFLAG DATA WORKDIR
 set -u
 dsmpi=$1 mpiexec=$2 np=$3 data=$4 work=$5
+test_name=replay_cli
+. "$(cd "$(dirname "$0")" && pwd)/lib_check.sh"
 rm -rf "$work" && mkdir -p "$work" || exit 1
 cd "$work" || exit 1
-failures=0
-fail() { echo "replay_cli: FAILED: $*" >&2; failures=$((failures + 1)); }
-expect() { # expect CODE DESCRIPTION COMMAND...: exit code, stdout in out, stderr in err
-    want=$1 what=$2
-    shift 2
-    "$@" >out 2>err
-    got=$?
-    [ "$got" -eq "$want" ] || fail "$what: exit $got, expected $want ($(head -c 600 err))"
-}
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 model="--model $data/validate/tiny-gpt2.json --seq-len 64"
 strategy="pp=2,mbs=1,gbs=4"

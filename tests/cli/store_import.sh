@@ -3,21 +3,10 @@
 #   store_import.sh DSMPI WORKDIR
 set -u
 dsmpi=$1 work=$2
+test_name=store_import
+. "$(cd "$(dirname "$0")" && pwd)/lib_check.sh"
 rm -rf "$work" && mkdir -p "$work" || exit 1
 cd "$work" || exit 1
-failures=0
-fail() { echo "store_import: FAILED: $*" >&2; failures=$((failures + 1)); }
-expect() { # expect CODE DESCRIPTION COMMAND...: exit code, stdout in out, stderr in err
-    want=$1 what=$2
-    shift 2
-    "$@" >out 2>err
-    got=$?
-    [ "$got" -eq "$want" ] || fail "$what: exit $got, expected $want ($(head -c 300 err))"
-}
-one_line_naming() { # the error is one line on stderr and names $1
-    [ "$(wc -l < err)" -eq 1 ] || fail "$2: stderr has $(wc -l < err) lines"
-    grep -q "$1" err || fail "$2: stderr does not name $1: $(cat err)"
-}
 
 cat > costs.txt <<'COSTS'
 # event key = mean median p10 p90 (seconds) repetitions provenance

@@ -4,21 +4,10 @@
 #   torch_import.sh DSMPI DATA_DIR WORKDIR
 set -u
 dsmpi=$1 data=$2/torch work=$3
+test_name=torch_import
+. "$(cd "$(dirname "$0")" && pwd)/lib_check.sh"
 rm -rf "$work" && mkdir -p "$work" || exit 1
 cd "$work" || exit 1
-failures=0
-fail() { echo "torch_import: FAILED: $*" >&2; failures=$((failures + 1)); }
-expect() { # expect CODE DESCRIPTION COMMAND...: exit code, stdout in out, stderr in err
-    want=$1 what=$2
-    shift 2
-    "$@" >out 2>err
-    got=$?
-    [ "$got" -eq "$want" ] || fail "$what: exit $got, expected $want ($(head -c 300 err))"
-}
-one_line_naming() { # the error is one line on stderr and names $1
-    [ "$(wc -l < err)" -eq 1 ] || fail "$2: stderr has $(wc -l < err) lines: $(cat err)"
-    grep -q "$1" err || fail "$2: stderr does not name $1: $(cat err)"
-}
 run="--model $data/gpt2-tiny-1l.json --seq-len 64 --dtype fp32"
 
 expect 0 "--help" "$dsmpi" import --help
