@@ -215,6 +215,12 @@ static void check_validate(const char *text, const ds_model_t *model, const ds_s
     ds_validate_result_free(res);
 }
 
+/* A case resolved on the 2 ranks and run; NULL when either fails (checked). */
+static ds_exec_t *resolve_and_run(const ds_model_t *model, ds_strategy_t *s, const char *text)
+{
+    return resolve(model, s, text) ? run(text, model, s) : NULL;
+}
+
 static void test_context_parallel(const ds_model_t *model)
 {
     static const char *const cases[] = {
@@ -224,9 +230,7 @@ static void test_context_parallel(const ds_model_t *model)
     };
     for (size_t k = 0; k < DSI_ARRAY_SIZE(cases); k++) {
         ds_strategy_t s;
-        if (!resolve(model, &s, cases[k]))
-            return;
-        ds_exec_t *exec = run(cases[k], model, &s);
+        ds_exec_t *exec = resolve_and_run(model, &s, cases[k]);
         if (exec == NULL)
             return;
         if (rank == 0) {
@@ -264,9 +268,7 @@ static void test_experts(const ds_model_t *model)
     };
     for (size_t k = 0; k < DSI_ARRAY_SIZE(cases); k++) {
         ds_strategy_t s;
-        if (!resolve(model, &s, cases[k]))
-            return;
-        ds_exec_t *exec = run(cases[k], model, &s);
+        ds_exec_t *exec = resolve_and_run(model, &s, cases[k]);
         if (exec == NULL)
             return;
         /* The EP group's slowest rank (expert coordinate 0) runs the skewed work. */
