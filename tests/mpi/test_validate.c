@@ -179,10 +179,5 @@ int main(int argc, char **argv)
     }
     ds_backend_close(backend);
     ds_model_destroy(model);
-    int failures = check_failures, all = 0;
-    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    check_failures = all;
-    int code = rank == 0 ? check_summary("test_validate") : (all ? 1 : 0);
-    MPI_Finalize();
-    return code;
+    return check_mpi_finish("test_validate", rank);
 }

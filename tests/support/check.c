@@ -28,3 +28,13 @@ int check_mpi_start(int *argc, char ***argv, int ranks, int min_args, const char
     MPI_Finalize();
     return -1;
 }
+
+int check_mpi_finish(const char *name, int rank)
+{
+    int failures = check_failures, all = 0;
+    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    check_failures = all;
+    int code = rank == 0 ? check_summary(name) : (all ? 1 : 0);
+    MPI_Finalize();
+    return code;
+}

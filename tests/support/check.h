@@ -71,5 +71,8 @@ int check_summary(const char *name);
  * arguments (argv[0] included): this rank's number, or -1 after rank 0
  * printed `usage` and MPI was finalized (the test then exits 1). */
 int check_mpi_start(int *argc, char ***argv, int ranks, int min_args, const char *usage);
+/* The end of such a test: the failures of every rank summed, rank 0's
+ * summary, MPI_Finalize; the exit code. */
+int check_mpi_finish(const char *name, int rank);
 
 #endif /* DSMPI_TEST_CHECK_H */
