@@ -26,7 +26,9 @@
  * between ranks 0 and 1): median time / the links' roofline, its spread, and
  * the time around its loop is preparing its buffers (the fill rate); and at
  * CALIBRATE_HUGE bytes when the plan has messages that large (out of the
- * caches a byte costs more).
+ * caches a byte costs more).  Each in DSI_SPREAD_DRAWS short loops going
+ * round the primitives: the factor is their median, and every loop's spread
+ * is kept, since large messages' spread changes from loop to loop.
  */
 #include "dsi_profile.h"
 
@@ -361,6 +363,60 @@ static int plan_ops(const dsi_profile_plan_t *plan, ds_comm_op_t *ops)
     return n;
 }
 
+/* The median of the draws measured (> 0); 0 when none was. */
+static double positive_median(const double *draws)
+{
+    double v[DSI_SPREAD_DRAWS];
+    size_t n = 0;
+    for (int d = 0; d < DSI_SPREAD_DRAWS; d++)
+        if (draws[d] > 0.0)
+            v[n++] = draws[d];
+    return n > 0 ? dsi_median(v, n) : 0.0;
+}
+
+/* One draw of primitive `op` on `c`: got[] = its factor and spread at
+ * CALIBRATE_LARGE bytes, and at CALIBRATE_HUGE when the plan's largest
+ * message of it (`largest`) is that large; adds the time spent preparing
+ * buffers and their bytes to *fill_s_p and *filled_p.  An estimate's
+ * failure goes to *local_p (agreed later).  Collective over `c`. */
+static ds_status_t probe_primitive(ds_comm_t *c, ds_comm_op_t op, const dsi_profile_speed_t *speed,
+                                   int64_t largest, ds_status_t *local_p, double got[4],
+                                   double *fill_s_p, double *filled_p)
+{
+    ds_event_key_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind = DS_EVENT_COMM;
+    key.op = (uint8_t)op;
+    key.dtype = DS_DTYPE_FP32;
+    key.group_size = ds_comm_size(c);
+    for (int size = 0; size < 2; size++) {
+        int64_t bytes = size == 0 ? CALIBRATE_LARGE : CALIBRATE_HUGE;
+        if (size == 1 && largest < CALIBRATE_HUGE)
+            break;
+        double budget = (size == 0 ? CALIBRATE_LARGE_S : CALIBRATE_HUGE_S) / DSI_SPREAD_DRAWS;
+        ds_comm_measurement_t m;
+        double call_s = 0.0, estimate = 0.0;
+        key.dims[0] = bytes;
+        DSI_TRY(measure_briefly(c, &key, budget, &m, &call_s));
+        key.nodes = m.sample.nodes;
+        key.ranks_per_node = m.sample.ranks_per_node;
+        if (*local_p == DS_OK)
+            *local_p =
+                dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library, &estimate);
+        if (m.cost.cost.median_s > 0.0 && estimate > 0.0) {
+            got[2 * size] = m.cost.cost.median_s / estimate;
+            got[2 * size + 1] = spread_of(&m.cost);
+        }
+        dsi_comm_op_t plan_op;
+        if (size == 0 &&
+            dsi_comm_op_init(&key, key.group_size, ds_comm_rank(c), &plan_op) == DS_OK) {
+            *fill_s_p += DSI_MAX(call_s - m.cost.wall_s, 0.0);
+            *filled_p += (double)(plan_op.send_bytes + plan_op.recv_bytes);
+        }
+    }
+    return DS_OK;
+}
+
 static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank, int size,
                                   const dsi_profile_plan_t *plan, dsi_profile_speed_t *speed)
 {
@@ -412,69 +468,49 @@ static ds_status_t calibrate_comm(ds_backend_t *backend, MPI_Comm comm, int rank
     speed->comm_spread_small_bytes = CALIBRATE_SMALL;
     speed->comm_spread_large_bytes = CALIBRATE_LARGE;
 
-    /* Each primitive at CALIBRATE_LARGE bytes: its factor (median: a few
-     * runs' mean is one preemption away from anything); the rest of the
-     * call is preparing both buffers. */
+    /* Each primitive at CALIBRATE_LARGE bytes (and CALIBRATE_HUGE): its
+     * factor, the median over DSI_SPREAD_DRAWS short loops (a few runs' mean
+     * is one preemption away from anything), and each loop's spread; the
+     * draws go round the primitives, so that they span the calibration as
+     * a profile's loops span the profile.  The rest of a call is preparing
+     * both buffers. */
     ds_comm_op_t ops[DS_COMM_COUNT_];
     int n = plan_ops(plan, ops);
-    double factors[DS_COMM_COUNT_], fill_s = 0.0, filled = 0.0;
-    int known = 0;
+    double draws[DS_COMM_COUNT_][2][DSI_SPREAD_DRAWS]; /* factors at large, huge */
+    double fill_s = 0.0, filled = 0.0;
     ds_status_t local = DS_OK; /* the estimates' (memory): agreed after the loop's collectives */
-    for (int i = 0; i < n; i++) {
-        bool p2p = ops[i] == DS_COMM_SENDRECV;
-        ds_comm_t *c = p2p ? pair : all;
-        double factor[2] = {0.0, 0.0}, fill[2] = {0.0, 0.0}; /* factor, spread */
-        if (c != NULL) {
-            key.op = (uint8_t)ops[i];
-            key.group_size = ds_comm_size(c);
-            key.dims[0] = CALIBRATE_LARGE;
-            key.flags = 0;
-            DSI_TRY_GOTO(measure_briefly(c, &key, CALIBRATE_LARGE_S, &m, &call_s), status, out);
-            key.nodes = m.sample.nodes;
-            key.ranks_per_node = m.sample.ranks_per_node;
-            double estimate = 0.0;
-            if (local == DS_OK)
-                local =
-                    dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library, &estimate);
-            if (m.cost.cost.median_s > 0.0 && estimate > 0.0) {
-                factor[0] = m.cost.cost.median_s / estimate;
-                factor[1] = spread_of(&m.cost);
+    memset(draws, 0, sizeof(draws));
+    for (int draw = 0; draw < DSI_SPREAD_DRAWS; draw++)
+        for (int i = 0; i < n; i++) {
+            ds_comm_t *c = ops[i] == DS_COMM_SENDRECV ? pair : all;
+            double got[4] = {0.0, 0.0, 0.0, 0.0}; /* factor, spread at large; at huge */
+            if (c != NULL) {
+                DSI_TRY_GOTO(probe_primitive(c, ops[i], speed, largest_task(plan, ops[i]), &local,
+                                             got, &fill_s, &filled),
+                             status, out);
             }
-            dsi_comm_op_t op;
-            if (dsi_comm_op_init(&key, key.group_size, ds_comm_rank(c), &op) == DS_OK) {
-                fill[0] = DSI_MAX(call_s - m.cost.wall_s, 0.0);
-                fill[1] = (double)(op.send_bytes + op.recv_bytes);
-            }
+            /* Rank 0 measured every primitive: its numbers for all. */
+            DSI_MPI_TRY_GOTO(MPI_Bcast(got, 4, MPI_DOUBLE, 0, comm), status, out);
+            DSI_DEBUG("calibration, draw %d: %s of %d bytes: %.3g x the links' roofline, spread "
+                      "%.1f%%; of %d bytes: %.3g x, spread %.1f%%",
+                      draw, ds_comm_op_name(ops[i]), CALIBRATE_LARGE, got[0], 100.0 * got[1],
+                      CALIBRATE_HUGE, got[2], 100.0 * got[3]);
+            draws[i][0][draw] = got[0];
+            draws[i][1][draw] = got[2];
+            speed->comm_op_spread[ops[i]][draw] = got[1];
+            speed->comm_op_huge_spread[ops[i]][draw] = got[3];
         }
-        /* Out of the caches, when the plan has such messages. */
-        double huge = 0.0;
-        if (c != NULL && largest_task(plan, ops[i]) >= CALIBRATE_HUGE) {
-            key.dims[0] = CALIBRATE_HUGE;
-            DSI_TRY_GOTO(measure_briefly(c, &key, CALIBRATE_HUGE_S, &m, &call_s), status, out);
-            double estimate = 0.0;
-            if (local == DS_OK)
-                local =
-                    dsi_estimate_comm_seconds(&key, &speed->here, speed->comm_library, &estimate);
-            if (m.cost.cost.median_s > 0.0 && estimate > 0.0)
-                huge = m.cost.cost.median_s / estimate;
-        }
-        /* Rank 0 measured every primitive: its numbers for all. */
-        double got[3] = {factor[0], factor[1], huge};
-        DSI_MPI_TRY_GOTO(MPI_Bcast(got, 3, MPI_DOUBLE, 0, comm), status, out);
-        if (got[0] > 0.0) {
-            DSI_DEBUG("calibration: %s of %d bytes: %.3g x the links' roofline, spread %.1f%%; of "
-                      "%d bytes: %.3g x",
-                      ds_comm_op_name(ops[i]), CALIBRATE_LARGE, got[0], 100.0 * got[1],
-                      CALIBRATE_HUGE, got[2]);
-            speed->comm_op_factor[ops[i]] = got[0];
-            speed->comm_op_spread[ops[i]] = got[1];
-            speed->comm_op_huge_factor[ops[i]] = got[2];
-            factors[known++] = got[0];
-        }
-        fill_s += fill[0];
-        filled += fill[1];
-    }
     DSI_TRY_GOTO(dsi_mpi_agree(comm, local), status, out);
+    double factors[DS_COMM_COUNT_];
+    int known = 0;
+    for (int i = 0; i < n; i++) {
+        double large = positive_median(draws[i][0]), huge = positive_median(draws[i][1]);
+        if (large > 0.0) {
+            speed->comm_op_factor[ops[i]] = large;
+            speed->comm_op_huge_factor[ops[i]] = huge;
+            factors[known++] = large;
+        }
+    }
     speed->comm_factor_bytes = CALIBRATE_LARGE;
     speed->comm_huge_bytes = CALIBRATE_HUGE;
     if (known > 0)

@@ -109,6 +109,7 @@ typedef struct dsi_speed_class {
 
 #define DSI_SPEED_CLASSES 96
 #define DSI_SPEED_RANKS 256
+#define DSI_SPREAD_DRAWS 3
 
 typedef struct dsi_profile_speed {
     ds_cluster_t here;              /* the allocation as a cluster of its device spec (rooflines) */
@@ -131,10 +132,16 @@ typedef struct dsi_profile_speed {
     double comm_factor_bytes, comm_huge_bytes;
     double comm_fill_s_per_byte; /* preparing a communication buffer */
     /* Relative spread of repeated communication runs: of small operations
-     * (up to comm_spread_small_bytes) and per primitive from
-     * comm_spread_large_bytes on (0: the small one), log-linear between. */
+     * (up to comm_spread_small_bytes), per primitive at
+     * comm_spread_large_bytes (0: the small one) and at comm_huge_bytes
+     * (0: not measured), log-linear between; beyond, the nearer one.  Large
+     * messages' spread changes from one loop to the next (one loop converges
+     * in five runs, the next of the same size runs out of budget), so it is
+     * DSI_SPREAD_DRAWS draws, each a short loop of its own: the estimate
+     * takes the mean of the loop's time over the draws. */
     double comm_spread;
-    double comm_op_spread[DS_COMM_COUNT_];
+    double comm_op_spread[DS_COMM_COUNT_][DSI_SPREAD_DRAWS];
+    double comm_op_huge_spread[DS_COMM_COUNT_][DSI_SPREAD_DRAWS];
     double comm_spread_small_bytes, comm_spread_large_bytes;
     double sync_s;              /* one barrier (or small collective) of the allocation */
     double comm_create_s;       /* setting up one communicator (backend and its warm-up) */

@@ -253,12 +253,15 @@ static double comm_factor(const dsi_profile_speed_t *speed, ds_comm_op_t op, dou
     return between(bytes, speed->comm_factor_bytes, factor, speed->comm_huge_bytes, huge);
 }
 
-/* The spread of an operation of `bytes`: see dsi_profile_speed_t. */
-static double comm_spread(const dsi_profile_speed_t *speed, ds_comm_op_t op, double bytes)
+/* Draw `draw` of the spread of an operation of `bytes`: see dsi_profile_speed_t. */
+static double comm_spread(const dsi_profile_speed_t *speed, ds_comm_op_t op, double bytes, int draw)
 {
-    double small = speed->comm_spread, large = speed->comm_op_spread[op];
+    double small = speed->comm_spread, large = speed->comm_op_spread[op][draw];
+    double huge = speed->comm_op_huge_spread[op][draw];
     if (!(large > 0.0))
         return small;
+    if (huge > 0.0 && bytes > speed->comm_spread_large_bytes)
+        return between(bytes, speed->comm_spread_large_bytes, large, speed->comm_huge_bytes, huge);
     return between(bytes, speed->comm_spread_small_bytes, small, speed->comm_spread_large_bytes,
                    large);
 }
@@ -300,14 +303,18 @@ static ds_status_t task_seconds(const dsi_comm_task_t *task, const ds_measure_co
     m.warmup_s = run_s + 2.0 * speed->sync_s; /* the decision's broadcast, a barrier */
     m.rep_wall_s = run_s + speed->sync_s;     /* a barrier before each */
     m.batch_wall_s = 3.0 * speed->sync_s;     /* two broadcasts, the all-gather */
-    m.spread = comm_spread(speed, c->op, (double)c->bytes);
     m.max_batch = DSI_COMM_MAX_BATCH;
     m.rate_from_wall = 1;
-    dsi_loop_expectation_t e;
-    dsi_measure_expect(config, &m, &e);
+    double loop_s = 0.0; /* the mean over the spread's draws */
+    for (int draw = 0; draw < DSI_SPREAD_DRAWS; draw++) {
+        dsi_loop_expectation_t e;
+        m.spread = comm_spread(speed, c->op, (double)c->bytes, draw);
+        dsi_measure_expect(config, &m, &e);
+        loop_s += e.seconds / DSI_SPREAD_DRAWS;
+    }
     /* The last warm-up decision, the last batch decision (two broadcasts),
      * the wall time's broadcast. */
-    *seconds_p = seconds + e.seconds + 4.0 * speed->sync_s;
+    *seconds_p = seconds + loop_s + 4.0 * speed->sync_s;
     return DS_OK;
 }
 

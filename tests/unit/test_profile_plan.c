@@ -542,6 +542,25 @@ static void test_estimate_by_hand(void)
     CHECK(e.comm_s == 0.0);
     CHECK_NEAR(e.commit_s, 0.2, 1e-12); /* no database: the text outputs */
     dsi_profile_estimate_free(&e);
+
+    /* Large messages' spread in draws: task 1 (4 MB, at the large size)
+     * takes the mean of the loop's time over the draws, and a draw that
+     * spreads more costs more repetitions. */
+    config.min_reps = 5;
+    speed.comm_spread = 0.01;
+    speed.comm_spread_small_bytes = 4096;
+    speed.comm_spread_large_bytes = 4000000;
+    double task1[3];
+    const double draws[3][DSI_SPREAD_DRAWS] = {
+        {0.02, 0.02, 0.02}, {0.2, 0.2, 0.2}, {0.02, 0.02, 0.2}};
+    for (int d = 0; d < 3; d++) {
+        memcpy(speed.comm_op_spread[DS_COMM_ALLREDUCE], draws[d], sizeof(draws[d]));
+        CHECK_OK(dsi_profile_estimate(plan, &config, &speed, reused, false, true, -1, &e));
+        task1[d] = e.task_s[1];
+        dsi_profile_estimate_free(&e);
+    }
+    CHECK(task1[1] > 2.0 * task1[0]);
+    CHECK_NEAR(task1[2], (2.0 * task1[0] + task1[1]) / 3.0, 1e-12);
     dsi_profile_plan_destroy(plan);
 }
 
