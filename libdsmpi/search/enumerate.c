@@ -181,8 +181,8 @@ typedef struct variant {
 } variant_t;
 
 /* Expert parallelism of an MoE model: the divisors of the experts with
- * which ep x etp divides dp x tp (Megatron-Core's EP out of DP); 1 for a
- * dense model. */
+ * which ep x etp divides dp x tp, dp counting the context-parallel ranks too
+ * (Megatron-Core's EP out of DP x CP); 1 for a dense model. */
 static void ep_values(const ds_search_t *search, const ds_model_info_t *info, int tp, int dp,
                       values_t *out)
 {
@@ -221,7 +221,7 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
         keep_one(&zeros, 0);
         keep_one(&algos, DS_DP_AUTO);
     }
-    ep_values(search, info, tp, dp, &eps);
+    ep_values(search, info, tp, dp * cp, &eps); /* EP is carved from tp x cp x dp */
     /* The remaining dimensions' combinations, innermost last. */
     size_t nv = 0, want = (size_t)sps->count * recs->count * zeros.count * algos.count *
                           flashes->count * fp8s->count * eps.count;
@@ -236,8 +236,8 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
                     for (int fi = 0; fi < flashes->count; fi++)
                         for (int ei = 0; ei < fp8s->count; ei++)
                             for (int xi = 0; xi < eps.count; xi++)
-                                /* cp needs fused attention; cp with ep is refused */
-                                if ((cp == 1 || flashes->v[fi]) && (cp == 1 || eps.v[xi] == 1))
+                                /* cp needs fused attention */
+                                if (cp == 1 || flashes->v[fi])
                                     variants[nv++] = (variant_t){
                                         sps->v[qi],     recs->v[ri], zeros.v[zi], algos.v[ai],
                                         flashes->v[fi], fp8s->v[ei], eps.v[xi]};

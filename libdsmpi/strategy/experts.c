@@ -101,14 +101,21 @@ ds_status_t dsi_strategy_megatron_moe(const char *option, const char *value, con
 #define REFUSE(quiet, ...)                                                                         \
     ((quiet) ? DS_ERR_INVALID_ARG : DSI_ERROR(DS_ERR_INVALID_ARG, __VA_ARGS__))
 
-/* Divisors of the experts with which ep x etp divides dp x tp. */
+/* The ranks of one stage the expert groups are carved from: tp x cp x dp
+ * (Megatron-Core forms EP and expert-DP out of them, cp included). */
+static int64_t dense_ranks(const ds_strategy_t *s)
+{
+    return (int64_t)s->dp * (s->cp > 1 ? s->cp : 1) * s->tp;
+}
+
+/* Divisors of the experts with which ep x etp divides tp x cp x dp. */
 static void accepted_ep(const ds_strategy_t *s, const ds_model_info_t *info, int etp, char *text,
                         size_t size)
 {
     size_t used = 0;
     text[0] = '\0';
     for (int ep = 1; ep <= info->num_experts && used + 16 < size; ep++) {
-        if (info->num_experts % ep != 0 || ((int64_t)s->dp * s->tp) % ((int64_t)ep * etp) != 0)
+        if (info->num_experts % ep != 0 || dense_ranks(s) % ((int64_t)ep * etp) != 0)
             continue;
         used += (size_t)snprintf(text + used, size - used, "%s%d", used ? ", " : "", ep);
     }
@@ -141,7 +148,7 @@ ds_status_t dsi_strategy_check_moe(ds_strategy_t *s, const ds_model_info_t *info
                       "layers split as the dense ones)",
                       etp, s->tp);
     char accepted[128];
-    if (info->num_experts % s->ep != 0 || ((int64_t)s->dp * s->tp) % ((int64_t)s->ep * etp) != 0) {
+    if (info->num_experts % s->ep != 0 || dense_ranks(s) % ((int64_t)s->ep * etp) != 0) {
         if (quiet)
             return DS_ERR_INVALID_ARG;
         accepted_ep(s, info, etp, accepted, sizeof(accepted));
@@ -149,6 +156,12 @@ ds_status_t dsi_strategy_check_moe(ds_strategy_t *s, const ds_model_info_t *info
             return DSI_ERROR(DS_ERR_INVALID_ARG,
                              "ep=%d does not divide the %d experts of %s (accepted: %s)", s->ep,
                              info->num_experts, info->name, accepted);
+        if (s->cp > 1)
+            return DSI_ERROR(DS_ERR_INVALID_ARG,
+                             "ep*etp = %d*%d does not divide dp*cp*tp = %d*%d*%d (Megatron-Core "
+                             "carves the expert-parallel group out of the data- and "
+                             "context-parallel ranks; accepted: ep=%s)",
+                             s->ep, etp, s->dp, s->cp, s->tp, accepted);
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "ep*etp = %d*%d does not divide dp*tp = %d*%d (Megatron-Core carves the "
                          "expert-parallel group out of the data-parallel ranks; accepted: ep=%s)",

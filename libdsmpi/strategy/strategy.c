@@ -680,11 +680,6 @@ static ds_status_t resolve(const resolve_ctx_t *ctx, ds_strategy_t *resolved_p)
     DSI_TRY(check_cp(ctx, &s));
     if (s.cp == 1) /* no exchange: the resolved text names none */
         s.cp_comm = DS_CP_COMM_P2P;
-    if (s.cp > 1 && s.ep > 1)
-        return REFUSE(ctx,
-                      "cp=%d with ep=%d: context and expert parallelism together are not "
-                      "modelled yet (accepted: cp=1 or ep=1)",
-                      s.cp, s.ep);
     if (s.fp8 != DS_FP8_OFF && info->dtype == DS_DTYPE_FP32)
         return REFUSE(ctx,
                       "fp8=%s needs bf16 or fp16 training (accepted: fp8=off with fp32, or "

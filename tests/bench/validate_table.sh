@@ -44,7 +44,7 @@ cases=${CASES:-"dp=2:2 dp=2:4 dp=2,bucket=1M:4 tp=2:2 tp=2:4 pp=2,schedule=gpipe
 cp_models=${CP_MODELS:-tiny-llama}
 cp_cases=${CP_CASES:-"cp=2,flash:2 cp=2,flash:4"}
 ep_models=${EP_MODELS:-tiny-mixtral}
-ep_cases=${EP_CASES:-"dp=2,ep=2,router-skew=1:2 dp=2,ep=2,router-skew=1:4 dp=2,ep=2:4"}
+ep_cases=${EP_CASES:-"dp=2,ep=2,router-skew=1:2 dp=2,ep=2,router-skew=1:4 dp=2,ep=2:4 cp=2,flash,ep=2,router-skew=1:4"}
 sets=${SETS:-dense cp ep}
 extra=(--wait-quiet "${WAIT_QUIET:-120}")
 [ "${ABLATION:-0}" = 1 ] && extra+=(--ablation)

@@ -291,6 +291,35 @@ static void test_experts(const ds_model_t *model)
         check_validate(cases[0], model, &s);
 }
 
+/* cp=2 and ep=2 on the same 2 ranks: the EP group is carved out of the
+ * context-parallel ranks (Megatron-Core's expert groups over tp x cp x dp),
+ * so each layer runs the ring and the dispatch between the same pair. */
+static void test_cp_with_ep(const ds_model_t *moe)
+{
+    static const char text[] = "cp=2,flash,ep=2,router-skew=1,mbs=1,gbs=2";
+    ds_strategy_t s;
+    ds_exec_t *exec = resolve_and_run(moe, &s, text);
+    if (exec == NULL)
+        return;
+    CHECK_INT(s.dp, 1);
+    int slowest = exec->expert_slowest, all = 0;
+    MPI_Allreduce(&slowest, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK_MSG(all == 1, "%s: %d slowest ranks", text, all);
+    if (rank == 0) {
+        int64_t passes = (int64_t)moe->info.num_layers * ds_strategy_num_microbatches(&s);
+        size_t ep_calls = matched_calls(text, exec, DSI_XK_EP);
+        size_t exchanges = matched_calls(text, exec, DSI_XK_CP);
+        size_t posts = matched_calls(text, exec, DSI_XK_CP_POST);
+        CHECK_MSG((int64_t)ep_calls == 4 * passes, "%s: %zu EP calls for %lld layer passes", text,
+                  ep_calls, (long long)passes);
+        CHECK_MSG((int64_t)posts == 3 * passes && (int64_t)exchanges == 4 * passes,
+                  "%s: %zu ring transfers posted, %zu exchanges, for %lld layer passes", text,
+                  posts, exchanges, (long long)passes);
+    }
+    ds_exec_destroy(exec);
+    check_validate(text, moe, &s);
+}
+
 static void test_refused(const ds_model_t *dense, const ds_model_t *moe)
 {
     ds_strategy_t s;
@@ -323,6 +352,7 @@ int main(int argc, char **argv)
     if (dense != NULL && moe != NULL && backend != NULL) {
         test_context_parallel(dense);
         test_experts(moe);
+        test_cp_with_ep(moe);
         test_refused(dense, moe);
     }
     ds_backend_close(backend);

@@ -110,6 +110,20 @@ int main(void)
      * follow. */
     CHECK_NEAR(four.memory.grads_B - even.memory.grads_B, L * expert_half * 4.0, 1e-12);
     CHECK_NEAR(four.memory.optimizer_B - even.memory.optimizer_B, L * expert_half * 12.0, 1e-12);
+    /* cp=2 with ep=8 on the same 16 devices: dp=4, the EP group spans the
+     * context-parallel ranks (tp x cp x dp = 16 = ep x etp).  A rank holds
+     * half the rows (64), so each expert gets 256 tokens on average, 512
+     * with router-skew=2; the weights are those of cp=1, ep=8. */
+    run_t cp_even = simulate(sim, model, "tp=2,sp,cp=2,flash,ep=8,mbs=1,gbs=4,router-skew=1");
+    run_t cp_skewed = simulate(sim, model, "tp=2,sp,cp=2,flash,ep=8,mbs=1,gbs=4,router-skew=2");
+    double cp_extra = L * (expert_flops(512) - expert_flops(256)) / FLOPS_PER_S;
+    /* within the ns roundings of 32 layers' operators */
+    CHECK_NEAR(cp_skewed.sum.iteration_s - cp_even.sum.iteration_s, cp_extra, 1e-5);
+    CHECK_NEAR(cp_even.memory.weights_B, even.memory.weights_B, 1e-12);
+    /* Every activation is per token, the experts' and router's too: half
+     * of cp=1's with fused attention. */
+    run_t flash = simulate(sim, model, "tp=2,sp,flash,ep=8,mbs=1,gbs=8,router-skew=1");
+    CHECK_NEAR(cp_even.memory.activations_B, 0.5 * flash.memory.activations_B, 1e-12);
     ds_model_destroy(model);
     ds_sim_destroy(sim);
     return check_summary("test_sim_moe");

@@ -203,7 +203,10 @@ static void test_bad_strategies(void)
         {"mixtral-8x7b", "tp=2,ep=2", 8, "tp=2 with experts needs sp"},
         {"mixtral-8x7b", "tp=4,sp,etp=2", 8, "etp=2 is not modelled with tp=4"},
         {"qwen3-30b-a3b", "moe-topk=200", 8, "moe-topk=200 exceeds the 128 experts"},
-        {"mixtral-8x7b", "cp=2,flash,ep=2", 8, "context and expert parallelism together"},
+        {"mixtral-8x7b", "tp=2,sp,cp=2,flash,ep=8", 8,
+         "ep*etp = 8*2 does not divide dp*cp*tp = 2*2*2 (Megatron-Core carves the "
+         "expert-parallel group out of the data- and context-parallel ranks; accepted: ep=1, 2, "
+         "4)"},
         {"llama3-8b", "tp=16", 16, "tp=16 does not divide the 8 key/value heads of llama3-8b"},
         {"gpt2-medium", "pp=4,vpp=2,gbs=12,mbs=1", 8,
          "needs the 6 micro-batches to be a multiple of pp=4"},
@@ -427,6 +430,12 @@ static void test_moe_items(void)
     CHECK_OK(ds_strategy_parse("tp=2,sp,ep=8", &s));
     CHECK_OK(ds_strategy_resolve(&s, model, 64, 8));
     CHECK(s.dp == 32 && s.ep == 8 && s.etp == 2);
+    /* With cp the EP group may span the context-parallel ranks: on 8
+     * devices cp=2 leaves dp=4, and ep=8 takes both cp ranks of each. */
+    ds_strategy_init(&s);
+    CHECK_OK(ds_strategy_parse("cp=2,flash,ep=8", &s));
+    CHECK_OK(ds_strategy_resolve(&s, model, 8, 8));
+    CHECK(s.dp == 4 && s.cp == 2 && s.ep == 8 && s.etp == 1);
     ds_model_destroy(model);
 }
 
