@@ -29,8 +29,8 @@ static expert_tokens_t tokens_of(const ds_sim_t *sim)
     const dsi_shape_ctx_t *ctx = &sim->ctx;
     expert_tokens_t e;
     /* a rank's tokens: seq / cp of each sequence, split over tp with sp */
-    e.rows = (double)sim->s.mbs * info->seq_len / (ctx->cp > 1 ? ctx->cp : 1) /
-             (ctx->sp ? ctx->tp : 1);
+    e.rows =
+        (double)sim->s.mbs * info->seq_len / (ctx->cp > 1 ? ctx->cp : 1) / (ctx->sp ? ctx->tp : 1);
     e.topk = ctx->moe_topk > 0 ? ctx->moe_topk : info->experts_per_token;
     double mean = e.rows * e.topk * ctx->etp * ctx->ep / info->num_experts;
     double skew = ctx->router_skew > 0 ? ctx->router_skew : DS_ROUTER_SKEW_DEFAULT;

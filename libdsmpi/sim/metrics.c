@@ -246,8 +246,11 @@ static ds_status_t lane_measure(ds_sim_t *sim, int32_t lane, lane_numbers_t *ln)
         if (g->iter[i] != 2)
             continue;
         if (g->kind[i] == DSI_N_TP) {
+            /* A collective of its own on the compute stream (the sp norms'
+             * all-reduce, the expert gradients'): exposed as TP time, and
+             * what overlaps it is not exposed a second time. */
             ln->tp += g->dur[i];
-            DSI_TRY(span_push(&ln->blocking, g->start[i], node_end(g, i)));
+            DSI_TRY(span_push(&ln->busy, g->start[i], node_end(g, i)));
         } else if (g->kind[i] == DSI_N_BWD && g->label[i] != 0) {
             ln->dp_compute_stream += g->dur[i];
             DSI_TRY(span_push(&ln->busy, g->start[i], node_end(g, i)));
