@@ -97,6 +97,15 @@ int main(void)
     CHECK_NEAR(slow.compute_s - mean.compute_s, extra, 1e-6);
     CHECK_NEAR(mean.idle_s - slow.idle_s, extra, 1e-4); /* ns roundings of the waits */
     CHECK_NEAR(full.sum.model_tflops_per_gpu, skewed.sum.model_tflops_per_gpu, 1e-12);
+    /* Every device's iteration is its compute, exposed communication and
+     * idle time; nothing is exposed twice (the expert gradients' reduction
+     * is a collective node of its own). */
+    const ds_sim_device_t *devs[] = {&slow, &mean};
+    for (int i = 0; i < 2; i++) {
+        CHECK(devs[i]->comm_hidden_s >= 0.0);
+        CHECK_NEAR(devs[i]->compute_s + devs[i]->comm_exposed_s + devs[i]->idle_s,
+                   full.sum.iteration_s, 1e-8);
+    }
     /* ep=1: every rank holds all experts; the skew changes nothing. */
     run_t one = simulate(sim, model, "tp=2,sp,ep=1,mbs=1,gbs=8,router-skew=1");
     run_t one_skewed = simulate(sim, model, "tp=2,sp,ep=1,mbs=1,gbs=8,router-skew=3");
