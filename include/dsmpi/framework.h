@@ -53,13 +53,14 @@ typedef enum ds_torch_trace_format {
 
 typedef struct ds_torch_trace ds_torch_trace_t;
 
-/* Reads a trace of at most DS_MAX_TRACE_BYTES.  A file that is not JSON,
- * truncated, compressed (.json.gz is refused: decompress it first), not a
- * trace in either format, or without an iteration is DS_ERR_BAD_FILE with a
- * one-line message naming the file.  Caller frees with
- * ds_torch_trace_destroy. */
+/* Reads a trace of at most DS_MAX_TRACE_BYTES, plain JSON or gzip-compressed
+ * (the .json.gz torch.profiler writes when asked; recognised by its magic
+ * bytes, inflated to at most DS_MAX_TRACE_BYTES).  A file that is not JSON,
+ * truncated, a corrupt or truncated gzip file, not a trace in either format,
+ * or without an iteration is DS_ERR_BAD_FILE with a one-line message naming
+ * the file.  Caller frees with ds_torch_trace_destroy. */
 DS_API ds_status_t ds_torch_trace_load(const char *path, ds_torch_trace_t **trace_p);
-/* The same from text in memory; `origin` names it in messages. */
+/* The same from text (or gzip data) in memory; `origin` names it in messages. */
 DS_API ds_status_t ds_torch_trace_parse(const char *text, size_t size, const char *origin,
                                         ds_torch_trace_t **trace_p);
 /* NULL is a no-op. */

@@ -6,9 +6,11 @@
 #include "dsi_json.h"
 #include "model/dsi_model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* Operators of a known kind, by their exact name.  The outermost of them in
  * a range is the one mapped (aten::linear is not listed: its addmm is). */
@@ -222,17 +224,107 @@ static int compare_doubles(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static bool is_gzip(const char *data, size_t size)
+{
+    return size >= 2 && (unsigned char)data[0] == 0x1f && (unsigned char)data[1] == 0x8b;
+}
+
+/* A gzip file (one member or several, as gzip(1) concatenates them) inflated
+ * into text of at most `limit` bytes, chunk by chunk; a corrupt, truncated or
+ * oversized stream is DS_ERR_BAD_FILE with one line. */
+static ds_status_t inflate_gzip(const char *data, size_t size, const char *origin, size_t limit,
+                                char **text_p, size_t *size_p)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) /* 16: the gzip wrapper */
+        return DSI_ERROR(DS_ERR_NO_MEMORY, "%s: zlib cannot start inflating", origin);
+    ds_status_t status = DS_OK;
+    char *text = NULL;
+    size_t used = 0, capacity = 0, consumed = 0;
+    for (;;) {
+        if (used == capacity) {
+            if (capacity > limit) {
+                status = DSI_ERROR(DS_ERR_BAD_FILE,
+                                   "%s: decompresses to more than %zu bytes (accepted: at most "
+                                   "DS_MAX_TRACE_BYTES)",
+                                   origin, limit);
+                goto out;
+            }
+            size_t grown = DSI_MIN(DSI_MAX(2 * capacity, (size_t)1 << 20), limit + 1);
+            DSI_TRY_GOTO(dsi_realloc_array(&text, grown + 1, 1), status, out);
+            capacity = grown;
+        }
+        size_t in_before = DSI_MIN(size - consumed, (size_t)UINT_MAX);
+        size_t out_before = DSI_MIN(capacity - used, (size_t)UINT_MAX);
+        z.next_in = (Bytef *)(uintptr_t)(data + consumed);
+        z.avail_in = (uInt)in_before;
+        z.next_out = (Bytef *)(text + used);
+        z.avail_out = (uInt)out_before;
+        int rc = inflate(&z, Z_NO_FLUSH);
+        consumed += in_before - z.avail_in;
+        used += out_before - z.avail_out;
+        if (rc == Z_STREAM_END) {
+            while (consumed < size && data[consumed] == 0)
+                consumed++; /* padding after the last member, which gzip(1) ignores too */
+            if (consumed == size)
+                break;
+            if (!is_gzip(data + consumed, size - consumed)) {
+                status = DSI_ERROR(DS_ERR_BAD_FILE,
+                                   "%s: corrupt gzip file: %zu bytes after the end of its "
+                                   "compressed data",
+                                   origin, size - consumed);
+                goto out;
+            }
+            inflateReset(&z); /* the next member */
+        } else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT || rc == Z_STREAM_ERROR) {
+            status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: corrupt gzip file (zlib: %s)", origin,
+                               z.msg != NULL ? z.msg : "invalid data");
+            goto out;
+        } else if (rc == Z_MEM_ERROR) {
+            status = DSI_ERROR(DS_ERR_NO_MEMORY, "%s: out of memory inflating", origin);
+            goto out;
+        } else if (consumed == size && used < capacity) {
+            status = DSI_ERROR(DS_ERR_BAD_FILE,
+                               "%s: truncated gzip file: its %zu bytes end before its compressed "
+                               "data does (a partial copy or download reads so)",
+                               origin, size);
+            goto out;
+        }
+    }
+    text[used] = '\0';
+    *text_p = text;
+    *size_p = used;
+    text = NULL;
+out:
+    inflateEnd(&z);
+    dsi_free(text);
+    return status;
+}
+
+static ds_status_t parse_text(const char *text, size_t size, const char *origin,
+                              ds_torch_trace_t **trace_p);
+
 ds_status_t ds_torch_trace_parse(const char *text, size_t size, const char *origin,
                                  ds_torch_trace_t **trace_p)
+{
+    if (!is_gzip(text, size))
+        return parse_text(text, size, origin, trace_p);
+    char *inflated = NULL;
+    size_t inflated_size = 0;
+    DSI_TRY(inflate_gzip(text, size, origin, (size_t)dsi_param_int(DSI_PARAM_MAX_TRACE_BYTES),
+                         &inflated, &inflated_size));
+    ds_status_t status = parse_text(inflated, inflated_size, origin, trace_p);
+    dsi_free(inflated);
+    return status;
+}
+
+static ds_status_t parse_text(const char *text, size_t size, const char *origin,
+                              ds_torch_trace_t **trace_p)
 {
     ds_status_t status = DS_OK;
     ds_torch_trace_t *t = NULL;
     json_t *root = NULL;
-    if (size >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b)
-        return DSI_ERROR(DS_ERR_BAD_FILE,
-                         "%s: gzip-compressed traces are not read (accepted: the .json a "
-                         "'gunzip -k' of it gives)",
-                         origin);
     json_error_t error;
     root = json_loadb(text, size, 0, &error);
     if (root == NULL)

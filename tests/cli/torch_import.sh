@@ -29,6 +29,26 @@ if command -v h5dump >/dev/null 2>&1; then
     grep -q 'framework' dump || fail "h5dump: no event marked framework"
 fi
 
+# gzip-compressed (the .json.gz torch.profiler writes): read as the JSON it holds.
+expect 0 "kineto trace .json" "$dsmpi" import --torch-trace "$data/single-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db plain.h5 --fingerprint "cpu: pytorch"
+plain_events=$(awk '$1 == "torch-trace" { print $2 }' out)
+gzip -9 -c "$data/single-kineto.json" > single-kineto.json.gz || fail "gzip"
+expect 0 "kineto trace .json.gz" "$dsmpi" import --torch-trace single-kineto.json.gz $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gz.h5 --fingerprint "cpu: pytorch"
+grep -q "single-kineto.json.gz: kineto trace, 1 iterations" out || fail ".json.gz: $(cat out)"
+[ -n "$plain_events" ] && [ "$(awk '$1 == "torch-trace" { print $2 }' out)" = "$plain_events" ] ||
+    fail ".json.gz: not the $plain_events events of the .json: $(cat out)"
+head -c 4000 single-kineto.json.gz > cut.json.gz
+expect 2 "truncated .json.gz" "$dsmpi" import --torch-trace cut.json.gz $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db cut.h5
+one_line_naming "cut.json.gz" "truncated .json.gz"
+grep -q "truncated gzip" err || fail "truncated .json.gz: $(cat err)"
+[ -e cut.h5 ] && fail "truncated .json.gz: cut.h5 was written"
+expect 0 "validate .json.gz" "$dsmpi" validate --torch-trace single-kineto.json.gz $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gz.h5 --fingerprint "cpu: pytorch"
+grep -q "^  iteration " out || fail "validate .json.gz: $(cat out)"
+
 # tp=2: its collectives are left out of the compute costs.
 expect 0 "tp trace" "$dsmpi" import --torch-trace "$data/tp2-rank0-legacy.json" $run \
     --strategy dp=1,tp=2,pp=1,mbs=2,gbs=2 --profile-db tp.h5

@@ -4,6 +4,7 @@
 #include "check.h"
 
 #include <stdlib.h>
+#include <zlib.h>
 
 static const char *data_dir;
 
@@ -143,11 +144,29 @@ static void check_calibration(void)
     ds_cost_table_destroy(out);
 }
 
+/* A small legacy trace: one iteration, a layer pass whose GEMM is preceded by
+ * framework time and followed by a collective the model does not place there. */
+static const char synthetic_trace[] =
+    "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"Optimizer.step#Adam.step\", \"ts\": 800, \"dur\": 100,"
+    "  \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 100, \"dur\": 600, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::linear\", \"ts\": 200, \"dur\": 100, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::addmm\", \"ts\": 210, \"dur\": 80, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"c10d::allreduce_\", \"ts\": 320, \"dur\": 10, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"gloo:all_reduce\", \"ts\": 321, \"dur\": 79, \"tid\": 9},"
+    " {\"ph\": \"X\", \"name\": \"aten::bmm\", \"ts\": 450, \"dur\": 50, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::zeros\", \"ts\": 900, \"dur\": 50, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 2000, \"dur\": 50, \"tid\": 1},"
+    " {\"ph\": \"i\", \"name\": \"marker\", \"ts\": 5}]";
+
 /* A one-line refusal naming the origin, DS_ERR_BAD_FILE. */
-static void check_refused(const char *text, const char *origin, const char *says)
+static void check_refused_bytes(const unsigned char *data, size_t size, const char *origin,
+                                const char *says)
 {
     ds_torch_trace_t *trace = NULL;
-    ds_status_t status = ds_torch_trace_parse(text, strlen(text), origin, &trace);
+    ds_status_t status = ds_torch_trace_parse((const char *)data, size, origin, &trace);
     CHECK_MSG(status == DS_ERR_BAD_FILE, "%s: status %d", origin, (int)status);
     CHECK(trace == NULL);
     const char *message = ds_last_error();
@@ -156,8 +175,12 @@ static void check_refused(const char *text, const char *origin, const char *says
               "%s: '%s'", origin, message ? message : "(null)");
 }
 
-/* A small legacy trace: one iteration, a layer pass whose GEMM is preceded by
- * framework time and followed by a collective the model does not place there. */
+static void check_refused(const char *text, const char *origin, const char *says)
+{
+    check_refused_bytes((const unsigned char *)text, strlen(text), origin, says);
+}
+
+/* The synthetic trace mapped: costs run end to end, collectives left out. */
 static void check_synthetic(void)
 {
     check_refused("[{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1", "truncated.json",
@@ -168,22 +191,9 @@ static void check_synthetic(void)
                   "no-step.json", "no iteration");
     check_refused("[{\"ph\": \"X\", \"name\": \"ProfilerStep#1\", \"ts\": 1, \"dur\": -2}]",
                   "negative.json", "dur");
-    check_refused("\x1f\x8b\x08\x00", "trace.json.gz", "gzip");
+    check_refused("\x1f\x8b\x08\x00", "header-only.json.gz", "truncated gzip");
 
-    const char *text =
-        "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"Optimizer.step#Adam.step\", \"ts\": 800, \"dur\": 100,"
-        "  \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 100, \"dur\": 600, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::linear\", \"ts\": 200, \"dur\": 100, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::addmm\", \"ts\": 210, \"dur\": 80, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"c10d::allreduce_\", \"ts\": 320, \"dur\": 10, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"gloo:all_reduce\", \"ts\": 321, \"dur\": 79, \"tid\": 9},"
-        " {\"ph\": \"X\", \"name\": \"aten::bmm\", \"ts\": 450, \"dur\": 50, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::zeros\", \"ts\": 900, \"dur\": 50, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 2000, \"dur\": 50, \"tid\": 1},"
-        " {\"ph\": \"i\", \"name\": \"marker\", \"ts\": 5}]";
+    const char *text = synthetic_trace;
     ds_torch_trace_t *trace = NULL;
     CHECK_OK(ds_torch_trace_parse(text, strlen(text), "synthetic", &trace));
     ds_model_t *model = tiny_model();
@@ -234,6 +244,73 @@ out:
     ds_torch_trace_destroy(trace);
 }
 
+/* `text` as a gzip file of `members` members (the text split evenly), as
+ * gzip(1) or Python's gzip module writes it.  Caller frees. */
+static unsigned char *gzip_text(const char *text, int members, size_t *size_p)
+{
+    size_t length = strlen(text), capacity = length + 64 * (size_t)members + 1024, used = 0;
+    unsigned char *out = malloc(capacity);
+    for (int i = 0; out != NULL && i < members; i++) {
+        size_t from = length * (size_t)i / (size_t)members;
+        size_t to = length * (size_t)(i + 1) / (size_t)members;
+        z_stream z;
+        memset(&z, 0, sizeof(z));
+        CHECK(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+        z.next_in = (Bytef *)(uintptr_t)(text + from);
+        z.avail_in = (uInt)(to - from);
+        z.next_out = out + used;
+        z.avail_out = (uInt)(capacity - used);
+        CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+        used = capacity - z.avail_out;
+        deflateEnd(&z);
+    }
+    *size_p = used;
+    return out;
+}
+
+/* gzip-compressed traces read as the JSON they hold; truncated, corrupt and
+ * trailing bytes refused with one line. */
+static void check_gzip(void)
+{
+    for (int members = 1; members <= 2; members++) {
+        size_t size = 0;
+        unsigned char *gz = gzip_text(synthetic_trace, members, &size);
+        if (gz == NULL)
+            return;
+        ds_torch_trace_t *trace = NULL;
+        CHECK_OK(ds_torch_trace_parse((const char *)gz, size, "synthetic.json.gz", &trace));
+        if (trace != NULL) {
+            ds_torch_trace_info_t info;
+            ds_torch_trace_get_info(trace, &info);
+            CHECK_INT(info.events, 11);
+            CHECK_INT(info.iterations, 1);
+            CHECK_NEAR(info.iteration_median_s, 1e-3, 1e-12);
+        }
+        ds_torch_trace_destroy(trace);
+        if (members == 1) {
+            check_refused_bytes(gz, size - 9, "cut.json.gz", "truncated gzip");
+            check_refused_bytes(gz, size / 2, "half.json.gz", "truncated gzip");
+            unsigned char *bad = malloc(size + 4);
+            if (bad != NULL) {
+                memcpy(bad, gz, size);
+                bad[size - 6] ^= 0x5a; /* the CRC-32 of the content */
+                check_refused_bytes(bad, size, "crc.json.gz", "corrupt gzip");
+                memcpy(bad, gz, size);
+                memcpy(bad + size, "junk", 4);
+                check_refused_bytes(bad, size + 4, "trailing.json.gz", "after the end");
+                free(bad);
+            }
+        }
+        free(gz);
+    }
+    /* The content is parsed as any trace: gzip of a non-trace is refused as one. */
+    size_t size = 0;
+    unsigned char *gz = gzip_text("{\"traceEvents\": 3}", 1, &size);
+    if (gz != NULL)
+        check_refused_bytes(gz, size, "object.json.gz", "not a torch.profiler trace");
+    free(gz);
+}
+
 int main(int argc, char **argv)
 {
     data_dir = argc > 1 ? argv[1] : DSMPI_TEST_DATA;
@@ -245,5 +322,6 @@ int main(int argc, char **argv)
                   "dp=1,tp=2,pp=1,mbs=2,gbs=2", 2);
     check_calibration();
     check_synthetic();
+    check_gzip();
     return check_summary("test_torch_trace");
 }
