@@ -351,6 +351,18 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
                "iterations' time; framework time between operators %.1f%% of it\n",
                m->ranges_mapped, m->keys, m->occurrences, 100.0 * m->coverage,
                m->mapped_s > 0.0 ? 100.0 * m->between_s / m->mapped_s : 0.0);
+        if (r->trace.kernels > 0)
+            printf("#   device work: %zu kernels, copies and memsets, %zu linked to their launches "
+                   "(correlation ids)%s\n",
+                   r->trace.kernels, r->trace.kernels_linked,
+                   m->device_timed ? "" : ": costs are CPU operator times");
+        if (m->device_timed) {
+            double all = m->kernel_s + m->kernel_other_s;
+            printf("#   costs are device time: %.6f s of the matched operators' work; %.6f s "
+                   "(%.1f%%) launched in the passes by operators of no known kind, not priced\n",
+                   m->kernel_s, m->kernel_other_s,
+                   all > 0.0 ? 100.0 * m->kernel_other_s / all : 0.0);
+        }
         if (m->collective_s > 0.0)
             printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "
                    "communication model)\n",

@@ -33,6 +33,17 @@
  * (layers, micro-batches, iterations) of a key; provenance "framework".
  * Time of an iteration outside every mapped range is listed by operator
  * name with its share.
+ *
+ * GPU traces.  Kineto writes the device's work as "kernel", "gpu_memcpy" and
+ * "gpu_memset" events on the device's streams, and the runtime calls that
+ * launched them ("cuda_runtime" cudaLaunchKernel, cudaMemcpyAsync, ...;
+ * "cuda_driver" cuLaunchKernel) on the CPU thread inside the operator that
+ * made them; both carry args "correlation", the CUPTI id linking the two.
+ * When a trace holds such linked work, an operator's cost is the summed
+ * duration of the work launched inside it (its children's included), not
+ * the CPU operator's duration, and the optimizer step's is the work launched
+ * inside its range; device time launched inside a pass by operators of no
+ * known kind is counted (kernel_other_s), not priced.
  */
 #ifndef DSMPI_FRAMEWORK_H
 #define DSMPI_FRAMEWORK_H
@@ -68,10 +79,11 @@ DS_API void ds_torch_trace_destroy(ds_torch_trace_t *trace);
 
 typedef struct ds_torch_trace_info {
     ds_torch_trace_format_t format;
-    size_t events;      /* complete ("X") events read */
-    size_t with_shapes; /* of them, operators with input shapes */
-    size_t kernels;     /* device kernels */
-    size_t ranges;      /* layer-pass and optimizer ranges */
+    size_t events;         /* complete ("X") events read */
+    size_t with_shapes;    /* of them, operators with input shapes */
+    size_t kernels;        /* device work: "kernel", "gpu_memcpy", "gpu_memset" events */
+    size_t kernels_linked; /* of them, linked to the runtime call that launched them */
+    size_t ranges;         /* layer-pass and optimizer ranges */
     int iterations;
     double iteration_mean_s;
     double iteration_median_s;
@@ -105,6 +117,9 @@ typedef struct ds_framework_result {
     double between_s;           /* of the mapped time, between the matched operators */
     double collective_s;        /* of the mapped time, in collectives (left out of compute) */
     double coverage;            /* mapped_s / traced_s */
+    bool device_timed;          /* costs are device time (kernels_linked > 0), not CPU time */
+    double kernel_s;            /* device time: of the matched operators and optimizer steps */
+    double kernel_other_s;      /* device time launched in mapped passes by other operators */
     size_t num_unmapped;        /* largest first, at most DS_FRAMEWORK_MAX_UNMAPPED */
     ds_framework_unmapped_t unmapped[DS_FRAMEWORK_MAX_UNMAPPED];
 } ds_framework_result_t;
@@ -134,7 +149,8 @@ typedef enum ds_framework_part {
 DS_API const char *ds_framework_part_name(ds_framework_part_t part);
 
 /* The ranges of `part` inside the trace's iterations: their number and mean
- * duration in seconds (0 and 0 when none). */
+ * duration in seconds (0 and 0 when none); on a GPU trace (device work linked
+ * to its launches) the mean device time of the work launched inside them. */
 DS_API void ds_torch_trace_part_time(const ds_torch_trace_t *trace, ds_framework_part_t part,
                                      size_t *count_p, double *mean_s_p);
 

@@ -8,11 +8,12 @@
 
 /* What an event is for the mapping. */
 typedef enum dsi_trace_role {
-    DSI_ROLE_OTHER = 0, /* an operator or annotation of no known kind */
-    DSI_ROLE_OP = 1,    /* an operator of a known kind (dsi_trace_event_t.op) */
-    DSI_ROLE_STEP = 2,  /* ProfilerStep#N */
-    DSI_ROLE_RANGE = 3, /* a layer-pass range or the optimizer step */
-    DSI_ROLE_KERNEL = 4,
+    DSI_ROLE_OTHER = 0,  /* an operator or annotation of no known kind */
+    DSI_ROLE_OP = 1,     /* an operator of a known kind (dsi_trace_event_t.op) */
+    DSI_ROLE_STEP = 2,   /* ProfilerStep#N */
+    DSI_ROLE_RANGE = 3,  /* a layer-pass range or the optimizer step */
+    DSI_ROLE_KERNEL = 4, /* device work: "kernel", "gpu_memcpy", "gpu_memset" */
+    DSI_ROLE_LAUNCH = 5, /* "cuda_runtime" / "cuda_driver" call with args "correlation" */
 } dsi_trace_role_t;
 
 /* Parts a range names. */
@@ -23,11 +24,13 @@ typedef struct dsi_trace_event {
     int64_t thread; /* pid and tid folded */
     double start_us;
     double end_us;
-    uint8_t role;   /* dsi_trace_role_t */
-    uint8_t op;     /* ds_op_t for DSI_ROLE_OP, 255 for a collective */
-    uint8_t pass;   /* ranges: ds_pass_t */
-    uint8_t shapes; /* operator with input shapes */
-    int32_t layer;  /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
+    uint8_t role;        /* dsi_trace_role_t */
+    uint8_t op;          /* ds_op_t for DSI_ROLE_OP, 255 for a collective */
+    uint8_t pass;        /* ranges: ds_pass_t */
+    uint8_t shapes;      /* operator with input shapes */
+    int32_t layer;       /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
+    int64_t correlation; /* launches and device work: args "correlation" (0: none) */
+    double device_us;    /* launches: the duration of the device work they launched */
 } dsi_trace_event_t;
 
 #define DSI_TRACE_COLLECTIVE 255
@@ -39,13 +42,24 @@ struct ds_torch_trace {
     char *names;
     size_t names_used, names_size;
     size_t with_shapes, kernels, ranges;
-    double *iterations_s; /* trace order */
+    size_t kernels_linked; /* device work whose launch is in the trace (correlation ids) */
+    double *iterations_s;  /* trace order */
     int num_iterations;
 };
 
 static inline const char *dsi_trace_name(const ds_torch_trace_t *t, const dsi_trace_event_t *e)
 {
     return t->names + e->name;
+}
+
+/* Microseconds of device work launched inside event `index` (its launches on
+ * its thread, nested in it). */
+double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index);
+
+/* Costs are device time: the trace has device work linked to its launches. */
+static inline bool dsi_trace_device_timed(const ds_torch_trace_t *t)
+{
+    return t->kernels_linked > 0;
 }
 
 #endif /* DSI_FRAMEWORK_H */

@@ -46,6 +46,7 @@ typedef struct mapper {
     double *coll_start, *coll_end; /* collectives of every thread, sorted by start */
     size_t num_coll;
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    bool device; /* a GPU trace: costs are the device time of each operator's work */
     ds_framework_result_t *result;
 } mapper_t;
 
@@ -171,12 +172,19 @@ static ds_status_t align(const uint8_t *model, size_t nm, const uint8_t *traced,
     return DS_OK;
 }
 
-/* The optimizer step of this stage: one cost for the whole range. */
-static ds_status_t map_optimizer(mapper_t *m, const dsi_trace_event_t *range)
+/* The optimizer step of this stage: one cost for the whole range (on a GPU
+ * trace the device time of the work launched inside it). */
+static ds_status_t map_optimizer(mapper_t *m, size_t index)
 {
+    const dsi_trace_event_t *range = &m->trace->events[index];
     int64_t params = dsi_stage_params(m->model, m->strategy, m->stage);
     ds_event_key_t key = dsi_optimizer_key(dsi_optimizer_shard(m->strategy, params));
-    return add_sample(m, &key, (range->end_us - range->start_us) * 1e-6);
+    double us = range->end_us - range->start_us;
+    if (m->device) {
+        us = dsi_trace_device_us(m->trace, index);
+        m->result->kernel_s += us * 1e-6;
+    }
+    return add_sample(m, &key, us * 1e-6);
 }
 
 /* Microseconds of the collectives [cs[i], ce[i]) inside [from, to). */
@@ -192,7 +200,9 @@ static double collective_overlap(const double *cs, const double *ce, size_t n, d
 /* Range `index`: its compute operators aligned with the model's; the
  * collectives inside it (tensor-parallel ones, data-parallel buckets) are
  * communication, priced by the communication model: their time, up to the
- * end of the library's own work, is left out of the compute operators. */
+ * end of the library's own work, is left out of the compute operators.  On
+ * a GPU trace an operator's cost is the device time of the work it launched
+ * (its kernels, copies, memsets, through the correlation ids). */
 static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
 {
     const ds_torch_trace_t *t = m->trace;
@@ -200,7 +210,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     *mapped_p = false;
     if (range->layer == DSI_RANGE_OPTIMIZER) {
         *mapped_p = true;
-        return map_optimizer(m, range);
+        return map_optimizer(m, index);
     }
     if (range->layer >= m->num_layers)
         return DS_OK;
@@ -225,7 +235,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, 1, &model), status, out);
     /* The outermost operators of a known kind, and the collectives. */
     size_t traced_count = 0, num_coll = 0;
-    double covered = -INFINITY, collective_s = 0.0;
+    double covered = -INFINITY, collective_s = 0.0, collective_device_us = 0.0;
     for (size_t j = first; j < last; j++) {
         const dsi_trace_event_t *e = &t->events[j];
         if (e->role != DSI_ROLE_OP || e->start_us < covered || e->end_us > range->end_us)
@@ -237,6 +247,8 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
             covered = ce[num_coll];
             collective_s += ce[num_coll] - cs[num_coll];
             num_coll++;
+            if (m->device)
+                collective_device_us += dsi_trace_device_us(t, j);
             continue;
         }
         where[traced_count] = (long)j;
@@ -262,7 +274,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
             m->result->model_ops_unmatched++;
     if (last_matched < 0)
         goto out;
-    double previous_end = range->start_us, busy = 0.0;
+    double previous_end = range->start_us, busy = 0.0, matched_device_us = 0.0;
     for (size_t i = 0; status == DS_OK && i < model_count; i++) {
         if (match[i] < 0)
             continue;
@@ -270,9 +282,19 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         double end = (long)i == last_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
         double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
         double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
+        if (m->device) { /* the device time of the operator's own work */
+            double us = dsi_trace_device_us(t, (size_t)where[match[i]]);
+            matched_device_us += us;
+            seconds = us * 1e-6;
+        }
         busy += e->end_us - e->start_us;
         previous_end = end;
         status = add_sample(m, &m->ops[model_index[i]].key, seconds);
+    }
+    if (status == DS_OK && m->device) {
+        double other = dsi_trace_device_us(t, index) - matched_device_us - collective_device_us;
+        m->result->kernel_s += matched_device_us * 1e-6;
+        m->result->kernel_other_s += DSI_MAX(0.0, other) * 1e-6;
     }
     if (status == DS_OK) {
         double between = range->end_us - range->start_us - busy - collective_s;
@@ -401,6 +423,8 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     ds_model_info_t info;
     ds_model_get_info(model, &info);
     m->num_layers = info.num_layers;
+    m->device = dsi_trace_device_timed(trace);
+    r.device_timed = m->device;
     dsi_shape_ctx_init(&m->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_calloc(trace->count + 1, sizeof(bool), &m->mapped), status, out);
     size_t steps = (size_t)trace->num_iterations;

@@ -1,6 +1,7 @@
 /* Reading torch.profiler traces: the Kineto Chrome trace and the legacy
  * autograd-profiler array, into one sorted list of complete events with
- * their role (iteration, layer-pass range, operator of a known kind). */
+ * their role (iteration, layer-pass range, operator of a known kind, device
+ * work and the runtime call that launched it). */
 #include "dsi_framework.h"
 
 #include "dsi_json.h"
@@ -154,6 +155,30 @@ static bool number_of(const json_t *value, double *number_p)
     return true;
 }
 
+/* Kineto's categories ("cat") of device work and of the calls that launch it. */
+static const char *const device_categories[] = {"kernel", "gpu_memcpy", "gpu_memset", NULL};
+static const char *const launch_categories[] = {"cuda_runtime", "cuda_driver", NULL};
+
+static bool category_in(const char *cat, const char *const *list)
+{
+    for (size_t i = 0; cat != NULL && list[i] != NULL; i++)
+        if (strcmp(cat, list[i]) == 0)
+            return true;
+    return false;
+}
+
+/* args "correlation": the CUPTI id shared by a launch and the work it launched. */
+static int64_t correlation_of(const json_t *args)
+{
+    const json_t *value = json_is_object(args) ? json_object_get(args, "correlation") : NULL;
+    double number;
+    if (json_is_integer(value))
+        return json_integer_value(value) > 0 ? (int64_t)json_integer_value(value) : 0;
+    if (number_of(value, &number) && number >= 1.0 && number < 9.0e18)
+        return (int64_t)number;
+    return 0;
+}
+
 static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char *origin,
                              size_t *capacity_p)
 {
@@ -185,9 +210,15 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     const char *cat = json_string_value(json_object_get(item, "cat"));
     const json_t *args = json_object_get(item, "args");
     bool known;
-    if (cat != NULL && (strcmp(cat, "kernel") == 0 || strcmp(cat, "gpu_memcpy") == 0)) {
+    if (category_in(cat, device_categories)) {
         e->role = DSI_ROLE_KERNEL;
+        e->correlation = correlation_of(args);
         t->kernels++;
+    } else if (category_in(cat, launch_categories) && correlation_of(args) > 0) {
+        e->role = DSI_ROLE_LAUNCH;
+        e->correlation = correlation_of(args);
+    } else if (cat != NULL && strcmp(cat, "gpu_user_annotation") == 0) {
+        e->role = DSI_ROLE_OTHER; /* a range's copy on a GPU stream: not a second iteration */
     } else if (strncmp(name, "ProfilerStep#", 13) == 0) {
         e->role = DSI_ROLE_STEP;
     } else if (range_of_name(name, &e->layer, &e->pass)) {
@@ -206,6 +237,13 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     return DS_OK;
 }
 
+/* Order among events of one span: ranges before their operators, a launch
+ * after the operator it is called from. */
+static int tie_rank(uint8_t role)
+{
+    return role == DSI_ROLE_LAUNCH ? -1 : (int)role;
+}
+
 static int compare_events(const void *a, const void *b)
 {
     const dsi_trace_event_t *x = a, *y = b;
@@ -214,8 +252,75 @@ static int compare_events(const void *a, const void *b)
     if (x->start_us != y->start_us)
         return x->start_us < y->start_us ? -1 : 1;
     if (x->end_us != y->end_us)
-        return x->end_us > y->end_us ? -1 : 1;         /* the enclosing event first */
-    return x->role > y->role ? -1 : x->role < y->role; /* ranges before their operators */
+        return x->end_us > y->end_us ? -1 : 1; /* the enclosing event first */
+    int rx = tie_rank(x->role), ry = tie_rank(y->role);
+    return rx > ry ? -1 : rx < ry;
+}
+
+typedef struct device_work {
+    int64_t correlation;
+    double us;
+    bool linked;
+} device_work_t;
+
+static int compare_work(const void *a, const void *b)
+{
+    const device_work_t *x = a, *y = b;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+/* Each launch gets the duration of the device work of its correlation id (a
+ * kernel, a copy; several for a graph launch); work claimed once. */
+static ds_status_t link_device_work(ds_torch_trace_t *t)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < t->count; i++)
+        count += t->events[i].role == DSI_ROLE_KERNEL && t->events[i].correlation > 0;
+    if (count == 0)
+        return DS_OK;
+    device_work_t *work = NULL;
+    DSI_TRY(dsi_calloc(count, sizeof(*work), &work));
+    size_t n = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        const dsi_trace_event_t *e = &t->events[i];
+        if (e->role == DSI_ROLE_KERNEL && e->correlation > 0)
+            work[n++] = (device_work_t){e->correlation, e->end_us - e->start_us, false};
+    }
+    qsort(work, n, sizeof(*work), compare_work);
+    for (size_t i = 0; i < t->count; i++) {
+        dsi_trace_event_t *e = &t->events[i];
+        if (e->role != DSI_ROLE_LAUNCH)
+            continue;
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (work[mid].correlation < e->correlation)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t j = lo; j < n && work[j].correlation == e->correlation; j++)
+            if (!work[j].linked) {
+                work[j].linked = true;
+                e->device_us += work[j].us;
+                t->kernels_linked++;
+            }
+    }
+    dsi_free(work);
+    return DS_OK;
+}
+
+double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index)
+{
+    const dsi_trace_event_t *outer = &t->events[index];
+    double sum = 0.0;
+    for (size_t j = index + 1;
+         j < t->count && t->events[j].thread == outer->thread &&
+         (t->events[j].start_us < outer->end_us || t->events[j].start_us == outer->start_us);
+         j++)
+        if (t->events[j].role == DSI_ROLE_LAUNCH && t->events[j].end_us <= outer->end_us)
+            sum += t->events[j].device_us;
+    return sum;
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -354,6 +459,7 @@ static ds_status_t parse_text(const char *text, size_t size, const char *origin,
         DSI_TRY_GOTO(add_event(t, json_array_get(list, i), origin, &capacity), status, out);
     if (t->count > 0)
         qsort(t->events, t->count, sizeof(*t->events), compare_events);
+    DSI_TRY_GOTO(link_device_work(t), status, out);
     size_t steps = 0;
     for (size_t i = 0; i < t->count; i++)
         steps += t->events[i].role == DSI_ROLE_STEP;
@@ -416,6 +522,7 @@ void ds_torch_trace_get_info(const ds_torch_trace_t *trace, ds_torch_trace_info_
     info->events = trace->count;
     info->with_shapes = trace->with_shapes;
     info->kernels = trace->kernels;
+    info->kernels_linked = trace->kernels_linked;
     info->ranges = trace->ranges;
     info->iterations = trace->num_iterations;
     int n = trace->num_iterations;

@@ -49,6 +49,16 @@ expect 0 "validate .json.gz" "$dsmpi" validate --torch-trace single-kineto.json.
     --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gz.h5 --fingerprint "cpu: pytorch"
 grep -q "^  iteration " out || fail "validate .json.gz: $(cat out)"
 
+# A CUDA trace (hand-written to Kineto's format): costs are the device time of each
+# operator's kernels, found through the correlation ids.
+expect 0 "gpu trace" "$dsmpi" import --torch-trace "$data/gpu-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gpu.h5 --fingerprint "a100: pytorch"
+grep -Eq '^ +torch-trace +12 ' out || fail "gpu trace: not 12 keys: $(cat out)"
+grep -q "20 kernels, copies and memsets, 19 linked to their launches" out ||
+    fail "gpu trace: kernels: $(cat out)"
+grep -q "costs are device time: 0.000165 s of the matched operators' work; 0.000006 s" out ||
+    fail "gpu trace: device time: $(cat out)"
+
 # tp=2: its collectives are left out of the compute costs.
 expect 0 "tp trace" "$dsmpi" import --torch-trace "$data/tp2-rank0-legacy.json" $run \
     --strategy dp=1,tp=2,pp=1,mbs=2,gbs=2 --profile-db tp.h5

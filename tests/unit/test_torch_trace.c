@@ -87,6 +87,7 @@ static void check_fixture(const char *name, ds_torch_trace_format_t format, bool
     CHECK(gemm && optimizer);
     CHECK_MSG(loss, "%s: no cross-entropy backward key", name);
     CHECK_NEAR(total, r.mapped_s - r.collective_s, 1e-6);
+    CHECK(!r.device_timed && r.kernel_s == 0.0 && info.kernels == 0); /* CPU traces */
     CHECK(r.num_unmapped > 0 && r.unmapped[0].share < 0.1);
     ds_cost_table_destroy(costs);
 out:
@@ -244,6 +245,87 @@ out:
     ds_torch_trace_destroy(trace);
 }
 
+/* The cost of `text` (an event key) in `costs`, or -1. */
+static double cost_of(const ds_cost_table_t *costs, const char *text, int64_t *repetitions_p)
+{
+    ds_event_key_t key;
+    CHECK_OK(ds_event_key_parse(text, &key));
+    const ds_cost_t *cost = ds_cost_table_find(costs, &key);
+    CHECK_MSG(cost != NULL, "no cost for '%s'", text);
+    if (repetitions_p != NULL)
+        *repetitions_p = cost != NULL ? cost->repetitions : 0;
+    return cost != NULL ? cost->mean_s : -1.0;
+}
+
+/* A CUDA trace written by hand to Kineto's format (make_kineto_fixtures.py):
+ * each operator costs the device time of the work it launched, found through
+ * the correlation ids, not its CPU time. */
+static void check_gpu(void)
+{
+    ds_torch_trace_t *trace = load("gpu-kineto.json");
+    ds_model_t *model = tiny_model();
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace == NULL || model == NULL || costs == NULL)
+        goto out;
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    CHECK_INT(info.format, DS_TORCH_TRACE_KINETO);
+    CHECK_INT(info.iterations, 1); /* the step's gpu_user_annotation copy is not another */
+    CHECK_INT(info.ranges, 2);     /* layer 0 forward and the optimizer, not their GPU copies */
+    CHECK_INT(info.kernels, 20);
+    CHECK_INT(info.kernels_linked, 19); /* one kernel's launch is not in the trace */
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK(r.device_timed);
+    CHECK_INT(r.ranges_mapped, 2);
+    CHECK_INT(r.keys, 12);
+    CHECK_INT(r.model_ops_unmatched, 0);
+    int64_t n = 0;
+    /* qkv: launched with cuLaunchKernel (cuda_driver) from aten::addmm inside aten::linear,
+     * whose CPU time is 45 us */
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=384 k=128", NULL), 21.0e-6, 1e-9);
+    /* fc1: its kernel and a memset (gpu_memset) */
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=512 k=128", NULL), 25.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=128 k=512", NULL), 23.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=128 k=128", NULL), 9.5e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "bgemm fwd fp32 NT m=64 n=64 k=32 batch=8", NULL), 7.25e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "bgemm fwd fp32 NN m=64 n=32 k=64 batch=8", NULL), 6.75e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "layernorm fwd fp32 rows=128 cols=128", &n), 4.5e-6, 1e-9);
+    CHECK_INT(n, 2);
+    CHECK_NEAR(cost_of(costs, "softmax fwd fp32 rows=512 cols=64 causal", NULL), 3.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "dropout fwd fp32 rows=512 cols=64", NULL), 2.5e-6, 1e-9);
+    /* bias + dropout + add: the dropout's kernel; the add's is another kind's */
+    CHECK_NEAR(cost_of(costs, "dropout_add fwd fp32 rows=128 cols=128", &n), 2.0e-6, 1e-9);
+    CHECK_INT(n, 2);
+    CHECK_NEAR(cost_of(costs, "gelu fwd fp32 rows=128 cols=512", NULL), 4.0e-6, 1e-9);
+    bool optimizer = false;
+    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(costs, i, &key, &cost);
+        CHECK_INT(cost->provenance, DS_PROV_FRAMEWORK);
+        if (key->op == DS_OP_OPTIMIZER) /* two multi-tensor-apply kernels, 30 + 20 us */
+            optimizer = fabs(cost->mean_s - 50.0e-6) < 1e-9;
+    }
+    CHECK(optimizer);
+    CHECK_NEAR(r.kernel_s, 165.0e-6, 1e-9);
+    CHECK_NEAR(r.kernel_other_s, 6.0e-6, 1e-9); /* the adds (1.5 + 1.5) and a copy (3) */
+    /* validate's pass times are device time too */
+    size_t count = 0;
+    double mean = 0.0;
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &mean);
+    CHECK_INT(count, 1);
+    CHECK_NEAR(mean, 121.0e-6, 1e-9);
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_OPTIMIZER, &count, &mean);
+    CHECK_NEAR(mean, 50.0e-6, 1e-9);
+out:
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
 /* `text` as a gzip file of `members` members (the text split evenly), as
  * gzip(1) or Python's gzip module writes it.  Caller frees. */
 static unsigned char *gzip_text(const char *text, int members, size_t *size_p)
@@ -323,5 +405,6 @@ int main(int argc, char **argv)
     check_calibration();
     check_synthetic();
     check_gzip();
+    check_gpu();
     return check_summary("test_torch_trace");
 }
