@@ -351,6 +351,9 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
                "iterations' time; framework time between operators %.1f%% of it\n",
                m->ranges_mapped, m->keys, m->occurrences, 100.0 * m->coverage,
                m->mapped_s > 0.0 ? 100.0 * m->between_s / m->mapped_s : 0.0);
+        if (m->shapes_checked > 0)
+            printf("#   shapes: the Input Dims of %zu traced GEMMs agree with the model's\n",
+                   m->shapes_checked);
         if (r->trace.kernels > 0)
             printf("#   device work: %zu kernels, copies and memsets, %zu linked to their launches "
                    "(correlation ids)%s\n",

@@ -34,6 +34,13 @@
  * Time of an iteration outside every mapped range is listed by operator
  * name with its share.
  *
+ * Shapes.  A matched GEMM operator with "Input Dims" (record_shapes) must
+ * agree with the model's key: the same k and batch, m and n in either order;
+ * GEMMs of one kind matched in a row are re-paired by shape where torch
+ * issues them in another order than the model lists them.  Otherwise mapping
+ * fails with DS_ERR_INVALID_ARG naming the pass, the model's key and the
+ * traced shape: the trace is not of `model` under `strategy`.
+ *
  * GPU traces.  Kineto writes the device's work as "kernel", "gpu_memcpy" and
  * "gpu_memset" events on the device's streams, and the runtime calls that
  * launched them ("cuda_runtime" cudaLaunchKernel, cudaMemcpyAsync, ...;
@@ -112,6 +119,7 @@ typedef struct ds_framework_result {
     size_t ranges_mapped;       /* ranges aligned with the model */
     size_t ranges_skipped;      /* ranges naming a layer the model lacks, or with no operator */
     size_t model_ops_unmatched; /* model operators of a mapped pass no trace operator matched */
+    size_t shapes_checked;      /* matched GEMMs whose traced "Input Dims" were compared */
     double traced_s;            /* the iterations' time */
     double mapped_s;            /* of it, inside mapped ranges */
     double between_s;           /* of the mapped time, between the matched operators */
@@ -129,7 +137,9 @@ typedef struct ds_framework_result {
 
 /* Maps the trace onto `model` run with `strategy` (resolved: the traced
  * run's own, whose shapes the trace holds) on pipeline stage `stage`, and
- * sets the costs it finds in `costs` with provenance DS_PROV_FRAMEWORK. */
+ * sets the costs it finds in `costs` with provenance DS_PROV_FRAMEWORK.
+ * DS_ERR_INVALID_ARG when the trace's GEMM shapes disagree with the model's
+ * (`costs` is then left without this trace's costs). */
 DS_API ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *model,
                                       const ds_strategy_t *strategy, int stage,
                                       ds_cost_table_t *costs, ds_framework_result_t *result);

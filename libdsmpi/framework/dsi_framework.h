@@ -19,6 +19,12 @@ typedef enum dsi_trace_role {
 /* Parts a range names. */
 #define DSI_RANGE_OPTIMIZER (-3)
 
+/* A GEMM operator's shape read from its "Input Dims": C[m,n] = A[m,k] B[k,n]
+ * (batch 0 for a plain GEMM). */
+typedef struct dsi_trace_gemm {
+    int64_t m, n, k, batch;
+} dsi_trace_gemm_t;
+
 typedef struct dsi_trace_event {
     uint32_t name;  /* offset in the trace's name pool */
     int64_t thread; /* pid and tid folded */
@@ -29,6 +35,7 @@ typedef struct dsi_trace_event {
     uint8_t pass;        /* ranges: ds_pass_t */
     uint8_t shapes;      /* operator with input shapes */
     int32_t layer;       /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
+    uint32_t gemm_shape; /* GEMM operators with "Input Dims": 1 + index in gemm_shapes, or 0 */
     int64_t correlation; /* launches and device work: args "correlation" (0: none) */
     double device_us;    /* launches: the duration of the device work they launched */
 } dsi_trace_event_t;
@@ -41,6 +48,9 @@ struct ds_torch_trace {
     size_t count;
     char *names;
     size_t names_used, names_size;
+    dsi_trace_gemm_t *gemm_shapes; /* in reading order; events refer to them */
+    size_t num_gemm_shapes, gemm_shapes_capacity;
+    char *origin; /* the file (or the name given to ds_torch_trace_parse) */
     size_t with_shapes, kernels, ranges;
     size_t kernels_linked; /* device work whose launch is in the trace (correlation ids) */
     double *iterations_s;  /* trace order */

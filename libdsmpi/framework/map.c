@@ -172,6 +172,109 @@ static ds_status_t align(const uint8_t *model, size_t nm, const uint8_t *traced,
     return DS_OK;
 }
 
+/* A traced GEMM's shape agrees with the model's key: the same k (the reduced
+ * dimension), m and n in either order (torch computes some products
+ * transposed, C^T = B^T A^T), the same batch. */
+static bool shape_agrees(const ds_event_key_t *key, const dsi_trace_gemm_t *shape)
+{
+    if (shape->k != key->dims[2] || !((shape->m == key->dims[0] && shape->n == key->dims[1]) ||
+                                      (shape->m == key->dims[1] && shape->n == key->dims[0])))
+        return false;
+    return key->op != DS_OP_BATCHED_GEMM || shape->batch == key->dims[3];
+}
+
+static bool traced_agrees(const mapper_t *m, const ds_event_key_t *key, long event)
+{
+    uint32_t shape = m->trace->events[event].gemm_shape;
+    return shape == 0 || shape_agrees(key, &m->trace->gemm_shapes[shape - 1]);
+}
+
+/* The one-line refusal: model operator `i` and the traced GEMM matched with it. */
+static ds_status_t shape_mismatch(const mapper_t *m, const dsi_trace_event_t *range,
+                                  const dsi_op_t *op, const dsi_trace_event_t *e)
+{
+    const ds_torch_trace_t *t = m->trace;
+    const dsi_trace_gemm_t *shape = &t->gemm_shapes[e->gemm_shape - 1];
+    char expected[160], batch[32] = "";
+    ds_event_key_format(&op->key, expected, sizeof(expected));
+    if (shape->batch > 0)
+        snprintf(batch, sizeof(batch), " batch=%lld", (long long)shape->batch);
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "%s: %s at %.3f us: the model expects '%s' (%s) where the trace has %s "
+                     "with Input Dims m=%lld n=%lld k=%lld%s: the trace is not of --model with "
+                     "--strategy, --seq-len and --dtype as given (accepted: the traced run's)",
+                     t->origin, dsi_trace_name(t, range), range->start_us, expected,
+                     op->label != NULL ? op->label : "?", dsi_trace_name(t, e), (long long)shape->m,
+                     (long long)shape->n, (long long)shape->k, batch);
+}
+
+/* Longest run of one GEMM kind re-paired by shape. */
+#define MAX_REPAIRED_GEMMS 16
+
+/* Model GEMMs first .. end-1 (consecutive, one kind, all matched): each
+ * traced GEMM with shapes must agree with the model operator it is matched
+ * with.  Torch issues some pairs in the other order than the model lists them
+ * (a linear layer's weight gradient before its input gradient), so the run's
+ * traced operators are re-paired by shape; a model operator no traced one of
+ * the run agrees with is a mismatch: the trace is of another run. */
+static ds_status_t check_shapes(const mapper_t *m, const dsi_trace_event_t *range,
+                                const long *model_index, const long *where, size_t first,
+                                size_t end, long *match)
+{
+    const dsi_trace_event_t *events = m->trace->events;
+    bool agree = true;
+    size_t bad = first;
+    for (size_t i = first; i < end && agree; i++) {
+        agree = traced_agrees(m, &m->ops[model_index[i]].key, where[match[i]]);
+        bad = i;
+    }
+    if (agree)
+        return DS_OK;
+    size_t count = end - first;
+    if (count > MAX_REPAIRED_GEMMS)
+        return shape_mismatch(m, range, &m->ops[model_index[bad]], &events[where[match[bad]]]);
+    long traced[MAX_REPAIRED_GEMMS], paired[MAX_REPAIRED_GEMMS];
+    bool used[MAX_REPAIRED_GEMMS] = {false};
+    for (size_t j = 0; j < count; j++)
+        traced[j] = match[first + j];
+    for (size_t i = 0; i < count; i++) {
+        const ds_event_key_t *key = &m->ops[model_index[first + i]].key;
+        size_t pick = count;
+        for (size_t j = 0; j < count && pick == count; j++)
+            if (!used[j] && traced_agrees(m, key, where[traced[j]]))
+                pick = j;
+        if (pick == count)
+            return shape_mismatch(m, range, &m->ops[model_index[first + i]],
+                                  &events[where[match[first + i]]]);
+        used[pick] = true;
+        paired[i] = traced[pick];
+    }
+    for (size_t i = 0; i < count; i++)
+        match[first + i] = paired[i];
+    return DS_OK;
+}
+
+/* Every run of matched model GEMMs of one kind checked against the traced shapes. */
+static ds_status_t check_pass_shapes(mapper_t *m, const dsi_trace_event_t *range,
+                                     const long *model_index, const long *where, size_t model_count,
+                                     long *match)
+{
+    for (size_t i = 0; i < model_count;) {
+        uint8_t op = m->ops[model_index[i]].key.op;
+        if (match[i] < 0 || (op != DS_OP_GEMM && op != DS_OP_BATCHED_GEMM)) {
+            i++;
+            continue;
+        }
+        size_t end = i + 1;
+        while (end < model_count && match[end] >= 0 && m->ops[model_index[end]].key.op == op)
+            end++;
+        DSI_TRY(check_shapes(m, range, model_index, where, i, end, match));
+        for (; i < end; i++)
+            m->result->shapes_checked += m->trace->events[where[match[i]]].gemm_shape != 0;
+    }
+    return DS_OK;
+}
+
 /* The optimizer step of this stage: one cost for the whole range (on a GPU
  * trace the device time of the work launched inside it). */
 static ds_status_t map_optimizer(mapper_t *m, size_t index)
@@ -222,7 +325,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
            t->events[last].start_us < range->end_us)
         last++;
     size_t span = last - first;
-    long *where = NULL, *match = NULL, *model_index = NULL;
+    long *where = NULL, *match = NULL, *model_index = NULL, *order = NULL;
     uint8_t *traced = NULL, *model = NULL;
     double *cs = NULL, *ce = NULL;
     ds_status_t status = DS_OK;
@@ -232,6 +335,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     ce = cs + span + 1;
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &match), status, out);
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &model_index), status, out);
+    DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &order), status, out);
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, 1, &model), status, out);
     /* The outermost operators of a known kind, and the collectives. */
     size_t traced_count = 0, num_coll = 0;
@@ -266,20 +370,26 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         (model_count + 1) * (traced_count + 1) > MAX_ALIGNMENT_CELLS)
         goto out;
     DSI_TRY_GOTO(align(model, model_count, traced, traced_count, match), status, out);
-    long last_matched = -1;
-    for (size_t i = 0; i < model_count; i++)
-        if (match[i] >= 0)
-            last_matched = (long)i;
-        else
+    DSI_TRY_GOTO(check_pass_shapes(m, range, model_index, where, model_count, match), status, out);
+    /* The matched model operators in trace order (re-paired GEMMs are not in model order). */
+    size_t num_matched = 0;
+    for (size_t i = 0; i < model_count; i++) {
+        if (match[i] < 0) {
             m->result->model_ops_unmatched++;
-    if (last_matched < 0)
+            continue;
+        }
+        size_t at = num_matched++;
+        for (; at > 0 && match[order[at - 1]] > match[i]; at--)
+            order[at] = order[at - 1];
+        order[at] = (long)i;
+    }
+    if (num_matched == 0)
         goto out;
     double previous_end = range->start_us, busy = 0.0, matched_device_us = 0.0;
-    for (size_t i = 0; status == DS_OK && i < model_count; i++) {
-        if (match[i] < 0)
-            continue;
+    for (size_t p = 0; status == DS_OK && p < num_matched; p++) {
+        size_t i = (size_t)order[p];
         const dsi_trace_event_t *e = &t->events[where[match[i]]];
-        double end = (long)i == last_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
+        double end = p + 1 == num_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
         double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
         double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
         if (m->device) { /* the device time of the operator's own work */
@@ -308,6 +418,7 @@ out:
     dsi_free(cs);
     dsi_free(match);
     dsi_free(model_index);
+    dsi_free(order);
     dsi_free(model);
     return status;
 }

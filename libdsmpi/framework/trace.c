@@ -18,59 +18,63 @@
 static const struct {
     const char *name;
     uint8_t op;
+    uint8_t first_matrix; /* GEMMs: 1 + the index of the first matrix in "Input Dims" */
 } known_ops[] = {
-    {"aten::mm", DS_OP_GEMM},
-    {"aten::addmm", DS_OP_GEMM},
-    {"aten::bmm", DS_OP_BATCHED_GEMM},
-    {"aten::baddbmm", DS_OP_BATCHED_GEMM},
-    {"aten::scaled_dot_product_attention", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_flash_attention", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_efficient_attention", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_flash_attention_backward", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_efficient_attention_backward", DS_OP_FLASH_ATTENTION},
-    {"aten::_flash_attention_forward", DS_OP_FLASH_ATTENTION},
-    {"aten::_flash_attention_backward", DS_OP_FLASH_ATTENTION},
-    {"aten::softmax", DS_OP_SOFTMAX},
-    {"aten::_softmax", DS_OP_SOFTMAX},
-    {"aten::_softmax_backward_data", DS_OP_SOFTMAX},
-    {"aten::layer_norm", DS_OP_LAYERNORM},
-    {"aten::native_layer_norm", DS_OP_LAYERNORM},
-    {"aten::native_layer_norm_backward", DS_OP_LAYERNORM},
-    {"aten::rms_norm", DS_OP_RMSNORM},
-    {"aten::gelu", DS_OP_GELU},
-    {"aten::gelu_backward", DS_OP_GELU},
-    {"aten::relu", DS_OP_RELU},
-    {"aten::threshold_backward", DS_OP_RELU},
-    {"aten::silu", DS_OP_SWIGLU},
-    {"aten::silu_backward", DS_OP_SWIGLU},
-    {"aten::dropout", DS_OP_DROPOUT},
-    {"aten::native_dropout", DS_OP_DROPOUT},
-    {"aten::native_dropout_backward", DS_OP_DROPOUT},
+    {"aten::mm", DS_OP_GEMM, 1},              /* (self [m,k], mat2 [k,n]) */
+    {"aten::addmm", DS_OP_GEMM, 2},           /* (bias, mat1 [m,k], mat2 [k,n], beta, alpha) */
+    {"aten::bmm", DS_OP_BATCHED_GEMM, 1},     /* (self [b,m,k], mat2 [b,k,n]) */
+    {"aten::baddbmm", DS_OP_BATCHED_GEMM, 2}, /* (self, batch1, batch2, beta, alpha) */
+    {"aten::scaled_dot_product_attention", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_flash_attention", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_efficient_attention", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_flash_attention_backward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_efficient_attention_backward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_flash_attention_forward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_flash_attention_backward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::softmax", DS_OP_SOFTMAX, 0},
+    {"aten::_softmax", DS_OP_SOFTMAX, 0},
+    {"aten::_softmax_backward_data", DS_OP_SOFTMAX, 0},
+    {"aten::layer_norm", DS_OP_LAYERNORM, 0},
+    {"aten::native_layer_norm", DS_OP_LAYERNORM, 0},
+    {"aten::native_layer_norm_backward", DS_OP_LAYERNORM, 0},
+    {"aten::rms_norm", DS_OP_RMSNORM, 0},
+    {"aten::gelu", DS_OP_GELU, 0},
+    {"aten::gelu_backward", DS_OP_GELU, 0},
+    {"aten::relu", DS_OP_RELU, 0},
+    {"aten::threshold_backward", DS_OP_RELU, 0},
+    {"aten::silu", DS_OP_SWIGLU, 0},
+    {"aten::silu_backward", DS_OP_SWIGLU, 0},
+    {"aten::dropout", DS_OP_DROPOUT, 0},
+    {"aten::native_dropout", DS_OP_DROPOUT, 0},
+    {"aten::native_dropout_backward", DS_OP_DROPOUT, 0},
     /* Dropout as a mask multiply (CPU builds of 1.13): its backward is a
      * MulBackward0; the alignment absorbs other multiplies' (a scale). */
-    {"MulBackward0", DS_OP_DROPOUT},
-    {"aten::add", DS_OP_ADD},
-    {"aten::add_", DS_OP_ADD},
-    {"aten::embedding", DS_OP_EMBEDDING},
-    {"aten::embedding_backward", DS_OP_EMBEDDING},
-    {"aten::embedding_dense_backward", DS_OP_EMBEDDING},
-    {"aten::cross_entropy_loss", DS_OP_CROSS_ENTROPY},
-    {"aten::nll_loss_backward", DS_OP_CROSS_ENTROPY},
-    {"aten::_log_softmax_backward_data", DS_OP_CROSS_ENTROPY},
+    {"MulBackward0", DS_OP_DROPOUT, 0},
+    {"aten::add", DS_OP_ADD, 0},
+    {"aten::add_", DS_OP_ADD, 0},
+    {"aten::embedding", DS_OP_EMBEDDING, 0},
+    {"aten::embedding_backward", DS_OP_EMBEDDING, 0},
+    {"aten::embedding_dense_backward", DS_OP_EMBEDDING, 0},
+    {"aten::cross_entropy_loss", DS_OP_CROSS_ENTROPY, 0},
+    {"aten::nll_loss_backward", DS_OP_CROSS_ENTROPY, 0},
+    {"aten::_log_softmax_backward_data", DS_OP_CROSS_ENTROPY, 0},
     /* Megatron-LM's vocabulary-parallel cross-entropy (an autograd Function) */
-    {"_VocabParallelCrossEntropy", DS_OP_CROSS_ENTROPY},
-    {"_VocabParallelCrossEntropyBackward", DS_OP_CROSS_ENTROPY},
+    {"_VocabParallelCrossEntropy", DS_OP_CROSS_ENTROPY, 0},
+    {"_VocabParallelCrossEntropyBackward", DS_OP_CROSS_ENTROPY, 0},
 };
 
 /* Collectives: names that start with these. */
 static const char *const collective_prefixes[] = {"gloo:", "nccl:", "c10d::", "record_param_comms"};
 
-static uint8_t op_of_name(const char *name, bool *known_p)
+static uint8_t op_of_name(const char *name, bool *known_p, uint8_t *first_matrix_p)
 {
     *known_p = true;
+    *first_matrix_p = 0;
     for (size_t i = 0; i < DSI_ARRAY_SIZE(known_ops); i++)
-        if (strcmp(name, known_ops[i].name) == 0)
+        if (strcmp(name, known_ops[i].name) == 0) {
+            *first_matrix_p = known_ops[i].first_matrix;
             return known_ops[i].op;
+        }
     for (size_t i = 0; i < DSI_ARRAY_SIZE(collective_prefixes); i++)
         if (strncmp(name, collective_prefixes[i], strlen(collective_prefixes[i])) == 0)
             return DSI_TRACE_COLLECTIVE;
@@ -179,6 +183,53 @@ static int64_t correlation_of(const json_t *args)
     return 0;
 }
 
+/* Dimension list `index` of "Input Dims" when it has `rank` positive sizes. */
+static bool matrix_of(const json_t *input_dims, size_t index, size_t rank, int64_t *dims)
+{
+    const json_t *list = json_array_get(input_dims, index);
+    if (!json_is_array(list) || json_array_size(list) != rank)
+        return false;
+    for (size_t i = 0; i < rank; i++) {
+        const json_t *value = json_array_get(list, i);
+        if (!json_is_integer(value) || json_integer_value(value) < 1 ||
+            json_integer_value(value) > ((json_int_t)1 << 40))
+            return false;
+        dims[i] = (int64_t)json_integer_value(value);
+    }
+    return true;
+}
+
+/* m, n, k (and the batch) of a GEMM operator from its "Input Dims"; false
+ * when they do not read as two multipliable matrices (or batches of them). */
+static bool gemm_shape_of(uint8_t op, uint8_t first_matrix, const json_t *input_dims,
+                          dsi_trace_gemm_t *shape)
+{
+    size_t rank = op == DS_OP_BATCHED_GEMM ? 3 : 2;
+    int64_t a[3], b[3];
+    if (first_matrix == 0 || !json_is_array(input_dims) ||
+        !matrix_of(input_dims, first_matrix - 1u, rank, a) ||
+        !matrix_of(input_dims, first_matrix, rank, b) || a[rank - 1] != b[rank - 2] ||
+        (rank == 3 && a[0] != b[0]))
+        return false;
+    *shape = (dsi_trace_gemm_t){a[rank - 2], b[rank - 1], a[rank - 1], rank == 3 ? a[0] : 0};
+    return true;
+}
+
+static ds_status_t add_gemm_shape(ds_torch_trace_t *t, const dsi_trace_gemm_t *shape,
+                                  uint32_t *index_p)
+{
+    if (t->num_gemm_shapes >= UINT32_MAX - 1)
+        return DSI_ERROR(DS_ERR_OVERFLOW, "a trace with more than 4 billion GEMMs");
+    if (t->num_gemm_shapes == t->gemm_shapes_capacity) {
+        size_t capacity = DSI_MAX(2 * t->gemm_shapes_capacity, 256);
+        DSI_TRY(dsi_realloc_array(&t->gemm_shapes, capacity, sizeof(*t->gemm_shapes)));
+        t->gemm_shapes_capacity = capacity;
+    }
+    t->gemm_shapes[t->num_gemm_shapes++] = *shape;
+    *index_p = (uint32_t)t->num_gemm_shapes; /* 1-based: 0 is none */
+    return DS_OK;
+}
+
 static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char *origin,
                              size_t *capacity_p)
 {
@@ -210,6 +261,7 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     const char *cat = json_string_value(json_object_get(item, "cat"));
     const json_t *args = json_object_get(item, "args");
     bool known;
+    uint8_t first_matrix = 0;
     if (category_in(cat, device_categories)) {
         e->role = DSI_ROLE_KERNEL;
         e->correlation = correlation_of(args);
@@ -225,12 +277,16 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
         e->role = DSI_ROLE_RANGE;
         t->ranges++;
     } else {
-        e->op = op_of_name(name, &known);
+        e->op = op_of_name(name, &known, &first_matrix);
         e->role = known ? DSI_ROLE_OP : DSI_ROLE_OTHER;
     }
-    if (json_is_object(args) && json_is_array(json_object_get(args, "Input Dims"))) {
+    const json_t *input_dims = json_is_object(args) ? json_object_get(args, "Input Dims") : NULL;
+    if (json_is_array(input_dims)) {
         e->shapes = 1;
         t->with_shapes++;
+        dsi_trace_gemm_t shape;
+        if (e->role == DSI_ROLE_OP && gemm_shape_of(e->op, first_matrix, input_dims, &shape))
+            DSI_TRY(add_gemm_shape(t, &shape, &e->gemm_shape));
     }
     DSI_TRY(add_name(t, name, &e->name));
     t->count++;
@@ -454,6 +510,7 @@ static ds_status_t parse_text(const char *text, size_t size, const char *origin,
     }
     DSI_TRY_GOTO(dsi_calloc(1, sizeof(*t), &t), status, out);
     t->format = format;
+    DSI_TRY_GOTO(dsi_strdup(origin, &t->origin), status, out);
     size_t capacity = 0;
     for (size_t i = 0; i < json_array_size(list); i++)
         DSI_TRY_GOTO(add_event(t, json_array_get(list, i), origin, &capacity), status, out);
@@ -511,6 +568,8 @@ void ds_torch_trace_destroy(ds_torch_trace_t *trace)
         return;
     dsi_free(trace->events);
     dsi_free(trace->names);
+    dsi_free(trace->gemm_shapes);
+    dsi_free(trace->origin);
     dsi_free(trace->iterations_s);
     dsi_free(trace);
 }

@@ -101,7 +101,20 @@ expect 2 "validate: truncated" "$dsmpi" validate --torch-trace "$data/bad/trunca
     --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
 one_line_naming "truncated.json" "validate: truncated"
 
+# record_shapes: the GEMMs' Input Dims agree with the model's keys, or the import is refused.
+expect 0 "kineto shapes" "$dsmpi" import --torch-trace "$data/single-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db shapes.h5
+grep -q "the Input Dims of 21 traced GEMMs agree" out || fail "kineto shapes: $(cat out)"
+
 before=$(cksum < db.h5)
+expect 2 "another micro-batch size" "$dsmpi" import --torch-trace "$data/single-kineto.json" \
+    $run --strategy dp=1,tp=1,pp=1,mbs=1,gbs=1 --profile-db db.h5
+one_line_naming "single-kineto.json: layer:0:fwd" "another micro-batch size"
+grep -q "expects 'gemm fwd fp32 NT m=64 n=384 k=128' (attn.qkv) where the trace has aten::addmm \
+with Input Dims m=128 n=384 k=128" err || fail "another micro-batch size: $(cat err)"
+expect 2 "another micro-batch size (new database)" "$dsmpi" import --torch-trace \
+    "$data/single-kineto.json" $run --strategy dp=1,tp=1,pp=1,mbs=1,gbs=1 --profile-db new.h5
+[ -e new.h5 ] && fail "another micro-batch size: new.h5 was written" && rm -f new.h5
 for bad in truncated.json not-a-trace.json no-iteration.json gzip.json.gz; do
     expect 2 "$bad" "$dsmpi" import --torch-trace "$data/bad/$bad" $run \
         --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5

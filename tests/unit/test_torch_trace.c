@@ -282,6 +282,7 @@ static void check_gpu(void)
     CHECK_INT(r.ranges_mapped, 2);
     CHECK_INT(r.keys, 12);
     CHECK_INT(r.model_ops_unmatched, 0);
+    CHECK_INT(r.shapes_checked, 6); /* 4 GEMMs, 2 batched */
     int64_t n = 0;
     /* qkv: launched with cuLaunchKernel (cuda_driver) from aten::addmm inside aten::linear,
      * whose CPU time is 45 us */
@@ -320,6 +321,78 @@ static void check_gpu(void)
     CHECK_NEAR(mean, 121.0e-6, 1e-9);
     ds_torch_trace_part_time(trace, DS_FRAMEWORK_OPTIMIZER, &count, &mean);
     CHECK_NEAR(mean, 50.0e-6, 1e-9);
+out:
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
+/* Kineto traces with record_shapes: a GEMM's Input Dims must agree with the
+ * model's key where it is matched (re-paired where torch issues a pair in the
+ * other order), and a trace of another run is refused with one line. */
+static void check_shapes(void)
+{
+    static const char text[] =
+        "{\"traceEvents\": ["
+        " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"ts\": 0,"
+        "  \"dur\": 1000, \"pid\": 1, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"head:bwd\", \"ts\": 100,"
+        "  \"dur\": 800, \"pid\": 1, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::nll_loss_backward\", \"ts\": 110,"
+        "  \"dur\": 40, \"pid\": 1, \"tid\": 1, \"args\": {\"Input Dims\": [[], [128, 4096]]}},"
+        /* the weight gradient first, as torch issues it: m=4096 n=128 k=128 */
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 200, \"dur\": 100,"
+        "  \"pid\": 1, \"tid\": 1, \"args\": {\"Input Dims\": [[4096, 128], [128, 128]]}},"
+        /* then the input gradient: m=128 n=128 k=4096 */
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 400, \"dur\": 200,"
+        "  \"pid\": 1, \"tid\": 1, \"args\": {\"Input Dims\": [[128, 4096], [4096, 128]]}},"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::native_layer_norm_backward\","
+        "  \"ts\": 700, \"dur\": 100, \"pid\": 1, \"tid\": 1,"
+        "  \"args\": {\"Input Dims\": [[2, 64, 128], [2, 64, 128]]}}]}";
+    ds_torch_trace_t *trace = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "shapes.json", &trace));
+    ds_model_t *model = tiny_model();
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace == NULL || model == NULL || costs == NULL)
+        goto out;
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_INT(r.shapes_checked, 2);
+    CHECK_INT(r.model_ops_unmatched, 0);
+    /* costs end to end in trace order: the weight gradient 150..300, the input gradient
+     * 300..600 (in the model's order they would have been swapped) */
+    CHECK_NEAR(cost_of(costs, "gemm bwd fp32 TN m=4096 n=128 k=128", NULL), 150e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "gemm bwd fp32 NN m=128 n=128 k=4096", NULL), 300e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "layernorm bwd fp32 rows=128 cols=128", NULL), 300e-6, 1e-9);
+    /* A model run with one sequence per micro-batch: m is 64, the trace's 128. */
+    ds_strategy_t other = strategy_of(model, "dp=1,tp=1,pp=1,mbs=1,gbs=1", 1);
+    ds_cost_table_t *none = NULL;
+    CHECK_OK(ds_cost_table_create(&none));
+    CHECK_FAILS(ds_torch_trace_map(trace, model, &other, 0, none, &r), DS_ERR_INVALID_ARG,
+                "Input Dims");
+    const char *message = ds_last_error();
+    CHECK_MSG(strstr(message, "shapes.json: head:bwd") != NULL &&
+                  strstr(message, "expects 'gemm bwd fp32 NN m=64 n=128 k=4096' "
+                                  "(head.logits.dgrad)") != NULL &&
+                  strstr(message, "aten::mm with Input Dims m=4096 n=128 k=128") != NULL &&
+                  strchr(message, '\n') == NULL,
+              "'%s'", message);
+    CHECK_INT(ds_cost_table_size(none), 0);
+    ds_cost_table_destroy(none);
+    /* The real Kineto fixture agrees with the model it ran, re-paired where needed. */
+    ds_torch_trace_t *real = load("single-kineto.json");
+    ds_cost_table_t *real_costs = NULL;
+    CHECK_OK(ds_cost_table_create(&real_costs));
+    if (real != NULL && real_costs != NULL) {
+        CHECK_OK(ds_torch_trace_map(real, model, &s, 0, real_costs, &r));
+        CHECK_INT(r.shapes_checked, 21); /* 6 forward, 12 backward GEMMs of the layer, 3 head */
+        CHECK_FAILS(ds_torch_trace_map(real, model, &other, 0, real_costs, &r), DS_ERR_INVALID_ARG,
+                    "attn.qkv");
+    }
+    ds_cost_table_destroy(real_costs);
+    ds_torch_trace_destroy(real);
 out:
     ds_cost_table_destroy(costs);
     ds_model_destroy(model);
@@ -406,5 +479,6 @@ int main(int argc, char **argv)
     check_synthetic();
     check_gzip();
     check_gpu();
+    check_shapes();
     return check_summary("test_torch_trace");
 }
