@@ -126,7 +126,8 @@ static ds_status_t import_torch_trace(const import_context_t *context, const cha
             status = ds_set_error(DS_ERR_BAD_FILE,
                                   "%s: no layer pass of the trace maps onto the model (accepted: "
                                   "ranges named layer:N:fwd|bwd, embedding:fwd|bwd, "
-                                  "head:fwd|bwd, Optimizer.step#...)",
+                                  "head:fwd|bwd, Optimizer.step#..., or with_stack's "
+                                  "\"nn.Module: TransformerLayer_N\"-style module events)",
                                   path);
     }
     for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(table); i++) {

@@ -17,7 +17,13 @@
  *   "embedding:fwd", "embedding:bwd"    the embedding
  *   "head:fwd", "head:bwd"              final norm, logits and loss
  * and the optimizer step is the range "Optimizer.step#..." that
- * torch.optim writes itself.
+ * torch.optim writes itself.  With with_stack=True the Python tracer's
+ * "nn.Module: CLASS_N" events of a transformer-layer class (Megatron-Core's
+ * TransformerLayer, GPT2Block, ...DecoderLayer; the innermost when they nest)
+ * are forward passes of layer N of the traced stage (N counts the stage's
+ * layers), and the backward pass of each runs from the first to the last
+ * autograd function ("autograd::engine::evaluate_function: ...") whose
+ * "Sequence number" is one of its forward operators'.
  *
  * Mapping.  The operators inside a layer-pass range (the outermost ones
  * that name a known kind: aten::mm/addmm = GEMM, aten::bmm/baddbmm =

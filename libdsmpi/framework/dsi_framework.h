@@ -36,8 +36,11 @@ typedef struct dsi_trace_event {
     uint8_t shapes;      /* operator with input shapes */
     int32_t layer;       /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
     uint32_t gemm_shape; /* GEMM operators with "Input Dims": 1 + index in gemm_shapes, or 0 */
-    int64_t correlation; /* launches and device work: args "correlation" (0: none) */
-    double device_us;    /* launches: the duration of the device work they launched */
+    uint8_t module;      /* ranges: a layer named by its nn.Module, numbered in its stage */
+    uint8_t backward_node; /* an autograd function ("autograd::engine::evaluate_function: ") */
+    int64_t sequence;      /* args "Sequence number" (autograd's, forward op to backward), or -1 */
+    int64_t correlation;   /* launches and device work: args "correlation" (0: none) */
+    double device_us;      /* launches: the duration of the device work they launched */
 } dsi_trace_event_t;
 
 #define DSI_TRACE_COLLECTIVE 255
@@ -61,6 +64,20 @@ static inline const char *dsi_trace_name(const ds_torch_trace_t *t, const dsi_tr
 {
     return t->names + e->name;
 }
+
+/* Names of the trace (trace.c): `name` appended to the pool. */
+ds_status_t dsi_trace_add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p);
+/* The events sorted by thread, start, the enclosing first (trace.c). */
+void dsi_trace_sort(ds_torch_trace_t *t);
+
+/* Module ranges (modules.c).  "nn.Module: CLASS_N" of a transformer-layer
+ * class: N (the instance's number in call order). */
+bool dsi_module_layer_of_name(const char *name, int32_t *layer_p);
+bool dsi_is_backward_node(const char *name);
+/* On the sorted events: layer modules holding other layer modules demoted,
+ * and a backward range added for every forward one whose operators' sequence
+ * numbers the autograd functions of the trace carry. */
+ds_status_t dsi_trace_module_passes(ds_torch_trace_t *t);
 
 /* Microseconds of device work launched inside event `index` (its launches on
  * its thread, nested in it). */

@@ -172,6 +172,22 @@ static ds_status_t align(const uint8_t *model, size_t nm, const uint8_t *traced,
     return DS_OK;
 }
 
+#define DSI_NO_LAYER (-100)
+
+/* The model's layer of a module range: its number counts the layers of this
+ * stage (its chunks in order); DSI_NO_LAYER beyond them. */
+static int stage_layer(const mapper_t *m, int local)
+{
+    for (int chunk = 0; chunk < m->strategy->vpp; chunk++) {
+        int first = 0, count = 0;
+        ds_strategy_chunk_layers(m->strategy, m->num_layers, m->stage, chunk, &first, &count);
+        if (local < count)
+            return first + local;
+        local -= count;
+    }
+    return DSI_NO_LAYER;
+}
+
 /* A traced GEMM's shape agrees with the model's key: the same k (the reduced
  * dimension), m and n in either order (torch computes some products
  * transposed, C^T = B^T A^T), the same batch. */
@@ -315,10 +331,11 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         *mapped_p = true;
         return map_optimizer(m, index);
     }
-    if (range->layer >= m->num_layers)
+    int layer = range->module ? stage_layer(m, range->layer) : range->layer;
+    if (layer >= m->num_layers || layer == DSI_NO_LAYER)
         return DS_OK;
     size_t num_ops = 0;
-    DSI_TRY(dsi_model_layer_ops(m->model, range->layer, &m->ctx, (ds_pass_t)range->pass, m->ops,
+    DSI_TRY(dsi_model_layer_ops(m->model, layer, &m->ctx, (ds_pass_t)range->pass, m->ops,
                                 DSI_MAX_LAYER_OPS, &num_ops));
     size_t first = index + 1, last = first;
     while (last < t->count && t->events[last].thread == range->thread &&

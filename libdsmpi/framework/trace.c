@@ -118,7 +118,7 @@ static bool range_of_name(const char *name, int32_t *layer_p, uint8_t *pass_p)
     return true;
 }
 
-static ds_status_t add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p)
+ds_status_t dsi_trace_add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p)
 {
     size_t length = strlen(name) + 1;
     if (t->names_used + length > t->names_size) {
@@ -276,10 +276,20 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     } else if (range_of_name(name, &e->layer, &e->pass)) {
         e->role = DSI_ROLE_RANGE;
         t->ranges++;
+    } else if (dsi_module_layer_of_name(name, &e->layer)) {
+        e->role = DSI_ROLE_RANGE;
+        e->pass = DS_PASS_FORWARD;
+        e->module = 1;
+        t->ranges++;
     } else {
         e->op = op_of_name(name, &known, &first_matrix);
         e->role = known ? DSI_ROLE_OP : DSI_ROLE_OTHER;
     }
+    e->backward_node = dsi_is_backward_node(name);
+    e->sequence = -1;
+    const json_t *sequence = json_is_object(args) ? json_object_get(args, "Sequence number") : NULL;
+    if (json_is_integer(sequence) && json_integer_value(sequence) >= 0)
+        e->sequence = (int64_t)json_integer_value(sequence);
     const json_t *input_dims = json_is_object(args) ? json_object_get(args, "Input Dims") : NULL;
     if (json_is_array(input_dims)) {
         e->shapes = 1;
@@ -288,7 +298,7 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
         if (e->role == DSI_ROLE_OP && gemm_shape_of(e->op, first_matrix, input_dims, &shape))
             DSI_TRY(add_gemm_shape(t, &shape, &e->gemm_shape));
     }
-    DSI_TRY(add_name(t, name, &e->name));
+    DSI_TRY(dsi_trace_add_name(t, name, &e->name));
     t->count++;
     return DS_OK;
 }
@@ -311,6 +321,12 @@ static int compare_events(const void *a, const void *b)
         return x->end_us > y->end_us ? -1 : 1; /* the enclosing event first */
     int rx = tie_rank(x->role), ry = tie_rank(y->role);
     return rx > ry ? -1 : rx < ry;
+}
+
+void dsi_trace_sort(ds_torch_trace_t *t)
+{
+    if (t->count > 0)
+        qsort(t->events, t->count, sizeof(*t->events), compare_events);
 }
 
 typedef struct device_work {
@@ -514,9 +530,9 @@ static ds_status_t parse_text(const char *text, size_t size, const char *origin,
     size_t capacity = 0;
     for (size_t i = 0; i < json_array_size(list); i++)
         DSI_TRY_GOTO(add_event(t, json_array_get(list, i), origin, &capacity), status, out);
-    if (t->count > 0)
-        qsort(t->events, t->count, sizeof(*t->events), compare_events);
+    dsi_trace_sort(t);
     DSI_TRY_GOTO(link_device_work(t), status, out);
+    DSI_TRY_GOTO(dsi_trace_module_passes(t), status, out);
     size_t steps = 0;
     for (size_t i = 0; i < t->count; i++)
         steps += t->events[i].role == DSI_ROLE_STEP;

@@ -59,6 +59,14 @@ grep -q "20 kernels, copies and memsets, 19 linked to their launches" out ||
 grep -q "costs are device time: 0.000165 s of the matched operators' work; 0.000006 s" out ||
     fail "gpu trace: device time: $(cat out)"
 
+# Layer ranges from with_stack's module events (Megatron-Core's TransformerLayer), the
+# backward passes found through autograd's sequence numbers.
+expect 0 "module ranges" "$dsmpi" import --torch-trace "$data/modules-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=4 --profile-db modules.h5
+grep -Eq '^ +torch-trace +26 ' out || fail "module ranges: not 26 keys: $(cat out)"
+grep -q "mapped: 4 ranges onto 26 keys" out || fail "module ranges: $(cat out)"
+[ -s err ] && fail "module ranges: a warning: $(cat err)"
+
 # tp=2: its collectives are left out of the compute costs.
 expect 0 "tp trace" "$dsmpi" import --torch-trace "$data/tp2-rank0-legacy.json" $run \
     --strategy dp=1,tp=2,pp=1,mbs=2,gbs=2 --profile-db tp.h5

@@ -8,10 +8,10 @@
 
 static const char *data_dir;
 
-static ds_model_t *tiny_model(void)
+static ds_model_t *model_named(const char *name)
 {
     char path[512];
-    snprintf(path, sizeof(path), "%s/torch/gpt2-tiny-1l.json", data_dir);
+    snprintf(path, sizeof(path), "%s/torch/%s", data_dir, name);
     ds_model_t *model = NULL;
     CHECK_OK(ds_model_load(path, &model));
     if (model != NULL) {
@@ -19,6 +19,11 @@ static ds_model_t *tiny_model(void)
         CHECK_OK(ds_model_set_dtype(model, DS_DTYPE_FP32));
     }
     return model;
+}
+
+static ds_model_t *tiny_model(void)
+{
+    return model_named("gpt2-tiny-1l.json");
 }
 
 static ds_strategy_t strategy_of(const ds_model_t *model, const char *text, int gpus)
@@ -399,6 +404,83 @@ out:
     ds_torch_trace_destroy(trace);
 }
 
+/* Layer ranges from with_stack's module events (make_kineto_fixtures.py:
+ * Megatron-Core's GPTModel > TransformerBlock > TransformerLayer, two
+ * micro-batches); the backward passes through the sequence numbers. */
+static void check_modules(void)
+{
+    ds_torch_trace_t *trace = load("modules-kineto.json");
+    ds_model_t *model = tiny_model();
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace == NULL || model == NULL || costs == NULL)
+        goto out;
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    /* TransformerLayer_0 twice forward, twice backward; not the TransformerBlock around it */
+    CHECK_INT(info.ranges, 4);
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=4", 1);
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_INT(r.ranges_mapped, 4);
+    CHECK_INT(r.ranges_skipped, 0);
+    CHECK_INT(r.keys, 26);               /* 11 forward, 15 backward */
+    CHECK_INT(r.shapes_checked, 36);     /* 6 forward and 12 backward GEMMs, twice */
+    CHECK_INT(r.model_ops_unmatched, 4); /* the residuals' backward: no operator in torch */
+    CHECK(r.coverage > DS_FRAMEWORK_MIN_COVERAGE);
+    double total = 0.0;
+    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(costs, i, &key, &cost);
+        total += cost->mean_s * (double)cost->repetitions;
+    }
+    CHECK_NEAR(total, r.mapped_s, 1e-6); /* CPU costs end to end fill the passes */
+    int64_t n = 0;
+    cost_of(costs, "gemm bwd fp32 TN m=512 n=128 k=128", &n); /* fc1's weight gradient */
+    CHECK_INT(n, 2);
+    size_t count = 0;
+    double fwd = 0.0, bwd = 0.0;
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &fwd);
+    CHECK_INT(count, 2);
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_BACKWARD, &count, &bwd);
+    CHECK_INT(count, 2);
+    CHECK(fwd > 0.0 && bwd > fwd); /* the backward pass: from its first autograd function */
+out:
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+
+    /* Module numbers count the layers of the traced stage: on stage 1 of a 4-layer model
+     * under pp=2, GPT2Block_1 is layer 3, and GPT2Block_2 is beyond the stage. */
+    static const char text[] =
+        "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"nn.Module: GPT2Block_1\","
+        "  \"ts\": 100, \"dur\": 300, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"nn.Module: GPT2Block_2\","
+        "  \"ts\": 500, \"dur\": 300, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 510, \"dur\": 40, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"nn.Module: GPT2Model_0\", \"ts\": 50, \"dur\": 900,"
+        "  \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"nn.Module: Block_x\", \"ts\": 60, \"dur\": 10, \"tid\": 1}]";
+    trace = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "stage.json", &trace));
+    model = model_named("gpt2-tiny.json");
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace != NULL && model != NULL && costs != NULL) {
+        ds_torch_trace_get_info(trace, &info);
+        CHECK_INT(info.ranges, 2);
+        ds_strategy_t pp = strategy_of(model, "dp=1,tp=1,pp=2,mbs=2,gbs=4", 2);
+        CHECK_OK(ds_torch_trace_map(trace, model, &pp, 1, costs, &r));
+        CHECK_INT(r.ranges_mapped, 1);
+        CHECK_INT(r.ranges_skipped, 1);
+    }
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
 /* `text` as a gzip file of `members` members (the text split evenly), as
  * gzip(1) or Python's gzip module writes it.  Caller frees. */
 static unsigned char *gzip_text(const char *text, int members, size_t *size_p)
@@ -480,5 +562,6 @@ int main(int argc, char **argv)
     check_gzip();
     check_gpu();
     check_shapes();
+    check_modules();
     return check_summary("test_torch_trace");
 }

@@ -8,10 +8,14 @@ every duration is chosen so that a test can assert what dsmpi makes of it).
                        record_function range, the optimizer step; cpu_op events
                        with "Input Dims", cuda_runtime / cuda_driver launches and
                        kernel / gpu_memset work linked by args "correlation".
+  modules-kineto.json  a CPU trace with with_stack=True: layer ranges are the
+                       python_function events "nn.Module: TransformerLayer_0"
+                       (Megatron-Core's class), two micro-batches, the backward
+                       pass found through the ops' "Sequence number".
 
 The format follows libkineto's output_json.cpp and CuptiActivity.cpp: "X"
 events with ts/dur in microseconds (three decimals), cpu_op args "External
-id", "Input Dims", "Input type";
+id", "Input Dims", "Input type", "Sequence number", "Fwd thread id";
 cudaLaunchKernel (cbid 211), cudaMemsetAsync (cbid 51), cuLaunchKernel
 (cuda_driver, cbid 307) with args "cbid", "correlation"; kernels on pid =
 device, tid = stream with "queued", "device", "context", "stream",
@@ -212,5 +216,100 @@ def gpu_fixture():
     tr.write("gpu-kineto.json", record_shapes=1, with_stack=0, profile_memory=0)
 
 
+def modules_fixture():
+    """modules-kineto.json: a CPU trace whose layer ranges are nn.Module events."""
+    tr = Trace()
+    B, S, H = 2, 64, 128
+    seqs = {}
+
+    def fwd(name, dims, dur, label):
+        tr.op(name, dims, dur, seq=True)
+        seqs.setdefault(label, []).append(tr.seq)
+
+    def module(name, body, tid=TID):
+        tr.user_range("nn.Module: " + name, body, gpu_copy=False, cat="python_function",
+                      tid=tid)
+
+    def layer(mb):
+        module("LayerNorm_0", lambda: fwd("aten::layer_norm", [[B, S, H], [], [H], [H], [], []],
+                                          20.0, "ln1"))
+        module("Linear_0", lambda: fwd("aten::addmm", [[3 * H], [B * S, H], [H, 3 * H], [], []],
+                                       30.0, "qkv"))
+        fwd("aten::bmm", [[8, S, 32], [8, 32, S]], 15.0, "scores")
+        fwd("aten::softmax", [[8, S, S], [], []], 10.0, "softmax")
+        fwd("aten::dropout", [[8, S, S], [], []], 8.0, "drop1")
+        fwd("aten::bmm", [[8, S, S], [8, S, 32]], 15.0, "context")
+        module("Linear_1", lambda: fwd("aten::addmm", [[H], [B * S, H], [H, H], [], []],
+                                       20.0, "proj"))
+        fwd("aten::add", [[B, S, H], [B, S, H], []], 6.0, "res1")
+        module("LayerNorm_1", lambda: fwd("aten::layer_norm", [[B, S, H], [], [H], [H], [], []],
+                                          20.0, "ln2"))
+        module("Linear_2", lambda: fwd("aten::addmm", [[4 * H], [B * S, H], [H, 4 * H], [], []],
+                                       40.0, "fc1"))
+        fwd("aten::gelu", [[B, S, 4 * H], []], 12.0, "gelu")
+        module("Linear_3", lambda: fwd("aten::addmm", [[H], [B * S, 4 * H], [4 * H, H], [], []],
+                                       40.0, "fc2"))
+        fwd("aten::add", [[B, S, H], [B, S, H], []], 6.0, "res2")
+
+    def backward_node(node, seq, inner, tid=TID):
+        """autograd::engine::evaluate_function: NODE with the forward op's sequence number."""
+        start = tr.t
+        tr.x("cpu_op", "autograd::engine::evaluate_function: " + node, start, 0.0, tid=tid,
+             args={"External id": 0, "Sequence number": seq, "Fwd thread id": 1})
+        tr.t += 1.0
+        for name, dims, dur in inner:
+            tr.op(name, dims, dur, tid=tid)
+        tr.events[-1 - len(inner)]["dur"] = round(tr.t - start, 3)
+        tr.t += 1.0
+
+    def backward(mb):
+        s = {k: v[mb] for k, v in seqs.items()}
+        backward_node("AddBackward0", s["res2"], [])
+        backward_node("AddmmBackward0", s["fc2"], [
+            ("aten::mm", [[B * S, H], [H, 4 * H]], 30.0),
+            ("aten::mm", [[H, B * S], [B * S, 4 * H]], 30.0)])
+        backward_node("GeluBackward0", s["gelu"], [
+            ("aten::gelu_backward", [[B * S, 4 * H], [B * S, 4 * H], []], 12.0)])
+        backward_node("AddmmBackward0", s["fc1"], [
+            ("aten::mm", [[B * S, 4 * H], [4 * H, H]], 30.0),
+            ("aten::mm", [[4 * H, B * S], [B * S, H]], 30.0)])
+        backward_node("NativeLayerNormBackward0", s["ln2"], [
+            ("aten::native_layer_norm_backward", [[B, S, H], [B, S, H], [], [], [], [H], [H], []],
+             20.0)])
+        backward_node("AddBackward0", s["res1"], [])
+        backward_node("AddmmBackward0", s["proj"], [
+            ("aten::mm", [[B * S, H], [H, H]], 15.0),
+            ("aten::mm", [[H, B * S], [B * S, H]], 15.0)])
+        backward_node("BmmBackward0", s["context"], [
+            ("aten::bmm", [[8, S, 32], [8, 32, S]], 12.0),
+            ("aten::bmm", [[8, S, S], [8, S, 32]], 12.0)])
+        backward_node("NativeDropoutBackward0", s["drop1"], [
+            ("aten::native_dropout_backward", [[8, S, S], [8, S, S], []], 8.0)])
+        backward_node("SoftmaxBackward0", s["softmax"], [
+            ("aten::_softmax_backward_data", [[8, S, S], [8, S, S], [], []], 10.0)])
+        backward_node("BmmBackward0", s["scores"], [
+            ("aten::bmm", [[8, S, S], [8, S, 32]], 12.0),
+            ("aten::bmm", [[8, 32, S], [8, S, S]], 12.0)])
+        backward_node("AddmmBackward0", s["qkv"], [
+            ("aten::mm", [[B * S, 3 * H], [3 * H, H]], 20.0),
+            ("aten::mm", [[3 * H, B * S], [B * S, H]], 20.0)])
+        backward_node("NativeLayerNormBackward0", s["ln1"], [
+            ("aten::native_layer_norm_backward", [[B, S, H], [B, S, H], [], [], [], [H], [H], []],
+             20.0)])
+
+    def step():
+        def block(mb):  # Megatron-Core: GPTModel > TransformerBlock (the stack) > TransformerLayer
+            module("TransformerLayer_0", lambda: layer(mb))
+        for mb in range(2):
+            module("GPTModel_0", lambda: module("TransformerBlock_0", lambda: block(mb)))
+        tr.t += 20.0
+        for mb in reversed(range(2)):  # autograd runs CPU work on the calling thread
+            backward(mb)
+
+    tr.user_range("ProfilerStep#3", step)
+    tr.write("modules-kineto.json", record_shapes=1, with_stack=1, profile_memory=0)
+
+
 if __name__ == "__main__":
     gpu_fixture()
+    modules_fixture()
