@@ -205,7 +205,8 @@ static bool traced_agrees(const mapper_t *m, const ds_event_key_t *key, long eve
     return shape == 0 || shape_agrees(key, &m->trace->gemm_shapes[shape - 1]);
 }
 
-/* The one-line refusal: model operator `i` and the traced GEMM matched with it. */
+/* The one-line refusal: a model operator and a traced GEMM (with shapes) of
+ * its place that disagrees with it. */
 static ds_status_t shape_mismatch(const mapper_t *m, const dsi_trace_event_t *range,
                                   const dsi_op_t *op, const dsi_trace_event_t *e)
 {
@@ -255,13 +256,19 @@ static ds_status_t check_shapes(const mapper_t *m, const dsi_trace_event_t *rang
         traced[j] = match[first + j];
     for (size_t i = 0; i < count; i++) {
         const ds_event_key_t *key = &m->ops[model_index[first + i]].key;
-        size_t pick = count;
-        for (size_t j = 0; j < count && pick == count; j++)
-            if (!used[j] && traced_agrees(m, key, where[traced[j]]))
-                pick = j;
-        if (pick == count)
+        size_t pick = count, unused = count;
+        /* a traced GEMM with shapes that agree first, one without shapes after */
+        for (int pass = 0; pass < 2 && pick == count; pass++)
+            for (size_t j = 0; j < count && pick == count; j++) {
+                bool shaped = events[where[traced[j]]].gemm_shape != 0;
+                if (!used[j] && shaped == (pass == 0) && traced_agrees(m, key, where[traced[j]]))
+                    pick = j;
+                if (!used[j] && unused == count)
+                    unused = j;
+            }
+        if (pick == count) /* every traced GEMM left has shapes, none agreeing */
             return shape_mismatch(m, range, &m->ops[model_index[first + i]],
-                                  &events[where[match[first + i]]]);
+                                  &events[where[traced[unused]]]);
         used[pick] = true;
         paired[i] = traced[pick];
     }
@@ -624,7 +631,8 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     double idle = r.traced_s - r.mapped_s - operators_s;
     if (idle > 1e-9 * r.traced_s)
         DSI_TRY_GOTO(add_unmapped(m, IDLE_NAME, idle), status, out);
-    qsort(m->names, m->num_names, sizeof(*m->names), compare_named);
+    if (m->num_names > 0)
+        qsort(m->names, m->num_names, sizeof(*m->names), compare_named);
     for (size_t i = 0; i < m->num_names && r.num_unmapped < DS_FRAMEWORK_MAX_UNMAPPED; i++) {
         ds_framework_unmapped_t *u = &r.unmapped[r.num_unmapped++];
         snprintf(u->name, sizeof(u->name), "%s",
