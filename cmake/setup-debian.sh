@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian 12 packages dsmpi needs to build and test: OpenMPI,
-# parallel HDF5, OpenBLAS, jansson, CMake, Slurm with munge for the tests
+# parallel HDF5, OpenBLAS, jansson, zlib (gzip-compressed torch.profiler
+# traces; libhdf5-dev depends on it already), CMake, Slurm with munge for the tests
 # that run dsmpi under real Slurm daemons (slurm/local-cluster.sh starts
 # daemons of its own, in a directory of its own), and SimGrid (smpicc,
 # smpirun) for the virtual-cluster tests (label smpi).  Idempotent: quiet when
@@ -10,7 +11,7 @@
 set -eu
 
 packages="build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
-hdf5-tools libopenblas-dev libjansson-dev python3 munge slurmctld slurmd slurm-client
+hdf5-tools libopenblas-dev libjansson-dev zlib1g-dev python3 munge slurmctld slurmd slurm-client
 libsimgrid-dev clang-format"
 
 missing=""

@@ -126,7 +126,8 @@ static ds_status_t import_torch_trace(const import_context_t *context, const cha
             status = ds_set_error(DS_ERR_BAD_FILE,
                                   "%s: no layer pass of the trace maps onto the model (accepted: "
                                   "ranges named layer:N:fwd|bwd, embedding:fwd|bwd, "
-                                  "head:fwd|bwd, Optimizer.step#...)",
+                                  "head:fwd|bwd, Optimizer.step#..., or with_stack's "
+                                  "\"nn.Module: TransformerLayer_N\"-style module events)",
                                   path);
     }
     for (size_t i = 0; status == DS_OK && i < ds_cost_table_size(table); i++) {
@@ -351,6 +352,21 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
                "iterations' time; framework time between operators %.1f%% of it\n",
                m->ranges_mapped, m->keys, m->occurrences, 100.0 * m->coverage,
                m->mapped_s > 0.0 ? 100.0 * m->between_s / m->mapped_s : 0.0);
+        if (m->shapes_checked > 0)
+            printf("#   shapes: the Input Dims of %zu traced GEMMs agree with the model's\n",
+                   m->shapes_checked);
+        if (r->trace.kernels > 0)
+            printf("#   device work: %zu kernels, copies and memsets, %zu linked to their launches "
+                   "(correlation ids)%s\n",
+                   r->trace.kernels, r->trace.kernels_linked,
+                   m->device_timed ? "" : ": costs are CPU operator times");
+        if (m->device_timed) {
+            double all = m->kernel_s + m->kernel_other_s;
+            printf("#   costs are device time: %.6f s of the matched operators' work; %.6f s "
+                   "(%.1f%%) launched in the passes by operators of no known kind, not priced\n",
+                   m->kernel_s, m->kernel_other_s,
+                   all > 0.0 ? 100.0 * m->kernel_other_s / all : 0.0);
+        }
         if (m->collective_s > 0.0)
             printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "
                    "communication model)\n",

@@ -17,7 +17,13 @@
  *   "embedding:fwd", "embedding:bwd"    the embedding
  *   "head:fwd", "head:bwd"              final norm, logits and loss
  * and the optimizer step is the range "Optimizer.step#..." that
- * torch.optim writes itself.
+ * torch.optim writes itself.  With with_stack=True the Python tracer's
+ * "nn.Module: CLASS_N" events of a transformer-layer class (Megatron-Core's
+ * TransformerLayer, GPT2Block, ...DecoderLayer; the innermost when they nest)
+ * are forward passes of layer N of the traced stage (N counts the stage's
+ * layers), and the backward pass of each runs from the first to the last
+ * autograd function ("autograd::engine::evaluate_function: ...") whose
+ * "Sequence number" is one of its forward operators'.
  *
  * Mapping.  The operators inside a layer-pass range (the outermost ones
  * that name a known kind: aten::mm/addmm = GEMM, aten::bmm/baddbmm =
@@ -33,6 +39,24 @@
  * (layers, micro-batches, iterations) of a key; provenance "framework".
  * Time of an iteration outside every mapped range is listed by operator
  * name with its share.
+ *
+ * Shapes.  A matched GEMM operator with "Input Dims" (record_shapes) must
+ * agree with the model's key: the same k and batch, m and n in either order;
+ * GEMMs of one kind matched in a row are re-paired by shape where torch
+ * issues them in another order than the model lists them.  Otherwise mapping
+ * fails with DS_ERR_INVALID_ARG naming the pass, the model's key and the
+ * traced shape: the trace is not of `model` under `strategy`.
+ *
+ * GPU traces.  Kineto writes the device's work as "kernel", "gpu_memcpy" and
+ * "gpu_memset" events on the device's streams, and the runtime calls that
+ * launched them ("cuda_runtime" cudaLaunchKernel, cudaMemcpyAsync, ...;
+ * "cuda_driver" cuLaunchKernel) on the CPU thread inside the operator that
+ * made them; both carry args "correlation", the CUPTI id linking the two.
+ * When a trace holds such linked work, an operator's cost is the summed
+ * duration of the work launched inside it (its children's included), not
+ * the CPU operator's duration, and the optimizer step's is the work launched
+ * inside its range; device time launched inside a pass by operators of no
+ * known kind is counted (kernel_other_s), not priced.
  */
 #ifndef DSMPI_FRAMEWORK_H
 #define DSMPI_FRAMEWORK_H
@@ -53,13 +77,14 @@ typedef enum ds_torch_trace_format {
 
 typedef struct ds_torch_trace ds_torch_trace_t;
 
-/* Reads a trace of at most DS_MAX_TRACE_BYTES.  A file that is not JSON,
- * truncated, compressed (.json.gz is refused: decompress it first), not a
- * trace in either format, or without an iteration is DS_ERR_BAD_FILE with a
- * one-line message naming the file.  Caller frees with
- * ds_torch_trace_destroy. */
+/* Reads a trace of at most DS_MAX_TRACE_BYTES, plain JSON or gzip-compressed
+ * (the .json.gz torch.profiler writes when asked; recognised by its magic
+ * bytes, inflated to at most DS_MAX_TRACE_BYTES).  A file that is not JSON,
+ * truncated, a corrupt or truncated gzip file, not a trace in either format,
+ * or without an iteration is DS_ERR_BAD_FILE with a one-line message naming
+ * the file.  Caller frees with ds_torch_trace_destroy. */
 DS_API ds_status_t ds_torch_trace_load(const char *path, ds_torch_trace_t **trace_p);
-/* The same from text in memory; `origin` names it in messages. */
+/* The same from text (or gzip data) in memory; `origin` names it in messages. */
 DS_API ds_status_t ds_torch_trace_parse(const char *text, size_t size, const char *origin,
                                         ds_torch_trace_t **trace_p);
 /* NULL is a no-op. */
@@ -67,10 +92,11 @@ DS_API void ds_torch_trace_destroy(ds_torch_trace_t *trace);
 
 typedef struct ds_torch_trace_info {
     ds_torch_trace_format_t format;
-    size_t events;      /* complete ("X") events read */
-    size_t with_shapes; /* of them, operators with input shapes */
-    size_t kernels;     /* device kernels */
-    size_t ranges;      /* layer-pass and optimizer ranges */
+    size_t events;         /* complete ("X") events read */
+    size_t with_shapes;    /* of them, operators with input shapes */
+    size_t kernels;        /* device work: "kernel", "gpu_memcpy", "gpu_memset" events */
+    size_t kernels_linked; /* of them, linked to the runtime call that launched them */
+    size_t ranges;         /* layer-pass and optimizer ranges */
     int iterations;
     double iteration_mean_s;
     double iteration_median_s;
@@ -99,11 +125,15 @@ typedef struct ds_framework_result {
     size_t ranges_mapped;       /* ranges aligned with the model */
     size_t ranges_skipped;      /* ranges naming a layer the model lacks, or with no operator */
     size_t model_ops_unmatched; /* model operators of a mapped pass no trace operator matched */
+    size_t shapes_checked;      /* matched GEMMs whose traced "Input Dims" were compared */
     double traced_s;            /* the iterations' time */
     double mapped_s;            /* of it, inside mapped ranges */
     double between_s;           /* of the mapped time, between the matched operators */
     double collective_s;        /* of the mapped time, in collectives (left out of compute) */
     double coverage;            /* mapped_s / traced_s */
+    bool device_timed;          /* costs are device time (kernels_linked > 0), not CPU time */
+    double kernel_s;            /* device time: of the matched operators and optimizer steps */
+    double kernel_other_s;      /* device time launched in mapped passes by other operators */
     size_t num_unmapped;        /* largest first, at most DS_FRAMEWORK_MAX_UNMAPPED */
     ds_framework_unmapped_t unmapped[DS_FRAMEWORK_MAX_UNMAPPED];
 } ds_framework_result_t;
@@ -113,7 +143,9 @@ typedef struct ds_framework_result {
 
 /* Maps the trace onto `model` run with `strategy` (resolved: the traced
  * run's own, whose shapes the trace holds) on pipeline stage `stage`, and
- * sets the costs it finds in `costs` with provenance DS_PROV_FRAMEWORK. */
+ * sets the costs it finds in `costs` with provenance DS_PROV_FRAMEWORK.
+ * DS_ERR_INVALID_ARG when the trace's GEMM shapes disagree with the model's
+ * (`costs` is then left without this trace's costs). */
 DS_API ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *model,
                                       const ds_strategy_t *strategy, int stage,
                                       ds_cost_table_t *costs, ds_framework_result_t *result);
@@ -133,7 +165,8 @@ typedef enum ds_framework_part {
 DS_API const char *ds_framework_part_name(ds_framework_part_t part);
 
 /* The ranges of `part` inside the trace's iterations: their number and mean
- * duration in seconds (0 and 0 when none). */
+ * duration in seconds (0 and 0 when none); on a GPU trace (device work linked
+ * to its launches) the mean device time of the work launched inside them. */
 DS_API void ds_torch_trace_part_time(const ds_torch_trace_t *trace, ds_framework_part_t part,
                                      size_t *count_p, double *mean_s_p);
 

@@ -8,26 +8,39 @@
 
 /* What an event is for the mapping. */
 typedef enum dsi_trace_role {
-    DSI_ROLE_OTHER = 0, /* an operator or annotation of no known kind */
-    DSI_ROLE_OP = 1,    /* an operator of a known kind (dsi_trace_event_t.op) */
-    DSI_ROLE_STEP = 2,  /* ProfilerStep#N */
-    DSI_ROLE_RANGE = 3, /* a layer-pass range or the optimizer step */
-    DSI_ROLE_KERNEL = 4,
+    DSI_ROLE_OTHER = 0,  /* an operator or annotation of no known kind */
+    DSI_ROLE_OP = 1,     /* an operator of a known kind (dsi_trace_event_t.op) */
+    DSI_ROLE_STEP = 2,   /* ProfilerStep#N */
+    DSI_ROLE_RANGE = 3,  /* a layer-pass range or the optimizer step */
+    DSI_ROLE_KERNEL = 4, /* device work: "kernel", "gpu_memcpy", "gpu_memset" */
+    DSI_ROLE_LAUNCH = 5, /* "cuda_runtime" / "cuda_driver" call with args "correlation" */
 } dsi_trace_role_t;
 
 /* Parts a range names. */
 #define DSI_RANGE_OPTIMIZER (-3)
+
+/* A GEMM operator's shape read from its "Input Dims": C[m,n] = A[m,k] B[k,n]
+ * (batch 0 for a plain GEMM). */
+typedef struct dsi_trace_gemm {
+    int64_t m, n, k, batch;
+} dsi_trace_gemm_t;
 
 typedef struct dsi_trace_event {
     uint32_t name;  /* offset in the trace's name pool */
     int64_t thread; /* pid and tid folded */
     double start_us;
     double end_us;
-    uint8_t role;   /* dsi_trace_role_t */
-    uint8_t op;     /* ds_op_t for DSI_ROLE_OP, 255 for a collective */
-    uint8_t pass;   /* ranges: ds_pass_t */
-    uint8_t shapes; /* operator with input shapes */
-    int32_t layer;  /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
+    uint8_t role;        /* dsi_trace_role_t */
+    uint8_t op;          /* ds_op_t for DSI_ROLE_OP, 255 for a collective */
+    uint8_t pass;        /* ranges: ds_pass_t */
+    uint8_t shapes;      /* operator with input shapes */
+    int32_t layer;       /* ranges: layer index, DSI_PART_* (-1 embedding, -2 head), or optimizer */
+    uint32_t gemm_shape; /* GEMM operators with "Input Dims": 1 + index in gemm_shapes, or 0 */
+    uint8_t module;      /* ranges: a layer named by its nn.Module, numbered in its stage */
+    uint8_t backward_node; /* an autograd function ("autograd::engine::evaluate_function: ") */
+    int64_t sequence;      /* args "Sequence number" (autograd's, forward op to backward), or -1 */
+    int64_t correlation;   /* launches and device work: args "correlation" (0: none) */
+    double device_us;      /* launches: the duration of the device work they launched */
 } dsi_trace_event_t;
 
 #define DSI_TRACE_COLLECTIVE 255
@@ -38,14 +51,42 @@ struct ds_torch_trace {
     size_t count;
     char *names;
     size_t names_used, names_size;
+    dsi_trace_gemm_t *gemm_shapes; /* in reading order; events refer to them */
+    size_t num_gemm_shapes, gemm_shapes_capacity;
+    char *origin; /* the file (or the name given to ds_torch_trace_parse) */
     size_t with_shapes, kernels, ranges;
-    double *iterations_s; /* trace order */
+    size_t kernels_linked; /* device work whose launch is in the trace (correlation ids) */
+    double *iterations_s;  /* trace order */
     int num_iterations;
 };
 
 static inline const char *dsi_trace_name(const ds_torch_trace_t *t, const dsi_trace_event_t *e)
 {
     return t->names + e->name;
+}
+
+/* Names of the trace (trace.c): `name` appended to the pool. */
+ds_status_t dsi_trace_add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p);
+/* The events sorted by thread, start, the enclosing first (trace.c). */
+void dsi_trace_sort(ds_torch_trace_t *t);
+
+/* Module ranges (modules.c).  "nn.Module: CLASS_N" of a transformer-layer
+ * class: N (the instance's number in call order). */
+bool dsi_module_layer_of_name(const char *name, int32_t *layer_p);
+bool dsi_is_backward_node(const char *name);
+/* On the sorted events: layer modules holding other layer modules demoted,
+ * and a backward range added for every forward one whose operators' sequence
+ * numbers the autograd functions of the trace carry. */
+ds_status_t dsi_trace_module_passes(ds_torch_trace_t *t);
+
+/* Microseconds of device work launched inside event `index` (its launches on
+ * its thread, nested in it). */
+double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index);
+
+/* Costs are device time: the trace has device work linked to its launches. */
+static inline bool dsi_trace_device_timed(const ds_torch_trace_t *t)
+{
+    return t->kernels_linked > 0;
 }
 
 #endif /* DSI_FRAMEWORK_H */

@@ -46,6 +46,7 @@ typedef struct mapper {
     double *coll_start, *coll_end; /* collectives of every thread, sorted by start */
     size_t num_coll;
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
+    bool device; /* a GPU trace: costs are the device time of each operator's work */
     ds_framework_result_t *result;
 } mapper_t;
 
@@ -171,12 +172,145 @@ static ds_status_t align(const uint8_t *model, size_t nm, const uint8_t *traced,
     return DS_OK;
 }
 
-/* The optimizer step of this stage: one cost for the whole range. */
-static ds_status_t map_optimizer(mapper_t *m, const dsi_trace_event_t *range)
+#define DSI_NO_LAYER (-100)
+
+/* The model's layer of a module range: its number counts the layers of this
+ * stage (its chunks in order); DSI_NO_LAYER beyond them. */
+static int stage_layer(const mapper_t *m, int local)
 {
+    for (int chunk = 0; chunk < m->strategy->vpp; chunk++) {
+        int first = 0, count = 0;
+        ds_strategy_chunk_layers(m->strategy, m->num_layers, m->stage, chunk, &first, &count);
+        if (local < count)
+            return first + local;
+        local -= count;
+    }
+    return DSI_NO_LAYER;
+}
+
+/* A traced GEMM's shape agrees with the model's key: the same k (the reduced
+ * dimension), m and n in either order (torch computes some products
+ * transposed, C^T = B^T A^T), the same batch. */
+static bool shape_agrees(const ds_event_key_t *key, const dsi_trace_gemm_t *shape)
+{
+    if (shape->k != key->dims[2] || !((shape->m == key->dims[0] && shape->n == key->dims[1]) ||
+                                      (shape->m == key->dims[1] && shape->n == key->dims[0])))
+        return false;
+    return key->op != DS_OP_BATCHED_GEMM || shape->batch == key->dims[3];
+}
+
+static bool traced_agrees(const mapper_t *m, const ds_event_key_t *key, long event)
+{
+    uint32_t shape = m->trace->events[event].gemm_shape;
+    return shape == 0 || shape_agrees(key, &m->trace->gemm_shapes[shape - 1]);
+}
+
+/* The one-line refusal: a model operator and a traced GEMM (with shapes) of
+ * its place that disagrees with it. */
+static ds_status_t shape_mismatch(const mapper_t *m, const dsi_trace_event_t *range,
+                                  const dsi_op_t *op, const dsi_trace_event_t *e)
+{
+    const ds_torch_trace_t *t = m->trace;
+    const dsi_trace_gemm_t *shape = &t->gemm_shapes[e->gemm_shape - 1];
+    char expected[160], batch[32] = "";
+    ds_event_key_format(&op->key, expected, sizeof(expected));
+    if (shape->batch > 0)
+        snprintf(batch, sizeof(batch), " batch=%lld", (long long)shape->batch);
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "%s: %s at %.3f us: the model expects '%s' (%s) where the trace has %s "
+                     "with Input Dims m=%lld n=%lld k=%lld%s: the trace is not of --model with "
+                     "--strategy, --seq-len and --dtype as given (accepted: the traced run's)",
+                     t->origin, dsi_trace_name(t, range), range->start_us, expected,
+                     op->label != NULL ? op->label : "?", dsi_trace_name(t, e), (long long)shape->m,
+                     (long long)shape->n, (long long)shape->k, batch);
+}
+
+/* Longest run of one GEMM kind re-paired by shape. */
+#define MAX_REPAIRED_GEMMS 16
+
+/* Model GEMMs first .. end-1 (consecutive, one kind, all matched): each
+ * traced GEMM with shapes must agree with the model operator it is matched
+ * with.  Torch issues some pairs in the other order than the model lists them
+ * (a linear layer's weight gradient before its input gradient), so the run's
+ * traced operators are re-paired by shape; a model operator no traced one of
+ * the run agrees with is a mismatch: the trace is of another run. */
+static ds_status_t check_shapes(const mapper_t *m, const dsi_trace_event_t *range,
+                                const long *model_index, const long *where, size_t first,
+                                size_t end, long *match)
+{
+    const dsi_trace_event_t *events = m->trace->events;
+    bool agree = true;
+    size_t bad = first;
+    for (size_t i = first; i < end && agree; i++) {
+        agree = traced_agrees(m, &m->ops[model_index[i]].key, where[match[i]]);
+        bad = i;
+    }
+    if (agree)
+        return DS_OK;
+    size_t count = end - first;
+    if (count > MAX_REPAIRED_GEMMS)
+        return shape_mismatch(m, range, &m->ops[model_index[bad]], &events[where[match[bad]]]);
+    long traced[MAX_REPAIRED_GEMMS], paired[MAX_REPAIRED_GEMMS];
+    bool used[MAX_REPAIRED_GEMMS] = {false};
+    for (size_t j = 0; j < count; j++)
+        traced[j] = match[first + j];
+    for (size_t i = 0; i < count; i++) {
+        const ds_event_key_t *key = &m->ops[model_index[first + i]].key;
+        size_t pick = count, unused = count;
+        /* a traced GEMM with shapes that agree first, one without shapes after */
+        for (int pass = 0; pass < 2 && pick == count; pass++)
+            for (size_t j = 0; j < count && pick == count; j++) {
+                bool shaped = events[where[traced[j]]].gemm_shape != 0;
+                if (!used[j] && shaped == (pass == 0) && traced_agrees(m, key, where[traced[j]]))
+                    pick = j;
+                if (!used[j] && unused == count)
+                    unused = j;
+            }
+        if (pick == count) /* every traced GEMM left has shapes, none agreeing */
+            return shape_mismatch(m, range, &m->ops[model_index[first + i]],
+                                  &events[where[traced[unused]]]);
+        used[pick] = true;
+        paired[i] = traced[pick];
+    }
+    for (size_t i = 0; i < count; i++)
+        match[first + i] = paired[i];
+    return DS_OK;
+}
+
+/* Every run of matched model GEMMs of one kind checked against the traced shapes. */
+static ds_status_t check_pass_shapes(mapper_t *m, const dsi_trace_event_t *range,
+                                     const long *model_index, const long *where, size_t model_count,
+                                     long *match)
+{
+    for (size_t i = 0; i < model_count;) {
+        uint8_t op = m->ops[model_index[i]].key.op;
+        if (match[i] < 0 || (op != DS_OP_GEMM && op != DS_OP_BATCHED_GEMM)) {
+            i++;
+            continue;
+        }
+        size_t end = i + 1;
+        while (end < model_count && match[end] >= 0 && m->ops[model_index[end]].key.op == op)
+            end++;
+        DSI_TRY(check_shapes(m, range, model_index, where, i, end, match));
+        for (; i < end; i++)
+            m->result->shapes_checked += m->trace->events[where[match[i]]].gemm_shape != 0;
+    }
+    return DS_OK;
+}
+
+/* The optimizer step of this stage: one cost for the whole range (on a GPU
+ * trace the device time of the work launched inside it). */
+static ds_status_t map_optimizer(mapper_t *m, size_t index)
+{
+    const dsi_trace_event_t *range = &m->trace->events[index];
     int64_t params = dsi_stage_params(m->model, m->strategy, m->stage);
     ds_event_key_t key = dsi_optimizer_key(dsi_optimizer_shard(m->strategy, params));
-    return add_sample(m, &key, (range->end_us - range->start_us) * 1e-6);
+    double us = range->end_us - range->start_us;
+    if (m->device) {
+        us = dsi_trace_device_us(m->trace, index);
+        m->result->kernel_s += us * 1e-6;
+    }
+    return add_sample(m, &key, us * 1e-6);
 }
 
 /* Microseconds of the collectives [cs[i], ce[i]) inside [from, to). */
@@ -192,7 +326,9 @@ static double collective_overlap(const double *cs, const double *ce, size_t n, d
 /* Range `index`: its compute operators aligned with the model's; the
  * collectives inside it (tensor-parallel ones, data-parallel buckets) are
  * communication, priced by the communication model: their time, up to the
- * end of the library's own work, is left out of the compute operators. */
+ * end of the library's own work, is left out of the compute operators.  On
+ * a GPU trace an operator's cost is the device time of the work it launched
+ * (its kernels, copies, memsets, through the correlation ids). */
 static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
 {
     const ds_torch_trace_t *t = m->trace;
@@ -200,19 +336,20 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     *mapped_p = false;
     if (range->layer == DSI_RANGE_OPTIMIZER) {
         *mapped_p = true;
-        return map_optimizer(m, range);
+        return map_optimizer(m, index);
     }
-    if (range->layer >= m->num_layers)
+    int layer = range->module ? stage_layer(m, range->layer) : range->layer;
+    if (layer >= m->num_layers || layer == DSI_NO_LAYER)
         return DS_OK;
     size_t num_ops = 0;
-    DSI_TRY(dsi_model_layer_ops(m->model, range->layer, &m->ctx, (ds_pass_t)range->pass, m->ops,
+    DSI_TRY(dsi_model_layer_ops(m->model, layer, &m->ctx, (ds_pass_t)range->pass, m->ops,
                                 DSI_MAX_LAYER_OPS, &num_ops));
     size_t first = index + 1, last = first;
     while (last < t->count && t->events[last].thread == range->thread &&
            t->events[last].start_us < range->end_us)
         last++;
     size_t span = last - first;
-    long *where = NULL, *match = NULL, *model_index = NULL;
+    long *where = NULL, *match = NULL, *model_index = NULL, *order = NULL;
     uint8_t *traced = NULL, *model = NULL;
     double *cs = NULL, *ce = NULL;
     ds_status_t status = DS_OK;
@@ -222,10 +359,11 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     ce = cs + span + 1;
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &match), status, out);
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &model_index), status, out);
+    DSI_TRY_GOTO(dsi_calloc(num_ops + 1, sizeof(long), &order), status, out);
     DSI_TRY_GOTO(dsi_calloc(num_ops + 1, 1, &model), status, out);
     /* The outermost operators of a known kind, and the collectives. */
     size_t traced_count = 0, num_coll = 0;
-    double covered = -INFINITY, collective_s = 0.0;
+    double covered = -INFINITY, collective_s = 0.0, collective_device_us = 0.0;
     for (size_t j = first; j < last; j++) {
         const dsi_trace_event_t *e = &t->events[j];
         if (e->role != DSI_ROLE_OP || e->start_us < covered || e->end_us > range->end_us)
@@ -237,6 +375,8 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
             covered = ce[num_coll];
             collective_s += ce[num_coll] - cs[num_coll];
             num_coll++;
+            if (m->device)
+                collective_device_us += dsi_trace_device_us(t, j);
             continue;
         }
         where[traced_count] = (long)j;
@@ -254,25 +394,41 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         (model_count + 1) * (traced_count + 1) > MAX_ALIGNMENT_CELLS)
         goto out;
     DSI_TRY_GOTO(align(model, model_count, traced, traced_count, match), status, out);
-    long last_matched = -1;
-    for (size_t i = 0; i < model_count; i++)
-        if (match[i] >= 0)
-            last_matched = (long)i;
-        else
+    DSI_TRY_GOTO(check_pass_shapes(m, range, model_index, where, model_count, match), status, out);
+    /* The matched model operators in trace order (re-paired GEMMs are not in model order). */
+    size_t num_matched = 0;
+    for (size_t i = 0; i < model_count; i++) {
+        if (match[i] < 0) {
             m->result->model_ops_unmatched++;
-    if (last_matched < 0)
-        goto out;
-    double previous_end = range->start_us, busy = 0.0;
-    for (size_t i = 0; status == DS_OK && i < model_count; i++) {
-        if (match[i] < 0)
             continue;
+        }
+        size_t at = num_matched++;
+        for (; at > 0 && match[order[at - 1]] > match[i]; at--)
+            order[at] = order[at - 1];
+        order[at] = (long)i;
+    }
+    if (num_matched == 0)
+        goto out;
+    double previous_end = range->start_us, busy = 0.0, matched_device_us = 0.0;
+    for (size_t p = 0; status == DS_OK && p < num_matched; p++) {
+        size_t i = (size_t)order[p];
         const dsi_trace_event_t *e = &t->events[where[match[i]]];
-        double end = (long)i == last_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
+        double end = p + 1 == num_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
         double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
         double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
+        if (m->device) { /* the device time of the operator's own work */
+            double us = dsi_trace_device_us(t, (size_t)where[match[i]]);
+            matched_device_us += us;
+            seconds = us * 1e-6;
+        }
         busy += e->end_us - e->start_us;
         previous_end = end;
         status = add_sample(m, &m->ops[model_index[i]].key, seconds);
+    }
+    if (status == DS_OK && m->device) {
+        double other = dsi_trace_device_us(t, index) - matched_device_us - collective_device_us;
+        m->result->kernel_s += matched_device_us * 1e-6;
+        m->result->kernel_other_s += DSI_MAX(0.0, other) * 1e-6;
     }
     if (status == DS_OK) {
         double between = range->end_us - range->start_us - busy - collective_s;
@@ -286,6 +442,7 @@ out:
     dsi_free(cs);
     dsi_free(match);
     dsi_free(model_index);
+    dsi_free(order);
     dsi_free(model);
     return status;
 }
@@ -401,6 +558,8 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     ds_model_info_t info;
     ds_model_get_info(model, &info);
     m->num_layers = info.num_layers;
+    m->device = dsi_trace_device_timed(trace);
+    r.device_timed = m->device;
     dsi_shape_ctx_init(&m->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_calloc(trace->count + 1, sizeof(bool), &m->mapped), status, out);
     size_t steps = (size_t)trace->num_iterations;
@@ -472,7 +631,8 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     double idle = r.traced_s - r.mapped_s - operators_s;
     if (idle > 1e-9 * r.traced_s)
         DSI_TRY_GOTO(add_unmapped(m, IDLE_NAME, idle), status, out);
-    qsort(m->names, m->num_names, sizeof(*m->names), compare_named);
+    if (m->num_names > 0)
+        qsort(m->names, m->num_names, sizeof(*m->names), compare_named);
     for (size_t i = 0; i < m->num_names && r.num_unmapped < DS_FRAMEWORK_MAX_UNMAPPED; i++) {
         ds_framework_unmapped_t *u = &r.unmapped[r.num_unmapped++];
         snprintf(u->name, sizeof(u->name), "%s",

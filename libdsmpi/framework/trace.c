@@ -1,73 +1,80 @@
 /* Reading torch.profiler traces: the Kineto Chrome trace and the legacy
  * autograd-profiler array, into one sorted list of complete events with
- * their role (iteration, layer-pass range, operator of a known kind). */
+ * their role (iteration, layer-pass range, operator of a known kind, device
+ * work and the runtime call that launched it). */
 #include "dsi_framework.h"
 
 #include "dsi_json.h"
 #include "model/dsi_model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* Operators of a known kind, by their exact name.  The outermost of them in
  * a range is the one mapped (aten::linear is not listed: its addmm is). */
 static const struct {
     const char *name;
     uint8_t op;
+    uint8_t first_matrix; /* GEMMs: 1 + the index of the first matrix in "Input Dims" */
 } known_ops[] = {
-    {"aten::mm", DS_OP_GEMM},
-    {"aten::addmm", DS_OP_GEMM},
-    {"aten::bmm", DS_OP_BATCHED_GEMM},
-    {"aten::baddbmm", DS_OP_BATCHED_GEMM},
-    {"aten::scaled_dot_product_attention", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_flash_attention", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_efficient_attention", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_flash_attention_backward", DS_OP_FLASH_ATTENTION},
-    {"aten::_scaled_dot_product_efficient_attention_backward", DS_OP_FLASH_ATTENTION},
-    {"aten::_flash_attention_forward", DS_OP_FLASH_ATTENTION},
-    {"aten::_flash_attention_backward", DS_OP_FLASH_ATTENTION},
-    {"aten::softmax", DS_OP_SOFTMAX},
-    {"aten::_softmax", DS_OP_SOFTMAX},
-    {"aten::_softmax_backward_data", DS_OP_SOFTMAX},
-    {"aten::layer_norm", DS_OP_LAYERNORM},
-    {"aten::native_layer_norm", DS_OP_LAYERNORM},
-    {"aten::native_layer_norm_backward", DS_OP_LAYERNORM},
-    {"aten::rms_norm", DS_OP_RMSNORM},
-    {"aten::gelu", DS_OP_GELU},
-    {"aten::gelu_backward", DS_OP_GELU},
-    {"aten::relu", DS_OP_RELU},
-    {"aten::threshold_backward", DS_OP_RELU},
-    {"aten::silu", DS_OP_SWIGLU},
-    {"aten::silu_backward", DS_OP_SWIGLU},
-    {"aten::dropout", DS_OP_DROPOUT},
-    {"aten::native_dropout", DS_OP_DROPOUT},
-    {"aten::native_dropout_backward", DS_OP_DROPOUT},
+    {"aten::mm", DS_OP_GEMM, 1},              /* (self [m,k], mat2 [k,n]) */
+    {"aten::addmm", DS_OP_GEMM, 2},           /* (bias, mat1 [m,k], mat2 [k,n], beta, alpha) */
+    {"aten::bmm", DS_OP_BATCHED_GEMM, 1},     /* (self [b,m,k], mat2 [b,k,n]) */
+    {"aten::baddbmm", DS_OP_BATCHED_GEMM, 2}, /* (self, batch1, batch2, beta, alpha) */
+    {"aten::scaled_dot_product_attention", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_flash_attention", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_efficient_attention", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_flash_attention_backward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_scaled_dot_product_efficient_attention_backward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_flash_attention_forward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::_flash_attention_backward", DS_OP_FLASH_ATTENTION, 0},
+    {"aten::softmax", DS_OP_SOFTMAX, 0},
+    {"aten::_softmax", DS_OP_SOFTMAX, 0},
+    {"aten::_softmax_backward_data", DS_OP_SOFTMAX, 0},
+    {"aten::layer_norm", DS_OP_LAYERNORM, 0},
+    {"aten::native_layer_norm", DS_OP_LAYERNORM, 0},
+    {"aten::native_layer_norm_backward", DS_OP_LAYERNORM, 0},
+    {"aten::rms_norm", DS_OP_RMSNORM, 0},
+    {"aten::gelu", DS_OP_GELU, 0},
+    {"aten::gelu_backward", DS_OP_GELU, 0},
+    {"aten::relu", DS_OP_RELU, 0},
+    {"aten::threshold_backward", DS_OP_RELU, 0},
+    {"aten::silu", DS_OP_SWIGLU, 0},
+    {"aten::silu_backward", DS_OP_SWIGLU, 0},
+    {"aten::dropout", DS_OP_DROPOUT, 0},
+    {"aten::native_dropout", DS_OP_DROPOUT, 0},
+    {"aten::native_dropout_backward", DS_OP_DROPOUT, 0},
     /* Dropout as a mask multiply (CPU builds of 1.13): its backward is a
      * MulBackward0; the alignment absorbs other multiplies' (a scale). */
-    {"MulBackward0", DS_OP_DROPOUT},
-    {"aten::add", DS_OP_ADD},
-    {"aten::add_", DS_OP_ADD},
-    {"aten::embedding", DS_OP_EMBEDDING},
-    {"aten::embedding_backward", DS_OP_EMBEDDING},
-    {"aten::embedding_dense_backward", DS_OP_EMBEDDING},
-    {"aten::cross_entropy_loss", DS_OP_CROSS_ENTROPY},
-    {"aten::nll_loss_backward", DS_OP_CROSS_ENTROPY},
-    {"aten::_log_softmax_backward_data", DS_OP_CROSS_ENTROPY},
+    {"MulBackward0", DS_OP_DROPOUT, 0},
+    {"aten::add", DS_OP_ADD, 0},
+    {"aten::add_", DS_OP_ADD, 0},
+    {"aten::embedding", DS_OP_EMBEDDING, 0},
+    {"aten::embedding_backward", DS_OP_EMBEDDING, 0},
+    {"aten::embedding_dense_backward", DS_OP_EMBEDDING, 0},
+    {"aten::cross_entropy_loss", DS_OP_CROSS_ENTROPY, 0},
+    {"aten::nll_loss_backward", DS_OP_CROSS_ENTROPY, 0},
+    {"aten::_log_softmax_backward_data", DS_OP_CROSS_ENTROPY, 0},
     /* Megatron-LM's vocabulary-parallel cross-entropy (an autograd Function) */
-    {"_VocabParallelCrossEntropy", DS_OP_CROSS_ENTROPY},
-    {"_VocabParallelCrossEntropyBackward", DS_OP_CROSS_ENTROPY},
+    {"_VocabParallelCrossEntropy", DS_OP_CROSS_ENTROPY, 0},
+    {"_VocabParallelCrossEntropyBackward", DS_OP_CROSS_ENTROPY, 0},
 };
 
 /* Collectives: names that start with these. */
 static const char *const collective_prefixes[] = {"gloo:", "nccl:", "c10d::", "record_param_comms"};
 
-static uint8_t op_of_name(const char *name, bool *known_p)
+static uint8_t op_of_name(const char *name, bool *known_p, uint8_t *first_matrix_p)
 {
     *known_p = true;
+    *first_matrix_p = 0;
     for (size_t i = 0; i < DSI_ARRAY_SIZE(known_ops); i++)
-        if (strcmp(name, known_ops[i].name) == 0)
+        if (strcmp(name, known_ops[i].name) == 0) {
+            *first_matrix_p = known_ops[i].first_matrix;
             return known_ops[i].op;
+        }
     for (size_t i = 0; i < DSI_ARRAY_SIZE(collective_prefixes); i++)
         if (strncmp(name, collective_prefixes[i], strlen(collective_prefixes[i])) == 0)
             return DSI_TRACE_COLLECTIVE;
@@ -111,7 +118,7 @@ static bool range_of_name(const char *name, int32_t *layer_p, uint8_t *pass_p)
     return true;
 }
 
-static ds_status_t add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p)
+ds_status_t dsi_trace_add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p)
 {
     size_t length = strlen(name) + 1;
     if (t->names_used + length > t->names_size) {
@@ -152,6 +159,77 @@ static bool number_of(const json_t *value, double *number_p)
     return true;
 }
 
+/* Kineto's categories ("cat") of device work and of the calls that launch it. */
+static const char *const device_categories[] = {"kernel", "gpu_memcpy", "gpu_memset", NULL};
+static const char *const launch_categories[] = {"cuda_runtime", "cuda_driver", NULL};
+
+static bool category_in(const char *cat, const char *const *list)
+{
+    for (size_t i = 0; cat != NULL && list[i] != NULL; i++)
+        if (strcmp(cat, list[i]) == 0)
+            return true;
+    return false;
+}
+
+/* args "correlation": the CUPTI id shared by a launch and the work it launched. */
+static int64_t correlation_of(const json_t *args)
+{
+    const json_t *value = json_is_object(args) ? json_object_get(args, "correlation") : NULL;
+    double number;
+    if (json_is_integer(value))
+        return json_integer_value(value) > 0 ? (int64_t)json_integer_value(value) : 0;
+    if (number_of(value, &number) && number >= 1.0 && number < 9.0e18)
+        return (int64_t)number;
+    return 0;
+}
+
+/* Dimension list `index` of "Input Dims" when it has `rank` positive sizes. */
+static bool matrix_of(const json_t *input_dims, size_t index, size_t rank, int64_t *dims)
+{
+    const json_t *list = json_array_get(input_dims, index);
+    if (!json_is_array(list) || json_array_size(list) != rank)
+        return false;
+    for (size_t i = 0; i < rank; i++) {
+        const json_t *value = json_array_get(list, i);
+        if (!json_is_integer(value) || json_integer_value(value) < 1 ||
+            json_integer_value(value) > ((json_int_t)1 << 40))
+            return false;
+        dims[i] = (int64_t)json_integer_value(value);
+    }
+    return true;
+}
+
+/* m, n, k (and the batch) of a GEMM operator from its "Input Dims"; false
+ * when they do not read as two multipliable matrices (or batches of them). */
+static bool gemm_shape_of(uint8_t op, uint8_t first_matrix, const json_t *input_dims,
+                          dsi_trace_gemm_t *shape)
+{
+    size_t rank = op == DS_OP_BATCHED_GEMM ? 3 : 2;
+    int64_t a[3], b[3];
+    if (first_matrix == 0 || !json_is_array(input_dims) ||
+        !matrix_of(input_dims, first_matrix - 1u, rank, a) ||
+        !matrix_of(input_dims, first_matrix, rank, b) || a[rank - 1] != b[rank - 2] ||
+        (rank == 3 && a[0] != b[0]))
+        return false;
+    *shape = (dsi_trace_gemm_t){a[rank - 2], b[rank - 1], a[rank - 1], rank == 3 ? a[0] : 0};
+    return true;
+}
+
+static ds_status_t add_gemm_shape(ds_torch_trace_t *t, const dsi_trace_gemm_t *shape,
+                                  uint32_t *index_p)
+{
+    if (t->num_gemm_shapes >= UINT32_MAX - 1)
+        return DSI_ERROR(DS_ERR_OVERFLOW, "a trace with more than 4 billion GEMMs");
+    if (t->num_gemm_shapes == t->gemm_shapes_capacity) {
+        size_t capacity = DSI_MAX(2 * t->gemm_shapes_capacity, 256);
+        DSI_TRY(dsi_realloc_array(&t->gemm_shapes, capacity, sizeof(*t->gemm_shapes)));
+        t->gemm_shapes_capacity = capacity;
+    }
+    t->gemm_shapes[t->num_gemm_shapes++] = *shape;
+    *index_p = (uint32_t)t->num_gemm_shapes; /* 1-based: 0 is none */
+    return DS_OK;
+}
+
 static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char *origin,
                              size_t *capacity_p)
 {
@@ -183,25 +261,53 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     const char *cat = json_string_value(json_object_get(item, "cat"));
     const json_t *args = json_object_get(item, "args");
     bool known;
-    if (cat != NULL && (strcmp(cat, "kernel") == 0 || strcmp(cat, "gpu_memcpy") == 0)) {
+    uint8_t first_matrix = 0;
+    if (category_in(cat, device_categories)) {
         e->role = DSI_ROLE_KERNEL;
+        e->correlation = correlation_of(args);
         t->kernels++;
+    } else if (category_in(cat, launch_categories) && correlation_of(args) > 0) {
+        e->role = DSI_ROLE_LAUNCH;
+        e->correlation = correlation_of(args);
+    } else if (cat != NULL && strcmp(cat, "gpu_user_annotation") == 0) {
+        e->role = DSI_ROLE_OTHER; /* a range's copy on a GPU stream: not a second iteration */
     } else if (strncmp(name, "ProfilerStep#", 13) == 0) {
         e->role = DSI_ROLE_STEP;
     } else if (range_of_name(name, &e->layer, &e->pass)) {
         e->role = DSI_ROLE_RANGE;
         t->ranges++;
+    } else if (dsi_module_layer_of_name(name, &e->layer)) {
+        e->role = DSI_ROLE_RANGE;
+        e->pass = DS_PASS_FORWARD;
+        e->module = 1;
+        t->ranges++;
     } else {
-        e->op = op_of_name(name, &known);
+        e->op = op_of_name(name, &known, &first_matrix);
         e->role = known ? DSI_ROLE_OP : DSI_ROLE_OTHER;
     }
-    if (json_is_object(args) && json_is_array(json_object_get(args, "Input Dims"))) {
+    e->backward_node = dsi_is_backward_node(name);
+    e->sequence = -1;
+    const json_t *sequence = json_is_object(args) ? json_object_get(args, "Sequence number") : NULL;
+    if (json_is_integer(sequence) && json_integer_value(sequence) >= 0)
+        e->sequence = (int64_t)json_integer_value(sequence);
+    const json_t *input_dims = json_is_object(args) ? json_object_get(args, "Input Dims") : NULL;
+    if (json_is_array(input_dims)) {
         e->shapes = 1;
         t->with_shapes++;
+        dsi_trace_gemm_t shape;
+        if (e->role == DSI_ROLE_OP && gemm_shape_of(e->op, first_matrix, input_dims, &shape))
+            DSI_TRY(add_gemm_shape(t, &shape, &e->gemm_shape));
     }
-    DSI_TRY(add_name(t, name, &e->name));
+    DSI_TRY(dsi_trace_add_name(t, name, &e->name));
     t->count++;
     return DS_OK;
+}
+
+/* Order among events of one span: ranges before their operators, a launch
+ * after the operator it is called from. */
+static int tie_rank(uint8_t role)
+{
+    return role == DSI_ROLE_LAUNCH ? -1 : (int)role;
 }
 
 static int compare_events(const void *a, const void *b)
@@ -212,8 +318,81 @@ static int compare_events(const void *a, const void *b)
     if (x->start_us != y->start_us)
         return x->start_us < y->start_us ? -1 : 1;
     if (x->end_us != y->end_us)
-        return x->end_us > y->end_us ? -1 : 1;         /* the enclosing event first */
-    return x->role > y->role ? -1 : x->role < y->role; /* ranges before their operators */
+        return x->end_us > y->end_us ? -1 : 1; /* the enclosing event first */
+    int rx = tie_rank(x->role), ry = tie_rank(y->role);
+    return rx > ry ? -1 : rx < ry;
+}
+
+void dsi_trace_sort(ds_torch_trace_t *t)
+{
+    if (t->count > 0)
+        qsort(t->events, t->count, sizeof(*t->events), compare_events);
+}
+
+typedef struct device_work {
+    int64_t correlation;
+    double us;
+    bool linked;
+} device_work_t;
+
+static int compare_work(const void *a, const void *b)
+{
+    const device_work_t *x = a, *y = b;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+/* Each launch gets the duration of the device work of its correlation id (a
+ * kernel, a copy; several for a graph launch); work claimed once. */
+static ds_status_t link_device_work(ds_torch_trace_t *t)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < t->count; i++)
+        count += t->events[i].role == DSI_ROLE_KERNEL && t->events[i].correlation > 0;
+    if (count == 0)
+        return DS_OK;
+    device_work_t *work = NULL;
+    DSI_TRY(dsi_calloc(count, sizeof(*work), &work));
+    size_t n = 0;
+    for (size_t i = 0; i < t->count; i++) {
+        const dsi_trace_event_t *e = &t->events[i];
+        if (e->role == DSI_ROLE_KERNEL && e->correlation > 0)
+            work[n++] = (device_work_t){e->correlation, e->end_us - e->start_us, false};
+    }
+    qsort(work, n, sizeof(*work), compare_work);
+    for (size_t i = 0; i < t->count; i++) {
+        dsi_trace_event_t *e = &t->events[i];
+        if (e->role != DSI_ROLE_LAUNCH)
+            continue;
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (work[mid].correlation < e->correlation)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t j = lo; j < n && work[j].correlation == e->correlation; j++)
+            if (!work[j].linked) {
+                work[j].linked = true;
+                e->device_us += work[j].us;
+                t->kernels_linked++;
+            }
+    }
+    dsi_free(work);
+    return DS_OK;
+}
+
+double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index)
+{
+    const dsi_trace_event_t *outer = &t->events[index];
+    double sum = 0.0;
+    for (size_t j = index + 1;
+         j < t->count && t->events[j].thread == outer->thread &&
+         (t->events[j].start_us < outer->end_us || t->events[j].start_us == outer->start_us);
+         j++)
+        if (t->events[j].role == DSI_ROLE_LAUNCH && t->events[j].end_us <= outer->end_us)
+            sum += t->events[j].device_us;
+    return sum;
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -222,17 +401,107 @@ static int compare_doubles(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static bool is_gzip(const char *data, size_t size)
+{
+    return size >= 2 && (unsigned char)data[0] == 0x1f && (unsigned char)data[1] == 0x8b;
+}
+
+/* A gzip file (one member or several, as gzip(1) concatenates them) inflated
+ * into text of at most `limit` bytes, chunk by chunk; a corrupt, truncated or
+ * oversized stream is DS_ERR_BAD_FILE with one line. */
+static ds_status_t inflate_gzip(const char *data, size_t size, const char *origin, size_t limit,
+                                char **text_p, size_t *size_p)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) /* 16: the gzip wrapper */
+        return DSI_ERROR(DS_ERR_NO_MEMORY, "%s: zlib cannot start inflating", origin);
+    ds_status_t status = DS_OK;
+    char *text = NULL;
+    size_t used = 0, capacity = 0, consumed = 0;
+    for (;;) {
+        if (used == capacity) {
+            if (capacity > limit) {
+                status = DSI_ERROR(DS_ERR_BAD_FILE,
+                                   "%s: decompresses to more than %zu bytes (accepted: at most "
+                                   "DS_MAX_TRACE_BYTES)",
+                                   origin, limit);
+                goto out;
+            }
+            size_t grown = DSI_MIN(DSI_MAX(2 * capacity, (size_t)1 << 20), limit + 1);
+            DSI_TRY_GOTO(dsi_realloc_array(&text, grown + 1, 1), status, out);
+            capacity = grown;
+        }
+        size_t in_before = DSI_MIN(size - consumed, (size_t)UINT_MAX);
+        size_t out_before = DSI_MIN(capacity - used, (size_t)UINT_MAX);
+        z.next_in = (Bytef *)(uintptr_t)(data + consumed);
+        z.avail_in = (uInt)in_before;
+        z.next_out = (Bytef *)(text + used);
+        z.avail_out = (uInt)out_before;
+        int rc = inflate(&z, Z_NO_FLUSH);
+        consumed += in_before - z.avail_in;
+        used += out_before - z.avail_out;
+        if (rc == Z_STREAM_END) {
+            while (consumed < size && data[consumed] == 0)
+                consumed++; /* padding after the last member, which gzip(1) ignores too */
+            if (consumed == size)
+                break;
+            if (!is_gzip(data + consumed, size - consumed)) {
+                status = DSI_ERROR(DS_ERR_BAD_FILE,
+                                   "%s: corrupt gzip file: %zu bytes after the end of its "
+                                   "compressed data",
+                                   origin, size - consumed);
+                goto out;
+            }
+            inflateReset(&z); /* the next member */
+        } else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT || rc == Z_STREAM_ERROR) {
+            status = DSI_ERROR(DS_ERR_BAD_FILE, "%s: corrupt gzip file (zlib: %s)", origin,
+                               z.msg != NULL ? z.msg : "invalid data");
+            goto out;
+        } else if (rc == Z_MEM_ERROR) {
+            status = DSI_ERROR(DS_ERR_NO_MEMORY, "%s: out of memory inflating", origin);
+            goto out;
+        } else if (consumed == size && used < capacity) {
+            status = DSI_ERROR(DS_ERR_BAD_FILE,
+                               "%s: truncated gzip file: its %zu bytes end before its compressed "
+                               "data does (a partial copy or download reads so)",
+                               origin, size);
+            goto out;
+        }
+    }
+    text[used] = '\0';
+    *text_p = text;
+    *size_p = used;
+    text = NULL;
+out:
+    inflateEnd(&z);
+    dsi_free(text);
+    return status;
+}
+
+static ds_status_t parse_text(const char *text, size_t size, const char *origin,
+                              ds_torch_trace_t **trace_p);
+
 ds_status_t ds_torch_trace_parse(const char *text, size_t size, const char *origin,
                                  ds_torch_trace_t **trace_p)
+{
+    if (!is_gzip(text, size))
+        return parse_text(text, size, origin, trace_p);
+    char *inflated = NULL;
+    size_t inflated_size = 0;
+    DSI_TRY(inflate_gzip(text, size, origin, (size_t)dsi_param_int(DSI_PARAM_MAX_TRACE_BYTES),
+                         &inflated, &inflated_size));
+    ds_status_t status = parse_text(inflated, inflated_size, origin, trace_p);
+    dsi_free(inflated);
+    return status;
+}
+
+static ds_status_t parse_text(const char *text, size_t size, const char *origin,
+                              ds_torch_trace_t **trace_p)
 {
     ds_status_t status = DS_OK;
     ds_torch_trace_t *t = NULL;
     json_t *root = NULL;
-    if (size >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b)
-        return DSI_ERROR(DS_ERR_BAD_FILE,
-                         "%s: gzip-compressed traces are not read (accepted: the .json a "
-                         "'gunzip -k' of it gives)",
-                         origin);
     json_error_t error;
     root = json_loadb(text, size, 0, &error);
     if (root == NULL)
@@ -257,11 +526,13 @@ ds_status_t ds_torch_trace_parse(const char *text, size_t size, const char *orig
     }
     DSI_TRY_GOTO(dsi_calloc(1, sizeof(*t), &t), status, out);
     t->format = format;
+    DSI_TRY_GOTO(dsi_strdup(origin, &t->origin), status, out);
     size_t capacity = 0;
     for (size_t i = 0; i < json_array_size(list); i++)
         DSI_TRY_GOTO(add_event(t, json_array_get(list, i), origin, &capacity), status, out);
-    if (t->count > 0)
-        qsort(t->events, t->count, sizeof(*t->events), compare_events);
+    dsi_trace_sort(t);
+    DSI_TRY_GOTO(link_device_work(t), status, out);
+    DSI_TRY_GOTO(dsi_trace_module_passes(t), status, out);
     size_t steps = 0;
     for (size_t i = 0; i < t->count; i++)
         steps += t->events[i].role == DSI_ROLE_STEP;
@@ -313,6 +584,8 @@ void ds_torch_trace_destroy(ds_torch_trace_t *trace)
         return;
     dsi_free(trace->events);
     dsi_free(trace->names);
+    dsi_free(trace->gemm_shapes);
+    dsi_free(trace->origin);
     dsi_free(trace->iterations_s);
     dsi_free(trace);
 }
@@ -324,6 +597,7 @@ void ds_torch_trace_get_info(const ds_torch_trace_t *trace, ds_torch_trace_info_
     info->events = trace->count;
     info->with_shapes = trace->with_shapes;
     info->kernels = trace->kernels;
+    info->kernels_linked = trace->kernels_linked;
     info->ranges = trace->ranges;
     info->iterations = trace->num_iterations;
     int n = trace->num_iterations;

@@ -29,6 +29,44 @@ if command -v h5dump >/dev/null 2>&1; then
     grep -q 'framework' dump || fail "h5dump: no event marked framework"
 fi
 
+# gzip-compressed (the .json.gz torch.profiler writes): read as the JSON it holds.
+expect 0 "kineto trace .json" "$dsmpi" import --torch-trace "$data/single-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db plain.h5 --fingerprint "cpu: pytorch"
+plain_events=$(awk '$1 == "torch-trace" { print $2 }' out)
+gzip -9 -c "$data/single-kineto.json" > single-kineto.json.gz || fail "gzip"
+expect 0 "kineto trace .json.gz" "$dsmpi" import --torch-trace single-kineto.json.gz $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gz.h5 --fingerprint "cpu: pytorch"
+grep -q "single-kineto.json.gz: kineto trace, 1 iterations" out || fail ".json.gz: $(cat out)"
+[ -n "$plain_events" ] && [ "$(awk '$1 == "torch-trace" { print $2 }' out)" = "$plain_events" ] ||
+    fail ".json.gz: not the $plain_events events of the .json: $(cat out)"
+head -c 4000 single-kineto.json.gz > cut.json.gz
+expect 2 "truncated .json.gz" "$dsmpi" import --torch-trace cut.json.gz $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db cut.h5
+one_line_naming "cut.json.gz" "truncated .json.gz"
+grep -q "truncated gzip" err || fail "truncated .json.gz: $(cat err)"
+[ -e cut.h5 ] && fail "truncated .json.gz: cut.h5 was written"
+expect 0 "validate .json.gz" "$dsmpi" validate --torch-trace single-kineto.json.gz $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gz.h5 --fingerprint "cpu: pytorch"
+grep -q "^  iteration " out || fail "validate .json.gz: $(cat out)"
+
+# A CUDA trace (hand-written to Kineto's format): costs are the device time of each
+# operator's kernels, found through the correlation ids.
+expect 0 "gpu trace" "$dsmpi" import --torch-trace "$data/gpu-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db gpu.h5 --fingerprint "a100: pytorch"
+grep -Eq '^ +torch-trace +12 ' out || fail "gpu trace: not 12 keys: $(cat out)"
+grep -q "20 kernels, copies and memsets, 19 linked to their launches" out ||
+    fail "gpu trace: kernels: $(cat out)"
+grep -q "costs are device time: 0.000165 s of the matched operators' work; 0.000006 s" out ||
+    fail "gpu trace: device time: $(cat out)"
+
+# Layer ranges from with_stack's module events (Megatron-Core's TransformerLayer), the
+# backward passes found through autograd's sequence numbers.
+expect 0 "module ranges" "$dsmpi" import --torch-trace "$data/modules-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=4 --profile-db modules.h5
+grep -Eq '^ +torch-trace +26 ' out || fail "module ranges: not 26 keys: $(cat out)"
+grep -q "mapped: 4 ranges onto 26 keys" out || fail "module ranges: $(cat out)"
+[ -s err ] && fail "module ranges: a warning: $(cat err)"
+
 # tp=2: its collectives are left out of the compute costs.
 expect 0 "tp trace" "$dsmpi" import --torch-trace "$data/tp2-rank0-legacy.json" $run \
     --strategy dp=1,tp=2,pp=1,mbs=2,gbs=2 --profile-db tp.h5
@@ -71,7 +109,20 @@ expect 2 "validate: truncated" "$dsmpi" validate --torch-trace "$data/bad/trunca
     --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5
 one_line_naming "truncated.json" "validate: truncated"
 
+# record_shapes: the GEMMs' Input Dims agree with the model's keys, or the import is refused.
+expect 0 "kineto shapes" "$dsmpi" import --torch-trace "$data/single-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db shapes.h5
+grep -q "the Input Dims of 21 traced GEMMs agree" out || fail "kineto shapes: $(cat out)"
+
 before=$(cksum < db.h5)
+expect 2 "another micro-batch size" "$dsmpi" import --torch-trace "$data/single-kineto.json" \
+    $run --strategy dp=1,tp=1,pp=1,mbs=1,gbs=1 --profile-db db.h5
+one_line_naming "single-kineto.json: layer:0:fwd" "another micro-batch size"
+grep -q "expects 'gemm fwd fp32 NT m=64 n=384 k=128' (attn.qkv) where the trace has aten::addmm \
+with Input Dims m=128 n=384 k=128" err || fail "another micro-batch size: $(cat err)"
+expect 2 "another micro-batch size (new database)" "$dsmpi" import --torch-trace \
+    "$data/single-kineto.json" $run --strategy dp=1,tp=1,pp=1,mbs=1,gbs=1 --profile-db new.h5
+[ -e new.h5 ] && fail "another micro-batch size: new.h5 was written" && rm -f new.h5
 for bad in truncated.json not-a-trace.json no-iteration.json gzip.json.gz; do
     expect 2 "$bad" "$dsmpi" import --torch-trace "$data/bad/$bad" $run \
         --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5

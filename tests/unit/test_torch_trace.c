@@ -4,13 +4,14 @@
 #include "check.h"
 
 #include <stdlib.h>
+#include <zlib.h>
 
 static const char *data_dir;
 
-static ds_model_t *tiny_model(void)
+static ds_model_t *model_named(const char *name)
 {
     char path[512];
-    snprintf(path, sizeof(path), "%s/torch/gpt2-tiny-1l.json", data_dir);
+    snprintf(path, sizeof(path), "%s/torch/%s", data_dir, name);
     ds_model_t *model = NULL;
     CHECK_OK(ds_model_load(path, &model));
     if (model != NULL) {
@@ -18,6 +19,11 @@ static ds_model_t *tiny_model(void)
         CHECK_OK(ds_model_set_dtype(model, DS_DTYPE_FP32));
     }
     return model;
+}
+
+static ds_model_t *tiny_model(void)
+{
+    return model_named("gpt2-tiny-1l.json");
 }
 
 static ds_strategy_t strategy_of(const ds_model_t *model, const char *text, int gpus)
@@ -86,6 +92,7 @@ static void check_fixture(const char *name, ds_torch_trace_format_t format, bool
     CHECK(gemm && optimizer);
     CHECK_MSG(loss, "%s: no cross-entropy backward key", name);
     CHECK_NEAR(total, r.mapped_s - r.collective_s, 1e-6);
+    CHECK(!r.device_timed && r.kernel_s == 0.0 && info.kernels == 0); /* CPU traces */
     CHECK(r.num_unmapped > 0 && r.unmapped[0].share < 0.1);
     ds_cost_table_destroy(costs);
 out:
@@ -143,11 +150,29 @@ static void check_calibration(void)
     ds_cost_table_destroy(out);
 }
 
+/* A small legacy trace: one iteration, a layer pass whose GEMM is preceded by
+ * framework time and followed by a collective the model does not place there. */
+static const char synthetic_trace[] =
+    "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"Optimizer.step#Adam.step\", \"ts\": 800, \"dur\": 100,"
+    "  \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 100, \"dur\": 600, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::linear\", \"ts\": 200, \"dur\": 100, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::addmm\", \"ts\": 210, \"dur\": 80, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"c10d::allreduce_\", \"ts\": 320, \"dur\": 10, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"gloo:all_reduce\", \"ts\": 321, \"dur\": 79, \"tid\": 9},"
+    " {\"ph\": \"X\", \"name\": \"aten::bmm\", \"ts\": 450, \"dur\": 50, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"aten::zeros\", \"ts\": 900, \"dur\": 50, \"tid\": 1},"
+    " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 2000, \"dur\": 50, \"tid\": 1},"
+    " {\"ph\": \"i\", \"name\": \"marker\", \"ts\": 5}]";
+
 /* A one-line refusal naming the origin, DS_ERR_BAD_FILE. */
-static void check_refused(const char *text, const char *origin, const char *says)
+static void check_refused_bytes(const unsigned char *data, size_t size, const char *origin,
+                                const char *says)
 {
     ds_torch_trace_t *trace = NULL;
-    ds_status_t status = ds_torch_trace_parse(text, strlen(text), origin, &trace);
+    ds_status_t status = ds_torch_trace_parse((const char *)data, size, origin, &trace);
     CHECK_MSG(status == DS_ERR_BAD_FILE, "%s: status %d", origin, (int)status);
     CHECK(trace == NULL);
     const char *message = ds_last_error();
@@ -156,8 +181,12 @@ static void check_refused(const char *text, const char *origin, const char *says
               "%s: '%s'", origin, message ? message : "(null)");
 }
 
-/* A small legacy trace: one iteration, a layer pass whose GEMM is preceded by
- * framework time and followed by a collective the model does not place there. */
+static void check_refused(const char *text, const char *origin, const char *says)
+{
+    check_refused_bytes((const unsigned char *)text, strlen(text), origin, says);
+}
+
+/* The synthetic trace mapped: costs run end to end, collectives left out. */
 static void check_synthetic(void)
 {
     check_refused("[{\"ph\": \"X\", \"name\": \"aten::mm\", \"ts\": 1", "truncated.json",
@@ -168,22 +197,9 @@ static void check_synthetic(void)
                   "no-step.json", "no iteration");
     check_refused("[{\"ph\": \"X\", \"name\": \"ProfilerStep#1\", \"ts\": 1, \"dur\": -2}]",
                   "negative.json", "dur");
-    check_refused("\x1f\x8b\x08\x00", "trace.json.gz", "gzip");
+    check_refused("\x1f\x8b\x08\x00", "header-only.json.gz", "truncated gzip");
 
-    const char *text =
-        "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"Optimizer.step#Adam.step\", \"ts\": 800, \"dur\": 100,"
-        "  \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 100, \"dur\": 600, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::linear\", \"ts\": 200, \"dur\": 100, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::addmm\", \"ts\": 210, \"dur\": 80, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"c10d::allreduce_\", \"ts\": 320, \"dur\": 10, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"gloo:all_reduce\", \"ts\": 321, \"dur\": 79, \"tid\": 9},"
-        " {\"ph\": \"X\", \"name\": \"aten::bmm\", \"ts\": 450, \"dur\": 50, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"aten::zeros\", \"ts\": 900, \"dur\": 50, \"tid\": 1},"
-        " {\"ph\": \"X\", \"name\": \"layer:0:fwd\", \"ts\": 2000, \"dur\": 50, \"tid\": 1},"
-        " {\"ph\": \"i\", \"name\": \"marker\", \"ts\": 5}]";
+    const char *text = synthetic_trace;
     ds_torch_trace_t *trace = NULL;
     CHECK_OK(ds_torch_trace_parse(text, strlen(text), "synthetic", &trace));
     ds_model_t *model = tiny_model();
@@ -234,6 +250,304 @@ out:
     ds_torch_trace_destroy(trace);
 }
 
+/* The cost of `text` (an event key) in `costs`, or -1. */
+static double cost_of(const ds_cost_table_t *costs, const char *text, int64_t *repetitions_p)
+{
+    ds_event_key_t key;
+    CHECK_OK(ds_event_key_parse(text, &key));
+    const ds_cost_t *cost = ds_cost_table_find(costs, &key);
+    CHECK_MSG(cost != NULL, "no cost for '%s'", text);
+    if (repetitions_p != NULL)
+        *repetitions_p = cost != NULL ? cost->repetitions : 0;
+    return cost != NULL ? cost->mean_s : -1.0;
+}
+
+/* A CUDA trace written by hand to Kineto's format (make_kineto_fixtures.py):
+ * each operator costs the device time of the work it launched, found through
+ * the correlation ids, not its CPU time. */
+static void check_gpu(void)
+{
+    ds_torch_trace_t *trace = load("gpu-kineto.json");
+    ds_model_t *model = tiny_model();
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace == NULL || model == NULL || costs == NULL)
+        goto out;
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    CHECK_INT(info.format, DS_TORCH_TRACE_KINETO);
+    CHECK_INT(info.iterations, 1); /* the step's gpu_user_annotation copy is not another */
+    CHECK_INT(info.ranges, 2);     /* layer 0 forward and the optimizer, not their GPU copies */
+    CHECK_INT(info.kernels, 20);
+    CHECK_INT(info.kernels_linked, 19); /* one kernel's launch is not in the trace */
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK(r.device_timed);
+    CHECK_INT(r.ranges_mapped, 2);
+    CHECK_INT(r.keys, 12);
+    CHECK_INT(r.model_ops_unmatched, 0);
+    CHECK_INT(r.shapes_checked, 6); /* 4 GEMMs, 2 batched */
+    int64_t n = 0;
+    /* qkv: launched with cuLaunchKernel (cuda_driver) from aten::addmm inside aten::linear,
+     * whose CPU time is 45 us */
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=384 k=128", NULL), 21.0e-6, 1e-9);
+    /* fc1: its kernel and a memset (gpu_memset) */
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=512 k=128", NULL), 25.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=128 k=512", NULL), 23.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=128 k=128", NULL), 9.5e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "bgemm fwd fp32 NT m=64 n=64 k=32 batch=8", NULL), 7.25e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "bgemm fwd fp32 NN m=64 n=32 k=64 batch=8", NULL), 6.75e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "layernorm fwd fp32 rows=128 cols=128", &n), 4.5e-6, 1e-9);
+    CHECK_INT(n, 2);
+    CHECK_NEAR(cost_of(costs, "softmax fwd fp32 rows=512 cols=64 causal", NULL), 3.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "dropout fwd fp32 rows=512 cols=64", NULL), 2.5e-6, 1e-9);
+    /* bias + dropout + add: the dropout's kernel; the add's is another kind's */
+    CHECK_NEAR(cost_of(costs, "dropout_add fwd fp32 rows=128 cols=128", &n), 2.0e-6, 1e-9);
+    CHECK_INT(n, 2);
+    CHECK_NEAR(cost_of(costs, "gelu fwd fp32 rows=128 cols=512", NULL), 4.0e-6, 1e-9);
+    bool optimizer = false;
+    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(costs, i, &key, &cost);
+        CHECK_INT(cost->provenance, DS_PROV_FRAMEWORK);
+        if (key->op == DS_OP_OPTIMIZER) /* two multi-tensor-apply kernels, 30 + 20 us */
+            optimizer = fabs(cost->mean_s - 50.0e-6) < 1e-9;
+    }
+    CHECK(optimizer);
+    CHECK_NEAR(r.kernel_s, 165.0e-6, 1e-9);
+    CHECK_NEAR(r.kernel_other_s, 6.0e-6, 1e-9); /* the adds (1.5 + 1.5) and a copy (3) */
+    /* validate's pass times are device time too */
+    size_t count = 0;
+    double mean = 0.0;
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &mean);
+    CHECK_INT(count, 1);
+    CHECK_NEAR(mean, 121.0e-6, 1e-9);
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_OPTIMIZER, &count, &mean);
+    CHECK_NEAR(mean, 50.0e-6, 1e-9);
+out:
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
+/* Kineto traces with record_shapes: a GEMM's Input Dims must agree with the
+ * model's key where it is matched (re-paired where torch issues a pair in the
+ * other order), and a trace of another run is refused with one line. */
+static void check_shapes(void)
+{
+    static const char text[] =
+        "{\"traceEvents\": ["
+        " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"ts\": 0,"
+        "  \"dur\": 1000, \"pid\": 1, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"head:bwd\", \"ts\": 100,"
+        "  \"dur\": 800, \"pid\": 1, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::nll_loss_backward\", \"ts\": 110,"
+        "  \"dur\": 40, \"pid\": 1, \"tid\": 1, \"args\": {\"Input Dims\": [[], [128, 4096]]}},"
+        /* the weight gradient first, as torch issues it: m=4096 n=128 k=128 */
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 200, \"dur\": 100,"
+        "  \"pid\": 1, \"tid\": 1, \"args\": {\"Input Dims\": [[4096, 128], [128, 128]]}},"
+        /* then the input gradient: m=128 n=128 k=4096 */
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 400, \"dur\": 200,"
+        "  \"pid\": 1, \"tid\": 1, \"args\": {\"Input Dims\": [[128, 4096], [4096, 128]]}},"
+        " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::native_layer_norm_backward\","
+        "  \"ts\": 700, \"dur\": 100, \"pid\": 1, \"tid\": 1,"
+        "  \"args\": {\"Input Dims\": [[2, 64, 128], [2, 64, 128]]}}]}";
+    ds_torch_trace_t *trace = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "shapes.json", &trace));
+    ds_model_t *model = tiny_model();
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace == NULL || model == NULL || costs == NULL)
+        goto out;
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_INT(r.shapes_checked, 2);
+    CHECK_INT(r.model_ops_unmatched, 0);
+    /* costs end to end in trace order: the weight gradient 150..300, the input gradient
+     * 300..600 (in the model's order they would have been swapped) */
+    CHECK_NEAR(cost_of(costs, "gemm bwd fp32 TN m=4096 n=128 k=128", NULL), 150e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "gemm bwd fp32 NN m=128 n=128 k=4096", NULL), 300e-6, 1e-9);
+    CHECK_NEAR(cost_of(costs, "layernorm bwd fp32 rows=128 cols=128", NULL), 300e-6, 1e-9);
+    /* A model run with one sequence per micro-batch: m is 64, the trace's 128. */
+    ds_strategy_t other = strategy_of(model, "dp=1,tp=1,pp=1,mbs=1,gbs=1", 1);
+    ds_cost_table_t *none = NULL;
+    CHECK_OK(ds_cost_table_create(&none));
+    CHECK_FAILS(ds_torch_trace_map(trace, model, &other, 0, none, &r), DS_ERR_INVALID_ARG,
+                "Input Dims");
+    const char *message = ds_last_error();
+    CHECK_MSG(strstr(message, "shapes.json: head:bwd") != NULL &&
+                  strstr(message, "expects 'gemm bwd fp32 NN m=64 n=128 k=4096' "
+                                  "(head.logits.dgrad)") != NULL &&
+                  strstr(message, "aten::mm with Input Dims m=4096 n=128 k=128") != NULL &&
+                  strchr(message, '\n') == NULL,
+              "'%s'", message);
+    CHECK_INT(ds_cost_table_size(none), 0);
+    ds_cost_table_destroy(none);
+    /* The real Kineto fixture agrees with the model it ran, re-paired where needed. */
+    ds_torch_trace_t *real = load("single-kineto.json");
+    ds_cost_table_t *real_costs = NULL;
+    CHECK_OK(ds_cost_table_create(&real_costs));
+    if (real != NULL && real_costs != NULL) {
+        CHECK_OK(ds_torch_trace_map(real, model, &s, 0, real_costs, &r));
+        CHECK_INT(r.shapes_checked, 21); /* 6 forward, 12 backward GEMMs of the layer, 3 head */
+        CHECK_FAILS(ds_torch_trace_map(real, model, &other, 0, real_costs, &r), DS_ERR_INVALID_ARG,
+                    "attn.qkv");
+    }
+    ds_cost_table_destroy(real_costs);
+    ds_torch_trace_destroy(real);
+out:
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
+/* Layer ranges from with_stack's module events (make_kineto_fixtures.py:
+ * Megatron-Core's GPTModel > TransformerBlock > TransformerLayer, two
+ * micro-batches); the backward passes through the sequence numbers. */
+static void check_modules(void)
+{
+    ds_torch_trace_t *trace = load("modules-kineto.json");
+    ds_model_t *model = tiny_model();
+    ds_cost_table_t *costs = NULL;
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace == NULL || model == NULL || costs == NULL)
+        goto out;
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    /* TransformerLayer_0 twice forward, twice backward; not the TransformerBlock around it */
+    CHECK_INT(info.ranges, 4);
+    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=4", 1);
+    ds_framework_result_t r;
+    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_INT(r.ranges_mapped, 4);
+    CHECK_INT(r.ranges_skipped, 0);
+    CHECK_INT(r.keys, 26);               /* 11 forward, 15 backward */
+    CHECK_INT(r.shapes_checked, 36);     /* 6 forward and 12 backward GEMMs, twice */
+    CHECK_INT(r.model_ops_unmatched, 4); /* the residuals' backward: no operator in torch */
+    CHECK(r.coverage > DS_FRAMEWORK_MIN_COVERAGE);
+    double total = 0.0;
+    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(costs, i, &key, &cost);
+        total += cost->mean_s * (double)cost->repetitions;
+    }
+    CHECK_NEAR(total, r.mapped_s, 1e-6); /* CPU costs end to end fill the passes */
+    int64_t n = 0;
+    cost_of(costs, "gemm bwd fp32 TN m=512 n=128 k=128", &n); /* fc1's weight gradient */
+    CHECK_INT(n, 2);
+    size_t count = 0;
+    double fwd = 0.0, bwd = 0.0;
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &fwd);
+    CHECK_INT(count, 2);
+    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_BACKWARD, &count, &bwd);
+    CHECK_INT(count, 2);
+    CHECK(fwd > 0.0 && bwd > fwd); /* the backward pass: from its first autograd function */
+out:
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+
+    /* Module numbers count the layers of the traced stage: on stage 1 of a 4-layer model
+     * under pp=2, GPT2Block_1 is layer 3, and GPT2Block_2 is beyond the stage. */
+    static const char text[] =
+        "[{\"ph\": \"X\", \"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 1000, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"nn.Module: GPT2Block_1\","
+        "  \"ts\": 100, \"dur\": 300, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 110, \"dur\": 40, \"tid\": 1},"
+        " {\"ph\": \"X\", \"cat\": \"python_function\", \"name\": \"nn.Module: GPT2Block_2\","
+        "  \"ts\": 500, \"dur\": 300, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"aten::layer_norm\", \"ts\": 510, \"dur\": 40, \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"nn.Module: GPT2Model_0\", \"ts\": 50, \"dur\": 900,"
+        "  \"tid\": 1},"
+        " {\"ph\": \"X\", \"name\": \"nn.Module: Block_x\", \"ts\": 60, \"dur\": 10, \"tid\": 1}]";
+    trace = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "stage.json", &trace));
+    model = model_named("gpt2-tiny.json");
+    CHECK_OK(ds_cost_table_create(&costs));
+    if (trace != NULL && model != NULL && costs != NULL) {
+        ds_torch_trace_get_info(trace, &info);
+        CHECK_INT(info.ranges, 2);
+        ds_strategy_t pp = strategy_of(model, "dp=1,tp=1,pp=2,mbs=2,gbs=4", 2);
+        CHECK_OK(ds_torch_trace_map(trace, model, &pp, 1, costs, &r));
+        CHECK_INT(r.ranges_mapped, 1);
+        CHECK_INT(r.ranges_skipped, 1);
+    }
+    ds_cost_table_destroy(costs);
+    ds_model_destroy(model);
+    ds_torch_trace_destroy(trace);
+}
+
+/* `text` as a gzip file of `members` members (the text split evenly), as
+ * gzip(1) or Python's gzip module writes it.  Caller frees. */
+static unsigned char *gzip_text(const char *text, int members, size_t *size_p)
+{
+    size_t length = strlen(text), capacity = length + 64 * (size_t)members + 1024, used = 0;
+    unsigned char *out = malloc(capacity);
+    for (int i = 0; out != NULL && i < members; i++) {
+        size_t from = length * (size_t)i / (size_t)members;
+        size_t to = length * (size_t)(i + 1) / (size_t)members;
+        z_stream z;
+        memset(&z, 0, sizeof(z));
+        CHECK(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+        z.next_in = (Bytef *)(uintptr_t)(text + from);
+        z.avail_in = (uInt)(to - from);
+        z.next_out = out + used;
+        z.avail_out = (uInt)(capacity - used);
+        CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+        used = capacity - z.avail_out;
+        deflateEnd(&z);
+    }
+    *size_p = used;
+    return out;
+}
+
+/* gzip-compressed traces read as the JSON they hold; truncated, corrupt and
+ * trailing bytes refused with one line. */
+static void check_gzip(void)
+{
+    for (int members = 1; members <= 2; members++) {
+        size_t size = 0;
+        unsigned char *gz = gzip_text(synthetic_trace, members, &size);
+        if (gz == NULL)
+            return;
+        ds_torch_trace_t *trace = NULL;
+        CHECK_OK(ds_torch_trace_parse((const char *)gz, size, "synthetic.json.gz", &trace));
+        if (trace != NULL) {
+            ds_torch_trace_info_t info;
+            ds_torch_trace_get_info(trace, &info);
+            CHECK_INT(info.events, 11);
+            CHECK_INT(info.iterations, 1);
+            CHECK_NEAR(info.iteration_median_s, 1e-3, 1e-12);
+        }
+        ds_torch_trace_destroy(trace);
+        if (members == 1) {
+            check_refused_bytes(gz, size - 9, "cut.json.gz", "truncated gzip");
+            check_refused_bytes(gz, size / 2, "half.json.gz", "truncated gzip");
+            unsigned char *bad = malloc(size + 4);
+            if (bad != NULL) {
+                memcpy(bad, gz, size);
+                bad[size - 6] ^= 0x5a; /* the CRC-32 of the content */
+                check_refused_bytes(bad, size, "crc.json.gz", "corrupt gzip");
+                memcpy(bad, gz, size);
+                memcpy(bad + size, "junk", 4);
+                check_refused_bytes(bad, size + 4, "trailing.json.gz", "after the end");
+                free(bad);
+            }
+        }
+        free(gz);
+    }
+    /* The content is parsed as any trace: gzip of a non-trace is refused as one. */
+    size_t size = 0;
+    unsigned char *gz = gzip_text("{\"traceEvents\": 3}", 1, &size);
+    if (gz != NULL)
+        check_refused_bytes(gz, size, "object.json.gz", "not a torch.profiler trace");
+    free(gz);
+}
+
 int main(int argc, char **argv)
 {
     data_dir = argc > 1 ? argv[1] : DSMPI_TEST_DATA;
@@ -245,5 +559,9 @@ int main(int argc, char **argv)
                   "dp=1,tp=2,pp=1,mbs=2,gbs=2", 2);
     check_calibration();
     check_synthetic();
+    check_gzip();
+    check_gpu();
+    check_shapes();
+    check_modules();
     return check_summary("test_torch_trace");
 }
