@@ -14,7 +14,8 @@
 #   WORK_DIR    the runs (default BUILD_DIR/tests/smpi/bench)
 # Environment: KEEP_RUNS=1 reuses the executor runs already in WORK_DIR
 # (resume an interrupted run); JOBS=N runs N executor cases at once (default
-# the number of cores).
+# the number of cores); SET=moe-cp runs the mixture-of-experts and
+# context-parallel cases instead (sizes 64,256; no ranking).
 set -eu
 build=${1:-build}
 sizes=${2:-64,256,1024}
@@ -26,5 +27,6 @@ mkdir -p "$work"
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -n), load $(cut -d' ' -f1-3 /proc/loadavg), $(smpirun -version 2>&1 | head -1)"
 python3 "$here/tests/smpi/protocol.py" --dsmpi "$build/apps/dsmpi/dsmpi" \
     --dsmpi-smpi "$smpi/apps/dsmpi/dsmpi" --platforms "$here/tests/data/smpi" \
-    --work "$work" --sizes "$sizes" --set bench --ranking 256 --json "$work/smpi_validate.json" \
+    --work "$work" --sizes "$sizes" --set "${SET:-bench}" \
+    --ranking "$([ "${SET:-bench}" = bench ] && echo 256 || echo 0)" --json "$work/smpi_validate.json" \
     --jobs "${JOBS:-$(nproc)}" ${KEEP_RUNS:+--keep-runs}

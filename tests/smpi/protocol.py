@@ -22,7 +22,7 @@ extrapolation and the simulator's semantics.
 Usage:
   protocol.py --dsmpi BUILD/apps/dsmpi/dsmpi --dsmpi-smpi SMPI/apps/dsmpi/dsmpi
               --platforms tests/data/smpi --work DIR --sizes 64[,256,1024]
-              [--set ci|bench] [--ranking 256] [--json FILE]
+              [--set ci|bench|moe-cp] [--ranking 256] [--json FILE]
               [--max-error PCT] [--max-mb-error PCT] [--min-tau T] [--max-regret PCT]
               [--predict-only] [--jobs N]
 Ranks sit on the hosts in block order (rank r on node r / G, device r % G,
@@ -72,6 +72,10 @@ SMPI_CFG = [
 # so that the executor's micro-batches stay few on the simulated cluster.
 GPT = ("gpt2-medium", ("--global-batch", "GBS"))
 LLAMA = ("llama2-7b", ("--seq-len", "2048", "--global-batch", "GBS"))
+# Mixture of experts (Mixtral's 8 experts, top-2) and long sequences for
+# context parallelism (fused attention, which cp needs).
+MIXTRAL = ("mixtral-8x7b", ("--seq-len", "1024", "--global-batch", "GBS"))
+LLAMA_LONG = ("llama2-7b", ("--seq-len", "8192", "--global-batch", "GBS"))
 
 CASES = {
     "ci": {
@@ -109,6 +113,20 @@ CASES = {
             (GPT, 128, "dp=32,tp=8,pp=4,mbs=1,schedule=1f1b"),
             (GPT, 256, "dp=64,tp=4,pp=4,mbs=1,schedule=interleaved,vpp=2"),
             (LLAMA, 128, "dp=16,tp=8,pp=8,mbs=1,schedule=1f1b"),
+        ],
+    },
+    # Expert parallelism across nodes (tp=2 with sp spreads each EP group of
+    # 8 x etp 2 over two 8-device nodes) and context parallelism (the p2p
+    # ring of 2; at 256 with experts: llama2-7b at seq 8192 on 256 simulated
+    # ranks needs over 17 GB), on the g8 platforms.
+    "moe-cp": {
+        64: [
+            (MIXTRAL, 16, "dp=8,tp=2,pp=4,sp,ep=8,mbs=1,schedule=1f1b"),
+            (LLAMA_LONG, 8, "dp=4,tp=8,cp=2,pp=1,flash,mbs=1"),
+        ],
+        256: [
+            (MIXTRAL, 64, "dp=32,tp=2,pp=4,sp,ep=8,mbs=1,schedule=1f1b"),
+            (MIXTRAL, 64, "dp=16,tp=2,pp=4,sp,cp=2,flash,ep=8,mbs=1,schedule=1f1b"),
         ],
     },
 }
