@@ -2,7 +2,8 @@
  * Device memory of one pipeline stage:
  *   weights      P x dtype bytes (/dp with ZeRO-3); under fp8= the layers'
  *                linear weights also in fp8 and transposed (2 bytes each:
- *                Transformer Engine's weight cache across micro-batches)
+ *                Transformer Engine's weight cache across micro-batches;
+ *                not with ZeRO-3, whose layers are gathered one at a time)
  *   gradients    P x grad-reduce dtype bytes (Megatron's fp32 main_grad buffer;
  *                /dp with ZeRO-2 and 3)
  *   optimizer    P x 12 bytes (fp32 master copy + Adam moments; 8 when training
@@ -24,7 +25,9 @@
  *                logits.
  *   buffers      DS_SIM_COMM_MIB per communicator the device is in, and two
  *                pipeline receive buffers per chunk; with cp the K/V
- *                exchange of one layer's attention (cp_buffer_bytes)
+ *                exchange of one layer's attention (cp_buffer_bytes); with
+ *                ZeRO-3 the gathered weights of two layers and one layer's
+ *                unsharded gradient (zero3_gathered_bytes)
  *   cp           context parallelism: every rank holds seq / cp tokens, so
  *                activations, logits and pipeline buffers scale with it; the
  *                optimizer and ZeRO shard over dp x cp (Megatron-Core's
@@ -39,6 +42,7 @@
  */
 #include "dsi_sim.h"
 
+#include <math.h>
 #include <string.h>
 
 #define MIB (1024.0 * 1024.0)
@@ -116,9 +120,9 @@ static double cp_buffer_bytes(const ds_sim_t *sim)
     return 2.0 * tokens * (2.0 * q_heads + 2.0 * kv_heads) * info->head_dim * dsize;
 }
 
-/* Parameters of the linear layers this stage runs in fp8 (qkv, proj, fc1,
- * fc2 of each of its layers; their TP share). */
-static double fp8_linear_params(const ds_sim_t *sim, int stage)
+/* Parameters of one layer's linears (qkv, proj, fc1, fc2: their TP share;
+ * MoE layers count their shared experts, the routed ones are memory_moe.c's). */
+static double layer_linear_params(const ds_sim_t *sim, int layer)
 {
     const ds_model_info_t *info = &sim->info;
     const ds_strategy_t *s = &sim->s;
@@ -127,18 +131,43 @@ static double fp8_linear_params(const ds_sim_t *sim, int stage)
            kv = (double)info->num_kv_heads * info->head_dim;
     bool gated = info->activation == DS_ACT_SWIGLU || info->activation == DS_ACT_GEGLU;
     double attention = (h * (q + 2.0 * kv) + q * h) / s->tp;
-    double total = 0.0;
+    double mlp = dsi_model_layer_is_moe(sim->model, layer) ? info->shared_ffn_hidden_size : f;
+    return attention + (h * mlp * (gated ? 2.0 : 1.0) + mlp * h) / s->tp;
+}
+
+/* The linear parameters of this stage's layers: their sum (the layers run in
+ * fp8 under fp8=) and the largest layer's (what ZeRO-3 gathers at a time). */
+static void stage_linear_params(const ds_sim_t *sim, int stage, double *total_p, double *largest_p)
+{
+    const ds_strategy_t *s = &sim->s;
+    double total = 0.0, largest = 0.0;
     for (int c = 0; c < s->vpp; c++) {
         int first, n;
-        ds_strategy_chunk_layers(s, info->num_layers, stage, c, &first, &n);
+        ds_strategy_chunk_layers(s, sim->info.num_layers, stage, c, &first, &n);
         for (int layer = first; layer < first + n; layer++) {
-            /* MoE layers: the shared experts (the routed ones stay in the training dtype) */
-            double mlp =
-                dsi_model_layer_is_moe(sim->model, layer) ? info->shared_ffn_hidden_size : f;
-            total += attention + (h * mlp * (gated ? 2.0 : 1.0) + mlp * h) / s->tp;
+            double params = layer_linear_params(sim, layer);
+            total += params;
+            largest = fmax(largest, params);
         }
     }
-    return total;
+    *total_p = total;
+    *largest_p = largest;
+}
+
+/* ZeRO-3 gathers a layer's weights before its pass and frees them after, as
+ * FSDP does: the layer running and the one prefetched are whole at once
+ * (FSDP's default prefetch of one layer, forward and backward), and in the
+ * backward the running layer's unsharded gradient waits for its
+ * reduce-scatter.  Under fp8= their fp8 copies exist only while gathered
+ * (FSDP's fp8 all-gather casts the shard; nothing is cached across
+ * micro-batches). */
+#define ZERO3_GATHERED_LAYERS 2.0
+static double zero3_gathered_bytes(const ds_sim_t *sim, double largest_layer)
+{
+    const ds_strategy_t *s = &sim->s;
+    double weight = (double)ds_dtype_size(sim->info.dtype) + (s->fp8 != DS_FP8_OFF ? 2.0 : 0.0);
+    return largest_layer *
+           (ZERO3_GATHERED_LAYERS * weight + (double)ds_dtype_size(s->grad_reduce_dtype));
 }
 
 void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
@@ -148,9 +177,12 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
     memset(mem, 0, sizeof(*mem));
     double P = (double)sim->plan.stage_params[stage];
     double dp = s->dp;
+    double linear = 0.0, largest_linear = 0.0;
+    if (info->arch != DS_ARCH_LAYER_LIST)
+        stage_linear_params(sim, stage, &linear, &largest_linear);
     mem->weights_B = P * (double)ds_dtype_size(info->dtype) / (s->zero == 3 ? dp : 1.0);
-    if (s->fp8 != DS_FP8_OFF && info->arch != DS_ARCH_LAYER_LIST)
-        mem->weights_B += 2.0 * fp8_linear_params(sim, stage);
+    if (s->fp8 != DS_FP8_OFF && s->zero < 3) /* TE's fp8 copy and transpose, kept */
+        mem->weights_B += 2.0 * linear;
     mem->grads_B = P * (double)ds_dtype_size(s->grad_reduce_dtype) / (s->zero >= 2 ? dp : 1.0);
     double per_param = info->dtype == DS_DTYPE_FP32 ? 8.0 : 12.0;
     double share = s->zero >= 1 ? dp : (s->dp_algo == DS_DP_PS && s->dp > 1 ? s->ps_servers : 1.0);
@@ -200,6 +232,8 @@ void dsi_sim_memory(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem)
                      sim->ctx.cp * s->vpp;
     mem->comm_buffers_B =
         comms * dsi_param_double(DSI_PARAM_SIM_COMM_MIB) * MIB + pp_buffers + cp_buffer_bytes(sim);
+    if (s->zero == 3)
+        mem->comm_buffers_B += zero3_gathered_bytes(sim, largest_linear);
     dsi_sim_memory_experts(sim, stage, mem);
     mem->context_B = (dsi_param_double(DSI_PARAM_SIM_CONTEXT_MIB) +
                       dsi_param_double(DSI_PARAM_SIM_WORKSPACE_MIB)) *

@@ -311,13 +311,14 @@ static void flops_and_memory(ds_sim_t *sim)
     ds_model_destroy(model);
 }
 
-/* First-stage memory of gpt2-medium (seq 256, mbs 2, tp 2, one micro-batch
- * in flight) under `text`. */
-static ds_sim_memory_t stage0_memory(ds_sim_t *sim, const ds_model_t *model, const char *text)
+/* First-stage memory of gpt2-medium (seq 256, mbs 2, one micro-batch in
+ * flight) under `text`, on one node of `gpus` devices. */
+static ds_sim_memory_t stage0_memory(ds_sim_t *sim, const ds_model_t *model, const char *text,
+                                     int gpus)
 {
     ds_strategy_t s;
     ds_cluster_t cluster;
-    setup_strategy(model, text, 1, 2, &s, &cluster);
+    setup_strategy(model, text, 1, gpus, &s, &cluster);
     ds_cost_table_t *table = synthetic_costs(model, &s, &cluster, unit_rule, NULL);
     CHECK_OK(ds_sim_run(sim, model, &s, &cluster, table, NULL));
     ds_sim_device_t d;
@@ -340,9 +341,9 @@ static void flash_and_fp8_memory(ds_sim_t *sim)
     double scale = (double)ds_dtype_size(info.dtype) / 2.0;
     double L = info.num_layers, a = info.num_heads, s = 256, b = 2, t = 2, h = info.hidden_size;
     double f = info.ffn_hidden_size, q = (double)info.num_heads * info.head_dim;
-    ds_sim_memory_t plain = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2");
-    ds_sim_memory_t flash = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2,flash");
-    ds_sim_memory_t fp8 = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2,flash,fp8=hybrid");
+    ds_sim_memory_t plain = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2", 2);
+    ds_sim_memory_t flash = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2,flash", 2);
+    ds_sim_memory_t fp8 = stage0_memory(sim, model, "dp=1,tp=2,mbs=2,gbs=2,flash,fp8=hybrid", 2);
     CHECK_INT(plain.inflight, 1);
     CHECK_NEAR(plain.activations_B - flash.activations_B,
                L * (5.0 * a * s * s * b / t * scale - 4.0 * a * s * b / t), 1e-9);
@@ -351,6 +352,17 @@ static void flash_and_fp8_memory(ds_sim_t *sim)
     double linear = L * (h * 3.0 * q + q * h + 2.0 * h * f) / t; /* no GQA, not gated */
     CHECK_NEAR(fp8.weights_B - flash.weights_B, 2.0 * linear, 1e-9);
     CHECK(flash.total_B < plain.total_B);
+    /* ZeRO-3 gathers a layer at a time: two layers' bf16 weights and one
+     * layer's fp32 gradient are whole (buffers), and fp8 copies exist only
+     * for those two layers, not for the stage's every layer. */
+    ds_sim_memory_t z1 = stage0_memory(sim, model, "dp=2,tp=2,mbs=2,gbs=4,flash,zero=1", 4);
+    ds_sim_memory_t z3 = stage0_memory(sim, model, "dp=2,tp=2,mbs=2,gbs=4,flash,zero=3", 4);
+    ds_sim_memory_t z3_fp8 =
+        stage0_memory(sim, model, "dp=2,tp=2,mbs=2,gbs=4,flash,zero=3,fp8=hybrid", 4);
+    double layer = linear / L;
+    CHECK_NEAR(z3.comm_buffers_B - z1.comm_buffers_B, layer * (2.0 * 2.0 + 4.0), 1e-9);
+    CHECK_NEAR(z3_fp8.weights_B, z3.weights_B, 1e-9);
+    CHECK_NEAR(z3_fp8.comm_buffers_B - z3.comm_buffers_B, 2.0 * 2.0 * layer, 1e-9);
     ds_model_destroy(model);
 }
 
