@@ -29,8 +29,10 @@ typedef struct dsi_moe_shape {
 dsi_op_t *dsi_ops_push(dsi_op_list_t *list, const char *label);
 void dsi_ops_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
                   unsigned trans, int64_t grad_params);
-void dsi_ops_batched_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
-                          int64_t batch, unsigned trans);
+/* A grouped GEMM (the experts'): `groups` GEMMs of m x n x k as one batched
+ * key, in FP8 when the list is. */
+void dsi_ops_grouped_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                          int64_t groups, unsigned trans);
 void dsi_ops_elementwise(dsi_op_list_t *list, ds_op_t kind, const char *label, int64_t rows,
                          int64_t cols, unsigned variant, double flops_per_element, double tensors,
                          int64_t grad_params);

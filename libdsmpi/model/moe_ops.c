@@ -22,8 +22,16 @@
  * sums of the probabilities and the routing map; backward its gradient).
  * Not priced: the all-reduce of its token counts over the TP group (one
  * number per expert), the router's fp32 casts and the routing-map exchange
- * of the allgather dispatcher (indices and probs, top-k numbers per token).  The experts' GEMMs
- * stay in the training dtype under fp8 (Transformer Engine's grouped fp8 GEMMs are not modelled).
+ * of the allgather dispatcher (indices and probs, top-k numbers per token).
+ *
+ * Under fp8= the experts' grouped GEMMs run in FP8 as Transformer Engine's
+ * grouped linear does in Megatron-Core: each expert's tokens padded to a
+ * multiple of FP8_ALIGN_TOKENS (TE's Fp8Padding, Megatron-Core's
+ * get_fp8_align_size for per-tensor scaling), fc1's input and fc2's input
+ * cast to FP8 by kernels of their own (the permuted tokens and the
+ * activation's output come from kernels that do not cast), in the backward
+ * each GEMM's output gradient cast and transposed.  The router stays in the
+ * training dtype.
  */
 #include "dsi_ops.h"
 
@@ -36,7 +44,18 @@ typedef struct moe_sizes {
     int64_t recv;                          /* tokens a rank receives (mean) before the etp gather */
     int64_t dispatch_bytes;                /* all-to-all buffer, or all-gather output */
     double dsize;
+    bool fp8;                        /* the grouped GEMMs in FP8 */
+    int64_t gemm_mean, gemm_slowest; /* tokens per local expert in the GEMMs (padded under fp8) */
 } moe_sizes_t;
+
+/* Rows of one expert's GEMM under FP8 with per-tensor scaling: cuBLASLt's
+ * FP8 kernels need m, n and k multiples of 16, and TE pads each expert's
+ * tokens to it. */
+#define FP8_ALIGN_TOKENS 16
+static int64_t fp8_padded(int64_t tokens)
+{
+    return (tokens + FP8_ALIGN_TOKENS - 1) / FP8_ALIGN_TOKENS * FP8_ALIGN_TOKENS;
+}
 
 static moe_sizes_t sizes_of(const dsi_op_list_t *list, const ds_model_info_t *info,
                             const dsi_moe_shape_t *sh)
@@ -59,6 +78,9 @@ static moe_sizes_t sizes_of(const dsi_op_list_t *list, const ds_model_info_t *in
         skew = ctx->moe_capacity; /* tokens beyond the capacity are dropped */
     z.mean = DSI_MAX((int64_t)llround(mean), 1);
     z.slowest = z.ep > 1 ? DSI_MAX((int64_t)llround(mean * skew), 1) : z.mean;
+    z.fp8 = list->fp8;
+    z.gemm_mean = z.fp8 ? fp8_padded(z.mean) : z.mean;
+    z.gemm_slowest = z.fp8 ? fp8_padded(z.slowest) : z.slowest;
     z.dispatch_bytes = ctx->moe_dispatcher == DS_MOE_DISPATCH_ALLGATHER
                            ? z.ep * sh->rows * sh->h * (int64_t)z.dsize
                            : z.recv * sh->h * (int64_t)z.dsize;
@@ -73,21 +95,42 @@ static void set_role(dsi_op_list_t *list, dsi_ep_role_t role)
 }
 
 /* Expert work: grouped GEMM over the local experts with `tokens` each at
- * m (dims as a batched GEMM: m, n, k, groups). */
+ * m (dims as a batched GEMM: m, n, k, groups), in FP8 under fp8=. */
 static void expert_gemm(dsi_op_list_t *list, const moe_sizes_t *z, const char *label, bool rows_m,
                         int64_t a, int64_t b, unsigned trans)
 {
-    int64_t counts[2] = {z->mean, z->slowest};
+    int64_t counts[2] = {z->gemm_mean, z->gemm_slowest};
     int copies = z->ep > 1 ? 2 : 1;
+    bool fp8 = list->fp8;
+    list->fp8 = z->fp8;
     for (int i = 0; i < copies; i++) {
         /* rows_m: tokens are the GEMM's m (data path); else its k (weight gradient) */
         if (rows_m)
-            dsi_ops_batched_gemm(list, label, counts[i], a, b, z->local, trans);
+            dsi_ops_grouped_gemm(list, label, counts[i], a, b, z->local, trans);
         else
-            dsi_ops_batched_gemm(list, label, a, b, counts[i], z->local, trans);
+            dsi_ops_grouped_gemm(list, label, a, b, counts[i], z->local, trans);
         if (copies == 2)
             set_role(list, i == 0 ? DSI_EP_MEAN : DSI_EP_SLOWEST);
     }
+    list->fp8 = fp8;
+}
+
+/* Under fp8=: the local experts' padded tokens of `cols` columns cast to
+ * FP8 before a grouped GEMM reads them (transposed too in the backward). */
+static void expert_cast(dsi_op_list_t *list, const moe_sizes_t *z, const char *label, int64_t cols)
+{
+    if (!z->fp8)
+        return;
+    int64_t counts[2] = {z->gemm_mean, z->gemm_slowest};
+    int copies = z->ep > 1 ? 2 : 1;
+    bool fp8 = list->fp8;
+    list->fp8 = true;
+    for (int i = 0; i < copies; i++) {
+        dsi_ops_fp8_cast(list, label, counts[i] * z->local, cols);
+        if (copies == 2)
+            set_role(list, i == 0 ? DSI_EP_MEAN : DSI_EP_SLOWEST);
+    }
+    list->fp8 = fp8;
 }
 
 static void expert_activation(dsi_op_list_t *list, const moe_sizes_t *z, const dsi_moe_shape_t *sh,
@@ -196,7 +239,7 @@ void dsi_moe_forward(dsi_op_list_t *list, const ds_model_info_t *info, const dsi
     bool fp8 = list->fp8;
     bool allgather = list->ctx->moe_dispatcher == DS_MOE_DISPATCH_ALLGATHER;
     dsi_ops_elementwise(list, sh->norm_op, "moe.norm", sh->rows, sh->h, 0, 8.0, 2.0, 0);
-    list->fp8 = false; /* the router and the grouped GEMMs stay in the training dtype */
+    list->fp8 = false; /* the router stays in the training dtype; expert_gemm sets FP8 */
     dsi_ops_gemm(list, "moe.router", sh->rows, z.experts, sh->h, DS_GEMM_TRANS_B, 0);
     dsi_ops_elementwise(list, DS_OP_SOFTMAX, "moe.router.topk", sh->rows, z.experts, 0, 5.0, 2.0,
                         0);
@@ -209,8 +252,10 @@ void dsi_moe_forward(dsi_op_list_t *list, const ds_model_info_t *info, const dsi
     if (allgather)
         permute(list, &z, sh, "moe.permute", z.ep * sh->rows);
     expert_tp(list, &z, sh, true, "moe.etp.gather");
+    expert_cast(list, &z, "moe.expert.fc1.cast", sh->h);
     expert_gemm(list, &z, "moe.expert.fc1", true, z.up, sh->h, DS_GEMM_TRANS_B);
     expert_activation(list, &z, sh, false);
+    expert_cast(list, &z, "moe.expert.fc2.cast", z.ffn);
     expert_gemm(list, &z, "moe.expert.fc2", true, sh->h, z.ffn, DS_GEMM_TRANS_B);
     expert_tp(list, &z, sh, false, "moe.etp.reduce");
     if (allgather)
@@ -241,9 +286,11 @@ void dsi_moe_backward(dsi_op_list_t *list, const ds_model_info_t *info, const ds
     expert_tp(list, &z, sh, true, "moe.etp.gather");
     /* Expert weight gradients carry no grad_params: they are reduced over
      * the expert-data-parallel group, not with the dense buckets. */
+    expert_cast(list, &z, "moe.expert.fc2.cast.grad", sh->h);
     expert_gemm(list, &z, "moe.expert.fc2.dgrad", true, z.ffn, sh->h, 0);
     expert_gemm(list, &z, "moe.expert.fc2.wgrad", false, sh->h, z.ffn, DS_GEMM_TRANS_A);
     expert_activation(list, &z, sh, true);
+    expert_cast(list, &z, "moe.expert.fc1.cast.grad", z.up);
     expert_gemm(list, &z, "moe.expert.fc1.dgrad", true, sh->h, z.up, 0);
     expert_gemm(list, &z, "moe.expert.fc1.wgrad", false, z.up, sh->h, DS_GEMM_TRANS_A);
     expert_tp(list, &z, sh, false, "moe.etp.reduce");

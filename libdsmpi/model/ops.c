@@ -82,8 +82,8 @@ static void fp8_cast(op_list_t *list, const char *label, int64_t rows, int64_t c
     op->bytes = elements * (2.0 * dsize(list) + (transpose ? 2.0 : 1.0));
 }
 
-static void batched_gemm(op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
-                         int64_t batch, unsigned trans)
+static void typed_batched_gemm(op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                               int64_t batch, unsigned trans, bool fp8)
 {
     dsi_op_t *op = push(list, label);
     if (op == NULL)
@@ -96,7 +96,20 @@ static void batched_gemm(op_list_t *list, const char *label, int64_t m, int64_t 
     op->key.dims[2] = k;
     op->key.dims[3] = batch;
     op->flops = 2.0 * (double)m * (double)n * (double)k * (double)batch;
-    op->bytes = dsize(list) * (double)batch * ((double)m * k + (double)k * n + (double)m * n);
+    /* FP8 (the experts' grouped GEMMs): one-byte operands, the output in the training dtype. */
+    double operand = fp8 ? 1.0 : dsize(list);
+    if (fp8)
+        op->key.dtype = DS_DTYPE_FP8;
+    op->bytes =
+        (double)batch * (operand * ((double)m * k + (double)k * n) + dsize(list) * (double)m * n);
+}
+
+/* Attention's batched GEMMs: in the training dtype under fp8= too (TE keeps
+ * attention in bf16). */
+static void batched_gemm(op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                         int64_t batch, unsigned trans)
+{
+    typed_batched_gemm(list, label, m, n, k, batch, trans, false);
 }
 
 /* Elementwise and reduction operators: `flops_per_element` and the number of
@@ -797,10 +810,10 @@ void dsi_ops_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, 
     gemm(list, label, m, n, k, trans, grad_params);
 }
 
-void dsi_ops_batched_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
-                          int64_t batch, unsigned trans)
+void dsi_ops_grouped_gemm(dsi_op_list_t *list, const char *label, int64_t m, int64_t n, int64_t k,
+                          int64_t groups, unsigned trans)
 {
-    batched_gemm(list, label, m, n, k, batch, trans);
+    typed_batched_gemm(list, label, m, n, k, groups, trans, list->fp8);
 }
 
 void dsi_ops_elementwise(dsi_op_list_t *list, ds_op_t kind, const char *label, int64_t rows,

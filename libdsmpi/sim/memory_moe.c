@@ -11,7 +11,10 @@
  *     input (2 h bytes each), fc1's output and the activation's (2 and 1
  *     times f/etp, or one each ungated, 2 bytes), the experts' output for the
  *     unpermute's backward (2 h), the permuted copies before dispatch (2 h per
- *     top-k copy); the shared experts as a dense MLP split over tp;
+ *     top-k copy); the shared experts as a dense MLP split over tp; under
+ *     fp8= fc1's and fc2's inputs are kept in one byte (TE saves the FP8
+ *     copies for the weight gradients) and the experts' weights have an FP8
+ *     copy and transpose (TE's weight cache, 2 bytes a parameter);
  *   buffers: the EP and EDP communicators, and the dispatch's send and
  *     receive buffers of the largest exchange.
  */
@@ -51,6 +54,8 @@ double dsi_sim_moe_mlp_activation(const ds_sim_t *sim)
     double received = e.slowest * e.local;
     double bytes = e.rows * info->num_experts * 4.0 * 2.0; /* router logits and probabilities */
     bytes += received * (2.0 * h + e.ffn * (gated ? 3.0 : 2.0)) * dsize;
+    if (sim->s.fp8 != DS_FP8_OFF) /* fc1's input (h) and fc2's (ffn) in one byte */
+        bytes -= received * (h + e.ffn) * (dsize - 1.0);
     bytes += e.rows * e.topk * h * dsize; /* permuted copies */
     if (info->shared_ffn_hidden_size > 0)
         bytes += (double)sim->s.mbs * info->seq_len * info->shared_ffn_hidden_size / sim->s.tp *
@@ -70,6 +75,8 @@ void dsi_sim_memory_experts(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem
      * stage: their gradients are reduced once per iteration (phase_moe.c),
      * with no per-layer gathers or per-micro-batch reductions modelled. */
     mem->weights_B += P * (double)ds_dtype_size(info->dtype);
+    if (s->fp8 != DS_FP8_OFF)
+        mem->weights_B += 2.0 * P;
     mem->grads_B += P * (double)ds_dtype_size(s->grad_reduce_dtype);
     double per_param = info->dtype == DS_DTYPE_FP32 ? 8.0 : 12.0;
     mem->optimizer_B += P * per_param / (s->zero >= 1 ? edp : 1.0);

@@ -215,39 +215,48 @@ static double bf16_value(uint16_t bits)
 
 /* FP8 GEMMs through cuBLASLt: C[m,n] = A[m,k] B[n,k]^T from the one-byte
  * operands the kernel holds, checked in double at a few places (the output
- * is bf16: 2^-8 relative); the backward's main input is e5m2.  Then the
- * cast to fp8 with its amax. */
+ * is bf16: 2^-8 relative); the backward's main input is e5m2.  The
+ * experts' grouped GEMM (a batched key of 3 groups) group by group.  Then
+ * the cast to fp8 with its amax. */
 static void test_fp8(ds_backend_t *gpu)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        int64_t m = 64, n = 48, k = 80;
-        ds_event_key_t key = key_of(DS_OP_GEMM, pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD,
-                                    DS_DTYPE_FP8, m, n, k, 0, DS_GEMM_TRANS_B);
+    for (int run = 0; run < 4; run++) {
+        int pass = run % 2;
+        int64_t m = 64, n = 48, k = 80, groups = run < 2 ? 1 : 3;
+        ds_event_key_t key = key_of(groups > 1 ? DS_OP_BATCHED_GEMM : DS_OP_GEMM,
+                                    pass ? DS_PASS_BACKWARD : DS_PASS_FORWARD, DS_DTYPE_FP8, m, n,
+                                    k, groups > 1 ? groups : 0, DS_GEMM_TRANS_B);
         ds_kernel_t *g = NULL;
         CHECK_OK(ds_kernel_prepare(gpu, &key, &g));
         if (g == NULL)
             return;
         CHECK_OK(ds_kernel_run(g));
         CHECK_OK(ds_backend_synchronize(gpu));
-        uint8_t *a = malloc((size_t)(m * k)), *b = malloc((size_t)(n * k));
-        uint16_t *c = malloc((size_t)(m * n) * 2);
-        CHECK_OK(dsi_cuda_kernel_read(g, 0, a, (size_t)(m * k)));
-        CHECK_OK(dsi_cuda_kernel_read(g, 1, b, (size_t)(n * k)));
-        CHECK_OK(dsi_cuda_kernel_read(g, 2, c, (size_t)(m * n) * 2));
+        size_t ab = (size_t)(groups * m * k), bb = (size_t)(groups * n * k),
+               cb = (size_t)(groups * m * n) * 2;
+        uint8_t *a = malloc(ab), *b = malloc(bb);
+        uint16_t *c = malloc(cb);
+        CHECK_OK(dsi_cuda_kernel_read(g, 0, a, ab));
+        CHECK_OK(dsi_cuda_kernel_read(g, 1, b, bb));
+        CHECK_OK(dsi_cuda_kernel_read(g, 2, c, cb));
         double worst = 0.0;
-        for (int64_t i = 0; i < m; i += 7)
-            for (int64_t j = 0; j < n; j += 5) {
-                double want = 0.0, scale = 0.0;
-                for (int64_t l = 0; l < k; l++) {
-                    double term = fp8_value(a[i * k + l], pass) * fp8_value(b[j * k + l], 0);
-                    want += term;
-                    scale += fabs(term);
+        for (int64_t e = 0; e < groups; e++)
+            for (int64_t i = 0; i < m; i += 7)
+                for (int64_t j = 0; j < n; j += 5) {
+                    const uint8_t *ae = a + e * m * k, *be = b + e * n * k;
+                    double want = 0.0, scale = 0.0;
+                    for (int64_t l = 0; l < k; l++) {
+                        double term = fp8_value(ae[i * k + l], pass) * fp8_value(be[j * k + l], 0);
+                        want += term;
+                        scale += fabs(term);
+                    }
+                    double error =
+                        fabs(bf16_value(c[e * m * n + i * n + j]) - want) / (scale > 0 ? scale : 1);
+                    worst = error > worst ? error : worst;
                 }
-                double error = fabs(bf16_value(c[i * n + j]) - want) / (scale > 0 ? scale : 1);
-                worst = error > worst ? error : worst;
-            }
-        CHECK_MSG(worst < 1e-2, "fp8 GEMM (%s): worst relative error %g", pass ? "bwd" : "fwd",
-                  worst);
+        CHECK_MSG(worst<1e-2, "fp8 %s GEMM (%s): worst relative error %g", groups> 1 ? "grouped"
+                                                                                     : "plain",
+                  pass ? "bwd" : "fwd", worst);
         free(a);
         free(b);
         free(c);

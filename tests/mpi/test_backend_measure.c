@@ -122,6 +122,12 @@ static void test_prepare_errors(ds_backend_t *b)
     CHECK_OK(ds_kernel_prepare(b, &key, &k));
     CHECK_OK(ds_kernel_run(k));
     ds_kernel_destroy(k);
+    /* the experts' grouped GEMM under fp8: a batched key of 4 groups */
+    key = compute_key(DS_OP_BATCHED_GEMM, DS_PASS_BACKWARD, 48, 64, 32, 4, DS_GEMM_TRANS_A);
+    key.dtype = DS_DTYPE_FP8;
+    CHECK_OK(ds_kernel_prepare(b, &key, &k));
+    CHECK_OK(ds_kernel_run(k));
+    ds_kernel_destroy(k);
     key = compute_key(DS_OP_FP8_CAST, DS_PASS_BACKWARD, 64, 96, 0, 0, 0);
     CHECK_OK(ds_kernel_prepare(b, &key, &k));
     CHECK_OK(ds_kernel_run(k));

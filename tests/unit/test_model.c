@@ -536,6 +536,69 @@ static void test_moe_and_mla_ops(void)
     }
 }
 
+/* Under fp8= the experts' grouped GEMMs run in FP8 on tokens padded to
+ * multiples of 16, each after a cast of its input (its output gradient in
+ * the backward); the router stays in bf16. */
+static void test_moe_fp8_ops(void)
+{
+    ds_model_t *model = load("mixtral-8x7b");
+    if (model == NULL)
+        return;
+    static dsi_op_t plain[DSI_MAX_LAYER_OPS], fp8[DSI_MAX_LAYER_OPS];
+    for (int pass = DS_PASS_FORWARD; pass <= DS_PASS_BACKWARD; pass++) {
+        dsi_shape_ctx_t ctx = {.mbs = 1,
+                               .tp = 2,
+                               .sp = 1,
+                               .dtype = DS_DTYPE_BF16,
+                               .cp = 1,
+                               .ep = 8,
+                               .etp = 2,
+                               .router_skew = 1.5};
+        size_t n_plain = ops_of(model, 3, ctx, (ds_pass_t)pass, plain);
+        ctx.fp8 = DS_FP8_HYBRID;
+        size_t n = ops_of(model, 3, ctx, (ds_pass_t)pass, fp8);
+        int grouped = 0, casts = 0;
+        for (size_t i = 0; i < n; i++) {
+            const dsi_op_t *op = &fp8[i];
+            if (strncmp(op->label, "moe.router", 10) == 0 && op->key.op == DS_OP_GEMM)
+                CHECK_INT(op->key.dtype, DS_DTYPE_BF16);
+            if (op->key.op == DS_OP_FP8_CAST && strncmp(op->label, "moe.expert.", 11) == 0) {
+                casts++;
+                CHECK_INT(op->key.dims[0] % (16 * 4), 0); /* 4 local experts, padded tokens */
+            }
+            if (op->key.op != DS_OP_BATCHED_GEMM) /* attention's stay in bf16 */
+                continue;
+            if (strncmp(op->label, "moe.expert.", 11) != 0) {
+                CHECK_INT(op->key.dtype, DS_DTYPE_BF16);
+                continue;
+            }
+            grouped++;
+            CHECK_INT(op->key.dtype, DS_DTYPE_FP8);
+            int tokens = op->key.variant & DS_GEMM_TRANS_A ? 2 : 0; /* wgrad: tokens are k */
+            /* the same GEMM without fp8: tokens padded up to the next multiple of 16 */
+            const dsi_op_t *same = NULL;
+            for (size_t j = 0; j < n_plain && same == NULL; j++)
+                if (strcmp(plain[j].label, op->label) == 0 && plain[j].ep_role == op->ep_role)
+                    same = &plain[j];
+            CHECK(same != NULL && same->key.dtype == DS_DTYPE_BF16);
+            if (same == NULL)
+                continue;
+            CHECK_INT(op->key.dims[tokens] % 16, 0);
+            CHECK(op->key.dims[tokens] >= same->key.dims[tokens] &&
+                  op->key.dims[tokens] < same->key.dims[tokens] + 16);
+            CHECK_NEAR(op->bytes,
+                       (double)op->key.dims[3] * ((double)op->key.dims[0] * op->key.dims[2] +
+                                                  (double)op->key.dims[2] * op->key.dims[1] +
+                                                  2.0 * op->key.dims[0] * op->key.dims[1]),
+                       1e-12);
+        }
+        /* two GEMMs forward, four backward, mean and slowest rank; a cast before fc1 and fc2 */
+        CHECK_INT(grouped, pass == DS_PASS_FORWARD ? 4 : 8);
+        CHECK_INT(casts, 4);
+    }
+    ds_model_destroy(model);
+}
+
 int main(void)
 {
     test_parameter_counts();
@@ -547,5 +610,6 @@ int main(void)
     test_moe_configs();
     test_moe_parameters();
     test_moe_and_mla_ops();
+    test_moe_fp8_ops();
     return check_summary("test_model");
 }

@@ -133,6 +133,15 @@ int main(void)
      * of cp=1's with fused attention. */
     run_t flash = simulate(sim, model, "tp=2,sp,flash,ep=8,mbs=1,gbs=8,router-skew=1");
     CHECK_NEAR(cp_even.memory.activations_B, 0.5 * flash.memory.activations_B, 1e-12);
+    /* fp8: the experts' weights get TE's FP8 copy and transpose (2 bytes a
+     * parameter) beside the attention linears' (h (q + 2 kv) + q h, / tp);
+     * the experts' fc1 and fc2 inputs (512 tokens of h and of f / etp) are
+     * kept in one byte, less than the dense part saves besides. */
+    run_t fp8 = simulate(sim, model, "tp=2,sp,flash,fp8=hybrid,ep=8,mbs=1,gbs=8,router-skew=1");
+    double attention_linears = (4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096) / 2;
+    CHECK_NEAR(fp8.memory.weights_B - flash.memory.weights_B,
+               L * 2.0 * (expert_half + attention_linears), 1e-12);
+    CHECK(flash.memory.activations_B - fp8.memory.activations_B > L * 512.0 * (4096 + 14336 / 2));
     ds_model_destroy(model);
     ds_sim_destroy(sim);
     return check_summary("test_sim_moe");

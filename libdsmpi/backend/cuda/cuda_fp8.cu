@@ -147,12 +147,14 @@ void dsc_fp8_gemm_release(void *handle)
 
 int dsc_fp8_gemm_check(const ds_event_key_t *key)
 {
-    if (key->op != DS_OP_GEMM)
+    if (key->op != DS_OP_GEMM && key->op != DS_OP_BATCHED_GEMM)
         return dsc_fail(DS_ERR_UNSUPPORTED,
-                        "fp8 %s keys are not run on the cuda backend (accepted: fp8 GEMMs; casts "
-                        "to fp8 are fp8_cast keys of the source dtype)",
-                        key->op == DS_OP_BATCHED_GEMM ? "batched GEMM" : "non-GEMM");
+                        "fp8 non-GEMM keys are not run on the cuda backend (accepted: fp8 GEMMs "
+                        "and grouped GEMMs; casts to fp8 are fp8_cast keys of the source dtype)");
     const int64_t *d = key->dims;
+    if (key->op == DS_OP_BATCHED_GEMM && (d[3] < 1 || d[3] > INT32_MAX))
+        return dsc_fail(DS_ERR_UNSUPPORTED, "fp8 grouped GEMM of %lld groups (accepted: 1 to %d)",
+                        (long long)d[3], INT32_MAX);
     if (d[0] < 16 || d[1] < 16 || d[2] < 16 || d[0] % 16 || d[1] % 16 || d[2] % 16)
         return dsc_fail(DS_ERR_UNSUPPORTED,
                         "fp8 GEMM m=%lld n=%lld k=%lld: cuBLASLt runs FP8 for m, n, k multiples of "
@@ -205,6 +207,22 @@ int dsc_fp8_gemm_prepare(const ds_event_key_t *key, void **gemm_p)
     DSC_LT_TRY(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_8F_E4M3, k, n, k), err);
     DSC_LT_TRY(cublasLtMatrixLayoutCreate(&g->b, input, k, m, k), err);
     DSC_LT_TRY(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, n, m, n), err);
+    if (key->op == DS_OP_BATCHED_GEMM) {
+        // The experts' grouped GEMM as a strided batch: one expert's operands
+        // and output after another, as the batched buffers are laid out.
+        int32_t groups = (int32_t)key->dims[3];
+        int64_t strides[3] = {(int64_t)(k * n), (int64_t)(k * m), (int64_t)(n * m)};
+        cublasLtMatrixLayout_t layouts[3] = {g->a, g->b, g->d};
+        for (int i = 0; i < 3; i++) {
+            DSC_LT_TRY(cublasLtMatrixLayoutSetAttribute(
+                           layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &groups, sizeof(groups)),
+                       err);
+            DSC_LT_TRY(cublasLtMatrixLayoutSetAttribute(layouts[i],
+                                                        CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                        &strides[i], sizeof(strides[i])),
+                       err);
+        }
+    }
     DSC_LT_TRY(cublasLtMatmulPreferenceCreate(&preference), err);
     DSC_LT_TRY(cublasLtMatmulPreferenceSetAttribute(preference,
                                                     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,

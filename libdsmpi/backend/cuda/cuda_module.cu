@@ -224,10 +224,11 @@ void dsc_fp8_gemm_release(void *gemm);
 int dsc_fill_fp8(cudaStream_t s, void *p, int64_t count, float scale, uint64_t seed, int e5m2);
 int dsc_fp8_cast(cudaStream_t s, dsc_type t, int64_t n, const void *x, uint8_t *y, float *amax);
 
-// An fp8 GEMM: one-byte operands (buffers 0 and 1), the output in bf16.
+// An fp8 GEMM (or the experts' grouped one, a batched key): one-byte
+// operands (buffers 0 and 1), the output in bf16.
 static bool is_fp8_gemm(const ds_event_key_t *key)
 {
-    return key->dtype == DS_DTYPE_FP8 && key->op == DS_OP_GEMM;
+    return key->dtype == DS_DTYPE_FP8 && (key->op == DS_OP_GEMM || key->op == DS_OP_BATCHED_GEMM);
 }
 
 // The storage type of a key's STORED buffers: an fp8 GEMM's output is bf16.
@@ -441,8 +442,8 @@ int dsc_kernel_run(void *handle)
     uint64_t seed = dsi_kernel_plan_seed(key, -1) + (uint64_t)++k->runs;
     switch ((ds_op_t)key->op) {
     case DS_OP_GEMM:
+    case DS_OP_BATCHED_GEMM:
         return k->fp8_gemm != nullptr ? dsc_fp8_gemm_run(k->fp8_gemm, s, in, b[1], b[2]) : gemm(k);
-    case DS_OP_BATCHED_GEMM: return gemm(k);
     case DS_OP_SOFTMAX:
         return bwd ? dsc_softmax_bwd(s, t, rows, cols, k->plan.causal, DSI_SOFTMAX_SCALE, b[1], in,
                                      b[2])
