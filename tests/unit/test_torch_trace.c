@@ -44,6 +44,44 @@ static ds_torch_trace_t *load(const char *name)
     return trace;
 }
 
+/* A trace, the model it is mapped onto and an empty cost table, made and
+ * released together. */
+typedef struct mapping {
+    ds_torch_trace_t *trace;
+    ds_model_t *model;
+    ds_cost_table_t *costs;
+    ds_torch_trace_info_t info;
+} mapping_t;
+
+/* Takes `trace` and `model` (NULL when they could not be made: false). */
+static bool mapping_open(mapping_t *m, ds_torch_trace_t *trace, ds_model_t *model)
+{
+    memset(m, 0, sizeof(*m));
+    m->trace = trace;
+    m->model = model;
+    CHECK_OK(ds_cost_table_create(&m->costs));
+    if (trace == NULL || model == NULL || m->costs == NULL)
+        return false;
+    ds_torch_trace_get_info(trace, &m->info);
+    return true;
+}
+
+/* mapping_open on a trace parsed from `text`. */
+static bool mapping_parse(mapping_t *m, const char *text, const char *origin, ds_model_t *model)
+{
+    ds_torch_trace_t *trace = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, strlen(text), origin, &trace));
+    return mapping_open(m, trace, model);
+}
+
+static void mapping_close(mapping_t *m)
+{
+    ds_cost_table_destroy(m->costs);
+    ds_model_destroy(m->model);
+    ds_torch_trace_destroy(m->trace);
+    memset(m, 0, sizeof(*m));
+}
+
 /* The sum over a pass's compute keys of count x mean is the traced time of
  * the mapped ranges less their collectives (costs run end to end). */
 static void check_fixture(const char *name, ds_torch_trace_format_t format, bool shapes,
@@ -267,22 +305,17 @@ static double cost_of(const ds_cost_table_t *costs, const char *text, int64_t *r
  * the correlation ids, not its CPU time. */
 static void check_gpu(void)
 {
-    ds_torch_trace_t *trace = load("gpu-kineto.json");
-    ds_model_t *model = tiny_model();
-    ds_cost_table_t *costs = NULL;
-    CHECK_OK(ds_cost_table_create(&costs));
-    if (trace == NULL || model == NULL || costs == NULL)
+    mapping_t m;
+    if (!mapping_open(&m, load("gpu-kineto.json"), tiny_model()))
         goto out;
-    ds_torch_trace_info_t info;
-    ds_torch_trace_get_info(trace, &info);
-    CHECK_INT(info.format, DS_TORCH_TRACE_KINETO);
-    CHECK_INT(info.iterations, 1); /* the step's gpu_user_annotation copy is not another */
-    CHECK_INT(info.ranges, 2);     /* layer 0 forward and the optimizer, not their GPU copies */
-    CHECK_INT(info.kernels, 20);
-    CHECK_INT(info.kernels_linked, 19); /* one kernel's launch is not in the trace */
-    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    CHECK_INT(m.info.format, DS_TORCH_TRACE_KINETO);
+    CHECK_INT(m.info.iterations, 1); /* the step's gpu_user_annotation copy is not another */
+    CHECK_INT(m.info.ranges, 2);     /* layer 0 forward and the optimizer, not their GPU copies */
+    CHECK_INT(m.info.kernels, 20);
+    CHECK_INT(m.info.kernels_linked, 19); /* one kernel's launch is not in the trace */
+    ds_strategy_t s = strategy_of(m.model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
     ds_framework_result_t r;
-    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_OK(ds_torch_trace_map(m.trace, m.model, &s, 0, m.costs, &r));
     CHECK(r.device_timed);
     CHECK_INT(r.ranges_mapped, 2);
     CHECK_INT(r.keys, 12);
@@ -291,26 +324,26 @@ static void check_gpu(void)
     int64_t n = 0;
     /* qkv: launched with cuLaunchKernel (cuda_driver) from aten::addmm inside aten::linear,
      * whose CPU time is 45 us */
-    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=384 k=128", NULL), 21.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gemm fwd fp32 NT m=128 n=384 k=128", NULL), 21.0e-6, 1e-9);
     /* fc1: its kernel and a memset (gpu_memset) */
-    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=512 k=128", NULL), 25.0e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=128 k=512", NULL), 23.0e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "gemm fwd fp32 NT m=128 n=128 k=128", NULL), 9.5e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "bgemm fwd fp32 NT m=64 n=64 k=32 batch=8", NULL), 7.25e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "bgemm fwd fp32 NN m=64 n=32 k=64 batch=8", NULL), 6.75e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "layernorm fwd fp32 rows=128 cols=128", &n), 4.5e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gemm fwd fp32 NT m=128 n=512 k=128", NULL), 25.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gemm fwd fp32 NT m=128 n=128 k=512", NULL), 23.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gemm fwd fp32 NT m=128 n=128 k=128", NULL), 9.5e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "bgemm fwd fp32 NT m=64 n=64 k=32 batch=8", NULL), 7.25e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "bgemm fwd fp32 NN m=64 n=32 k=64 batch=8", NULL), 6.75e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "layernorm fwd fp32 rows=128 cols=128", &n), 4.5e-6, 1e-9);
     CHECK_INT(n, 2);
-    CHECK_NEAR(cost_of(costs, "softmax fwd fp32 rows=512 cols=64 causal", NULL), 3.0e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "dropout fwd fp32 rows=512 cols=64", NULL), 2.5e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "softmax fwd fp32 rows=512 cols=64 causal", NULL), 3.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "dropout fwd fp32 rows=512 cols=64", NULL), 2.5e-6, 1e-9);
     /* bias + dropout + add: the dropout's kernel; the add's is another kind's */
-    CHECK_NEAR(cost_of(costs, "dropout_add fwd fp32 rows=128 cols=128", &n), 2.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "dropout_add fwd fp32 rows=128 cols=128", &n), 2.0e-6, 1e-9);
     CHECK_INT(n, 2);
-    CHECK_NEAR(cost_of(costs, "gelu fwd fp32 rows=128 cols=512", NULL), 4.0e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gelu fwd fp32 rows=128 cols=512", NULL), 4.0e-6, 1e-9);
     bool optimizer = false;
-    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+    for (size_t i = 0; i < ds_cost_table_size(m.costs); i++) {
         const ds_event_key_t *key;
         const ds_cost_t *cost;
-        ds_cost_table_at(costs, i, &key, &cost);
+        ds_cost_table_at(m.costs, i, &key, &cost);
         CHECK_INT(cost->provenance, DS_PROV_FRAMEWORK);
         if (key->op == DS_OP_OPTIMIZER) /* two multi-tensor-apply kernels, 30 + 20 us */
             optimizer = fabs(cost->mean_s - 50.0e-6) < 1e-9;
@@ -321,15 +354,13 @@ static void check_gpu(void)
     /* validate's pass times are device time too */
     size_t count = 0;
     double mean = 0.0;
-    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &mean);
+    ds_torch_trace_part_time(m.trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &mean);
     CHECK_INT(count, 1);
     CHECK_NEAR(mean, 121.0e-6, 1e-9);
-    ds_torch_trace_part_time(trace, DS_FRAMEWORK_OPTIMIZER, &count, &mean);
+    ds_torch_trace_part_time(m.trace, DS_FRAMEWORK_OPTIMIZER, &count, &mean);
     CHECK_NEAR(mean, 50.0e-6, 1e-9);
 out:
-    ds_cost_table_destroy(costs);
-    ds_model_destroy(model);
-    ds_torch_trace_destroy(trace);
+    mapping_close(&m);
 }
 
 /* Kineto traces with record_shapes: a GEMM's Input Dims must agree with the
@@ -354,28 +385,24 @@ static void check_shapes(void)
         " {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::native_layer_norm_backward\","
         "  \"ts\": 700, \"dur\": 100, \"pid\": 1, \"tid\": 1,"
         "  \"args\": {\"Input Dims\": [[2, 64, 128], [2, 64, 128]]}}]}";
-    ds_torch_trace_t *trace = NULL;
-    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "shapes.json", &trace));
-    ds_model_t *model = tiny_model();
-    ds_cost_table_t *costs = NULL;
-    CHECK_OK(ds_cost_table_create(&costs));
-    if (trace == NULL || model == NULL || costs == NULL)
+    mapping_t m;
+    if (!mapping_parse(&m, text, "shapes.json", tiny_model()))
         goto out;
-    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    ds_strategy_t s = strategy_of(m.model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
     ds_framework_result_t r;
-    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    CHECK_OK(ds_torch_trace_map(m.trace, m.model, &s, 0, m.costs, &r));
     CHECK_INT(r.shapes_checked, 2);
     CHECK_INT(r.model_ops_unmatched, 0);
     /* costs end to end in trace order: the weight gradient 150..300, the input gradient
      * 300..600 (in the model's order they would have been swapped) */
-    CHECK_NEAR(cost_of(costs, "gemm bwd fp32 TN m=4096 n=128 k=128", NULL), 150e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "gemm bwd fp32 NN m=128 n=128 k=4096", NULL), 300e-6, 1e-9);
-    CHECK_NEAR(cost_of(costs, "layernorm bwd fp32 rows=128 cols=128", NULL), 300e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gemm bwd fp32 TN m=4096 n=128 k=128", NULL), 150e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "gemm bwd fp32 NN m=128 n=128 k=4096", NULL), 300e-6, 1e-9);
+    CHECK_NEAR(cost_of(m.costs, "layernorm bwd fp32 rows=128 cols=128", NULL), 300e-6, 1e-9);
     /* A model run with one sequence per micro-batch: m is 64, the trace's 128. */
-    ds_strategy_t other = strategy_of(model, "dp=1,tp=1,pp=1,mbs=1,gbs=1", 1);
+    ds_strategy_t other = strategy_of(m.model, "dp=1,tp=1,pp=1,mbs=1,gbs=1", 1);
     ds_cost_table_t *none = NULL;
     CHECK_OK(ds_cost_table_create(&none));
-    CHECK_FAILS(ds_torch_trace_map(trace, model, &other, 0, none, &r), DS_ERR_INVALID_ARG,
+    CHECK_FAILS(ds_torch_trace_map(m.trace, m.model, &other, 0, none, &r), DS_ERR_INVALID_ARG,
                 "Input Dims");
     const char *message = ds_last_error();
     CHECK_MSG(strstr(message, "shapes.json: head:bwd") != NULL &&
@@ -391,17 +418,15 @@ static void check_shapes(void)
     ds_cost_table_t *real_costs = NULL;
     CHECK_OK(ds_cost_table_create(&real_costs));
     if (real != NULL && real_costs != NULL) {
-        CHECK_OK(ds_torch_trace_map(real, model, &s, 0, real_costs, &r));
+        CHECK_OK(ds_torch_trace_map(real, m.model, &s, 0, real_costs, &r));
         CHECK_INT(r.shapes_checked, 21); /* 6 forward, 12 backward GEMMs of the layer, 3 head */
-        CHECK_FAILS(ds_torch_trace_map(real, model, &other, 0, real_costs, &r), DS_ERR_INVALID_ARG,
-                    "attn.qkv");
+        CHECK_FAILS(ds_torch_trace_map(real, m.model, &other, 0, real_costs, &r),
+                    DS_ERR_INVALID_ARG, "attn.qkv");
     }
     ds_cost_table_destroy(real_costs);
     ds_torch_trace_destroy(real);
 out:
-    ds_cost_table_destroy(costs);
-    ds_model_destroy(model);
-    ds_torch_trace_destroy(trace);
+    mapping_close(&m);
 }
 
 /* Layer ranges from with_stack's module events (make_kineto_fixtures.py:
@@ -409,19 +434,14 @@ out:
  * micro-batches); the backward passes through the sequence numbers. */
 static void check_modules(void)
 {
-    ds_torch_trace_t *trace = load("modules-kineto.json");
-    ds_model_t *model = tiny_model();
-    ds_cost_table_t *costs = NULL;
-    CHECK_OK(ds_cost_table_create(&costs));
-    if (trace == NULL || model == NULL || costs == NULL)
-        goto out;
-    ds_torch_trace_info_t info;
-    ds_torch_trace_get_info(trace, &info);
-    /* TransformerLayer_0 twice forward, twice backward; not the TransformerBlock around it */
-    CHECK_INT(info.ranges, 4);
-    ds_strategy_t s = strategy_of(model, "dp=1,tp=1,pp=1,mbs=2,gbs=4", 1);
+    mapping_t m;
     ds_framework_result_t r;
-    CHECK_OK(ds_torch_trace_map(trace, model, &s, 0, costs, &r));
+    if (!mapping_open(&m, load("modules-kineto.json"), tiny_model()))
+        goto out;
+    /* TransformerLayer_0 twice forward, twice backward; not the TransformerBlock around it */
+    CHECK_INT(m.info.ranges, 4);
+    ds_strategy_t s = strategy_of(m.model, "dp=1,tp=1,pp=1,mbs=2,gbs=4", 1);
+    CHECK_OK(ds_torch_trace_map(m.trace, m.model, &s, 0, m.costs, &r));
     CHECK_INT(r.ranges_mapped, 4);
     CHECK_INT(r.ranges_skipped, 0);
     CHECK_INT(r.keys, 26);               /* 11 forward, 15 backward */
@@ -429,27 +449,25 @@ static void check_modules(void)
     CHECK_INT(r.model_ops_unmatched, 4); /* the residuals' backward: no operator in torch */
     CHECK(r.coverage > DS_FRAMEWORK_MIN_COVERAGE);
     double total = 0.0;
-    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+    for (size_t i = 0; i < ds_cost_table_size(m.costs); i++) {
         const ds_event_key_t *key;
         const ds_cost_t *cost;
-        ds_cost_table_at(costs, i, &key, &cost);
+        ds_cost_table_at(m.costs, i, &key, &cost);
         total += cost->mean_s * (double)cost->repetitions;
     }
     CHECK_NEAR(total, r.mapped_s, 1e-6); /* CPU costs end to end fill the passes */
     int64_t n = 0;
-    cost_of(costs, "gemm bwd fp32 TN m=512 n=128 k=128", &n); /* fc1's weight gradient */
+    cost_of(m.costs, "gemm bwd fp32 TN m=512 n=128 k=128", &n); /* fc1's weight gradient */
     CHECK_INT(n, 2);
     size_t count = 0;
     double fwd = 0.0, bwd = 0.0;
-    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &fwd);
+    ds_torch_trace_part_time(m.trace, DS_FRAMEWORK_LAYER_FORWARD, &count, &fwd);
     CHECK_INT(count, 2);
-    ds_torch_trace_part_time(trace, DS_FRAMEWORK_LAYER_BACKWARD, &count, &bwd);
+    ds_torch_trace_part_time(m.trace, DS_FRAMEWORK_LAYER_BACKWARD, &count, &bwd);
     CHECK_INT(count, 2);
     CHECK(fwd > 0.0 && bwd > fwd); /* the backward pass: from its first autograd function */
 out:
-    ds_cost_table_destroy(costs);
-    ds_model_destroy(model);
-    ds_torch_trace_destroy(trace);
+    mapping_close(&m);
 
     /* Module numbers count the layers of the traced stage: on stage 1 of a 4-layer model
      * under pp=2, GPT2Block_1 is layer 3, and GPT2Block_2 is beyond the stage. */
@@ -464,21 +482,14 @@ out:
         " {\"ph\": \"X\", \"name\": \"nn.Module: GPT2Model_0\", \"ts\": 50, \"dur\": 900,"
         "  \"tid\": 1},"
         " {\"ph\": \"X\", \"name\": \"nn.Module: Block_x\", \"ts\": 60, \"dur\": 10, \"tid\": 1}]";
-    trace = NULL;
-    CHECK_OK(ds_torch_trace_parse(text, strlen(text), "stage.json", &trace));
-    model = model_named("gpt2-tiny.json");
-    CHECK_OK(ds_cost_table_create(&costs));
-    if (trace != NULL && model != NULL && costs != NULL) {
-        ds_torch_trace_get_info(trace, &info);
-        CHECK_INT(info.ranges, 2);
-        ds_strategy_t pp = strategy_of(model, "dp=1,tp=1,pp=2,mbs=2,gbs=4", 2);
-        CHECK_OK(ds_torch_trace_map(trace, model, &pp, 1, costs, &r));
+    if (mapping_parse(&m, text, "stage.json", model_named("gpt2-tiny.json"))) {
+        CHECK_INT(m.info.ranges, 2);
+        ds_strategy_t pp = strategy_of(m.model, "dp=1,tp=1,pp=2,mbs=2,gbs=4", 2);
+        CHECK_OK(ds_torch_trace_map(m.trace, m.model, &pp, 1, m.costs, &r));
         CHECK_INT(r.ranges_mapped, 1);
         CHECK_INT(r.ranges_skipped, 1);
     }
-    ds_cost_table_destroy(costs);
-    ds_model_destroy(model);
-    ds_torch_trace_destroy(trace);
+    mapping_close(&m);
 }
 
 /* `text` as a gzip file of `members` members (the text split evenly), as

@@ -262,6 +262,11 @@ def modules_fixture():
         tr.events[-1 - len(inner)]["dur"] = round(tr.t - start, 3)
         tr.t += 1.0
 
+    def layer_norm_backward(seq):
+        backward_node("NativeLayerNormBackward0", seq, [
+            ("aten::native_layer_norm_backward", [[B, S, H], [B, S, H], [], [], [], [H], [H], []],
+             20.0)])
+
     def backward(mb):
         s = {k: v[mb] for k, v in seqs.items()}
         backward_node("AddBackward0", s["res2"], [])
@@ -273,9 +278,7 @@ def modules_fixture():
         backward_node("AddmmBackward0", s["fc1"], [
             ("aten::mm", [[B * S, 4 * H], [4 * H, H]], 30.0),
             ("aten::mm", [[4 * H, B * S], [B * S, H]], 30.0)])
-        backward_node("NativeLayerNormBackward0", s["ln2"], [
-            ("aten::native_layer_norm_backward", [[B, S, H], [B, S, H], [], [], [], [H], [H], []],
-             20.0)])
+        layer_norm_backward(s["ln2"])
         backward_node("AddBackward0", s["res1"], [])
         backward_node("AddmmBackward0", s["proj"], [
             ("aten::mm", [[B * S, H], [H, H]], 15.0),
@@ -293,9 +296,7 @@ def modules_fixture():
         backward_node("AddmmBackward0", s["qkv"], [
             ("aten::mm", [[B * S, 3 * H], [3 * H, H]], 20.0),
             ("aten::mm", [[3 * H, B * S], [B * S, H]], 20.0)])
-        backward_node("NativeLayerNormBackward0", s["ln1"], [
-            ("aten::native_layer_norm_backward", [[B, S, H], [B, S, H], [], [], [], [H], [H], []],
-             20.0)])
+        layer_norm_backward(s["ln1"])
 
     def step():
         def block(mb):  # Megatron-Core: GPTModel > TransformerBlock (the stack) > TransformerLayer
