@@ -280,6 +280,12 @@ typedef struct ds_exec_cost_options {
      * training touches (the largest stage's buffers, at most four times the
      * last-level cache: DS_EXEC_CACHE_MIB); 0: one copy, warm caches. */
     int rotate;
+    /* Data-parallel buckets that overlap the backward, on a backend without
+     * device queues (cpu): timed as the executor issues them, started and
+     * waited for, in copies that rotate as layer passes do (default); 0:
+     * the blocking call's time (MPI's non-blocking collectives run other
+     * algorithms). */
+    int issued;
     /* Every rank measures every unit, all at once (averaged over the ranks),
      * rather than each its share: devices sharing a node's memory see the
      * traffic of the others as in training. */
@@ -326,6 +332,7 @@ typedef enum ds_validate_variant {
     DS_VALIDATE_OVERLAP_FREE = 7,  /* the headline's costs, bucket overlap with the backward free */
     DS_VALIDATE_NO_SKEW = 8,       /* the headline's costs, TP members arriving together */
     DS_VALIDATE_EQUAL_DEVICES = 9, /* the headline's costs, every device as fast as the mean */
+    DS_VALIDATE_BLOCKING_BUCKETS = 10, /* overlapped buckets timed as blocking calls */
     DS_VALIDATE_VARIANT_COUNT
 } ds_validate_variant_t;
 

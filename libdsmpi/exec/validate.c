@@ -15,8 +15,9 @@
 #include <string.h>
 
 static const char *const variant_names[DS_VALIDATE_VARIANT_COUNT] = {
-    "in-situ",   "operators-alone", "collectives-alone", "warm-caches", "rank-shares",
-    "one-round", "profile-db",      "overlap-free",      "no-skew",     "equal-devices"};
+    "in-situ",     "operators-alone", "collectives-alone", "warm-caches",
+    "rank-shares", "one-round",       "profile-db",        "overlap-free",
+    "no-skew",     "equal-devices",   "blocking-buckets"};
 
 const char *ds_validate_variant_name(ds_validate_variant_t variant)
 {
@@ -124,6 +125,7 @@ static void cost_options_of(const validation_t *v, ds_validate_variant_t variant
     case DS_VALIDATE_WARM_CACHES: co->rotate = 0; break;
     case DS_VALIDATE_RANK_SHARES: co->together = 0; break;
     case DS_VALIDATE_ONE_ROUND: co->rounds = 1; break;
+    case DS_VALIDATE_BLOCKING_BUCKETS: co->issued = 0; break;
     case DS_VALIDATE_IN_SITU:
     case DS_VALIDATE_PROFILE_DB:
     case DS_VALIDATE_OVERLAP_FREE:

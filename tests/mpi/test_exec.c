@@ -3,7 +3,8 @@
  * forward before the backwards; 1F1B: the first backward before the third
  * forward; activations reach stage 1 after stage 0 computed them); data-
  * parallel buckets start during the backward when they are small; the
- * costs it measures cover every event of the strategy; the comparison with
+ * costs it measures cover every event of the strategy, buckets that overlap
+ * the backward timed as the executor issues them; the comparison with
  * a prediction has one entry per rank and stage. */
 #include "check.h"
 
@@ -217,6 +218,67 @@ static void test_tensor_parallel_and_costs(void)
     ds_cost_table_destroy(costs);
 }
 
+/* The data-parallel bucket's cost in `costs` (the unflagged all-reduce over
+ * dp): its repetitions, -1 when absent; *overlapped_p whether the
+ * interference key is there too. */
+static int64_t bucket_reps(const ds_cost_table_t *costs, bool *overlapped_p)
+{
+    int64_t reps = -1;
+    *overlapped_p = false;
+    for (size_t i = 0; i < ds_cost_table_size(costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(costs, i, &key, &cost);
+        if (key->kind != DS_EVENT_COMM || key->group != DS_GROUP_DP || key->op != DS_COMM_ALLREDUCE)
+            continue;
+        if (key->flags & DS_COMM_FLAG_OVERLAPPED) {
+            *overlapped_p = true;
+            continue;
+        }
+        CHECK(cost->p10_s > 0.0 && cost->p10_s <= cost->median_s && cost->median_s <= cost->p90_s);
+        reps = cost->repetitions;
+    }
+    return reps;
+}
+
+/* Buckets that overlap the backward are timed as the executor issues them
+ * (started and waited for: seven repetitions, whatever the measurement
+ * loop's limits); without overlap, or with issued = 0, as blocking calls
+ * under the loop's limits (at most five here). */
+static void test_bucket_costs(void)
+{
+    ds_cluster_t cluster;
+    CHECK_OK(ds_cluster_init(&cluster, 1, 2, "cpu"));
+    const char *strategies[] = {"dp=2,tp=1,pp=1,mbs=1,gbs=2",
+                                "dp=2,tp=1,pp=1,mbs=1,gbs=2,no-overlap"};
+    for (int issued = 0; issued < 2; issued++)
+        for (int k = 0; k < 2; k++) {
+            ds_strategy_t s;
+            resolve(&s, strategies[k]);
+            ds_cost_table_t *costs = NULL;
+            CHECK_OK(ds_cost_table_create(&costs));
+            ds_exec_cost_options_t co;
+            ds_exec_cost_options_init(&co);
+            CHECK_INT(co.issued, 1);
+            co.issued = issued;
+            co.rounds = 1;
+            co.measure.budget_s = 0.02;
+            co.measure.min_reps = 3;
+            co.measure.max_reps = 5;
+            CHECK_OK(ds_exec_measure_costs(backend, model, &s, &cluster, &co, costs, NULL, NULL));
+            bool overlapped = false;
+            int64_t reps = bucket_reps(costs, &overlapped);
+            CHECK_MSG(reps > 0, "%s: no bucket cost", strategies[k]);
+            if (issued && k == 0)
+                CHECK_INT(reps, 7);
+            else
+                CHECK_MSG(reps <= 5, "%s, issued %d: %lld repetitions", strategies[k], issued,
+                          (long long)reps);
+            CHECK(overlapped == (k == 0));
+            ds_cost_table_destroy(costs);
+        }
+}
+
 static void test_refused(void)
 {
     ds_strategy_t s;
@@ -249,6 +311,7 @@ int main(int argc, char **argv)
     if (model != NULL && backend != NULL) {
         test_data_parallel();
         test_tensor_parallel_and_costs();
+        test_bucket_costs();
         test_pipeline("dp=1,tp=1,pp=2,mbs=1,gbs=4,schedule=gpipe", 0);
         test_pipeline("dp=1,tp=1,pp=2,mbs=1,gbs=4,schedule=1f1b", 1);
         test_pipeline("dp=1,tp=1,pp=2,mbs=1,gbs=4,schedule=interleaved,vpp=2", 2);
