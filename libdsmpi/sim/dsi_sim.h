@@ -352,7 +352,11 @@ typedef struct dsi_sim_reuse {
     bool valid;                /* the graph, its order and key are those of a successful run */
     bool armed;                /* this run may be kept: reuse is on for it */
     int64_t repriced, rebuilt; /* runs, for tests and measurements */
-    uint64_t run;              /* runs that tried, numbering this run's caches */
+    int64_t unchanged;         /* repriced runs whose durations were all the last run's */
+    /* The kept graph's nodes hold their sources' values and its evaluation
+     * and summary are current: the last run repriced it and finished. */
+    bool settled;
+    uint64_t run; /* runs that tried, numbering this run's caches */
     /* Nodes that reprice alike (dsi_phase_t.source), for the kept graph:
      * node_source[node] (-1: none), reps[source] the node repriced for it. */
     bool sources_valid;
@@ -471,8 +475,10 @@ typedef struct dsi_sim_results {
     uint64_t *hash_prefix;
     int32_t hash_prefix_cap;
     uint64_t hash_prefix_generation; /* 0: none */
-    bool reused; /* the graph was the previous run's, its durations set anew (reuse.c) */
-    bool hashed; /* summary.timeline_hash is computed */
+    bool reused;        /* the graph was the previous run's, its durations set anew (reuse.c) */
+    bool same_timeline; /* reused with every duration the previous run's: its evaluation,
+                           node summary and timeline hash hold */
+    bool hashed;        /* summary.timeline_hash is computed */
 } dsi_sim_results_t;
 
 struct ds_sim {
@@ -551,6 +557,8 @@ ds_status_t dsi_sim_build(ds_sim_t *sim);
 ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p);
 /* After a successful evaluation: keeps the key of the graph for the next run. */
 void dsi_sim_reuse_note(ds_sim_t *sim);
+/* After the run's summary: a repriced graph's results are current. */
+void dsi_sim_reuse_settle(ds_sim_t *sim);
 /* A representative global rank of the lane. */
 int64_t dsi_sim_lane_rank(const ds_sim_t *sim, int32_t lane, int t);
 

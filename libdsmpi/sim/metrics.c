@@ -620,10 +620,20 @@ static void summary_device_means(ds_sim_t *sim, double Ts)
 ds_status_t dsi_sim_metrics(ds_sim_t *sim)
 {
     ds_sim_summary_t *sum = &sim->results.summary;
+    /* The last run's timeline, when it is this run's: what comes from the
+     * nodes alone (iteration ends, assumed share, hash) holds. */
+    ds_sim_summary_t last = *sum;
     memset(sum, 0, sizeof(*sum));
-    sim->results.hashed = false;
-    summarize_nodes(sim);
-    if (sim->opt.hash_timeline)
+    if (sim->results.same_timeline) {
+        sum->graph_nodes = last.graph_nodes;
+        sum->graph_edges = last.graph_edges;
+        sum->assumed_share = last.assumed_share;
+        sum->timeline_hash = sim->results.hashed ? last.timeline_hash : 0;
+    } else {
+        sim->results.hashed = false;
+        summarize_nodes(sim);
+    }
+    if (sim->opt.hash_timeline && !sim->results.hashed)
         DSI_TRY(dsi_sim_timeline_hash(sim));
     int64_t T = sim->results.it_end[2] - sim->results.it_end[1];
     double Ts = (double)T * 1e-9;

@@ -107,16 +107,51 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, 
     return status;
 }
 
+/* What reprice sets on a node. */
+typedef struct node_values {
+    int64_t dur, comp, wait;
+    uint8_t flags;
+    dsi_node_payload_t payload;
+} node_values_t;
+
+static void node_values(const dsi_graph_t *g, int32_t id, node_values_t *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->dur = g->dur[id];
+    v->comp = g->comp[id];
+    v->wait = g->wait[id];
+    v->flags = g->flags[id];
+    memcpy(&v->payload, &g->payload[id], sizeof(v->payload));
+}
+
 /* Every node's duration from this run's costs: one node repriced per
- * source, the others copy it; *ok_p false when a node cannot be kept. */
-static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool *ok_p)
+ * source, the others copy it; *ok_p false when a node cannot be kept.
+ * *same_p: every source's values are those the graph was last evaluated
+ * with (`settled`: the last run repriced it, so every node holds its
+ * source's values), so every node's are and the copy is skipped. */
+static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool settled,
+                                   bool *ok_p, bool *same_p)
 {
     dsi_graph_t *g = &sim->g;
     const dsi_sim_reuse_t *r = &sim->reuse;
+    bool same = settled;
     *ok_p = true;
-    for (int32_t s = 0; s < r->num_sources && *ok_p; s++)
-        DSI_TRY(phases[g->phase[r->reps[s]]]->reprice(sim, r->reps[s], ok_p));
+    *same_p = false;
+    for (int32_t s = 0; s < r->num_sources && *ok_p; s++) {
+        int32_t rep = r->reps[s];
+        node_values_t before, after;
+        if (same)
+            node_values(g, rep, &before);
+        DSI_TRY(phases[g->phase[rep]]->reprice(sim, rep, ok_p));
+        if (same) {
+            node_values(g, rep, &after);
+            same = memcmp(&before, &after, sizeof(before)) == 0;
+        }
+    }
     if (!*ok_p)
+        return DS_OK;
+    *same_p = same;
+    if (same)
         return DS_OK;
     for (int32_t id = 0; id < g->n; id++) {
         int32_t source = r->node_source[id];
@@ -139,7 +174,9 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     dsi_sim_reuse_t *r = &sim->reuse;
     *reused_p = false;
     sim->results.reused = false;
-    bool was_valid = r->valid;
+    sim->results.same_timeline = false;
+    bool was_valid = r->valid, settled = r->settled;
+    r->settled = false; /* until this run's results are (dsi_sim_reuse_settle) */
     r->run++;
     r->valid = false; /* until this run's graph is evaluated (dsi_sim_reuse_note) */
     r->armed = reuse_enabled(sim, num_phases);
@@ -151,17 +188,21 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     reuse_key(sim, phases, num_phases, &key);
     bool same_key = was_valid && memcmp(&key, &r->key, sizeof(key)) == 0;
     r->key = key;
-    bool ok = false;
-    if (same_key && !mapped)
+    bool ok = false, same = false;
+    if (same_key && !mapped) {
         DSI_TRY(map_sources(sim, phases, num_phases, &mapped));
+        settled = false; /* nodes still hold what the build gave them */
+    }
     if (same_key && mapped)
-        DSI_TRY(reprice_sources(sim, phases, &ok));
+        DSI_TRY(reprice_sources(sim, phases, settled, &ok, &same));
     r->sources_valid = ok; /* the map stays with the graph */
     if (!ok) {
         r->rebuilt++;
         return DS_OK;
     }
     r->repriced++;
+    r->unchanged += same;
+    sim->results.same_timeline = same;
     sim->g.same = true; /* the structure noted last, evaluated in its kept order */
     sim->results.reused = true;
     *reused_p = true;
@@ -171,4 +212,9 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
 void dsi_sim_reuse_note(ds_sim_t *sim)
 {
     sim->reuse.valid = sim->reuse.armed && sim->g.order_valid;
+}
+
+void dsi_sim_reuse_settle(ds_sim_t *sim)
+{
+    sim->reuse.settled = sim->reuse.valid && sim->results.reused;
 }

@@ -261,7 +261,8 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                                                       dsi_param_int(DSI_PARAM_SIM_REUSE) != 0));
     double t1 = dsi_now_s();
     int32_t *cycle = NULL, cycle_len = 0;
-    status = dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
+    /* Durations all the last run's: its start times stand. */
+    status = sim->results.same_timeline ? DS_OK : dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
     if (status == DS_ERR_DEADLOCK) {
         status = deadlock_error(sim, cycle, cycle_len);
         dsi_free(cycle);
@@ -273,6 +274,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     sim->results.build_s = t1 - t0;
     sim->results.eval_s = t2 - t1;
     DSI_TRY(dsi_sim_metrics(sim));
+    dsi_sim_reuse_settle(sim);
     sim->results.evaluated = 1;
     return DS_OK;
 }

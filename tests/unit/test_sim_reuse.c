@@ -5,7 +5,9 @@
  * and so must A's when simulated again after B.  The pairs cover what only
  * changes durations (recompute, DP algorithm, flash attention, FP8: reused)
  * and what changes the structure (micro-batches, sequence parallelism, the
- * parameter server, the schedule, ZeRO stage: built anew). */
+ * parameter server, the schedule, ZeRO stage: built anew).  A run whose
+ * durations all equal the last run's keeps that run's evaluation: B run
+ * twice must still equal a fresh run. */
 #include "sim_support.h"
 
 #include "sim/dsi_sim.h"
@@ -190,6 +192,7 @@ static uint64_t run(ds_sim_t *sim, pair_setup_t *ps, const ds_strategy_t *s, con
 }
 
 static int interference_kept; /* pairs whose kept graph has interference nodes */
+static int alike_costs;       /* pairs whose A, run after B, kept B's timeline */
 
 static void check_pair(const reuse_pair_t *p, int *reused_count)
 {
@@ -222,13 +225,20 @@ static void check_pair(const reuse_pair_t *p, int *reused_count)
             break;
         }
     uint64_t a_kept = run(kept, &ps, &ps.a, p->a);
+    alike_costs += kept->results.same_timeline; /* A's durations are B's */
     CHECK_MSG(kept->results.reused == reused, "%s after %s: reused %d, B after A %d", p->a, p->b,
               kept->results.reused, reused);
     /* A third run on the graph: one node repriced per group of alike ones. */
     uint64_t b_again = run(kept, &ps, &ps.b, p->b);
     CHECK_MSG(kept->results.reused == reused, "%s after %s again: reused %d, first %d", p->b, p->a,
               kept->results.reused, reused);
+    /* B once more: every duration is the last run's, so its evaluation,
+     * node summary and hash are kept, not redone. */
+    uint64_t b_same = run(kept, &ps, &ps.b, p->b);
+    CHECK_MSG(kept->results.same_timeline == reused, "%s after itself: same timeline %d, reused %d",
+              p->b, kept->results.same_timeline, reused);
     uint64_t b_fresh = run(fresh, &ps, &ps.b, p->b);
+    CHECK_MSG(b_same == b_fresh, "%s after itself: results differ from a fresh run", p->b);
     CHECK_MSG(b_again == b_fresh, "%s after %s after %s: results differ from a fresh run", p->b,
               p->a, p->b);
     CHECK_MSG(b_kept == b_fresh, "%s after %s (graph %s): results differ from a fresh run", p->b,
@@ -253,5 +263,6 @@ int main(void)
         check_pair(&pairs[i], &reused);
     CHECK_MSG(reused >= 5, "only %d of the pairs reused a graph", reused);
     CHECK_MSG(interference_kept >= 1, "no kept graph had interference nodes to reprice");
+    CHECK_MSG(alike_costs >= 1, "no pair's A kept B's timeline (ZeRO-3 with another DP algorithm)");
     return check_summary("test_sim_reuse");
 }
