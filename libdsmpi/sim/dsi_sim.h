@@ -353,9 +353,9 @@ typedef struct dsi_sim_reuse {
     bool armed;                /* this run may be kept: reuse is on for it */
     int64_t repriced, rebuilt; /* runs, for tests and measurements */
     int64_t unchanged;         /* repriced runs whose durations were all the last run's */
-    /* The kept graph's nodes hold their sources' values and its evaluation
-     * and summary are current: the last run repriced it and finished. */
-    bool settled;
+    /* The kept graph's evaluation and summary are current (the last run
+     * finished), and its nodes hold their sources' values (it repriced). */
+    bool finished, settled;
     uint64_t run; /* runs that tried, numbering this run's caches */
     /* Nodes that reprice alike (dsi_phase_t.source), for the kept graph:
      * node_source[node] (-1: none), reps[source] the node repriced for it. */

@@ -126,15 +126,16 @@ static void node_values(const dsi_graph_t *g, int32_t id, node_values_t *v)
 
 /* Every node's duration from this run's costs: one node repriced per
  * source, the others copy it; *ok_p false when a node cannot be kept.
- * *same_p: every source's values are those the graph was last evaluated
- * with (`settled`: the last run repriced it, so every node holds its
- * source's values), so every node's are and the copy is skipped. */
-static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool settled,
-                                   bool *ok_p, bool *same_p)
+ * *same_p (asked for with `finished`: the last run evaluated this graph and
+ * finished): no node's values changed.  `settled`: every node already holds
+ * its source's values (the last run repriced the graph), so unchanged
+ * sources need no copy. */
+static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool finished,
+                                   bool settled, bool *ok_p, bool *same_p)
 {
     dsi_graph_t *g = &sim->g;
     const dsi_sim_reuse_t *r = &sim->reuse;
-    bool same = settled;
+    bool same = finished;
     *ok_p = true;
     *same_p = false;
     for (int32_t s = 0; s < r->num_sources && *ok_p; s++) {
@@ -150,20 +151,26 @@ static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phas
     }
     if (!*ok_p)
         return DS_OK;
-    *same_p = same;
-    if (same)
+    if (same && settled) {
+        *same_p = true;
         return DS_OK;
+    }
+    int64_t changed = 0;
     for (int32_t id = 0; id < g->n; id++) {
         int32_t source = r->node_source[id];
         if (source < 0 || r->reps[source] == id)
             continue;
         int32_t rep = r->reps[source];
+        uint8_t flags =
+            (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | (g->flags[rep] & DSI_NODE_ASSUMED));
+        changed |= (g->dur[id] ^ g->dur[rep]) | (g->comp[id] ^ g->comp[rep]) |
+                   (g->wait[id] ^ g->wait[rep]) | (g->flags[id] ^ flags);
         g->dur[id] = g->dur[rep];
         g->comp[id] = g->comp[rep];
         g->wait[id] = g->wait[rep];
-        g->flags[id] =
-            (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | (g->flags[rep] & DSI_NODE_ASSUMED));
+        g->flags[id] = flags;
     }
+    *same_p = same && changed == 0;
     return DS_OK;
 }
 
@@ -175,8 +182,8 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     *reused_p = false;
     sim->results.reused = false;
     sim->results.same_timeline = false;
-    bool was_valid = r->valid, settled = r->settled;
-    r->settled = false; /* until this run's results are (dsi_sim_reuse_settle) */
+    bool was_valid = r->valid, finished = r->finished, settled = r->settled;
+    r->finished = r->settled = false; /* until this run's results are (dsi_sim_reuse_settle) */
     r->run++;
     r->valid = false; /* until this run's graph is evaluated (dsi_sim_reuse_note) */
     r->armed = reuse_enabled(sim, num_phases);
@@ -194,7 +201,7 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
         settled = false; /* nodes still hold what the build gave them */
     }
     if (same_key && mapped)
-        DSI_TRY(reprice_sources(sim, phases, settled, &ok, &same));
+        DSI_TRY(reprice_sources(sim, phases, finished, settled, &ok, &same));
     r->sources_valid = ok; /* the map stays with the graph */
     if (!ok) {
         r->rebuilt++;
@@ -216,5 +223,6 @@ void dsi_sim_reuse_note(ds_sim_t *sim)
 
 void dsi_sim_reuse_settle(ds_sim_t *sim)
 {
+    sim->reuse.finished = sim->reuse.valid;
     sim->reuse.settled = sim->reuse.valid && sim->results.reused;
 }

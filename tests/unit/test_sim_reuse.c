@@ -235,8 +235,8 @@ static void check_pair(const reuse_pair_t *p, int *reused_count)
     /* B once more: every duration is the last run's, so its evaluation,
      * node summary and hash are kept, not redone. */
     uint64_t b_same = run(kept, &ps, &ps.b, p->b);
-    CHECK_MSG(kept->results.same_timeline == reused, "%s after itself: same timeline %d, reused %d",
-              p->b, kept->results.same_timeline, reused);
+    CHECK_MSG(kept->results.same_timeline, "%s after itself: the timeline was evaluated again",
+              p->b);
     uint64_t b_fresh = run(fresh, &ps, &ps.b, p->b);
     CHECK_MSG(b_same == b_fresh, "%s after itself: results differ from a fresh run", p->b);
     CHECK_MSG(b_again == b_fresh, "%s after %s after %s: results differ from a fresh run", p->b,
