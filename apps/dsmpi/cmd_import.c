@@ -25,6 +25,8 @@ typedef struct import_context {
     const app_t *app;
 } import_context_t;
 
+#define IMPORT_MAX_COLLECTIVES 12
+
 typedef struct import_result {
     size_t events;       /* event costs read */
     size_t comm_samples; /* communication samples read */
@@ -33,6 +35,8 @@ typedef struct import_result {
     bool traced;         /* a torch trace: the fields below hold */
     ds_torch_trace_info_t trace;
     ds_framework_result_t mapped;
+    size_t num_collectives; /* kinds of collectives with sizes; the first few kept */
+    ds_torch_collective_t collectives[IMPORT_MAX_COLLECTIVES];
 } import_result_t;
 
 typedef ds_status_t (*import_fn)(const import_context_t *context, const char *path,
@@ -119,6 +123,13 @@ static ds_status_t import_torch_trace(const import_context_t *context, const cha
     if (status == DS_OK)
         status = ds_torch_trace_map(trace, context->model, context->strategy, context->stage, table,
                                     &result->mapped);
+    if (status == DS_OK) {
+        ds_torch_collective_t *list = NULL;
+        status = ds_torch_trace_collectives(trace, &list, &result->num_collectives);
+        for (size_t i = 0; i < result->num_collectives && i < IMPORT_MAX_COLLECTIVES; i++)
+            result->collectives[i] = list[i];
+        ds_torch_collectives_free(list);
+    }
     if (status == DS_OK) {
         ds_torch_trace_get_info(trace, &result->trace);
         result->traced = true;
@@ -334,6 +345,23 @@ static void print_csv(const source_t *sources, size_t num_sources)
     }
 }
 
+/* Collectives the trace records with sizes (left to the communication
+ * model: `dsmpi validate --torch-trace` compares them with its prediction). */
+static void print_collectives(const import_result_t *r)
+{
+    printf("#   collectives with sizes (record_param_comms): %zu kinds\n", r->num_collectives);
+    printf("#   %-16s %6s %12s %6s %7s %12s\n", "collective", "dtype", "bytes", "ranks", "count",
+           "median (s)");
+    for (size_t i = 0; i < r->num_collectives && i < IMPORT_MAX_COLLECTIVES; i++) {
+        const ds_torch_collective_t *c = &r->collectives[i];
+        printf("    %-16s %6s %12lld %6d %7zu %12.6f\n", ds_comm_op_name(c->op),
+               c->dtype >= 0 ? ds_dtype_name((ds_dtype_t)c->dtype) : "other", (long long)c->bytes,
+               c->ranks, c->count, c->median_s);
+    }
+    if (r->num_collectives > IMPORT_MAX_COLLECTIVES)
+        printf("#   ... %zu more\n", r->num_collectives - IMPORT_MAX_COLLECTIVES);
+}
+
 /* The torch traces: what each holds, what it maps, what it leaves out. */
 static void print_traces(const source_t *sources, size_t num_sources, const char *calibrate_from,
                          const ds_framework_calibration_t *c)
@@ -371,6 +399,8 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
             printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "
                    "communication model)\n",
                    100.0 * m->collective_s / m->mapped_s);
+        if (r->num_collectives > 0)
+            print_collectives(r);
         if (m->ranges_skipped > 0 || m->model_ops_unmatched > 0)
             printf("#   not mapped: %zu ranges; model operators without a traced match: %zu\n",
                    m->ranges_skipped, m->model_ops_unmatched);

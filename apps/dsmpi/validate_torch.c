@@ -18,6 +18,7 @@ enum {
     OPT_FINGERPRINT,
     OPT_NCCL_TESTS,
     OPT_GPUS_PER_NODE,
+    OPT_ESTIMATE_MISSING,
     OPT_JSON,
 };
 
@@ -40,6 +41,8 @@ static void help(void)
            "  --fingerprint F          which device's costs in it (default: the one with most)\n"
            "  --nccl-tests LOG...      the collective library's measurements (several files)\n"
            "  --gpus-per-node G        reading the logs (default: from their host names)\n"
+           "  --estimate-missing       price what neither the database nor the logs hold\n"
+           "                           with the device model (a partial trace's passes)\n"
            "  --json                   machine-readable output\n"
            "  --help                   this text\n");
 }
@@ -100,7 +103,7 @@ static void print_rows(const app_t *app, const row_t *rows, size_t count, int it
                    "\"error\": %.6f, \"measured_count\": %zu, \"missing_keys\": %zu}",
                    i ? ", " : "", rows[i].name, rows[i].measured_s, rows[i].predicted_s,
                    error_of(&rows[i]), rows[i].count, rows[i].missing);
-        printf("]}\n");
+        printf("]"); /* the object is closed after the collectives */
         return;
     }
     output_preamble(app, stdout);
@@ -116,6 +119,148 @@ static void print_rows(const app_t *app, const row_t *rows, size_t count, int it
            "#   of its compute operators' costs (without the collectives inside it)\n"
            "# collectives: measured = their time inside the passes per iteration and rank;\n"
            "#   predicted = communication time per device and iteration\n");
+}
+
+/* One collective of the traces (ranks' occurrences merged) and what the
+ * communication model predicts for it on the traced allocation. */
+typedef struct collective_row {
+    ds_torch_collective_t c; /* median_s: the mean of the ranks' medians, by count */
+    double predicted_s;      /* < 0: not predicted (a group larger than the allocation) */
+    size_t traces;
+} collective_row_t;
+
+static bool same_collective(const ds_torch_collective_t *a, const ds_torch_collective_t *b)
+{
+    return a->op == b->op && a->dtype == b->dtype && a->bytes == b->bytes && a->ranks == b->ranks;
+}
+
+/* The traces' collectives merged into rows (*rows_p, malloc'ed). */
+static ds_status_t merge_collectives(ds_torch_trace_t *const *traces, size_t num_traces,
+                                     collective_row_t **rows_p, size_t *count_p)
+{
+    collective_row_t *rows = NULL;
+    size_t count = 0, capacity = 0;
+    ds_status_t status = DS_OK;
+    for (size_t i = 0; status == DS_OK && i < num_traces; i++) {
+        ds_torch_collective_t *list = NULL;
+        size_t n = 0;
+        status = ds_torch_trace_collectives(traces[i], &list, &n);
+        for (size_t j = 0; status == DS_OK && j < n; j++) {
+            size_t r = 0;
+            while (r < count && !same_collective(&rows[r].c, &list[j]))
+                r++;
+            if (r == count && count == capacity) {
+                capacity = capacity ? 2 * capacity : 16;
+                collective_row_t *grown = realloc(rows, capacity * sizeof(*rows));
+                if (grown == NULL) {
+                    status = ds_set_error(DS_ERR_NO_MEMORY, "out of memory");
+                    break;
+                }
+                rows = grown;
+            }
+            if (r == count) {
+                rows[count++] = (collective_row_t){list[j], -1.0, 1};
+                continue;
+            }
+            collective_row_t *row = &rows[r];
+            double total = (double)(row->c.count + list[j].count);
+            row->c.median_s = (row->c.median_s * (double)row->c.count +
+                               list[j].median_s * (double)list[j].count) /
+                              total;
+            row->c.min_s = list[j].min_s < row->c.min_s ? list[j].min_s : row->c.min_s;
+            row->c.max_s = list[j].max_s > row->c.max_s ? list[j].max_s : row->c.max_s;
+            row->c.count += list[j].count;
+            row->traces++;
+        }
+        ds_torch_collectives_free(list);
+    }
+    if (status != DS_OK) {
+        free(rows);
+        return status;
+    }
+    *rows_p = rows;
+    *count_p = count;
+    return DS_OK;
+}
+
+/* What the communication model (fitted on the --nccl-tests logs; assumed
+ * from the cluster without them) predicts for each row on `cluster`. */
+static ds_status_t predict_collectives(const ds_predict_sources_t *sources,
+                                       const ds_cluster_t *cluster, collective_row_t *rows,
+                                       size_t count)
+{
+    ds_comm_samples_t *samples = NULL;
+    ds_comm_model_t *cm = NULL;
+    ds_status_t status = ds_predict_load_logs(sources, &samples);
+    if (status == DS_OK)
+        status = ds_comm_model_create(cluster, samples ? ds_comm_samples_data(samples) : NULL,
+                                      samples ? ds_comm_samples_size(samples) : 0, NULL, &cm);
+    int64_t gpus = ds_cluster_num_gpus(cluster);
+    for (size_t i = 0; status == DS_OK && i < count; i++) {
+        const ds_torch_collective_t *c = &rows[i].c;
+        if (c->ranks > gpus || (c->op == DS_COMM_SENDRECV ? c->ranks > 2 : c->ranks < 2))
+            continue;
+        ds_event_key_t key;
+        memset(&key, 0, sizeof(key));
+        key.kind = DS_EVENT_COMM;
+        key.op = (uint8_t)c->op;
+        key.pass = DS_PASS_STEP;
+        key.dtype = (uint8_t)(c->dtype >= 0 ? c->dtype : DS_DTYPE_FP32);
+        key.group = DS_GROUP_DP;
+        key.group_size = c->op == DS_COMM_SENDRECV ? 2 : c->ranks;
+        key.ranks_per_node = key.group_size;
+        key.nodes = 1;
+        key.concurrency = 1;
+        key.dims[0] = c->bytes;
+        ds_comm_prediction_t p;
+        status = ds_comm_model_predict(cm, &key, &p);
+        if (status == DS_OK)
+            rows[i].predicted_s = p.cost.mean_s;
+    }
+    ds_comm_model_destroy(cm);
+    ds_comm_samples_destroy(samples);
+    return status;
+}
+
+static void print_collectives(const collective_row_t *rows, size_t count, bool json)
+{
+    if (json) {
+        printf("[");
+        for (size_t i = 0; i < count; i++) {
+            const ds_torch_collective_t *c = &rows[i].c;
+            printf("%s{\"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %lld, \"ranks\": %d, "
+                   "\"count\": %zu, \"measured_s\": %.9g, \"min_s\": %.9g, \"max_s\": %.9g, "
+                   "\"predicted_s\": ",
+                   i ? ", " : "", ds_comm_op_name(c->op),
+                   c->dtype >= 0 ? ds_dtype_name((ds_dtype_t)c->dtype) : "other",
+                   (long long)c->bytes, c->ranks, c->count, c->median_s, c->min_s, c->max_s);
+            if (rows[i].predicted_s >= 0.0)
+                printf("%.9g}", rows[i].predicted_s);
+            else
+                printf("null}");
+        }
+        printf("]");
+        return;
+    }
+    if (count == 0)
+        return;
+    printf("#\n# collectives with sizes (record_param_comms), one occurrence:\n");
+    printf("# %-16s %6s %12s %6s %7s %12s %12s %8s\n", "collective", "dtype", "bytes", "ranks",
+           "count", "measured", "predicted", "error");
+    printf("# %-16s %6s %12s %6s %7s %12s %12s %8s\n", "", "", "", "", "", "(s)", "(s)", "(%)");
+    for (size_t i = 0; i < count; i++) {
+        const ds_torch_collective_t *c = &rows[i].c;
+        printf("  %-16s %6s %12lld %6d %7zu %12.6f", ds_comm_op_name(c->op),
+               c->dtype >= 0 ? ds_dtype_name((ds_dtype_t)c->dtype) : "other", (long long)c->bytes,
+               c->ranks, c->count, c->median_s);
+        if (rows[i].predicted_s >= 0.0 && c->median_s > 0.0)
+            printf(" %12.6f %8.1f\n", rows[i].predicted_s,
+                   100.0 * (rows[i].predicted_s - c->median_s) / c->median_s);
+        else
+            printf(" %12s %8s\n", "-", "-");
+    }
+    printf("# measured: the median occurrence (the mean of the ranks' medians); predicted: the\n"
+           "#   communication model on this allocation ('-': a group larger than it)\n");
 }
 
 static ds_status_t build(const char *model_spec, const char *strategy_text, int64_t seq_len,
@@ -154,6 +299,7 @@ int validate_torch(app_t *app)
         {"fingerprint", required_argument, NULL, OPT_FINGERPRINT},
         {"nccl-tests", required_argument, NULL, OPT_NCCL_TESTS},
         {"gpus-per-node", required_argument, NULL, OPT_GPUS_PER_NODE},
+        {"estimate-missing", no_argument, NULL, OPT_ESTIMATE_MISSING},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
@@ -173,7 +319,7 @@ int validate_torch(app_t *app)
     const char *model_spec = NULL, *strategy_text = NULL, *dtype_text = NULL;
     const char *db_path = NULL, *fingerprint = NULL;
     int64_t seq_len = 0, gpus_per_node = 0;
-    bool json = false;
+    bool json = false, estimate_missing = false;
     ds_model_t *model = NULL;
     ds_cost_table_t *costs = NULL;
     ds_profile_db_t *db = NULL;
@@ -207,6 +353,7 @@ int validate_torch(app_t *app)
         case OPT_PROFILE_DB: db_path = optarg; break;
         case OPT_FINGERPRINT: fingerprint = optarg; break;
         case OPT_JSON: json = true; break;
+        case OPT_ESTIMATE_MISSING: estimate_missing = true; break;
         case OPT_SEQ_LEN:
         case OPT_GPUS_PER_NODE:
             status = id == OPT_SEQ_LEN
@@ -267,6 +414,7 @@ int validate_torch(app_t *app)
     if (status == DS_OK) {
         ds_sim_options_t so;
         ds_sim_options_init(&so);
+        so.estimate_missing = estimate_missing;
         double low = 0.0, high = 0.0;
         status = ds_predict_run_band(sim, model, &s, &cluster, costs, &so, &low, &high);
         if (status == DS_ERR_NOT_FOUND) {
@@ -346,7 +494,23 @@ int validate_torch(app_t *app)
         goto out;
     }
     rows[num_rows++] = coll;
+    collective_row_t *collectives = NULL;
+    size_t num_collectives = 0;
+    status = merge_collectives(traces, num_paths, &collectives, &num_collectives);
+    if (status == DS_OK)
+        status = predict_collectives(&sources, &cluster, collectives, num_collectives);
+    if (status != DS_OK) {
+        free(collectives);
+        code = app_fail(app, status);
+        goto out;
+    }
     print_rows(app, rows, num_rows, iterations, num_paths, json);
+    if (json)
+        printf(", \"collectives\": ");
+    print_collectives(collectives, num_collectives, json);
+    if (json)
+        printf("}\n");
+    free(collectives);
     code = APP_EXIT_OK;
 out:
     for (size_t i = 0; traces != NULL && i < num_paths; i++)

@@ -108,6 +108,31 @@ DS_API void ds_torch_trace_get_info(const ds_torch_trace_t *trace, ds_torch_trac
 /* Duration of iteration `index` (0 .. iterations-1) in seconds, in trace order. */
 DS_API double ds_torch_trace_iteration_s(const ds_torch_trace_t *trace, int index);
 
+/* The collectives a trace records with their sizes: torch.distributed's
+ * `record_param_comms` events (args "Collective name", "In msg nelems",
+ * "Out msg nelems", "Group size", "dtype"), which PyTorch 2 writes for every
+ * backend; grouped by primitive, element type, size and group size.
+ * Collectives without those args (gloo:/nccl: names alone, the legacy
+ * profiler) are not listed. */
+typedef struct ds_torch_collective {
+    ds_comm_op_t op;
+    int dtype;     /* ds_dtype_t, or -1 for another element type */
+    int64_t bytes; /* the nccl-tests size: the larger of the input and output buffers
+                      (all-gather's output, reduce-scatter's input) */
+    int32_t ranks; /* the group's size */
+    size_t count;  /* occurrences inside the traced iterations */
+    /* One occurrence: on a GPU trace the device time of the work it
+     * launched; otherwise from its start until the last collective event
+     * starting inside it ends (gloo runs it on a thread of its own). */
+    double median_s, min_s, max_s;
+} ds_torch_collective_t;
+
+/* The trace's collectives, sorted by primitive, group size and size;
+ * *list_p NULL when none.  Free with ds_torch_collectives_free. */
+DS_API ds_status_t ds_torch_trace_collectives(const ds_torch_trace_t *trace,
+                                              ds_torch_collective_t **list_p, size_t *count_p);
+DS_API void ds_torch_collectives_free(ds_torch_collective_t *list);
+
 /* Time of the traced iterations that no layer pass or optimizer range maps,
  * by operator name (the outermost operators outside the ranges; the name
  * "(idle)" holds time without any operator). */

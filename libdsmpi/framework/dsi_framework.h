@@ -5,6 +5,7 @@
 #include <dsmpi/framework.h>
 
 #include "dsi_core.h"
+#include "dsi_json.h"
 
 /* What an event is for the mapping. */
 typedef enum dsi_trace_role {
@@ -25,6 +26,18 @@ typedef struct dsi_trace_gemm {
     int64_t m, n, k, batch;
 } dsi_trace_gemm_t;
 
+/* A collective's sizes from its args (torch.distributed's
+ * record_param_comms: "Collective name", "In/Out msg nelems", "Group size",
+ * "dtype"). */
+typedef struct dsi_trace_collective {
+    uint8_t op;    /* ds_comm_op_t */
+    uint8_t dtype; /* ds_dtype_t, DSI_TRACE_DTYPE_OTHER for types dsmpi has no name for */
+    int32_t ranks;
+    int64_t bytes; /* the nccl-tests size: the larger of the input and the output buffer */
+} dsi_trace_collective_t;
+
+#define DSI_TRACE_DTYPE_OTHER 255
+
 typedef struct dsi_trace_event {
     uint32_t name;  /* offset in the trace's name pool */
     int64_t thread; /* pid and tid folded */
@@ -41,6 +54,7 @@ typedef struct dsi_trace_event {
     int64_t sequence;      /* args "Sequence number" (autograd's, forward op to backward), or -1 */
     int64_t correlation;   /* launches and device work: args "correlation" (0: none) */
     double device_us;      /* launches: the duration of the device work they launched */
+    uint32_t collective;   /* collectives with sizes: 1 + index in collectives, or 0 */
 } dsi_trace_event_t;
 
 #define DSI_TRACE_COLLECTIVE 255
@@ -53,6 +67,8 @@ struct ds_torch_trace {
     size_t names_used, names_size;
     dsi_trace_gemm_t *gemm_shapes; /* in reading order; events refer to them */
     size_t num_gemm_shapes, gemm_shapes_capacity;
+    dsi_trace_collective_t *collectives; /* in reading order; events refer to them */
+    size_t num_collectives, collectives_capacity;
     char *origin; /* the file (or the name given to ds_torch_trace_parse) */
     size_t with_shapes, kernels, ranges;
     size_t kernels_linked; /* device work whose launch is in the trace (correlation ids) */
@@ -64,6 +80,28 @@ static inline const char *dsi_trace_name(const ds_torch_trace_t *t, const dsi_tr
 {
     return t->names + e->name;
 }
+
+/* Time spans of one kind of event sorted by start (trace.c). */
+typedef struct dsi_spans {
+    double *start, *end;
+    size_t count;
+} dsi_spans_t;
+
+/* The spans of the events of `role` (for DSI_ROLE_OP, those of `op`). */
+ds_status_t dsi_trace_spans(const ds_torch_trace_t *t, uint8_t role, uint8_t op,
+                            dsi_spans_t *spans);
+void dsi_spans_free(dsi_spans_t *spans);
+/* The span holding time `t`, or -1 (for spans that do not overlap, as iterations). */
+long dsi_spans_find(const dsi_spans_t *spans, double t);
+/* The latest end of the spans starting in [start, end], at least `end`:
+ * where a collective issued over [start, end) really ends when its library
+ * runs it on a thread of its own (gloo), the caller waiting outside the
+ * issuing operator. */
+double dsi_spans_latest_end(const dsi_spans_t *spans, double start, double end);
+
+/* The sizes of a collective from its args (collectives.c): *index_p 1 +
+ * its index in t->collectives, 0 when args give no known collective. */
+ds_status_t dsi_trace_add_collective(ds_torch_trace_t *t, const json_t *args, uint32_t *index_p);
 
 /* Names of the trace (trace.c): `name` appended to the pool. */
 ds_status_t dsi_trace_add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p);

@@ -40,11 +40,9 @@ typedef struct mapper {
     size_t num_keys, keys_capacity;
     named_time_t *names;
     size_t num_names, names_capacity;
-    double *step_start, *step_end; /* sorted by start */
-    size_t num_steps;
-    bool *mapped;                  /* per event: a range that was mapped */
-    double *coll_start, *coll_end; /* collectives of every thread, sorted by start */
-    size_t num_coll;
+    dsi_spans_t steps;       /* the iterations */
+    bool *mapped;            /* per event: a range that was mapped */
+    dsi_spans_t collectives; /* of every thread */
     dsi_op_t ops[DSI_MAX_LAYER_OPS];
     bool device; /* a GPU trace: costs are the device time of each operator's work */
     ds_framework_result_t *result;
@@ -97,36 +95,13 @@ static ds_status_t add_unmapped(mapper_t *m, uint32_t name, double seconds)
 /* The iteration whose window holds `t` (microseconds), or -1. */
 static long step_of(const mapper_t *m, double t)
 {
-    size_t lo = 0, hi = m->num_steps;
-    while (lo < hi) { /* first step starting after t */
-        size_t mid = (lo + hi) / 2;
-        if (m->step_start[mid] <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0 || t >= m->step_end[lo - 1])
-        return -1;
-    return (long)lo - 1;
+    return dsi_spans_find(&m->steps, t);
 }
 
-/* Where a collective issued at [start, end) really ends: a library that
- * runs it on a thread of its own (gloo) has the caller wait outside the
- * issuing operator; the latest end of a collective started inside it. */
+/* Where a collective issued at [start, end) really ends. */
 static double collective_end(const mapper_t *m, double start, double end)
 {
-    size_t lo = 0, hi = m->num_coll;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (m->coll_start[mid] < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    double last = end;
-    for (size_t i = lo; i < m->num_coll && m->coll_start[i] <= end; i++)
-        last = DSI_MAX(last, m->coll_end[i]);
-    return last;
+    return dsi_spans_latest_end(&m->collectives, start, end);
 }
 
 static bool compatible(uint8_t model, uint8_t traced)
@@ -478,7 +453,7 @@ static ds_status_t collect_unmapped(mapper_t *m, double *operators_s_p)
         if (step < 0)
             continue;
         covered = e->end_us;
-        double end = DSI_MIN(e->end_us, m->step_end[step]);
+        double end = DSI_MIN(e->end_us, m->steps.end[step]);
         if (in_thread)
             end = DSI_MIN(end, t->events[next_range].start_us);
         double seconds = DSI_MAX(0.0, end - e->start_us) * 1e-6;
@@ -529,12 +504,6 @@ static ds_status_t write_costs(mapper_t *m, ds_cost_table_t *costs)
     return DS_OK;
 }
 
-static int compare_steps(const void *a, const void *b)
-{
-    const double *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
 ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *model,
                                const ds_strategy_t *strategy, int stage, ds_cost_table_t *costs,
                                ds_framework_result_t *result)
@@ -548,7 +517,6 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     ds_framework_result_t r;
     memset(&r, 0, sizeof(r));
     mapper_t *m = NULL;
-    double *pairs = NULL;
     DSI_TRY(dsi_calloc(1, sizeof(*m), &m));
     m->trace = trace;
     m->model = model;
@@ -562,49 +530,12 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     r.device_timed = m->device;
     dsi_shape_ctx_init(&m->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_calloc(trace->count + 1, sizeof(bool), &m->mapped), status, out);
-    size_t steps = (size_t)trace->num_iterations;
-    DSI_TRY_GOTO(dsi_calloc(2 * steps, sizeof(double), &pairs), status, out);
-    DSI_TRY_GOTO(dsi_calloc(steps, sizeof(double), &m->step_start), status, out);
-    DSI_TRY_GOTO(dsi_calloc(steps, sizeof(double), &m->step_end), status, out);
-    size_t n = 0;
-    for (size_t i = 0; i < trace->count && n < steps; i++)
-        if (trace->events[i].role == DSI_ROLE_STEP) {
-            pairs[2 * n] = trace->events[i].start_us;
-            pairs[2 * n + 1] = trace->events[i].end_us;
-            r.traced_s += (trace->events[i].end_us - trace->events[i].start_us) * 1e-6;
-            n++;
-        }
-    qsort(pairs, n, 2 * sizeof(double), compare_steps);
-    size_t num_coll = 0;
     for (size_t i = 0; i < trace->count; i++)
-        num_coll +=
-            trace->events[i].role == DSI_ROLE_OP && trace->events[i].op == DSI_TRACE_COLLECTIVE;
-    DSI_TRY_GOTO(dsi_calloc(2 * num_coll + 2, sizeof(double), &m->coll_start), status, out);
-    m->coll_end = m->coll_start + num_coll + 1;
-    {
-        double *both = NULL;
-        DSI_TRY_GOTO(dsi_calloc(2 * num_coll + 2, sizeof(double), &both), status, out);
-        size_t c = 0;
-        for (size_t i = 0; i < trace->count; i++)
-            if (trace->events[i].role == DSI_ROLE_OP &&
-                trace->events[i].op == DSI_TRACE_COLLECTIVE) {
-                both[2 * c] = trace->events[i].start_us;
-                both[2 * c + 1] = trace->events[i].end_us;
-                c++;
-            }
-        qsort(both, c, 2 * sizeof(double), compare_steps);
-        for (size_t i = 0; i < c; i++) {
-            m->coll_start[i] = both[2 * i];
-            m->coll_end[i] = both[2 * i + 1];
-        }
-        m->num_coll = c;
-        dsi_free(both);
-    }
-    for (size_t i = 0; i < n; i++) {
-        m->step_start[i] = pairs[2 * i];
-        m->step_end[i] = pairs[2 * i + 1];
-    }
-    m->num_steps = n;
+        if (trace->events[i].role == DSI_ROLE_STEP)
+            r.traced_s += (trace->events[i].end_us - trace->events[i].start_us) * 1e-6;
+    DSI_TRY_GOTO(dsi_trace_spans(trace, DSI_ROLE_STEP, 0, &m->steps), status, out);
+    DSI_TRY_GOTO(dsi_trace_spans(trace, DSI_ROLE_OP, DSI_TRACE_COLLECTIVE, &m->collectives), status,
+                 out);
     double range_covered = -INFINITY;
     for (size_t i = 0; i < trace->count; i++) {
         const dsi_trace_event_t *e = &trace->events[i];
@@ -649,12 +580,10 @@ out:
             dsi_free(m->keys[i].seconds);
         dsi_free(m->keys);
         dsi_free(m->names);
-        dsi_free(m->step_start);
-        dsi_free(m->step_end);
+        dsi_spans_free(&m->steps);
         dsi_free(m->mapped);
-        dsi_free(m->coll_start);
+        dsi_spans_free(&m->collectives);
     }
     dsi_free(m);
-    dsi_free(pairs);
     return status;
 }

@@ -284,6 +284,8 @@ static ds_status_t add_event(ds_torch_trace_t *t, const json_t *item, const char
     } else {
         e->op = op_of_name(name, &known, &first_matrix);
         e->role = known ? DSI_ROLE_OP : DSI_ROLE_OTHER;
+        if (known && e->op == DSI_TRACE_COLLECTIVE)
+            DSI_TRY(dsi_trace_add_collective(t, args, &e->collective));
     }
     e->backward_node = dsi_is_backward_node(name);
     e->sequence = -1;
@@ -399,6 +401,74 @@ static int compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+ds_status_t dsi_trace_spans(const ds_torch_trace_t *t, uint8_t role, uint8_t op, dsi_spans_t *spans)
+{
+    memset(spans, 0, sizeof(*spans));
+    size_t n = 0;
+    for (size_t i = 0; i < t->count; i++)
+        n += t->events[i].role == role && (role != DSI_ROLE_OP || t->events[i].op == op);
+    double *pairs = NULL;
+    DSI_TRY(dsi_calloc(2 * n + 2, sizeof(double), &pairs));
+    ds_status_t status = dsi_calloc(2 * n + 2, sizeof(double), &spans->start);
+    if (status != DS_OK) {
+        dsi_free(pairs);
+        return status;
+    }
+    spans->end = spans->start + n + 1;
+    size_t c = 0;
+    for (size_t i = 0; i < t->count; i++)
+        if (t->events[i].role == role && (role != DSI_ROLE_OP || t->events[i].op == op)) {
+            pairs[2 * c] = t->events[i].start_us;
+            pairs[2 * c + 1] = t->events[i].end_us;
+            c++;
+        }
+    qsort(pairs, c, 2 * sizeof(double), compare_doubles); /* by start */
+    for (size_t i = 0; i < c; i++) {
+        spans->start[i] = pairs[2 * i];
+        spans->end[i] = pairs[2 * i + 1];
+    }
+    spans->count = c;
+    dsi_free(pairs);
+    return DS_OK;
+}
+
+void dsi_spans_free(dsi_spans_t *spans)
+{
+    dsi_free(spans->start);
+    memset(spans, 0, sizeof(*spans));
+}
+
+/* The first span starting after `t` (or at it, when `inclusive`). */
+static size_t first_after(const dsi_spans_t *spans, double t, bool inclusive)
+{
+    size_t lo = 0, hi = spans->count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (spans->start[mid] < t || (!inclusive && spans->start[mid] == t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+long dsi_spans_find(const dsi_spans_t *spans, double t)
+{
+    size_t lo = first_after(spans, t, false);
+    if (lo == 0 || t >= spans->end[lo - 1])
+        return -1;
+    return (long)lo - 1;
+}
+
+double dsi_spans_latest_end(const dsi_spans_t *spans, double start, double end)
+{
+    double last = end;
+    for (size_t i = first_after(spans, start, true); i < spans->count && spans->start[i] <= end;
+         i++)
+        last = DSI_MAX(last, spans->end[i]);
+    return last;
 }
 
 static bool is_gzip(const char *data, size_t size)
@@ -585,6 +655,7 @@ void ds_torch_trace_destroy(ds_torch_trace_t *trace)
     dsi_free(trace->events);
     dsi_free(trace->names);
     dsi_free(trace->gemm_shapes);
+    dsi_free(trace->collectives);
     dsi_free(trace->origin);
     dsi_free(trace->iterations_s);
     dsi_free(trace);

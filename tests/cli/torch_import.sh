@@ -59,6 +59,33 @@ grep -q "20 kernels, copies and memsets, 19 linked to their launches" out ||
 grep -q "costs are device time: 0.000165 s of the matched operators' work; 0.000006 s" out ||
     fail "gpu trace: device time: $(cat out)"
 
+# DDP on GPUs: the gradient all-reduce read with its size (record_param_comms) and timed by
+# its NCCL kernel; validate prints it beside the communication model's prediction.
+gpu_fp="cuda: NVIDIA A100-SXM4-80GB, pytorch"
+expect 0 "ddp gpu trace" "$dsmpi" import --torch-trace "$data/ddp-gpu-kineto.json" $run \
+    --strategy dp=2,tp=1,pp=1,mbs=2,gbs=4 --profile-db ddp.h5 --fingerprint "$gpu_fp"
+grep -q "collectives with sizes (record_param_comms): 1 kinds" out ||
+    fail "ddp gpu trace: no collectives: $(cat out)"
+grep -Eq '^ +allreduce +fp32 +4194304 +2 +1 +0\.000120$' out ||
+    fail "ddp gpu trace: the all-reduce: $(cat out)"
+expect 0 "validate ddp" "$dsmpi" validate --torch-trace "$data/ddp-gpu-kineto.json" \
+    "$data/ddp-gpu-kineto.json" $run --strategy dp=2,tp=1,pp=1,mbs=2,gbs=4 --profile-db ddp.h5 \
+    --fingerprint "$gpu_fp" --estimate-missing
+grep -Eq '^  allreduce +fp32 +4194304 +2 +2 +0\.000120 +0\.0000[0-9]+ +-?[0-9.]+$' out ||
+    fail "validate ddp: the all-reduce row: $(cat out)"
+grep -Eq '^  layer fwd +0\.000121 +0\.000115 ' out || fail "validate ddp: layer fwd: $(cat out)"
+expect 0 "validate ddp --json" "$dsmpi" validate --torch-trace "$data/ddp-gpu-kineto.json" \
+    "$data/ddp-gpu-kineto.json" $run --strategy dp=2,tp=1,pp=1,mbs=2,gbs=4 --profile-db ddp.h5 \
+    --fingerprint "$gpu_fp" --estimate-missing --json
+python3 - out <<'PY' || fail "validate ddp --json: $(cat out)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["collectives"]
+assert len(c) == 1 and c[0]["op"] == "allreduce" and c[0]["bytes"] == 4194304, c
+assert c[0]["ranks"] == 2 and c[0]["count"] == 2 and abs(c[0]["measured_s"] - 120e-6) < 1e-12, c
+assert c[0]["predicted_s"] > 0, c
+PY
+
 # Layer ranges from with_stack's module events (Megatron-Core's TransformerLayer), the
 # backward passes found through autograd's sequence numbers.
 expect 0 "module ranges" "$dsmpi" import --torch-trace "$data/modules-kineto.json" $run \

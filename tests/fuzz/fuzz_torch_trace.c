@@ -69,6 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ds_torch_trace_info_t info;
         ds_torch_trace_get_info(trace, &info);
         (void)ds_torch_trace_iteration_s(trace, info.iterations - 1);
+        ds_torch_collective_t *collectives = NULL;
+        size_t num_collectives = 0;
+        if (ds_torch_trace_collectives(trace, &collectives, &num_collectives) == DS_OK)
+            ds_torch_collectives_free(collectives);
         map_and_calibrate(trace, data[0]);
     }
     ds_torch_trace_destroy(trace);

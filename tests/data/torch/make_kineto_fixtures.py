@@ -102,6 +102,22 @@ class Trace:
         self.t += 5.0
         return work
 
+    def comm(self, collective, dtype, in_nelems, out_nelems, ranks, kernel, kernel_dur):
+        """torch.distributed's record_param_comms around a collective, its NCCL kernel."""
+        self.external += 1
+        args = {"External id": self.external, "Record function id": 0,
+                "Ev Idx": len(self.events), "Collective name": collective, "dtype": dtype,
+                "In msg nelems": in_nelems, "Out msg nelems": out_nelems, "Group size": ranks,
+                "Process Group Name": "0", "Process Group Description": "default_pg",
+                "In split size": "[]", "Out split size": "[]"}
+        start = self.t
+        event = self.x("cpu_op", "record_param_comms", start, 0.0, args=args)
+        self.t += 1.0
+        self.launch(kernel, kernel_dur, external=args["External id"])
+        event["dur"] = round(self.t + 0.5 - start, 3)
+        self.t += 1.0
+        return event
+
     def user_range(self, name, body, gpu_copy=True, cat="user_annotation", tid=TID):
         start, gpu_start = self.t, self.gpu_t
         self.t += 0.5
@@ -145,10 +161,14 @@ ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor
 COPY = "void at::native::elementwise_kernel<128, 2, at::native::direct_copy_kernel_cuda>"
 GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>"
 ADAM = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>"
+NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
-def gpu_fixture():
-    """gpu-kineto.json: device time per operator (us) chosen below, CPU times larger."""
+def gpu_fixture(path="gpu-kineto.json", ddp=False):
+    """gpu-kineto.json: device time per operator (us) chosen below, CPU times larger.
+    ddp-gpu-kineto.json (ddp=True): rank 0 of two data-parallel ranks, the same
+    iteration with DDP's gradient all-reduce (record_param_comms, 1 Mi fp32
+    elements over 2 ranks, its NCCL kernel 120 us) before the optimizer step."""
     tr = Trace()
     B, S, H = 2, 64, 128
 
@@ -207,13 +227,15 @@ def gpu_fixture():
     def step():
         tr.op("aten::zeros", [[], [], [], [], []], 12.0)
         tr.user_range("layer:0:fwd", layer)
+        if ddp:
+            tr.comm("allreduce", "Float", 1048576, 1048576, 2, NCCL_ALLREDUCE, 120.0)
         tr.user_range("Optimizer.step#FusedAdam.step", optimizer)
 
     tr.user_range("ProfilerStep#1", step)
     # Device work whose launch the trace lost (a CUPTI buffer overflow): not linked.
     tr.x("kernel", SGEMM, tr.gpu_t + 5.0, 8.0, DEV, STREAM,
          {"queued": 0, "device": DEV, "context": 1, "stream": STREAM, "correlation": 99999})
-    tr.write("gpu-kineto.json", record_shapes=1, with_stack=0, profile_memory=0)
+    tr.write(path, record_shapes=1, with_stack=0, profile_memory=0)
 
 
 def modules_fixture():
@@ -313,4 +335,5 @@ def modules_fixture():
 
 if __name__ == "__main__":
     gpu_fixture()
+    gpu_fixture("ddp-gpu-kineto.json", ddp=True)
     modules_fixture()
