@@ -36,11 +36,23 @@ static int step(char *out, size_t size, int index, double ts, double dur)
                     index, ts, dur);
 }
 
-static ds_torch_trace_t *parse(const char *text)
+/* The collectives of the trace `text`, `expected` of them (NULL when none or unreadable). */
+static ds_torch_collective_t *collectives_of(const char *text, size_t expected)
 {
     ds_torch_trace_t *t = NULL;
+    ds_torch_collective_t *list = NULL;
+    size_t count = 0;
     CHECK_OK(ds_torch_trace_parse(text, strlen(text), "inline", &t));
-    return t;
+    if (t != NULL)
+        CHECK_OK(ds_torch_trace_collectives(t, &list, &count));
+    ds_torch_trace_destroy(t);
+    CHECK_MSG(count == expected, "%zu collectives, expected %zu", count, expected);
+    CHECK((list == NULL) == (count == 0));
+    if (count != expected) {
+        ds_torch_collectives_free(list);
+        return NULL;
+    }
+    return list;
 }
 
 /* GPU: two iterations of an all-reduce (bf16, 1 Mi elements, 8 ranks), an
@@ -70,14 +82,8 @@ static void test_gpu(void)
                                 t0 + 1600.0, 30.0, corr++, 5.0);
     }
     snprintf(text + n, sizeof(text) - n, "]}");
-    ds_torch_trace_t *t = parse(text);
-    if (t == NULL)
-        return;
-    ds_torch_collective_t *list = NULL;
-    size_t count = 0;
-    CHECK_OK(ds_torch_trace_collectives(t, &list, &count));
-    CHECK_MSG(count == 3, "%zu collectives, expected 3", count);
-    if (count == 3) {
+    ds_torch_collective_t *list = collectives_of(text, 3);
+    if (list != NULL) {
         /* Sorted by primitive: send/recv, all-reduce, all-gather. */
         CHECK(list[0].op == DS_COMM_SENDRECV && list[0].bytes == 131072 && list[0].ranks == 2 &&
               list[0].dtype == DS_DTYPE_BF16 && list[0].count == 2);
@@ -92,7 +98,6 @@ static void test_gpu(void)
         CHECK_NEAR(list[2].median_s, 300e-6, 1e-9);
     }
     ds_torch_collectives_free(list);
-    ds_torch_trace_destroy(t);
 }
 
 /* CPU (gloo): the caller's record_param_comms span is short, gloo's own
@@ -109,30 +114,17 @@ static void test_cpu(void)
     n += (size_t)snprintf(text + n, sizeof(text) - n,
                           ",{\"ph\":\"X\",\"name\":\"gloo:all_reduce\",\"pid\":1,\"tid\":2,"
                           "\"ts\":110.0,\"dur\":700.0}]");
-    ds_torch_trace_t *t = parse(text);
-    if (t == NULL)
-        return;
-    ds_torch_collective_t *list = NULL;
-    size_t count = 0;
-    CHECK_OK(ds_torch_trace_collectives(t, &list, &count));
-    CHECK_MSG(count == 1, "%zu collectives, expected 1", count);
-    if (count == 1) {
+    ds_torch_collective_t *list = collectives_of(text, 1);
+    if (list != NULL) {
         CHECK(list[0].op == DS_COMM_ALLREDUCE && list[0].bytes == 4000 && list[0].ranks == 2);
         CHECK_NEAR(list[0].median_s, 710e-6, 1e-9); /* 100 us to gloo's end at 810 us */
     }
     ds_torch_collectives_free(list);
-    ds_torch_trace_destroy(t);
 
     const char *plain = "[{\"ph\":\"X\",\"name\":\"ProfilerStep#0\",\"pid\":1,\"tid\":1,\"ts\":0,"
                         "\"dur\":100},{\"ph\":\"X\",\"name\":\"gloo:all_reduce\",\"pid\":1,"
                         "\"tid\":1,\"ts\":10,\"dur\":50}]";
-    t = parse(plain);
-    list = (ds_torch_collective_t *)1;
-    count = 9;
-    if (t != NULL)
-        CHECK_OK(ds_torch_trace_collectives(t, &list, &count));
-    CHECK(list == NULL && count == 0);
-    ds_torch_trace_destroy(t);
+    CHECK(collectives_of(plain, 0) == NULL);
 }
 
 int main(void)
