@@ -655,6 +655,19 @@ int cmd_import(app_t *app)
         app};
     for (size_t i = 0; status == DS_OK && i < num_sources; i++)
         status = importers[sources[i].importer].run(&context, sources[i].path, &sources[i].result);
+    /* Compute costs carry to a target's device through the device model of
+     * the fingerprint's device: one dsmpi does not know leaves them unused. */
+    ds_device_spec_t measured_on;
+    ds_cost_sources_t named = {NULL, fingerprint, NULL, 0};
+    bool traced = false;
+    for (size_t i = 0; i < num_sources; i++)
+        traced |= sources[i].result.traced;
+    if (status == DS_OK && traced && ds_costs_measured_device(&named, &measured_on) != DS_OK)
+        app_warning(app,
+                    "--fingerprint '%s' names no device dsmpi knows, so predictions will not use "
+                    "these compute costs (accepted: 'cpu: ...', 'cuda: <device name>, ...', e.g. "
+                    "'cuda: NVIDIA A100-SXM4-80GB, pytorch')",
+                    fingerprint);
     ds_framework_calibration_t calibration;
     memset(&calibration, 0, sizeof(calibration));
     if (status == DS_OK && calibrate_from != NULL)

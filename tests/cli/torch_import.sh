@@ -59,6 +59,13 @@ grep -q "20 kernels, copies and memsets, 19 linked to their launches" out ||
 grep -q "costs are device time: 0.000165 s of the matched operators' work; 0.000006 s" out ||
     fail "gpu trace: device time: $(cat out)"
 
+# A fingerprint naming no device dsmpi knows: imported, with a one-line warning that
+# predictions cannot carry its compute costs to a device.
+expect 0 "unknown device" "$dsmpi" import --torch-trace "$data/gpu-kineto.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db unknown.h5 --fingerprint "a100: pytorch"
+[ "$(wc -l < err)" -eq 1 ] && grep -q "'a100: pytorch' names no device dsmpi knows" err ||
+    fail "unknown device: $(cat err)"
+
 # DDP on GPUs: the gradient all-reduce read with its size (record_param_comms) and timed by
 # its NCCL kernel; validate prints it beside the communication model's prediction.
 gpu_fp="cuda: NVIDIA A100-SXM4-80GB, pytorch"
@@ -89,7 +96,7 @@ PY
 # Layer ranges from with_stack's module events (Megatron-Core's TransformerLayer), the
 # backward passes found through autograd's sequence numbers.
 expect 0 "module ranges" "$dsmpi" import --torch-trace "$data/modules-kineto.json" $run \
-    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=4 --profile-db modules.h5
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=4 --profile-db modules.h5 --fingerprint "cpu: pytorch"
 grep -Eq '^ +torch-trace +26 ' out || fail "module ranges: not 26 keys: $(cat out)"
 grep -q "mapped: 4 ranges onto 26 keys" out || fail "module ranges: $(cat out)"
 [ -s err ] && fail "module ranges: a warning: $(cat err)"
