@@ -88,17 +88,13 @@ ds_status_t dsi_trace_add_collective(ds_torch_trace_t *t, const json_t *args, ui
             type_index = i;
     if (type_index == DSI_ARRAY_SIZE(element_types))
         return DS_OK; /* a type whose size is unknown: its bytes cannot be told */
-    if (t->num_collectives >= UINT32_MAX - 1)
-        return DSI_ERROR(DS_ERR_OVERFLOW, "a trace with more than 4 billion collectives");
-    if (t->num_collectives == t->collectives_capacity) {
-        size_t capacity = DSI_MAX(2 * t->collectives_capacity, 64);
-        DSI_TRY(dsi_realloc_array(&t->collectives, capacity, sizeof(*t->collectives)));
-        t->collectives_capacity = capacity;
-    }
-    t->collectives[t->num_collectives++] =
+    uint32_t index;
+    DSI_TRY(dsi_trace_append(&t->collectives, &t->num_collectives, &t->collectives_capacity,
+                             sizeof(*t->collectives), "collectives", &index));
+    t->collectives[index - 1] =
         (dsi_trace_collective_t){(uint8_t)op, element_types[type_index].dtype, (int32_t)ranks,
                                  DSI_MAX(in, out) * element_types[type_index].size};
-    *index_p = (uint32_t)t->num_collectives;
+    *index_p = index;
     return DS_OK;
 }
 

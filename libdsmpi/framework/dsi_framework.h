@@ -103,6 +103,13 @@ double dsi_spans_latest_end(const dsi_spans_t *spans, double start, double end);
  * its index in t->collectives, 0 when args give no known collective. */
 ds_status_t dsi_trace_add_collective(ds_torch_trace_t *t, const json_t *args, uint32_t *index_p);
 
+/* One more item at the end of a side array of the trace (GEMM shapes,
+ * collectives), which events refer to by 1-based 32-bit index: grows
+ * *array_p of `size`-byte items, counts it in *count and sets *index_p to
+ * its index; `what` names the items in the error of a trace with too many. */
+ds_status_t dsi_trace_append(void *array_p, size_t *count, size_t *capacity, size_t size,
+                             const char *what, uint32_t *index_p);
+
 /* Names of the trace (trace.c): `name` appended to the pool. */
 ds_status_t dsi_trace_add_name(ds_torch_trace_t *t, const char *name, uint32_t *offset_p);
 /* The events sorted by thread, start, the enclosing first (trace.c). */

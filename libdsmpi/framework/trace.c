@@ -215,18 +215,26 @@ static bool gemm_shape_of(uint8_t op, uint8_t first_matrix, const json_t *input_
     return true;
 }
 
+ds_status_t dsi_trace_append(void *array_p, size_t *count, size_t *capacity, size_t size,
+                             const char *what, uint32_t *index_p)
+{
+    if (*count >= UINT32_MAX - 1)
+        return DSI_ERROR(DS_ERR_OVERFLOW, "a trace with more than 4 billion %s", what);
+    if (*count == *capacity) {
+        size_t grown = DSI_MAX(2 * *capacity, 256);
+        DSI_TRY(dsi_realloc_array(array_p, grown, size));
+        *capacity = grown;
+    }
+    *index_p = (uint32_t)++ * count; /* 1-based: 0 is none */
+    return DS_OK;
+}
+
 static ds_status_t add_gemm_shape(ds_torch_trace_t *t, const dsi_trace_gemm_t *shape,
                                   uint32_t *index_p)
 {
-    if (t->num_gemm_shapes >= UINT32_MAX - 1)
-        return DSI_ERROR(DS_ERR_OVERFLOW, "a trace with more than 4 billion GEMMs");
-    if (t->num_gemm_shapes == t->gemm_shapes_capacity) {
-        size_t capacity = DSI_MAX(2 * t->gemm_shapes_capacity, 256);
-        DSI_TRY(dsi_realloc_array(&t->gemm_shapes, capacity, sizeof(*t->gemm_shapes)));
-        t->gemm_shapes_capacity = capacity;
-    }
-    t->gemm_shapes[t->num_gemm_shapes++] = *shape;
-    *index_p = (uint32_t)t->num_gemm_shapes; /* 1-based: 0 is none */
+    DSI_TRY(dsi_trace_append(&t->gemm_shapes, &t->num_gemm_shapes, &t->gemm_shapes_capacity,
+                             sizeof(*t->gemm_shapes), "GEMMs", index_p));
+    t->gemm_shapes[*index_p - 1] = *shape;
     return DS_OK;
 }
 
