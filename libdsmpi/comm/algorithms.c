@@ -169,6 +169,25 @@ double dsi_comm_proto_efficiency(const dsi_comm_terms_t *terms, int proto)
     return terms->protos[proto].bw_efficiency;
 }
 
+double dsi_comm_proto_mid_size(const dsi_comm_terms_t *terms, int proto, double bytes)
+{
+    if (terms->protos == NULL || proto < 0 || proto >= terms->num_protos || !(bytes > 0))
+        return 1.0;
+    const dsi_comm_proto_t *p = &terms->protos[proto];
+    if (p->mid_size == NULL || p->num_mid_size == 0)
+        return 1.0;
+    double x = log2(bytes);
+    const dsi_comm_mid_size_t *k = p->mid_size;
+    if (x <= k[0].log2_bytes)
+        return k[0].share;
+    for (int i = 1; i < p->num_mid_size; i++)
+        if (x <= k[i].log2_bytes) {
+            double w = (x - k[i - 1].log2_bytes) / (k[i].log2_bytes - k[i - 1].log2_bytes);
+            return k[i - 1].share + w * (k[i].share - k[i - 1].share);
+        }
+    return k[p->num_mid_size - 1].share;
+}
+
 double dsi_comm_proto_latency(const ds_comm_model_t *model, ds_comm_op_t op,
                               const dsi_comm_terms_t *terms, int proto, int below)
 {
@@ -190,12 +209,14 @@ double dsi_comm_level_nominal(const ds_comm_model_t *model, int level,
 }
 
 double dsi_comm_proto_bandwidth(const ds_comm_model_t *model, const dsi_comm_terms_t *terms,
-                                int proto, int level, const dsi_comm_shape_t *shape, double bw)
+                                int proto, int level, const dsi_comm_shape_t *shape, double bw,
+                                double bytes)
 {
     double efficiency = dsi_comm_proto_efficiency(terms, proto);
+    double mid = dsi_comm_proto_mid_size(terms, proto, bytes);
     if (efficiency >= 1.0)
-        return bw;
-    return efficiency * fmin(bw, dsi_comm_level_nominal(model, level, shape));
+        return bw * mid;
+    return efficiency * fmin(bw, dsi_comm_level_nominal(model, level, shape)) * mid;
 }
 
 double dsi_comm_terms_time_proto(const ds_comm_model_t *model, ds_comm_op_t op,
@@ -216,7 +237,8 @@ double dsi_comm_terms_time_proto(const ds_comm_model_t *model, ds_comm_op_t op,
         for (int level = 0; level <= shape->top; level++) {
             if (terms->volume[level] <= 0.0)
                 continue;
-            double rate = dsi_comm_proto_bandwidth(model, terms, proto, level, shape, bw[level]);
+            double rate =
+                dsi_comm_proto_bandwidth(model, terms, proto, level, shape, bw[level], bytes);
             transfer = fmax(transfer, rate > 0.0 ? terms->volume[level] / rate : INFINITY);
         }
         if (latency + transfer < best) {
@@ -247,23 +269,36 @@ double dsi_comm_terms_time(const ds_comm_model_t *model, ds_comm_op_t op,
 static const dsi_comm_proto_t ring_protos[] = {
     /* LL: bus bandwidth x 1/4 across nodes; hwLat NVLink 0.6, NET 2.7
      * (NVIDIA/nccl src/graph/tuning.cc, ring row) */
-    {"LL", 0.25, {0.6, 2.7}},
+    {"LL", 0.25, {0.6, 2.7}, NULL, 0},
     /* LL128: 120 of 128 bytes are data, x 0.95 in tuning.cc; hwLat NVLink
      * 1.9, NET 4.0 (tuning.cc, ring row) */
-    {"LL128", 0.95 * 120.0 / 128.0, {1.9, 4.0}},
+    {"LL128", 0.95 * 120.0 / 128.0, {1.9, 4.0}, NULL, 0},
     /* Simple: the full bus bandwidth; hwLat NVLink 3.4, NET 14 (tuning.cc, ring row) */
-    {"Simple", 1.0, {3.4, 14.0}},
+    {"Simple", 1.0, {3.4, 14.0}, NULL, 0},
 };
+
+/* Trees fall short of their bandwidth at mid sizes, most at 128 KiB - 2 MiB
+ * (too few chunks per channel to fill the pipeline up and down the tree);
+ * NCCL's tuning model derates them by a static per-size table
+ * (tuning.cc, "trees are not perfectly sticking to the model for medium
+ * sizes").  The knots below follow its shape per protocol, coarsened:
+ * log2(bytes), share kept. */
+static const dsi_comm_mid_size_t tree_ll_mid[] = {{10, 1.0}, {12, 0.8}, {15, 0.7}, {17, 0.5},
+                                                  {19, 0.4}, {22, 0.7}, {25, 1.0}};
+static const dsi_comm_mid_size_t tree_ll128_mid[] = {{11, 1.0}, {13, 0.8}, {15, 0.7}, {16, 0.6},
+                                                     {21, 0.6}, {22, 0.8}, {23, 0.9}, {27, 1.0}};
+static const dsi_comm_mid_size_t tree_simple_mid[] = {{12, 0.9}, {15, 0.7}, {17, 0.5}, {20, 0.5},
+                                                      {23, 0.8}, {25, 0.7}, {27, 0.9}, {29, 1.0}};
 
 static const dsi_comm_proto_t tree_protos[] = {
     /* LL: bus bandwidth / 3.8 on trees; hwLat NVLink 0.6, NET 5.0
      * (tuning.cc, tree row) */
-    {"LL", 1.0 / 3.8, {0.6, 5.0}},
+    {"LL", 1.0 / 3.8, {0.6, 5.0}, tree_ll_mid, (int)DSI_ARRAY_SIZE(tree_ll_mid)},
     /* LL128: 120 of 128 bytes are data; hwLat NVLink 1.25, NET 8.5
      * (tuning.cc, tree row) */
-    {"LL128", 120.0 / 128.0, {1.25, 8.5}},
+    {"LL128", 120.0 / 128.0, {1.25, 8.5}, tree_ll128_mid, (int)DSI_ARRAY_SIZE(tree_ll128_mid)},
     /* Simple: hwLat NVLink 4, NET 14 (tuning.cc, tree row) */
-    {"Simple", 1.0, {4.0, 14.0}},
+    {"Simple", 1.0, {4.0, 14.0}, tree_simple_mid, (int)DSI_ARRAY_SIZE(tree_simple_mid)},
 };
 _Static_assert(DSI_ARRAY_SIZE(ring_protos) <= DSI_COMM_MAX_PROTOS, "too many protocols");
 _Static_assert(DSI_ARRAY_SIZE(tree_protos) <= DSI_COMM_MAX_PROTOS, "too many protocols");
@@ -438,19 +473,19 @@ static const dsi_comm_algo_t hierarchical_algo = {DS_COMM_ALGO_HIERARCHICAL, "hi
  * and PAT (14) were seen in more than one of them. */
 
 /* NVLS: hwLat NVLink 25 (NVLS), network 20.9 (NVLS_TREE). */
-static const dsi_comm_proto_t nvls_protos[] = {{"Simple", 1.0, {25.0, 20.9}}};
+static const dsi_comm_proto_t nvls_protos[] = {{"Simple", 1.0, {25.0, 20.9}, NULL, 0}};
 /* NVLS bandwidth efficiency: 0.85 on Hopper, 0.74 on Blackwell (nvlsEfficiency). */
 #define NVLS_EFFICIENCY_HOPPER 0.85
 #define NVLS_EFFICIENCY_BLACKWELL 0.74
 /* CollNet (direct): hwLat NVLink 3.7; network 31 for one reduction through
  * the switches (CollNetDirect), taken here as two traversals (up, down) of
  * one switch level at 15.5 each: that split is this model's assumption. */
-static const dsi_comm_proto_t collnet_protos[] = {{"Simple", 1.0, {3.7, 15.5}}};
+static const dsi_comm_proto_t collnet_protos[] = {{"Simple", 1.0, {3.7, 15.5}, NULL, 0}};
 /* CollNet bus bandwidth x 0.9. */
 #define COLLNET_EFFICIENCY 0.9
 /* PAT: network latency hwLat 14 / 3.5 per step; NVLink 4.0 (the PAT row and
  * its latency formula). */
-static const dsi_comm_proto_t pat_protos[] = {{"Simple", 1.0, {4.0, 14.0 / 3.5}}};
+static const dsi_comm_proto_t pat_protos[] = {{"Simple", 1.0, {4.0, 14.0 / 3.5}, NULL, 0}};
 /* PAT bus bandwidth x 0.75, and 2.8 us per rank added to its latency. */
 #define PAT_EFFICIENCY 0.75
 #define PAT_US_PER_RANK 2.8

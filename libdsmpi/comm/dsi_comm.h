@@ -33,10 +33,18 @@ typedef struct dsi_comm_shape {
  * inside a node and across the network.  The fitted per-hop latency of a
  * level is the protocol of the smallest sizes' (the first row); the others
  * add their prior latency over the first row's. */
+/* A protocol's bandwidth lost at mid sizes: the share it keeps at message
+ * sizes 2^log2_bytes, interpolated in log2(size) between knots, 1 outside. */
+typedef struct dsi_comm_mid_size {
+    double log2_bytes, share;
+} dsi_comm_mid_size_t;
+
 typedef struct dsi_comm_proto {
     const char *name;
     double bw_efficiency;
-    double hop_us[2]; /* [0] inside a node, [1] across the network */
+    double hop_us[2];                    /* [0] inside a node, [1] across the network */
+    const dsi_comm_mid_size_t *mid_size; /* NULL: no loss at any size */
+    int num_mid_size;
 } dsi_comm_proto_t;
 
 #define DSI_COMM_MAX_PROTOS 3
@@ -53,18 +61,23 @@ typedef struct dsi_comm_terms {
 } dsi_comm_terms_t;
 
 /* Per-hop latency (s) protocol `proto` of `terms` adds at `level` to the
- * fitted one, and its bandwidth efficiency (1 without protocols). */
+ * fitted one, its bandwidth efficiency (1 without protocols) and the share
+ * of that it keeps at a message of `bytes` (1 but where the algorithm runs
+ * slower at mid sizes). */
 double dsi_comm_proto_hop_extra_s(const dsi_comm_terms_t *terms, int proto, int level);
 double dsi_comm_proto_efficiency(const dsi_comm_terms_t *terms, int proto);
+double dsi_comm_proto_mid_size(const dsi_comm_terms_t *terms, int proto, double bytes);
 /* The cluster's nominal bandwidth at `level` for a group of `shape`, in
  * the units of dsi_comm_level_bandwidth. */
 double dsi_comm_level_nominal(const ds_comm_model_t *model, int level,
                               const dsi_comm_shape_t *shape);
-/* Bandwidth of protocol `proto` at `level` where the fitted curve gives
- * `bw`: a protocol below full efficiency reaches its share of `bw` capped
- * at the nominal bandwidth (NCCL caps LL and LL128 the same way). */
+/* Bandwidth of protocol `proto` at `level` for a message of `bytes` where
+ * the fitted curve gives `bw`: a protocol below full efficiency reaches its
+ * share of `bw` capped at the nominal bandwidth (NCCL caps LL and LL128 the
+ * same way), times its mid-size share. */
 double dsi_comm_proto_bandwidth(const ds_comm_model_t *model, const dsi_comm_terms_t *terms,
-                                int proto, int level, const dsi_comm_shape_t *shape, double bw);
+                                int proto, int level, const dsi_comm_shape_t *shape, double bw,
+                                double bytes);
 /* Latency of protocol `proto` over levels 0 .. `below` - 1 (base included). */
 double dsi_comm_proto_latency(const ds_comm_model_t *model, ds_comm_op_t op,
                               const dsi_comm_terms_t *terms, int proto, int below);

@@ -306,14 +306,16 @@ static bool invert_point(const ds_comm_model_t *model, ds_comm_op_t op, int leve
             for (int l = 0; l < level; l++)
                 if (terms.volume[l] > 0)
                     lower =
-                        fmax(lower, terms.volume[l] /
-                                        dsi_comm_proto_bandwidth(
-                                            model, &terms, proto, l, shape,
-                                            dsi_comm_level_bandwidth(model, op, l, bytes, shape)));
+                        fmax(lower,
+                             terms.volume[l] /
+                                 dsi_comm_proto_bandwidth(
+                                     model, &terms, proto, l, shape,
+                                     dsi_comm_level_bandwidth(model, op, l, bytes, shape), bytes));
             if (rest <= 0 || rest <= lower * (1.0 + 1e-9))
                 continue;
             double efficiency = dsi_comm_proto_efficiency(&terms, proto);
-            double bw = terms.volume[level] / (rest * efficiency);
+            double mid = dsi_comm_proto_mid_size(&terms, proto, bytes);
+            double bw = terms.volume[level] / (rest * efficiency * mid);
             /* A protocol capped below what the point needs cannot explain it. */
             if (efficiency < 1.0 && bw > dsi_comm_level_nominal(model, level, shape))
                 continue;

@@ -48,13 +48,27 @@ static double ring_s(int p, double bytes)
     return latency * 1e-6 + volume / (RING[p][0] * fmin(NVLINK_BPS, NODE_BPS));
 }
 
+/* The share of its bandwidth a tree keeps at 1 KiB, 16 MiB and 1 GiB per
+ * protocol, read off the knots in algorithms.c by hand: LL 1 at 2^10,
+ * 0.7 -> 1 over 2^22 .. 2^25; LL128 1 at 2^11, 0.9 -> 1 over 2^23 .. 2^27;
+ * Simple 0.9 up to 2^12, 0.8 -> 0.7 over 2^23 .. 2^25, 1 from 2^29. */
+static double tree_mid(int p, double bytes)
+{
+    static const double share[3][3] = {
+        {1.0, 0.7 + 0.3 * 2.0 / 3.0, 1.0}, {1.0, 0.9 + 0.1 / 4.0, 1.0}, {0.9, 0.75, 1.0}};
+    int size = bytes <= 1024.0 ? 0 : bytes <= 16.0 * 1048576.0 ? 1 : 2;
+    return share[p][size];
+}
+
 /* Tree all-reduce, protocol p: the chain of a node's 4 devices up and
- * down, 2 log2(nodes) network hops; 2S / 0.92 through the slower level. */
+ * down, 2 log2(nodes) network hops; 2S / 0.92 through the slower level at
+ * the tree's mid-size share. */
 static double tree_s(int p, double bytes)
 {
     double latency = 2.0 * (PER_NODE - 1) * (NVLINK_US + TREE[p][1] - TREE[0][1]) +
                      2.0 * log2(NODES) * (IB_US + TREE[p][2] - TREE[0][2]);
-    return latency * 1e-6 + 2.0 * bytes / 0.92 / (TREE[p][0] * fmin(NVLINK_BPS, NODE_BPS));
+    return latency * 1e-6 +
+           2.0 * bytes / 0.92 / (TREE[p][0] * fmin(NVLINK_BPS, NODE_BPS) * tree_mid(p, bytes));
 }
 
 static void check_algo(const ds_comm_model_t *model, ds_comm_algo_t id, double (*hand)(int, double))
@@ -101,12 +115,24 @@ static void check_caps(const ds_comm_model_t *model)
         dsi_comm_library_find(dsi_comm_library_get(DS_COMM_LIBRARY_NCCL), DS_COMM_ALGO_RING);
     dsi_comm_terms_t terms;
     ring->terms(model, DS_COMM_ALLREDUCE, 1e6, &shape, &terms);
-    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 0, 1, &shape, 1e15), 0.25 * NODE_BPS, 1e-12);
-    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 0, 1, &shape, 1e9), 0.25 * 1e9, 1e-12);
-    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 2, 1, &shape, 1e15), 1e15, 1e-12);
+    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 0, 1, &shape, 1e15, 1024.0), 0.25 * NODE_BPS,
+               1e-12);
+    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 0, 1, &shape, 1e9, 1024.0), 0.25 * 1e9,
+               1e-12);
+    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 2, 1, &shape, 1e15, 1024.0), 1e15, 1e-12);
     CHECK_NEAR(dsi_comm_proto_hop_extra_s(&terms, 2, 1), (14.0 - 2.7) * 1e-6, 1e-12);
     CHECK_NEAR(dsi_comm_proto_hop_extra_s(&terms, 1, 0), (1.9 - 0.6) * 1e-6, 1e-12);
     CHECK_NEAR(dsi_comm_proto_hop_extra_s(&terms, 0, 1), 0.0, 1e-12);
+    /* Rings keep their bandwidth at every size; trees lose most at mid sizes. */
+    CHECK_NEAR(dsi_comm_proto_mid_size(&terms, 2, 262144.0), 1.0, 1e-12);
+    const dsi_comm_algo_t *tree =
+        dsi_comm_library_find(dsi_comm_library_get(DS_COMM_LIBRARY_NCCL), DS_COMM_ALGO_TREE);
+    tree->terms(model, DS_COMM_ALLREDUCE, 1e6, &shape, &terms);
+    CHECK_NEAR(dsi_comm_proto_mid_size(&terms, 0, 524288.0), 0.4, 1e-12);
+    CHECK_NEAR(dsi_comm_proto_mid_size(&terms, 2, 262144.0), 0.5, 1e-12);
+    CHECK_NEAR(dsi_comm_proto_mid_size(&terms, 2, 4096.0), 0.9, 1e-12);
+    CHECK_NEAR(dsi_comm_proto_mid_size(&terms, 2, 1073741824.0), 1.0, 1e-12);
+    CHECK_NEAR(dsi_comm_proto_bandwidth(model, &terms, 2, 1, &shape, 1e9, 262144.0), 0.5e9, 1e-12);
 }
 
 int main(void)
