@@ -114,7 +114,9 @@ typedef struct ds_net_level {
                                        per doubling of the domains a group spans beyond those
                                        measured (flows of many rings and trees sharing uplinks,
                                        routing, congestion); the prior where the logs do not
-                                       cover two node counts across nodes (0 = none) */
+                                       cover two node counts across nodes */
+    bool congestion_given;          /* congestion_per_doubling was set (a cluster file);
+                                       false: DS_COMM_CONGESTION_PRIOR's */
     bool nvls;  /* level 0: NVLink SHARP, the NVSwitches reduce and multicast (H100/H200/B200
                    with NVLink 4+ switches; default false) */
     bool sharp; /* level >= 1: the level's switches reduce (InfiniBand SHARP, NCCL's CollNet;

@@ -222,6 +222,8 @@ static ds_status_t parse_level(const json_t *object, const char *origin, int ind
     DSI_TRY(dsi_json_int32(object, "nics_per_node", where, 1, 1024, false, &level->nics_per_node));
     DSI_TRY(dsi_json_double(object, "congestion_per_doubling", where, 0.0, 0.9, false,
                             &level->congestion_per_doubling));
+    const json_t *congestion = json_object_get(object, "congestion_per_doubling");
+    level->congestion_given = congestion != NULL && !json_is_null(congestion);
     DSI_TRY(dsi_json_bool(object, "nvls", where, false, &level->nvls));
     DSI_TRY(dsi_json_bool(object, "sharp", where, false, &level->sharp));
     if (index == 1 && count == 2 && level->oversubscription != 1.0)

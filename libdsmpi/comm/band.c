@@ -12,8 +12,8 @@
  * size of the logs (hi > 0: the prediction was too fast).  Measured with
  * tests/bench/comm_scale.sh --verbose on the point model of this version
  * (NCCL's protocols LL, LL128, Simple priced per ring and tree, trees
- * derated at mid sizes); the logs are in ../shared/data/nccl-tests (their
- * README names the source).
+ * derated at mid sizes, DS_COMM_CONGESTION_PRIOR's 5% per doubling); the
+ * logs are in ../shared/data/nccl-tests (their README names the source).
  * Rerun and update these rows when the point model changes. */
 typedef struct band_row {
     const char *data_set;
@@ -24,19 +24,19 @@ typedef struct band_row {
 
 static const band_row_t band_rows[] = {
     /* ABCI "A" nodes: 8 x A100 per node, InfiniBand HDR (all_reduce_perf) */
-    {"abci-a100-hdr", "allreduce", 2, 4, 0.046, -0.259},
-    {"abci-a100-hdr", "allreduce", 2, 8, 0.610, -0.340},
-    {"abci-a100-hdr", "allreduce", 2, 16, 0.139, -0.315},
+    {"abci-a100-hdr", "allreduce", 2, 4, 0.030, -0.266},
+    {"abci-a100-hdr", "allreduce", 2, 8, 0.512, -0.355},
+    {"abci-a100-hdr", "allreduce", 2, 16, 0.106, -0.371},
     /* ABCI "V" nodes: 4 x V100 per node, InfiniBand EDR (all_reduce_perf) */
-    {"abci-v100-edr", "allreduce", 2, 4, 0.318, -0.286},
-    {"abci-v100-edr", "allreduce", 2, 8, 0.699, -0.325},
-    {"abci-v100-edr", "allreduce", 2, 16, 1.143, -0.050},
-    {"abci-v100-edr", "allreduce", 2, 32, 1.227, 0.066},
+    {"abci-v100-edr", "allreduce", 2, 4, 0.300, -0.321},
+    {"abci-v100-edr", "allreduce", 2, 8, 0.664, -0.405},
+    {"abci-v100-edr", "allreduce", 2, 16, 1.098, -0.184},
+    {"abci-v100-edr", "allreduce", 2, 32, 1.174, -0.011},
     /* An H100 cluster: 8 x H100 per node, InfiniBand (every collective) */
-    {"h100-ib-cluster01", "allreduce", 2, 10, 0.969, -0.001},
-    {"h100-ib-cluster01", "allgather", 2, 10, 0.527, 0.072},
-    {"h100-ib-cluster01", "reduce_scatter", 2, 10, 0.613, 0.044},
-    {"h100-ib-cluster01", "alltoall", 2, 10, 0.064, -0.015},
+    {"h100-ib-cluster01", "allreduce", 2, 10, 0.889, -0.117},
+    {"h100-ib-cluster01", "allgather", 2, 10, 0.527, 0.059},
+    {"h100-ib-cluster01", "reduce_scatter", 2, 10, 0.596, 0.029},
+    {"h100-ib-cluster01", "alltoall", 2, 10, -0.055, -0.102},
     {"h100-ib-cluster01", "sendrecv", 2, 10, 1.130, 1.100},
 };
 

@@ -177,6 +177,10 @@ void dsi_comm_shape_spread(const ds_comm_model_t *model, dsi_comm_shape_t *shape
 void dsi_comm_shape_init(const ds_comm_model_t *model, int64_t n, int64_t nodes, int64_t r,
                          int32_t concurrency, int64_t servers, dsi_comm_shape_t *shape);
 
+/* Congestion per doubling at network `level` where the logs cannot fit it:
+ * the cluster file's congestion_per_doubling, else DS_COMM_CONGESTION_PRIOR. */
+double dsi_comm_congestion_prior(const ds_comm_model_t *model, int level);
+
 /* Bandwidth (bytes/s) a group of `shape` gets at `level` for primitive
  * `op` at `bytes` (the level's curve, the group's share of the node's
  * interfaces, oversubscription). */

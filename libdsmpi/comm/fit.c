@@ -397,9 +397,18 @@ static ds_status_t fit_curves(ds_comm_model_t *model, ds_comm_op_t op, int level
  * per octave) of the bandwidth lost per doubling of the span; else the
  * cluster file's prior. */
 #define CONGESTION_MIN_BYTES 1048576.0
+
+double dsi_comm_congestion_prior(const ds_comm_model_t *model, int level)
+{
+    const ds_net_level_t *lv = &model->cluster.levels[level];
+    if (lv->congestion_given)
+        return lv->congestion_per_doubling;
+    return DSI_MIN(DSI_MAX(dsi_param_double(DSI_PARAM_COMM_CONGESTION_PRIOR), 0.0), 0.9);
+}
+
 static void fit_congestion(const ds_comm_model_t *model, int level, dsi_comm_level_t *lv)
 {
-    lv->congestion = model->cluster.levels[level].congestion_per_doubling;
+    lv->congestion = dsi_comm_congestion_prior(model, level);
     lv->congestion_fitted = false;
     const dsi_comm_layout_curve_t *low = NULL, *high = NULL;
     double best_doublings = 0.0;
@@ -507,7 +516,7 @@ static void assume_level(ds_comm_model_t *model, ds_comm_op_t op, int level)
     lv->source = DS_COMM_FIT_ASSUMED;
     lv->from_op = op;
     lv->hop_s = c->levels[level].latency_us * 1e-6;
-    lv->congestion = level > 0 ? c->levels[level].congestion_per_doubling : 0.0;
+    lv->congestion = level > 0 ? dsi_comm_congestion_prior(model, level) : 0.0;
     const dsi_comm_level_t *below = level > 0 ? &model->levels[op][level - 1] : NULL;
     if (below != NULL && below->source != DS_COMM_FIT_ASSUMED && level >= 2 &&
         c->levels[level - 1].latency_us > 0.0)

@@ -362,7 +362,10 @@ void ds_comm_model_print(const ds_comm_model_t *model, ds_comm_op_t op, FILE *ou
         if (level > 0 && model->library->congestion)
             fprintf(out, ", %.1f%% of it lost per doubling of the span beyond the measured (%s)",
                     100.0 * f.congestion,
-                    f.congestion_fitted ? "fitted on two spans" : "prior: the cluster file's");
+                    f.congestion_fitted ? "fitted on two spans"
+                    : model->cluster.levels[level].congestion_given
+                        ? "prior: the cluster file's"
+                        : "prior: DS_COMM_CONGESTION_PRIOR");
         fputc('\n', out);
     }
 }

@@ -35,6 +35,7 @@ iter_s() { # cluster file: the predicted iteration time of dp=1024, no costs giv
 t2=$(iter_s os2.json) t16=$(iter_s os16.json) nic=$(iter_s nic1.json) wide=$(iter_s wide16.json)
 echo "iteration: 2:1 $t2 s, 16:1 $t16 s, one NIC $nic s, 16:1 with groups of 256 nodes $wide s"
 slower() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if a > r * b else 1)" "$@"; }
+near() { python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= 1e-6 * abs(b) else 1)" "$@"; }
 check "16:1 global links are slower than 2:1" slower "$t16" "$t2" 1.5
 check "one NIC per node is slower than four" slower "$nic" "$t2" 1.2
 check "a span holding every node keeps the group off the global links" slower "$t16" "$wide" 1.5
@@ -129,13 +130,22 @@ comm_us() { # cluster file: all-reduce of 1 GiB on 128 GPUs (32 nodes), microsec
     "$DSMPI" comm --cluster "$1" --op allreduce --gpus 128 --min-bytes 1GiB --max-bytes 1GiB \
         --csv 2>/dev/null | tail -1 | cut -d, -f5
 }
-c0=$(comm_us os2.json) c2=$(comm_us cong02.json)
-echo "1 GiB on 32 nodes: $c0 us without congestion, $c2 us at 20% per doubling"
+sed 's/"nics_per_node": 4}/"nics_per_node": 4, "congestion_per_doubling": 0}/' os2.json > cong0.json
+c0=$(comm_us cong0.json) c2=$(comm_us cong02.json) cd=$(comm_us os2.json)
+c5=$(DS_COMM_CONGESTION_PRIOR=0.2 comm_us os2.json)
+echo "1 GiB on 32 nodes: $c0 us without congestion, $c2 us at 20% per doubling, $cd us at the default prior"
 # 32 nodes are 4 doublings beyond two: the bandwidth x 0.8^4 = 0.41.
 check "20% per doubling slows a 32-node group by more than 2x" slower "$c2" "$c0" 2.0
 check "and by less than 1 / 0.8^4" slower "$(python3 -c "print($c0 / 0.8 ** 4)")" "$c2" 1.0
 check "the output says it is a prior" sh -c \
     "'$DSMPI' comm --cluster cong02.json --gpus 128 --max-bytes 8 | grep -q \
     '20.0% of it lost per doubling of the span beyond the measured (prior: the cluster file.s)'"
+# Without the key, DS_COMM_CONGESTION_PRIOR (5%: bandwidth x 0.95^4 = 0.81).
+check "the default prior slows it by more than 1.15x" slower "$cd" "$c0" 1.15
+check "and by less than 1 / 0.95^4" slower "$(python3 -c "print($c0 / 0.95 ** 4)")" "$cd" 1.0
+check "the environment sets the prior" near "$c5" "$c2"
+check "the output names the default" sh -c \
+    "'$DSMPI' comm --cluster os2.json --gpus 128 --max-bytes 8 | grep -q \
+    '5.0% of it lost per doubling of the span beyond the measured (prior: DS_COMM_CONGESTION_PRIOR)'"
 
 exit $fail

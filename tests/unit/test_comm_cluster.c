@@ -280,6 +280,16 @@ static void test_congestion_prior(void)
     CHECK_NEAR(f.congestion, 0.1, 1e-12);
     CHECK_INT(f.congestion_fitted, 0);
     ds_comm_model_destroy(model);
+    /* Without the key: DS_COMM_CONGESTION_PRIOR, which main sets to 0 (its
+     * default, 5%, is checked by tests/cli/cluster_cli.sh). */
+    const char *unset_json = "{\"name\": \"leaf\", \"nodes\": 64, \"gpus_per_node\": 4,"
+                             " \"device\": \"h100-sxm\", \"levels\": [{\"name\": \"nvlink\","
+                             " \"latency_us\": 2, \"bandwidth_GBps\": 450}, {\"name\": \"ib\","
+                             " \"latency_us\": 3, \"bandwidth_GBps\": 25}]}";
+    ds_cluster_t unset;
+    CHECK_OK(ds_cluster_load_json(unset_json, strlen(unset_json), "unset.json", &unset));
+    CHECK(plain.levels[1].congestion_given && !unset.levels[1].congestion_given);
+    CHECK_NEAR(predict(&unset, DS_COMM_ALLREDUCE, S, 32).cost.mean_s, t0, 1e-12);
     /* Open MPI's rules path keeps its own: no congestion. */
     ds_comm_model_options_t options;
     ds_comm_model_options_init(&options);
@@ -292,6 +302,8 @@ static void test_congestion_prior(void)
 
 int main(void)
 {
+    /* The times below are computed by hand without the congestion prior. */
+    setenv("DS_COMM_CONGESTION_PRIOR", "0", 1);
     test_congestion_prior();
     test_model_reads_every_level();
     test_estimated_path();
