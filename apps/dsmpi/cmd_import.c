@@ -36,6 +36,7 @@ typedef struct import_result {
     ds_torch_trace_info_t trace;
     ds_framework_result_t mapped;
     size_t num_collectives; /* kinds of collectives with sizes; the first few kept */
+    int gpus_per_node;      /* the layout their samples were stored with (0: one node) */
     ds_torch_collective_t collectives[IMPORT_MAX_COLLECTIVES];
 } import_result_t;
 
@@ -105,8 +106,60 @@ static void merge_costs(const ds_cost_t *a, const ds_cost_t *b, ds_cost_t *out)
     out->repetitions = (int64_t)(na + nb);
 }
 
+/* The trace's collectives as communication samples (imported, the median
+ * occurrence; p10/p90 its fastest and slowest): the communication model is
+ * then fitted on the collective library as the framework ran it inside
+ * training.  A group spans ceil(ranks / --gpus-per-node) nodes; without
+ * that option, one node.  Element types dsmpi has no key for are left out. */
+static ds_status_t add_traced_collectives(const import_context_t *context,
+                                          const ds_torch_collective_t *list, size_t count,
+                                          import_result_t *result)
+{
+    ds_comm_sample_t *samples = NULL;
+    size_t n = 0;
+    if (count == 0)
+        return DS_OK;
+    samples = calloc(count, sizeof(*samples));
+    if (samples == NULL)
+        return ds_set_error(DS_ERR_NO_MEMORY, "out of memory for %zu traced collectives", count);
+    char tag[64] = "";
+    if (context->cluster_tag != NULL)
+        snprintf(tag, sizeof(tag), "%s", context->cluster_tag);
+    else
+        ds_fingerprint_source_tag(context->fingerprint, tag, sizeof(tag));
+    for (size_t i = 0; i < count; i++) {
+        const ds_torch_collective_t *c = &list[i];
+        if (c->dtype < 0 || c->ranks < 2 || c->bytes <= 0 || !(c->median_s > 0.0))
+            continue;
+        int32_t per_node = context->gpus_per_node > 0 && context->gpus_per_node < c->ranks
+                               ? context->gpus_per_node
+                               : c->ranks;
+        ds_comm_sample_t *x = &samples[n++];
+        x->op = c->op;
+        x->dtype = (ds_dtype_t)c->dtype;
+        x->bytes = c->bytes;
+        x->group_size = c->ranks;
+        x->nodes = (c->ranks + per_node - 1) / per_node;
+        x->ranks_per_node = per_node;
+        x->concurrency = 1;
+        x->mean_s = x->median_s = c->median_s;
+        x->p10_s = c->min_s;
+        x->p90_s = c->max_s;
+        x->repetitions = (int64_t)c->count;
+        x->provenance = DS_PROV_IMPORTED;
+        snprintf(x->source, sizeof(x->source), "%s", tag);
+    }
+    ds_status_t status = n > 0 ? ds_profile_db_add_comm_samples(context->db, samples, n) : DS_OK;
+    if (status == DS_OK)
+        result->comm_samples += n;
+    result->gpus_per_node = context->gpus_per_node;
+    free(samples);
+    return status;
+}
+
 /* A torch.profiler trace: its layer passes mapped onto the model, every
- * cost marked framework; a warning when it covers too little. */
+ * cost marked framework, its collectives communication samples; a warning
+ * when it covers too little. */
 static ds_status_t import_torch_trace(const import_context_t *context, const char *path,
                                       import_result_t *result)
 {
@@ -128,6 +181,8 @@ static ds_status_t import_torch_trace(const import_context_t *context, const cha
         status = ds_torch_trace_collectives(trace, &list, &result->num_collectives);
         for (size_t i = 0; i < result->num_collectives && i < IMPORT_MAX_COLLECTIVES; i++)
             result->collectives[i] = list[i];
+        if (status == DS_OK)
+            status = add_traced_collectives(context, list, result->num_collectives, result);
         ds_torch_collectives_free(list);
     }
     if (status == DS_OK) {
@@ -239,7 +294,9 @@ static const importer_t importers[] = {
      "                           autograd-profiler array); several files after the option;\n"
      "                           needs the traced run's --model, --strategy (--seq-len,\n"
      "                           --dtype, --stage); costs marked 'framework', a key's\n"
-     "                           the mean over every trace given",
+     "                           the mean over every trace given; its collectives with\n"
+     "                           sizes become communication samples (imported; groups\n"
+     "                           on one node unless --gpus-per-node G)",
      import_torch_trace, true},
 };
 #define NUM_IMPORTERS (sizeof(importers) / sizeof(importers[0]))
@@ -345,11 +402,18 @@ static void print_csv(const source_t *sources, size_t num_sources)
     }
 }
 
-/* Collectives the trace records with sizes (left to the communication
- * model: `dsmpi validate --torch-trace` compares them with its prediction). */
+/* Collectives the trace records with sizes (also stored as communication
+ * samples; `dsmpi validate --torch-trace` compares them with the model
+ * fitted on --nccl-tests logs). */
 static void print_collectives(const import_result_t *r)
 {
-    printf("#   collectives with sizes (record_param_comms): %zu kinds\n", r->num_collectives);
+    printf("#   collectives with sizes (record_param_comms): %zu kinds, stored as communication "
+           "samples (",
+           r->num_collectives);
+    if (r->gpus_per_node > 0)
+        printf("%d devices per node)\n", r->gpus_per_node);
+    else
+        printf("each group on one node: --gpus-per-node says otherwise)\n");
     printf("#   %-16s %6s %12s %6s %7s %12s\n", "collective", "dtype", "bytes", "ranks", "count",
            "median (s)");
     for (size_t i = 0; i < r->num_collectives && i < IMPORT_MAX_COLLECTIVES; i++) {

@@ -75,6 +75,13 @@ grep -q "collectives with sizes (record_param_comms): 1 kinds" out ||
     fail "ddp gpu trace: no collectives: $(cat out)"
 grep -Eq '^ +allreduce +fp32 +4194304 +2 +1 +0\.000120$' out ||
     fail "ddp gpu trace: the all-reduce: $(cat out)"
+# The collective is stored as a communication sample: the model fitted on
+# the database gives its traced time at its size, as imported.
+grep -Eq '^  torch-trace +[0-9]+ +1 ' out || fail "ddp gpu trace: one communication sample: $(cat out)"
+expect 0 "comm from the trace's sample" "$dsmpi" comm --profile-db ddp.h5 --gpus 2 \
+    --min-bytes 4MiB --max-bytes 4MiB
+grep -Eq '^ +4194304 +1048576 +float +120\.00 .* imported$' out ||
+    fail "comm from the trace's sample: $(cat out)"
 expect 0 "validate ddp" "$dsmpi" validate --torch-trace "$data/ddp-gpu-kineto.json" \
     "$data/ddp-gpu-kineto.json" $run --strategy dp=2,tp=1,pp=1,mbs=2,gbs=4 --profile-db ddp.h5 \
     --fingerprint "$gpu_fp" --estimate-missing
