@@ -69,6 +69,19 @@ expect_ok comm --profile-db "$tmp/nccl.h5" --device a100-40g --gpus 16 --min-byt
 grep -q "^16,2,1048576,262144,100.01[0-9]*,.*,imported$" "$tmp/out" || fail "comm --profile-db does not reproduce the imported 1 MiB time: $(cat "$tmp/out")"
 expect_error 2 "all_reduce_99.log" import --nccl-tests "$ndv4/all_reduce_99.log" --profile-db "$tmp/nccl.h5"
 
+# A target given by its size on --device has that device's links: the tensor-parallel
+# all-reduce costs what `dsmpi comm` assumes for an a100-80g node (156.1 us at 16 MiB;
+# the default device's NVLink gives 119.5 us), whichever way the target is written.
+expect_ok comm --device a100-80g --gpus 8 --min-bytes 16MiB --max-bytes 16MiB --csv
+comm_us=$(tail -1 "$tmp/out" | cut -d, -f5 | xargs printf '%.1f')
+for target in "--target-gpus 8" "--target nodes=1,gpus-per-node=8" "--target-nodes 1 --gpus-per-node 8"; do
+    # shellcheck disable=SC2086 # the target is two or four words
+    expect_ok events --model gpt2-medium --strategy tp=8,mbs=8,gbs=8 $target --device a100-80g --top 40
+    events_us=$(awk '/allreduce fwd .*group=tp:8/ {print $4; exit}' "$tmp/out")
+    [ "$events_us" = "$comm_us" ] && [ "$comm_us" = "156.1" ] ||
+        fail "events $target --device a100-80g prices the tp all-reduce at $events_us us, comm at $comm_us us (expected 156.1)"
+done
+
 # Machine-readable output.
 expect_ok events --demo --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["target_gpus"] == 1024 and len(d["kinds"]) == 5 and len(d["top"]) == 10' "$tmp/out" || fail "--json is not the expected JSON"
