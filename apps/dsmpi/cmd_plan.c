@@ -243,8 +243,10 @@ static ds_status_t cluster_of(const inputs_t *in, const ds_cluster_t *template_c
                                    in->system != NULL ? in->system->name : in->cluster_file);
     }
     status = ds_cluster_from_gpus(cluster, gpus, in->target_gpus_per_node);
-    if (status == DS_OK && in->device != NULL)
-        status = ds_device_spec_lookup(in->device, &cluster->device);
+    ds_device_spec_t spec;
+    if (status == DS_OK && in->device != NULL &&
+        (status = ds_device_spec_lookup(in->device, &spec)) == DS_OK)
+        ds_cluster_on_device(cluster, &spec); /* the device's links, not the default's */
     return status;
 }
 

@@ -310,19 +310,6 @@ static ds_status_t cluster_from_file(inputs_t *in)
     return status;
 }
 
-/* A target built from a GPU or node count on `spec`: the device, and the
- * network levels its nominal links give (assumed until measured), so that
- * --device a100-80g does not keep another device's NVLink and NICs. */
-static void network_follows_device(inputs_t *in, const ds_device_spec_t *spec)
-{
-    in->cluster.device = *spec;
-    snprintf(in->cluster.name, sizeof(in->cluster.name), "%lldx%d-%s", (long long)in->cluster.nodes,
-             in->cluster.gpus_per_node, spec->name);
-    ds_cluster_t fresh;
-    if (ds_cluster_init(&fresh, in->cluster.nodes, in->cluster.gpus_per_node, spec->name) == DS_OK)
-        memcpy(in->cluster.levels, fresh.levels, sizeof(fresh.levels));
-}
-
 ds_status_t inputs_build_target(inputs_t *in)
 {
     ds_status_t status = inputs_build_model(in);
@@ -352,7 +339,7 @@ ds_status_t inputs_build_target(inputs_t *in)
         if ((status = ds_device_spec_lookup(in->device, &spec)) != DS_OK)
             return status;
         if (in->cluster_file == NULL && !inputs_target_is_system(in))
-            network_follows_device(in, &spec);
+            ds_cluster_on_device(&in->cluster, &spec); /* its links too */
         else
             in->cluster.device = spec; /* the file's or the system's network stays */
     }
@@ -380,7 +367,7 @@ void inputs_default_device(inputs_t *in, const ds_device_spec_t *spec)
 {
     if (inputs_target_names_device(in))
         return;
-    network_follows_device(in, spec);
+    ds_cluster_on_device(&in->cluster, spec);
 }
 
 const char *inputs_out_path(const inputs_t *in, const char *name, char *path, size_t size)

@@ -137,7 +137,8 @@ typedef struct ds_cluster {
 
 /* A cluster of `nodes` x `gpus_per_node` devices named `device` (NULL: the
  * DS_DEFAULT_DEVICE tunable), with two network levels derived from the
- * device (NVLink inside a node, one 400 Gb/s NIC per device across nodes);
+ * device (NVLink inside a node, one NIC per device across nodes, at the
+ * device's nominal bandwidths: ds_device_spec_t);
  * those network numbers are assumptions until measured or imported. */
 DS_API ds_status_t ds_cluster_init(ds_cluster_t *cluster, int64_t nodes, int gpus_per_node,
                                    const char *device);
@@ -145,6 +146,12 @@ DS_API ds_status_t ds_cluster_init(ds_cluster_t *cluster, int64_t nodes, int gpu
 /* "--target-gpus N" (gpus_per_node 0 = the DS_GPUS_PER_NODE tunable; N must
  * be a multiple when above it). */
 DS_API ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int gpus_per_node);
+
+/* Puts a cluster built from its size (ds_cluster_init, ds_cluster_from_gpus)
+ * on `device`: the device, the name, and the two network levels of its
+ * nominal links, as ds_cluster_init derives them.  Not for a cluster whose
+ * network came from a file or a system: set `device` alone there. */
+DS_API void ds_cluster_on_device(ds_cluster_t *cluster, const ds_device_spec_t *device);
 
 /* "--target nodes=128,gpus-per-node=8[,device=h100-sxm]". */
 DS_API ds_status_t ds_cluster_parse_target(const char *text, ds_cluster_t *cluster);

@@ -24,27 +24,37 @@ ds_status_t ds_cluster_init(ds_cluster_t *cluster, int64_t nodes, int gpus_per_n
                             const char *device)
 {
     DSI_TRY(check_size(nodes, gpus_per_node));
+    ds_device_spec_t spec;
+    DSI_TRY(
+        ds_device_spec_lookup(device ? device : dsi_param_string(DSI_PARAM_DEFAULT_DEVICE), &spec));
     ds_cluster_t c;
     memset(&c, 0, sizeof(c));
-    DSI_TRY(ds_device_spec_lookup(device ? device : dsi_param_string(DSI_PARAM_DEFAULT_DEVICE),
-                                  &c.device));
     c.nodes = nodes;
     c.gpus_per_node = gpus_per_node;
-    snprintf(c.name, sizeof(c.name), "%lldx%d-%s", (long long)nodes, gpus_per_node, c.device.name);
-    c.num_levels = 2;
-    snprintf(c.levels[0].name, sizeof(c.levels[0].name), "intra-node");
-    c.levels[0].latency_us = c.device.intra_node_latency_us;
-    c.levels[0].bandwidth_GBps = c.device.intra_node_GBps;
-    c.levels[0].span = gpus_per_node;
-    c.levels[0].oversubscription = 1.0;
-    snprintf(c.levels[1].name, sizeof(c.levels[1].name), "inter-node");
-    c.levels[1].latency_us = c.device.network_latency_us;
-    c.levels[1].bandwidth_GBps = c.device.network_GBps;
-    c.levels[1].span = 0;
-    c.levels[1].oversubscription = 1.0;
-    c.levels[1].nics_per_node = gpus_per_node;
+    ds_cluster_on_device(&c, &spec);
     *cluster = c;
     return DS_OK;
+}
+
+void ds_cluster_on_device(ds_cluster_t *cluster, const ds_device_spec_t *device)
+{
+    ds_cluster_t *c = cluster;
+    c->device = *device;
+    snprintf(c->name, sizeof(c->name), "%lldx%d-%s", (long long)c->nodes, c->gpus_per_node,
+             c->device.name);
+    memset(c->levels, 0, sizeof(c->levels));
+    c->num_levels = 2;
+    snprintf(c->levels[0].name, sizeof(c->levels[0].name), "intra-node");
+    c->levels[0].latency_us = c->device.intra_node_latency_us;
+    c->levels[0].bandwidth_GBps = c->device.intra_node_GBps;
+    c->levels[0].span = c->gpus_per_node;
+    c->levels[0].oversubscription = 1.0;
+    snprintf(c->levels[1].name, sizeof(c->levels[1].name), "inter-node");
+    c->levels[1].latency_us = c->device.network_latency_us;
+    c->levels[1].bandwidth_GBps = c->device.network_GBps;
+    c->levels[1].span = 0;
+    c->levels[1].oversubscription = 1.0;
+    c->levels[1].nics_per_node = c->gpus_per_node;
 }
 
 ds_status_t ds_cluster_from_gpus(ds_cluster_t *cluster, int64_t gpus, int gpus_per_node)

@@ -85,6 +85,15 @@ head -1 "$tmp/out" | grep -q "^gpus,nodes,iter_time_s,tokens_per_s,mfu,steps,goo
     fail "plan --csv header"
 awk -F, 'NR > 1 && $6 != 3907 {bad = 1} END {exit bad}' "$tmp/out" || fail "plan --csv: 1M samples / 256 per iteration is 3907 steps"
 
+# plan on --device prices its best strategy on that device's links, as predict does.
+expect_ok plan --model gpt2-medium --tokens 1B --gpus 16 --device a100-80g --estimate-missing --csv
+read -r plan_s plan_strategy < <(python3 -c 'import csv,sys; r = next(csv.DictReader(open(sys.argv[1]))); print(r["iter_time_s"], r["strategy"])' "$tmp/out")
+expect_ok predict --model gpt2-medium --strategy "$plan_strategy" --target-gpus 16 --device a100-80g \
+    --estimate-missing --stage-level --csv
+predict_s=$(python3 -c 'import csv,sys; print(next(csv.DictReader(open(sys.argv[1])))["iter_time_s"])' "$tmp/out")
+python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * b)' "$plan_s" "$predict_s" ||
+    fail "plan --device a100-80g gives $plan_s s for $plan_strategy, predict $predict_s s"
+
 # Equivalent variants: strategies with the same simulated timeline and memory
 # share a row that names them; the top K are K distinct rows; --all-variants
 # ranks them one by one.  bert-large on 8 devices: dp-algo auto, ring, tree

@@ -14,6 +14,17 @@ static void test_targets(void)
     CHECK_OK(ds_cluster_parse_target("nodes=16,gpus-per-node=4,device=a100-80g", &c));
     CHECK(c.nodes == 16 && c.gpus_per_node == 4 && strcmp(c.device.name, "a100-80g") == 0);
     CHECK(c.device.peak_tflops_bf16 == 312.0 && c.device.memory_GiB == 80.0);
+    CHECK(c.levels[0].bandwidth_GBps == 300.0 && c.levels[1].bandwidth_GBps == 25.0);
+    /* A cluster of the default device moved onto another takes its links too. */
+    ds_device_spec_t a100;
+    CHECK_OK(ds_cluster_from_gpus(&c, 1024, 8));
+    CHECK(c.levels[0].bandwidth_GBps == 450.0 && c.levels[1].bandwidth_GBps == 50.0);
+    CHECK_OK(ds_device_spec_lookup("a100-80g", &a100));
+    ds_cluster_on_device(&c, &a100);
+    CHECK(strcmp(c.device.name, "a100-80g") == 0 && strcmp(c.name, "128x8-a100-80g") == 0);
+    CHECK(c.num_levels == 2 && c.levels[0].bandwidth_GBps == 300.0 && c.levels[0].span == 8);
+    CHECK(c.levels[1].bandwidth_GBps == 25.0 && c.levels[1].latency_us == 5.0 &&
+          c.levels[1].nics_per_node == 8 && c.nodes == 128);
     CHECK_FAILS(ds_cluster_from_gpus(&c, 12, 8), DS_ERR_INVALID_ARG,
                 "target-gpus 12 is not a multiple of 8 devices per node");
     CHECK_FAILS(ds_cluster_from_gpus(&c, 1000000000000LL, 8), DS_ERR_INVALID_ARG,
