@@ -453,11 +453,14 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
                    r->trace.kernels, r->trace.kernels_linked,
                    m->device_timed ? "" : ": costs are CPU operator times");
         if (m->device_timed) {
-            double all = m->kernel_s + m->kernel_other_s;
+            double idle =
+                m->device_gap_s > m->kernel_other_s ? m->device_gap_s - m->kernel_other_s : 0.0;
+            double all = m->kernel_s + m->device_gap_s;
             printf("#   costs are device time: %.6f s of the matched operators' work; %.6f s "
-                   "(%.1f%%) launched in the passes by operators of no known kind, not priced\n",
-                   m->kernel_s, m->kernel_other_s,
-                   all > 0.0 ? 100.0 * m->kernel_other_s / all : 0.0);
+                   "launched in the passes by operators of no known kind and %.6f s idle "
+                   "between kernels (%.1f%% of the charged time), charged to the operator "
+                   "after them\n",
+                   m->kernel_s, m->kernel_other_s, idle, all > 0.0 ? 100.0 * idle / all : 0.0);
         }
         if (m->collective_s > 0.0)
             printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "

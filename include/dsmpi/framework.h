@@ -52,11 +52,19 @@
  * launched them ("cuda_runtime" cudaLaunchKernel, cudaMemcpyAsync, ...;
  * "cuda_driver" cuLaunchKernel) on the CPU thread inside the operator that
  * made them; both carry args "correlation", the CUPTI id linking the two.
- * When a trace holds such linked work, an operator's cost is the summed
- * duration of the work launched inside it (its children's included), not
- * the CPU operator's duration, and the optimizer step's is the work launched
- * inside its range; device time launched inside a pass by operators of no
- * known kind is counted (kernel_other_s), not priced.
+ * When a trace holds such linked work, costs are device time, not the CPU
+ * operators' durations: an operator's cost runs on the device from where the
+ * matched operator before it in its pass finished its work (for the first,
+ * from its own first work) to where its own work ends (the last one's: the
+ * pass's), less the collectives' device time there and never less than the
+ * duration of the work launched inside it (its children's included).  So the
+ * device's idle time between kernels, while the framework on the CPU is
+ * still launching them, and the work of operators of no known kind are
+ * charged to the operator after them, as the CPU time between operators is
+ * on a CPU trace: a pass's costs add up to its device time (device_gap_s
+ * counts what is charged beyond the operators' own work; kernel_other_s the
+ * other operators' work).  The optimizer step's cost is its range's device
+ * time the same way.
  */
 #ifndef DSMPI_FRAMEWORK_H
 #define DSMPI_FRAMEWORK_H
@@ -159,6 +167,8 @@ typedef struct ds_framework_result {
     bool device_timed;          /* costs are device time (kernels_linked > 0), not CPU time */
     double kernel_s;            /* device time: of the matched operators and optimizer steps */
     double kernel_other_s;      /* device time launched in mapped passes by other operators */
+    double device_gap_s;        /* device time charged beyond the operators' own work: idle
+                                   time between kernels (and other operators' work) */
     size_t num_unmapped;        /* largest first, at most DS_FRAMEWORK_MAX_UNMAPPED */
     ds_framework_unmapped_t unmapped[DS_FRAMEWORK_MAX_UNMAPPED];
 } ds_framework_result_t;

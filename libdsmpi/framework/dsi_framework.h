@@ -54,7 +54,8 @@ typedef struct dsi_trace_event {
     int64_t sequence;      /* args "Sequence number" (autograd's, forward op to backward), or -1 */
     int64_t correlation;   /* launches and device work: args "correlation" (0: none) */
     double device_us;      /* launches: the duration of the device work they launched */
-    uint32_t collective;   /* collectives with sizes: 1 + index in collectives, or 0 */
+    double device_start_us, device_end_us; /* launches with device_us > 0: that work's span */
+    uint32_t collective; /* collectives with sizes: 1 + index in collectives, or 0 */
 } dsi_trace_event_t;
 
 #define DSI_TRACE_COLLECTIVE 255
@@ -127,6 +128,20 @@ ds_status_t dsi_trace_module_passes(ds_torch_trace_t *t);
 /* Microseconds of device work launched inside event `index` (its launches on
  * its thread, nested in it). */
 double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index);
+
+/* The device's time over event `index`'s work: from the start of the first
+ * work it launched to the end of the last, less the device time of the
+ * collectives launched inside it that overlaps that span (the communication
+ * model prices them), and never less than the work's own time
+ * (dsi_trace_device_us).  Idle device time between its kernels, where the
+ * framework on the CPU did not launch them fast enough, is part of it.
+ * `start_p`/`end_p` (may be NULL) get the span; false when it launched none. */
+bool dsi_trace_device_span(const ds_torch_trace_t *t, size_t index, double *start_p, double *end_p);
+double dsi_trace_device_elapsed_us(const ds_torch_trace_t *t, size_t index);
+/* Microseconds of the collectives' device work inside event `index` that
+ * lies in [from, to). */
+double dsi_trace_collective_device_us(const ds_torch_trace_t *t, size_t index, double from,
+                                      double to);
 
 /* Costs are device time: the trace has device work linked to its launches. */
 static inline bool dsi_trace_device_timed(const ds_torch_trace_t *t)

@@ -282,10 +282,37 @@ static ds_status_t map_optimizer(mapper_t *m, size_t index)
     ds_event_key_t key = dsi_optimizer_key(dsi_optimizer_shard(m->strategy, params));
     double us = range->end_us - range->start_us;
     if (m->device) {
-        us = dsi_trace_device_us(m->trace, index);
-        m->result->kernel_s += us * 1e-6;
+        double own = dsi_trace_device_us(m->trace, index);
+        us = dsi_trace_device_elapsed_us(m->trace, index);
+        m->result->kernel_s += own * 1e-6;
+        m->result->device_gap_s += DSI_MAX(0.0, us - own) * 1e-6;
     }
     return add_sample(m, &key, us * 1e-6);
+}
+
+/* The device time operator `op` of pass `pass` is charged on a GPU trace:
+ * from where the device finished the matched operator before it
+ * (*previous_p; the operator's own first work for the first one) to where
+ * its own work ends (for the last one, `last`: where the pass's work ends),
+ * less the collectives' device time there, and never less than its own work
+ * (`own_us`).  So the idle device time between kernels, while the framework
+ * was still launching them, is charged to the operator after it, as the
+ * CPU time between operators is on a CPU trace, and a pass's costs add up
+ * to its device time. */
+static double device_end_to_end(const mapper_t *m, size_t pass, size_t op, double own_us,
+                                double last, double *previous_p)
+{
+    double start, end;
+    if (!dsi_trace_device_span(m->trace, op, &start, &end))
+        end = start = isnan(*previous_p) ? -INFINITY : *previous_p;
+    end = DSI_MAX(end, last);
+    double from = isnan(*previous_p) ? start : *previous_p;
+    if (!isfinite(from) || !isfinite(end))
+        return own_us; /* nothing launched yet in this pass */
+    double to = DSI_MAX(end, from);
+    *previous_p = to;
+    double elapsed = to - from - dsi_trace_collective_device_us(m->trace, pass, from, to);
+    return DSI_MAX(own_us, elapsed);
 }
 
 /* Microseconds of the collectives [cs[i], ce[i]) inside [from, to). */
@@ -384,6 +411,13 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
     }
     if (num_matched == 0)
         goto out;
+    /* On the device: the end of the pass's last work other than collectives. */
+    double device_last = -INFINITY, device_previous = NAN, device_charged_us = 0.0;
+    for (size_t k = 0; m->device && k < traced_count; k++) {
+        double s, f;
+        if (dsi_trace_device_span(t, (size_t)where[k], &s, &f))
+            device_last = DSI_MAX(device_last, f);
+    }
     double previous_end = range->start_us, busy = 0.0, matched_device_us = 0.0;
     for (size_t p = 0; status == DS_OK && p < num_matched; p++) {
         size_t i = (size_t)order[p];
@@ -391,10 +425,14 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         double end = p + 1 == num_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
         double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
         double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
-        if (m->device) { /* the device time of the operator's own work */
+        if (m->device) {
             double us = dsi_trace_device_us(t, (size_t)where[match[i]]);
             matched_device_us += us;
-            seconds = us * 1e-6;
+            seconds = device_end_to_end(m, index, (size_t)where[match[i]], us,
+                                        p + 1 == num_matched ? device_last : -INFINITY,
+                                        &device_previous) *
+                      1e-6;
+            device_charged_us += seconds * 1e6;
         }
         busy += e->end_us - e->start_us;
         previous_end = end;
@@ -404,6 +442,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         double other = dsi_trace_device_us(t, index) - matched_device_us - collective_device_us;
         m->result->kernel_s += matched_device_us * 1e-6;
         m->result->kernel_other_s += DSI_MAX(0.0, other) * 1e-6;
+        m->result->device_gap_s += DSI_MAX(0.0, device_charged_us - matched_device_us) * 1e-6;
     }
     if (status == DS_OK) {
         double between = range->end_us - range->start_us - busy - collective_s;

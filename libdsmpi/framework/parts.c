@@ -58,7 +58,7 @@ void ds_torch_trace_part_time(const ds_torch_trace_t *trace, ds_framework_part_t
         if (!inside)
             continue;
         count++;
-        sum += (dsi_trace_device_timed(trace) ? dsi_trace_device_us(trace, i)
+        sum += (dsi_trace_device_timed(trace) ? dsi_trace_device_elapsed_us(trace, i)
                                               : e->end_us - e->start_us) *
                1e-6;
     }

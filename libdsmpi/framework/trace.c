@@ -341,7 +341,7 @@ void dsi_trace_sort(ds_torch_trace_t *t)
 
 typedef struct device_work {
     int64_t correlation;
-    double us;
+    double start_us, end_us;
     bool linked;
 } device_work_t;
 
@@ -366,7 +366,7 @@ static ds_status_t link_device_work(ds_torch_trace_t *t)
     for (size_t i = 0; i < t->count; i++) {
         const dsi_trace_event_t *e = &t->events[i];
         if (e->role == DSI_ROLE_KERNEL && e->correlation > 0)
-            work[n++] = (device_work_t){e->correlation, e->end_us - e->start_us, false};
+            work[n++] = (device_work_t){e->correlation, e->start_us, e->end_us, false};
     }
     qsort(work, n, sizeof(*work), compare_work);
     for (size_t i = 0; i < t->count; i++) {
@@ -383,8 +383,13 @@ static ds_status_t link_device_work(ds_torch_trace_t *t)
         }
         for (size_t j = lo; j < n && work[j].correlation == e->correlation; j++)
             if (!work[j].linked) {
+                bool first = !(e->device_us > 0.0);
                 work[j].linked = true;
-                e->device_us += work[j].us;
+                e->device_us += work[j].end_us - work[j].start_us;
+                e->device_start_us =
+                    first ? work[j].start_us : DSI_MIN(e->device_start_us, work[j].start_us);
+                e->device_end_us =
+                    first ? work[j].end_us : DSI_MAX(e->device_end_us, work[j].end_us);
                 t->kernels_linked++;
             }
     }
@@ -392,17 +397,68 @@ static ds_status_t link_device_work(ds_torch_trace_t *t)
     return DS_OK;
 }
 
-double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index)
+/* The events nested in event `index` on its thread: [index + 1, the returned end). */
+static size_t nested_end(const ds_torch_trace_t *t, size_t index)
 {
     const dsi_trace_event_t *outer = &t->events[index];
+    size_t j = index + 1;
+    while (j < t->count && t->events[j].thread == outer->thread &&
+           (t->events[j].start_us < outer->end_us || t->events[j].start_us == outer->start_us))
+        j++;
+    return j;
+}
+
+static bool launch_in(const ds_torch_trace_t *t, size_t outer, size_t j)
+{
+    const dsi_trace_event_t *e = &t->events[j];
+    return e->role == DSI_ROLE_LAUNCH && e->end_us <= t->events[outer].end_us && e->device_us > 0.0;
+}
+
+double dsi_trace_device_us(const ds_torch_trace_t *t, size_t index)
+{
     double sum = 0.0;
-    for (size_t j = index + 1;
-         j < t->count && t->events[j].thread == outer->thread &&
-         (t->events[j].start_us < outer->end_us || t->events[j].start_us == outer->start_us);
-         j++)
-        if (t->events[j].role == DSI_ROLE_LAUNCH && t->events[j].end_us <= outer->end_us)
+    for (size_t j = index + 1, end = nested_end(t, index); j < end; j++)
+        if (launch_in(t, index, j))
             sum += t->events[j].device_us;
     return sum;
+}
+
+bool dsi_trace_device_span(const ds_torch_trace_t *t, size_t index, double *start_p, double *end_p)
+{
+    double start = INFINITY, end = -INFINITY;
+    for (size_t j = index + 1, last = nested_end(t, index); j < last; j++)
+        if (launch_in(t, index, j)) {
+            start = DSI_MIN(start, t->events[j].device_start_us);
+            end = DSI_MAX(end, t->events[j].device_end_us);
+        }
+    if (start_p != NULL)
+        *start_p = start;
+    if (end_p != NULL)
+        *end_p = end;
+    return end > start;
+}
+
+double dsi_trace_collective_device_us(const ds_torch_trace_t *t, size_t index, double from,
+                                      double to)
+{
+    double sum = 0.0;
+    for (size_t j = index + 1, end = nested_end(t, index); j < end; j++) {
+        const dsi_trace_event_t *e = &t->events[j];
+        double s, f;
+        if (e->role == DSI_ROLE_OP && e->op == DSI_TRACE_COLLECTIVE &&
+            dsi_trace_device_span(t, j, &s, &f))
+            sum += DSI_MAX(0.0, DSI_MIN(f, to) - DSI_MAX(s, from));
+    }
+    return sum;
+}
+
+double dsi_trace_device_elapsed_us(const ds_torch_trace_t *t, size_t index)
+{
+    double busy = dsi_trace_device_us(t, index), start, end;
+    if (!dsi_trace_device_span(t, index, &start, &end))
+        return busy;
+    double elapsed = end - start - dsi_trace_collective_device_us(t, index, start, end);
+    return DSI_MAX(busy - dsi_trace_collective_device_us(t, index, -INFINITY, INFINITY), elapsed);
 }
 
 static int compare_doubles(const void *a, const void *b)
