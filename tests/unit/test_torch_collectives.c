@@ -127,9 +127,55 @@ static void test_cpu(void)
     CHECK(collectives_of(plain, 0) == NULL);
 }
 
+/* A cpu_op `name` at ts for dur us launching one kernel of kernel_us at device time dev_ts. */
+static int op_event(char *out, size_t size, const char *name, double ts, double dur, int launch,
+                    double dev_ts, double kernel_us)
+{
+    return snprintf(out, size,
+                    ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"%s\",\"pid\":1,\"tid\":1,"
+                    "\"ts\":%.1f,\"dur\":%.1f}"
+                    ",{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
+                    "\"pid\":1,\"tid\":1,\"ts\":%.1f,\"dur\":2.0,\"args\":{\"correlation\":%d}}"
+                    ",{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,"
+                    "\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"correlation\":%d}}",
+                    name, ts, dur, ts + 1.0, launch, dev_ts, kernel_us, launch);
+}
+
+/* A GPU layer pass: a layer norm's kernel (device 100-110 us), a tensor-parallel
+ * all-reduce's NCCL kernel (115-165 us) and a GELU's kernel (230-235 us): the pass's
+ * device time runs from its first kernel to its last, less the collective's device
+ * time inside it. */
+static void test_gpu_pass(void)
+{
+    static char text[8192];
+    size_t n = (size_t)snprintf(text, sizeof(text),
+                                "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"user_annotation\","
+                                "\"name\":\"ProfilerStep#0\",\"pid\":1,\"tid\":1,\"ts\":0.0,"
+                                "\"dur\":1000.0}"
+                                ",{\"ph\":\"X\",\"cat\":\"user_annotation\","
+                                "\"name\":\"layer:0:fwd\",\"pid\":1,\"tid\":1,\"ts\":10.0,"
+                                "\"dur\":500.0}");
+    n += (size_t)op_event(text + n, sizeof(text) - n, "aten::layer_norm", 20.0, 10.0, 1, 100.0,
+                          10.0);
+    /* the all-reduce's kernel: 115 to 165 us on the device */
+    n += (size_t)comm_event(text + n, sizeof(text) - n, "allreduce", "Float", 1000, 1000, 2, 110.0,
+                            20.0, 2, 50.0);
+    n += (size_t)op_event(text + n, sizeof(text) - n, "aten::gelu", 200.0, 10.0, 3, 230.0, 5.0);
+    n += (size_t)snprintf(text + n, sizeof(text) - n, "]}");
+    ds_torch_trace_t *t = NULL;
+    CHECK_OK(ds_torch_trace_parse(text, n, "inline", &t));
+    size_t count = 0;
+    double mean = 0.0;
+    ds_torch_trace_part_time(t, DS_FRAMEWORK_LAYER_FORWARD, &count, &mean);
+    CHECK_INT(count, 1);
+    CHECK_NEAR(mean, (235.0 - 100.0 - 50.0) * 1e-6, 1e-12); /* 100 to 235, the 50 us of NCCL out */
+    ds_torch_trace_destroy(t);
+}
+
 int main(void)
 {
     test_gpu();
     test_cpu();
+    test_gpu_pass();
     return check_summary("test_torch_collectives");
 }
