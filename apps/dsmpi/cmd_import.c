@@ -23,6 +23,7 @@ typedef struct import_context {
     int stage;
     ds_cost_table_t *framework;
     const app_t *app;
+    double unprofiled_s; /* torch traces: the job's iteration without the profiler (0: not given) */
 } import_context_t;
 
 #define IMPORT_MAX_COLLECTIVES 12
@@ -171,6 +172,8 @@ static ds_status_t import_torch_trace(const import_context_t *context, const cha
     ds_torch_trace_t *trace = NULL;
     ds_cost_table_t *table = NULL;
     ds_status_t status = ds_torch_trace_load(path, &trace);
+    if (status == DS_OK && context->unprofiled_s > 0.0)
+        status = ds_torch_trace_set_unprofiled_s(trace, context->unprofiled_s, NULL);
     if (status == DS_OK)
         status = ds_cost_table_create(&table);
     if (status == DS_OK)
@@ -316,6 +319,7 @@ enum {
     OPT_DTYPE,
     OPT_STAGE,
     OPT_CALIBRATE_FROM,
+    OPT_UNPROFILED_S,
     OPT_SOURCE
 };
 
@@ -339,6 +343,9 @@ static void help(void)
            "                           fingerprint F to the framework (ratio per operator\n"
            "                           class on the keys both hold) for every key the traces\n"
            "                           lack; marked 'calibrated'\n"
+           "  --unprofiled-s T         torch traces (CPU): the traced job's iteration time\n"
+           "                           without the profiler (median, seconds); every cost\n"
+           "                           is scaled by T / the traced median\n"
            "  --json, --csv            machine-readable output\n"
            "  --quiet                  no output on success\n"
            "  --help                   this text\n\n"
@@ -462,6 +469,10 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
                    "after them\n",
                    m->kernel_s, m->kernel_other_s, idle, all > 0.0 ? 100.0 * idle / all : 0.0);
         }
+        if (m->unprofiled_scale > 0.0)
+            printf("#   without the profiler: costs x %.4f (the unprofiled iteration over the "
+                   "traced median), %.6f s taken off in all\n",
+                   m->unprofiled_scale, m->profiler_removed_s);
         if (m->collective_s > 0.0)
             printf("#   collectives inside the passes: %.1f%% of the mapped time (left to the "
                    "communication model)\n",
@@ -595,7 +606,7 @@ int cmd_import(app_t *app)
     int code = app_mpi_start(app, false);
     if (code != APP_EXIT_OK)
         return code;
-    struct option options[NUM_IMPORTERS + 15];
+    struct option options[NUM_IMPORTERS + 16];
     size_t n = 0;
     for (size_t i = 0; i < NUM_IMPORTERS; i++)
         options[n++] =
@@ -614,12 +625,14 @@ int cmd_import(app_t *app)
     options[n++] = (struct option){"dtype", required_argument, NULL, OPT_DTYPE};
     options[n++] = (struct option){"stage", required_argument, NULL, OPT_STAGE};
     options[n++] = (struct option){"calibrate-from", required_argument, NULL, OPT_CALIBRATE_FROM};
+    options[n++] = (struct option){"unprofiled-s", required_argument, NULL, OPT_UNPROFILED_S};
     options[n] = (struct option){NULL, 0, NULL, 0};
 
     const char *db_path = NULL, *fingerprint = "imported", *cluster_tag = NULL;
     int64_t gpus_per_node = 0, seq_len = 0, stage = 0;
     const char *model_spec = NULL, *strategy_text = NULL, *dtype_text = NULL;
     const char *calibrate_from = NULL;
+    double unprofiled_s = 0.0;
     output_format_t format = OUTPUT_TABLE;
     bool quiet = false;
     source_t *sources = calloc((size_t)app->argc + 1, sizeof(*sources));
@@ -662,6 +675,14 @@ int cmd_import(app_t *app)
         case OPT_STRATEGY: strategy_text = optarg; break;
         case OPT_DTYPE: dtype_text = optarg; break;
         case OPT_CALIBRATE_FROM: calibrate_from = optarg; break;
+        case OPT_UNPROFILED_S: {
+            ds_status_t status = ds_parse_double(optarg, "unprofiled-s", 1e-9, 1e6, &unprofiled_s);
+            if (status != DS_OK) {
+                free(sources);
+                return app_fail(app, status);
+            }
+            break;
+        }
         case OPT_SEQ_LEN:
         case OPT_STAGE: {
             ds_status_t status = id == OPT_SEQ_LEN
@@ -719,7 +740,7 @@ int cmd_import(app_t *app)
     import_context_t context = {
         db,          fingerprint, host,      (double)time(NULL), (int)gpus_per_node,
         cluster_tag, model,       &strategy, (int)stage,         framework,
-        app};
+        app,         unprofiled_s};
     for (size_t i = 0; status == DS_OK && i < num_sources; i++)
         status = importers[sources[i].importer].run(&context, sources[i].path, &sources[i].result);
     /* Compute costs carry to a target's device through the device model of

@@ -116,6 +116,18 @@ DS_API void ds_torch_trace_get_info(const ds_torch_trace_t *trace, ds_torch_trac
 /* Duration of iteration `index` (0 .. iterations-1) in seconds, in trace order. */
 DS_API double ds_torch_trace_iteration_s(const ds_torch_trace_t *trace, int index);
 
+/* The profiler's own time.  A profiler on the CPU spends time inside the
+ * operators it times (on every event it records, and more when processes
+ * share the cores), so a CPU trace's iterations run longer than the same
+ * job's without it, the operators' costs with them.  Given that job's
+ * iteration time without the profiler (the median, `unprofiled_s`),
+ * ds_torch_trace_map scales each cost of a CPU trace by unprofiled_s / the
+ * traced median, so that they add up as the job runs; device-timed costs (GPU
+ * traces) are left as they are.  DS_ERR_INVALID_ARG for a value that is not
+ * a positive finite number; *scale_p (may be NULL) gets the factor. */
+DS_API ds_status_t ds_torch_trace_set_unprofiled_s(ds_torch_trace_t *trace, double unprofiled_s,
+                                                   double *scale_p);
+
 /* The collectives a trace records with their sizes: torch.distributed's
  * `record_param_comms` events (args "Collective name", "In msg nelems",
  * "Out msg nelems", "Group size", "dtype"), which PyTorch 2 writes for every
@@ -169,6 +181,8 @@ typedef struct ds_framework_result {
     double kernel_other_s;      /* device time launched in mapped passes by other operators */
     double device_gap_s;        /* device time charged beyond the operators' own work: idle
                                    time between kernels (and other operators' work) */
+    double unprofiled_scale;    /* CPU costs' factor (ds_torch_trace_set_unprofiled_s; 0: none) */
+    double profiler_removed_s;  /* taken off the costs' occurrences by it, in all */
     size_t num_unmapped;        /* largest first, at most DS_FRAMEWORK_MAX_UNMAPPED */
     ds_framework_unmapped_t unmapped[DS_FRAMEWORK_MAX_UNMAPPED];
 } ds_framework_result_t;

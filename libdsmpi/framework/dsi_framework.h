@@ -75,6 +75,7 @@ struct ds_torch_trace {
     size_t kernels_linked; /* device work whose launch is in the trace (correlation ids) */
     double *iterations_s;  /* trace order */
     int num_iterations;
+    double unprofiled_scale; /* CPU costs' factor to the run without the profiler (0: none) */
 };
 
 static inline const char *dsi_trace_name(const ds_torch_trace_t *t, const dsi_trace_event_t *e)

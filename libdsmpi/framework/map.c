@@ -275,6 +275,17 @@ static ds_status_t check_pass_shapes(mapper_t *m, const dsi_trace_event_t *range
 
 /* The optimizer step of this stage: one cost for the whole range (on a GPU
  * trace the device time of the work launched inside it). */
+/* `seconds` of a CPU trace as the job runs without the profiler
+ * (ds_torch_trace_set_unprofiled_s). */
+static double unprofiled(mapper_t *m, double seconds)
+{
+    if (m->device || m->trace->unprofiled_scale <= 0.0)
+        return seconds;
+    double scaled = seconds * m->trace->unprofiled_scale;
+    m->result->profiler_removed_s += seconds - scaled;
+    return scaled;
+}
+
 static ds_status_t map_optimizer(mapper_t *m, size_t index)
 {
     const dsi_trace_event_t *range = &m->trace->events[index];
@@ -287,7 +298,7 @@ static ds_status_t map_optimizer(mapper_t *m, size_t index)
         m->result->kernel_s += own * 1e-6;
         m->result->device_gap_s += DSI_MAX(0.0, us - own) * 1e-6;
     }
-    return add_sample(m, &key, us * 1e-6);
+    return add_sample(m, &key, unprofiled(m, us * 1e-6));
 }
 
 /* The device time operator `op` of pass `pass` is charged on a GPU trace:
@@ -434,6 +445,7 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
                       1e-6;
             device_charged_us += seconds * 1e6;
         }
+        seconds = unprofiled(m, seconds);
         busy += e->end_us - e->start_us;
         previous_end = end;
         status = add_sample(m, &m->ops[model_index[i]].key, seconds);
@@ -567,6 +579,7 @@ ds_status_t ds_torch_trace_map(const ds_torch_trace_t *trace, const ds_model_t *
     m->num_layers = info.num_layers;
     m->device = dsi_trace_device_timed(trace);
     r.device_timed = m->device;
+    r.unprofiled_scale = m->device ? 0.0 : trace->unprofiled_scale;
     dsi_shape_ctx_init(&m->ctx, model, strategy);
     DSI_TRY_GOTO(dsi_calloc(trace->count + 1, sizeof(bool), &m->mapped), status, out);
     for (size_t i = 0; i < trace->count; i++)

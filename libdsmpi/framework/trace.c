@@ -755,3 +755,19 @@ double ds_torch_trace_iteration_s(const ds_torch_trace_t *trace, int index)
 {
     return index >= 0 && index < trace->num_iterations ? trace->iterations_s[index] : 0.0;
 }
+
+ds_status_t ds_torch_trace_set_unprofiled_s(ds_torch_trace_t *trace, double unprofiled_s,
+                                            double *scale_p)
+{
+    if (!(unprofiled_s > 0.0) || !isfinite(unprofiled_s))
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "unprofiled iteration time %g s (accepted: a positive number of seconds)",
+                         unprofiled_s);
+    ds_torch_trace_info_t info;
+    ds_torch_trace_get_info(trace, &info);
+    trace->unprofiled_scale =
+        info.iteration_median_s > 0.0 ? unprofiled_s / info.iteration_median_s : 0.0;
+    if (scale_p != NULL)
+        *scale_p = trace->unprofiled_scale;
+    return DS_OK;
+}

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Real PyTorch as the truth: predict PyTorch's 2-process 1F1B (pp=2) and
 # Megatron-style TP (tp=2) training of a small GPT-2-style model on CPU from
-# the traces of its 1-process and 2-process DDP runs plus a sweep of its own
-# collectives (gloo), and compare with the measured runs (profiler off,
+# the traces of its 1-process and 2-process DDP runs (less the profiler's own
+# time, from the same runs without it) plus a sweep of its own collectives
+# (gloo), and compare with the measured runs (profiler off,
 # median of REPEATS runs, the machine's load recorded before each); dsmpi's
 # own-profile prediction printed beside it.
 #
@@ -77,6 +78,14 @@ port=$((port + 1))
 "$python" "$script" --mode sweep --out "$out/sweep" --sweep-max "$sweep_max" --port "$port" \
     >"$out/sweep/sweep.log" 2>&1 || fail "gloo sweep: $(tail -3 "$out/sweep/sweep.log")"
 logs=("$out"/sweep/gloo_*.log)
+# The same runs without the profiler: the profiler's own time per recorded
+# event comes off the traced costs (import --unprofiled-s).
+declare -A unprofiled
+for mode in single ddp; do
+    mkdir -p "$out/unprofiled"
+    train "$mode" "$out/unprofiled" --no-profile
+    unprofiled[$mode]=$(grep -v '^#' "$out/unprofiled/${mode}_times.txt" | median)
+done
 
 # 2. The truth: 1F1B and TP without the profiler, REPEATS runs.
 for mode in 1f1b tp; do
@@ -106,12 +115,14 @@ fw=$out/framework.h5
 tf="cpu: pytorch (framework trace)"
 cp "$own" "$fw"
 "$dsmpi" import --profile-db "$fw" --fingerprint "$tf" $run --strategy "${strategy[single]}" \
-    --torch-trace "$out/traces/single_rank0.json" >"$out/import_single.txt" 2>&1 ||
+    --torch-trace "$out/traces/single_rank0.json" --unprofiled-s "${unprofiled[single]}" \
+    >"$out/import_single.txt" 2>&1 ||
     fail "import single: $(tail -2 "$out/import_single.txt")"
 "$dsmpi" import --profile-db "$fw" --fingerprint "$tf" $run --strategy "${strategy[ddp]}" \
     --torch-trace "$out/traces/ddp_rank0.json" "$out/traces/ddp_rank1.json" \
-    --calibrate-from "$own_fp" >"$out/import_ddp.txt" 2>&1 ||
+    --unprofiled-s "${unprofiled[ddp]}" --calibrate-from "$own_fp" >"$out/import_ddp.txt" 2>&1 ||
     fail "import ddp: $(tail -2 "$out/import_ddp.txt")"
+grep -h "without the profiler: costs" "$out/import_single.txt" "$out/import_ddp.txt" | sed 's/^#  */# /'
 grep "calibrated from" "$out/import_ddp.txt" | sed 's/from .*: \([0-9]* costs\)/from the own profile: \1/'
 
 # 5. Predictions, and the table.

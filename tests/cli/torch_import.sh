@@ -20,6 +20,20 @@ grep -Eq '^ +torch-trace +[0-9]+ +0 +[0-9]+ +0 ' out || fail "legacy trace: $(ca
 grep -q "legacy trace, 1 iterations" out || fail "legacy trace: no trace summary: $(cat out)"
 grep -q "unmapped" out || fail "legacy trace: no unmapped list: $(cat out)"
 [ -s err ] && fail "legacy trace: a warning on a fully mapped trace: $(cat err)"
+# The job's iteration without the profiler: every cost of the CPU trace scaled to it.
+median=$(sed -n 's/.*legacy trace, 1 iterations, median \([0-9.]*\) s.*/\1/p' out)
+half=$(awk -v m="$median" 'BEGIN { printf "%.9g", m / 2 }')
+expect 0 "--unprofiled-s" "$dsmpi" import --torch-trace "$data/single-legacy.json" $run \
+    --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db unprofiled.h5 --fingerprint "cpu: pytorch" \
+    --unprofiled-s "$half"
+grep -Eq "without the profiler: costs x 0\.(499|500)[0-9] " out || fail "--unprofiled-s $half: $(cat out)"
+for bad in 0 -1 abc; do
+    before=$(cksum < unprofiled.h5)
+    expect 2 "--unprofiled-s $bad" "$dsmpi" import --torch-trace "$data/single-legacy.json" $run \
+        --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db unprofiled.h5 --unprofiled-s "$bad"
+    one_line_naming "unprofiled-s" "--unprofiled-s $bad"
+    [ "$(cksum < unprofiled.h5)" = "$before" ] || fail "--unprofiled-s $bad modified the database"
+done
 expect 0 "kineto trace" "$dsmpi" import --torch-trace "$data/single-kineto.json" $run \
     --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 --profile-db db.h5 --fingerprint "cpu: pytorch" --json
 grep -q '"source": "torch-trace"' out || fail "kineto trace --json: $(cat out)"

@@ -3,6 +3,7 @@
  * Kineto layouts) and on small traces written here. */
 #include "check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <zlib.h>
 
@@ -571,6 +572,61 @@ static void check_gzip(void)
     free(gz);
 }
 
+/* The job's iteration without the profiler: a CPU trace's costs scaled by
+ * it over the traced median, a GPU trace's kept; a bad time refused. */
+static void check_unprofiled(void)
+{
+    mapping_t plain, scaled, gpu;
+    memset(&plain, 0, sizeof(plain));
+    memset(&scaled, 0, sizeof(scaled));
+    memset(&gpu, 0, sizeof(gpu));
+    if (!mapping_open(&plain, load("single-legacy.json"), tiny_model()) ||
+        !mapping_open(&scaled, load("single-legacy.json"), tiny_model()) ||
+        !mapping_open(&gpu, load("gpu-kineto.json"), tiny_model()))
+        goto out;
+    ds_strategy_t s = strategy_of(plain.model, "dp=1,tp=1,pp=1,mbs=2,gbs=2", 1);
+    double bad[] = {0.0, -1.0, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_FAILS(ds_torch_trace_set_unprofiled_s(scaled.trace, bad[i], NULL), DS_ERR_INVALID_ARG,
+                    "unprofiled iteration time");
+    double factor = 0.0;
+    CHECK_OK(ds_torch_trace_set_unprofiled_s(scaled.trace, 0.6 * scaled.info.iteration_median_s,
+                                             &factor));
+    CHECK_NEAR(factor, 0.6, 1e-12);
+    ds_framework_result_t rp, rs;
+    CHECK_OK(ds_torch_trace_map(plain.trace, plain.model, &s, 0, plain.costs, &rp));
+    CHECK_OK(ds_torch_trace_map(scaled.trace, scaled.model, &s, 0, scaled.costs, &rs));
+    CHECK(rp.unprofiled_scale == 0.0 && rp.profiler_removed_s == 0.0);
+    CHECK_NEAR(rs.unprofiled_scale, 0.6, 1e-12);
+    CHECK_INT(ds_cost_table_size(scaled.costs), ds_cost_table_size(plain.costs));
+    double total = 0.0;
+    for (size_t i = 0; i < ds_cost_table_size(plain.costs); i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(plain.costs, i, &key, &cost);
+        const ds_cost_t *other = ds_cost_table_find(scaled.costs, key);
+        CHECK(other != NULL);
+        if (other == NULL)
+            continue;
+        CHECK_NEAR(other->mean_s, 0.6 * cost->mean_s, 1e-12);
+        CHECK_NEAR(other->median_s, 0.6 * cost->median_s, 1e-12);
+        total += cost->mean_s * (double)cost->repetitions;
+    }
+    /* what came off: 40% of the costs, which add up to the mapped time */
+    CHECK_NEAR(rs.profiler_removed_s, 0.4 * total, 1e-9);
+    CHECK_NEAR(total, rp.mapped_s - rp.collective_s, 1e-6);
+    /* device time is not the profiler's: a GPU trace keeps its costs */
+    CHECK_OK(ds_torch_trace_set_unprofiled_s(gpu.trace, 0.5 * gpu.info.iteration_median_s, NULL));
+    ds_framework_result_t rg;
+    CHECK_OK(ds_torch_trace_map(gpu.trace, gpu.model, &s, 0, gpu.costs, &rg));
+    CHECK(rg.device_timed && rg.unprofiled_scale == 0.0 && rg.profiler_removed_s == 0.0);
+    CHECK_NEAR(cost_of(gpu.costs, "gemm fwd fp32 NT m=128 n=384 k=128", NULL), 50.5e-6, 1e-9);
+out:
+    mapping_close(&plain);
+    mapping_close(&scaled);
+    mapping_close(&gpu);
+}
+
 int main(int argc, char **argv)
 {
     data_dir = argc > 1 ? argv[1] : DSMPI_TEST_DATA;
@@ -584,6 +640,7 @@ int main(int argc, char **argv)
     check_synthetic();
     check_gzip();
     check_gpu();
+    check_unprofiled();
     check_shapes();
     check_modules();
     return check_summary("test_torch_trace");
