@@ -61,8 +61,8 @@ train() { # MODE DIR [ARGS...]
     local mode=$1 dir=$2
     shift 2
     port=$((port + 1))
-    "$python" "$script" --mode "$mode" --out "$dir" --iters "$iterations" --warmup "$warmup" \
-        --microbatches "$mb" --port "$port" $denormal "$@" >"$dir/$mode.log" 2>&1 ||
+    timeout 600 "$python" "$script" --mode "$mode" --out "$dir" --iters "$iterations" \
+        --warmup "$warmup" --microbatches "$mb" --port "$port" $denormal "$@" >"$dir/$mode.log" 2>&1 ||
         fail "torch_train.py --mode $mode: $(tail -3 "$dir/$mode.log")"
 }
 
@@ -75,7 +75,7 @@ mkdir -p "$out/traces" "$out/sweep"
 train single "$out/traces"
 train ddp "$out/traces"
 port=$((port + 1))
-"$python" "$script" --mode sweep --out "$out/sweep" --sweep-max "$sweep_max" --port "$port" \
+timeout 600 "$python" "$script" --mode sweep --out "$out/sweep" --sweep-max "$sweep_max" --port "$port" \
     >"$out/sweep/sweep.log" 2>&1 || fail "gloo sweep: $(tail -3 "$out/sweep/sweep.log")"
 logs=("$out"/sweep/gloo_*.log)
 # The same runs without the profiler: the profiler's own time per recorded

@@ -25,7 +25,7 @@ declare -A strategy=(
 )
 # The gloo sweep as nccl-tests logs: the communication model of the validations.
 port=$((port + 1))
-"$python" "$here/torch_train.py" --mode sweep --out sweep --sweep-max 65536 --sweep-iters 3 \
+timeout 300 "$python" "$here/torch_train.py" --mode sweep --out sweep --sweep-max 65536 --sweep-iters 3 \
     --port "$port" > sweep.log 2>&1 || fail "sweep: $(tail -3 sweep.log)"
 "$dsmpi" import --nccl-tests sweep/gloo_*.log --gpus-per-node 2 --cluster-tag gloo \
     --profile-db sweep.h5 > sweep.out 2>&1 || fail "import sweep: $(cat sweep.out)"
@@ -74,7 +74,7 @@ for mode in single ddp gpipe 1f1b tp; do
 done
 # The Kineto layout (shapes) of the single run.
 port=$((port + 1))
-"$python" "$here/torch_train.py" --mode single --format kineto --out kineto --iters 1 --warmup 1 \
+timeout 300 "$python" "$here/torch_train.py" --mode single --format kineto --out kineto --iters 1 --warmup 1 \
     --microbatches 1 --layers 1 --port "$port" > kineto.log 2>&1 || fail "kineto: $(tail -3 kineto.log)"
 "$dsmpi" import --torch-trace kineto/single_rank0.json $run --strategy dp=1,tp=1,pp=1,mbs=2,gbs=2 \
     --profile-db kineto.h5 > kineto.out 2>&1 || fail "import kineto: $(cat kineto.out)"

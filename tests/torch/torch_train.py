@@ -302,6 +302,16 @@ def run(args, rank, world, train_step, params):
               % (args.mode, statistics.median(times), len(times), min(times), max(times)))
 
 
+def leave():
+    """Ends a process of a 2-process run once both are done.  gloo's teardown
+    (destroy_process_group) has hung here, one rank waiting on a futex after
+    the other had exited; its outputs are written, so it exits at once."""
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def worker(rank, world, args):
     global TP_GROUP, LAYERS
     LAYERS = args.layers  # spawned processes import this file afresh
@@ -390,7 +400,7 @@ def worker(rank, world, args):
             dist.all_reduce(g)
         run(args, rank, world, step, model.parameters())
     if world > 1:
-        dist.destroy_process_group()
+        leave()
 
 
 def sweep_worker(rank, world, args):
@@ -457,7 +467,7 @@ def sweep_worker(rank, world, args):
         if rank == 0:
             with open(os.path.join(args.out, "gloo_%s.log" % name.replace("_perf", "")), "w") as f:
                 f.write("\n".join(lines) + "\n")
-    dist.destroy_process_group()
+    leave()
 
 
 def main():
