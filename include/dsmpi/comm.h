@@ -372,16 +372,19 @@ typedef struct ds_comm_level_fit {
     char level_name[16];
     ds_comm_op_t op;
     ds_comm_fit_source_t source;
-    ds_comm_op_t from_op;   /* whose fit this is (op itself when fitted on its own data) */
-    double base_us;         /* constant per operation (level 0 only) */
-    double hop_us;          /* latency per hop at this level */
-    double peak_busbw_GBps; /* highest bus bandwidth of the curves (level >= 1: per NIC) */
-    int curves;             /* group layouts with a curve */
-    int knots;              /* knots over all curves */
-    size_t points;          /* samples (sizes) the curves were fitted on */
-    double congestion;      /* level >= 1: bandwidth lost per doubling of the span beyond the
-                               measured ones (0 to 0.9) */
-    int congestion_fitted;  /* 1: fitted on two spans; 0: the cluster file's prior */
+    ds_comm_op_t from_op;     /* whose fit this is (op itself when fitted on its own data) */
+    double base_us;           /* constant per operation (level 0 only) */
+    double hop_us;            /* latency per hop at this level */
+    double peak_busbw_GBps;   /* highest bus bandwidth of the curves (level >= 1: per NIC) */
+    int curves;               /* group layouts with a curve */
+    int knots;                /* knots over all curves */
+    size_t points;            /* samples (sizes) the curves were fitted on */
+    double congestion;        /* level >= 1: bandwidth lost per doubling of the span beyond a
+                                 measured one, up to the widest measured (0 to 0.9) */
+    int congestion_fitted;    /* 1: fitted on two spans; 0: the cluster file's prior */
+    double congestion_beyond; /* per doubling beyond the widest span measured: the prior, or
+                                 the fit where that is larger (spans of a few nodes sit under
+                                 one leaf switch and cannot show what is lost above it) */
 } ds_comm_level_fit_t;
 
 DS_API int ds_comm_model_num_levels(const ds_comm_model_t *model);

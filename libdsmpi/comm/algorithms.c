@@ -139,11 +139,16 @@ double dsi_comm_level_bandwidth(const ds_comm_model_t *model, ds_comm_op_t op, i
     double share = dsi_comm_nic_share(model, shape);
     int64_t units = 1;
     double bw = curve_at(lv, level, shape, bytes / share, &units);
-    /* Two domains are what the nominal or measured bandwidth holds for. */
-    double measured = fmax((double)units, 2.0);
-    if (model->library->congestion && lv->congestion > 0.0 &&
-        (double)shape->units[level] > measured)
-        bw *= pow(1.0 - lv->congestion, log2((double)shape->units[level] / measured));
+    /* Two domains are what the nominal or measured bandwidth holds for;
+     * doublings up to the widest span measured lose the fitted share, those
+     * beyond it congestion_beyond. */
+    double measured = fmax((double)units, 2.0), target = (double)shape->units[level];
+    if (model->library->congestion && target > measured) {
+        double widest = fmax((double)lv->widest_units, measured);
+        double inside = log2(fmin(target, widest) / measured);
+        double beyond = target > widest ? log2(target / widest) : 0.0;
+        bw *= pow(1.0 - lv->congestion, inside) * pow(1.0 - lv->congestion_beyond, beyond);
+    }
     return bw * share / dsi_comm_oversubscription(model, shape->top);
 }
 

@@ -136,6 +136,11 @@ typedef struct dsi_comm_level {
      * spans exist, else the cluster file's prior. */
     double congestion;
     bool congestion_fitted;
+    /* Per doubling beyond the widest span of the curves: the prior, or the
+     * fit where larger; a fit on a few nodes says nothing of the switches
+     * above them. */
+    double congestion_beyond;
+    int64_t widest_units;
     int num_curves;
     dsi_comm_layout_curve_t curves[DSI_COMM_MAX_CURVES];
     size_t points;

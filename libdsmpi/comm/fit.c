@@ -395,7 +395,9 @@ static ds_status_t fit_curves(ds_comm_model_t *model, ds_comm_op_t op, int level
  * spans (the pair farthest apart): the median over the bandwidth regime
  * (sizes from CONGESTION_MIN_BYTES to the largest both were measured at,
  * per octave) of the bandwidth lost per doubling of the span; else the
- * cluster file's prior. */
+ * cluster file's prior.  Beyond the widest span measured, the larger of the
+ * two: a few nodes share one leaf switch, and how they scale says nothing of
+ * the uplinks above it. */
 #define CONGESTION_MIN_BYTES 1048576.0
 
 double dsi_comm_congestion_prior(const ds_comm_model_t *model, int level)
@@ -408,8 +410,13 @@ double dsi_comm_congestion_prior(const ds_comm_model_t *model, int level)
 
 static void fit_congestion(const ds_comm_model_t *model, int level, dsi_comm_level_t *lv)
 {
-    lv->congestion = dsi_comm_congestion_prior(model, level);
+    double prior = dsi_comm_congestion_prior(model, level);
+    lv->congestion = prior;
+    lv->congestion_beyond = prior;
     lv->congestion_fitted = false;
+    lv->widest_units = 0;
+    for (int i = 0; i < lv->num_curves; i++)
+        lv->widest_units = DSI_MAX(lv->widest_units, lv->curves[i].units);
     const dsi_comm_layout_curve_t *low = NULL, *high = NULL;
     double best_doublings = 0.0;
     for (int i = 0; i < lv->num_curves; i++)
@@ -443,6 +450,7 @@ static void fit_congestion(const ds_comm_model_t *model, int level, dsi_comm_lev
     double median =
         count % 2 ? losses[count / 2] : 0.5 * (losses[count / 2 - 1] + losses[count / 2]);
     lv->congestion = DSI_MIN(DSI_MAX(median, 0.0), 0.9);
+    lv->congestion_beyond = DSI_MAX(lv->congestion, prior);
     lv->congestion_fitted = true;
 }
 
@@ -517,6 +525,7 @@ static void assume_level(ds_comm_model_t *model, ds_comm_op_t op, int level)
     lv->from_op = op;
     lv->hop_s = c->levels[level].latency_us * 1e-6;
     lv->congestion = level > 0 ? dsi_comm_congestion_prior(model, level) : 0.0;
+    lv->congestion_beyond = lv->congestion;
     const dsi_comm_level_t *below = level > 0 ? &model->levels[op][level - 1] : NULL;
     if (below != NULL && below->source != DS_COMM_FIT_ASSUMED && level >= 2 &&
         c->levels[level - 1].latency_us > 0.0)

@@ -332,6 +332,7 @@ ds_status_t ds_comm_model_level_fit(const ds_comm_model_t *model, int level, ds_
     fit.points = lv->points;
     fit.congestion = level > 0 && model->library->congestion ? lv->congestion : 0.0;
     fit.congestion_fitted = level > 0 && model->library->congestion && lv->congestion_fitted;
+    fit.congestion_beyond = level > 0 && model->library->congestion ? lv->congestion_beyond : 0.0;
     *fit_p = fit;
     return DS_OK;
 }
@@ -359,13 +360,18 @@ void ds_comm_model_print(const ds_comm_model_t *model, ds_comm_op_t op, FILE *ou
             fprintf(out, ": %.3f us/hop", f.hop_us);
         fprintf(out, ", bus bandwidth up to %.1f GB/s %s (%d knots)", f.peak_busbw_GBps,
                 level == 0 ? "per rank" : "per NIC", f.knots);
-        if (level > 0 && model->library->congestion)
+        const char *prior = model->cluster.levels[level].congestion_given
+                                ? "prior: the cluster file's"
+                                : "prior: DS_COMM_CONGESTION_PRIOR";
+        if (level > 0 && model->library->congestion && f.congestion_fitted)
+            fprintf(out,
+                    ", %.1f%% of it lost per doubling of the span up to the widest measured "
+                    "(fitted on two spans), %.1f%% beyond it (%s)",
+                    100.0 * f.congestion, 100.0 * f.congestion_beyond,
+                    f.congestion_beyond > f.congestion ? prior : "the fit");
+        else if (level > 0 && model->library->congestion)
             fprintf(out, ", %.1f%% of it lost per doubling of the span beyond the measured (%s)",
-                    100.0 * f.congestion,
-                    f.congestion_fitted ? "fitted on two spans"
-                    : model->cluster.levels[level].congestion_given
-                        ? "prior: the cluster file's"
-                        : "prior: DS_COMM_CONGESTION_PRIOR");
+                    100.0 * f.congestion, prior);
         fputc('\n', out);
     }
 }

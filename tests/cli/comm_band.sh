@@ -51,4 +51,20 @@ left=$(row 64 --band-leave-out h100-ib-cluster01)
 check "without the H100 rows: high / time = exp(2 x 1.098 / 3) = 2.0792" \
     near "$(ratio "$(echo "$left" | cut -d, -f12)" "$(echo "$left" | cut -d, -f5)")" 2.0792
 check "the time itself does not move" near "$(echo "$left" | cut -d, -f5)" "$t"
+
+# send/recv as sendrecv_perf on more nodes than its log's job spanned: the
+# pair's time is the log's, the band that of the span (2 -> 8 nodes, f = 4).
+sendrecv() { # gpus: the CSV row at 2 MiB from a 4-rank, 2-node log
+    "$DSMPI" comm --nccl-tests "$2/nccl-tests/dialects/sendrecv_4.log" --gpus-per-node 2 \
+        --op sendrecv --gpus "$1" --min-bytes 2MiB --max-bytes 2MiB --csv 2>/dev/null | tail -1
+}
+same=$(sendrecv 4 "$2")
+wide=$(sendrecv 16 "$2")
+check "send/recv on the log's 2 nodes: the logged 105 us, no band" \
+    test "$(echo "$same" | cut -d, -f5,11,12)" = "105.0000,105.0000,105.0000"
+check "send/recv on 8 nodes: the same time" near "$(echo "$wide" | cut -d, -f5)" 105
+check "send/recv on 8 nodes: high / time = 2.6467" \
+    near "$(ratio "$(echo "$wide" | cut -d, -f12)" 105)" 2.6467
+check "send/recv on 8 nodes: low / time = 0.3778" \
+    near "$(ratio "$(echo "$wide" | cut -d, -f11)" 105)" 0.3778
 exit $fail

@@ -300,11 +300,64 @@ static void test_congestion_prior(void)
     ds_comm_model_destroy(model);
 }
 
+/* A fit on two spans that lose nothing (the same bus bandwidth on 2 and 4
+ * nodes) prices doublings up to 4 nodes at the fit, 0, and those beyond the
+ * widest span at the prior, 10% each: 16 nodes take 1 / 0.9^2 of the bus
+ * time of 4; the fit reports both. */
+static void test_congestion_beyond_widest(void)
+{
+    const char *json = LEAF_JSON("0.1");
+    ds_cluster_t c;
+    CHECK_OK(ds_cluster_load_json(json, strlen(json), "leaf.json", &c));
+    const double busbw = 20e9; /* per NIC, 4 NICs per node */
+    ds_comm_sample_t items[2 * 8];
+    size_t count = 0;
+    for (int nodes = 2; nodes <= 4; nodes *= 2)
+        for (int octave = 0; octave < 8; octave++) {
+            ds_comm_sample_t *x = &items[count++];
+            memset(x, 0, sizeof(*x));
+            int n = 4 * nodes;
+            x->op = DS_COMM_ALLREDUCE;
+            x->dtype = DS_DTYPE_FP32;
+            x->bytes = (int64_t)1 << (24 + octave);
+            x->group_size = n;
+            x->nodes = nodes;
+            x->ranks_per_node = 4;
+            x->concurrency = 1;
+            x->mean_s = 2.0 * (n - 1) / n * (double)x->bytes / (4.0 * busbw);
+            x->median_s = x->p10_s = x->p90_s = x->mean_s;
+            x->repetitions = 20;
+            x->provenance = DS_PROV_IMPORTED;
+            snprintf(x->source, sizeof(x->source), "leaf");
+        }
+    ds_comm_model_t *model = NULL;
+    CHECK_OK(ds_comm_model_create(&c, items, count, NULL, &model));
+    ds_comm_level_fit_t f;
+    CHECK_OK(ds_comm_model_level_fit(model, 1, DS_COMM_ALLREDUCE, &f));
+    CHECK_INT(f.congestion_fitted, 1);
+    CHECK_NEAR(f.congestion, 0.0, 1e-6);
+    CHECK_NEAR(f.congestion_beyond, 0.1, 1e-12);
+    const int64_t S = 1LL << 31;
+    double bus[2];
+    for (int i = 0; i < 2; i++) {
+        int n = i == 0 ? 16 : 64;
+        ds_event_key_t key;
+        ds_comm_prediction_t p;
+        CHECK_OK(ds_comm_key_init(&key, DS_COMM_ALLREDUCE, S, n, 4));
+        CHECK_OK(ds_comm_model_predict(model, &key, &p));
+        bus[i] = p.cost.mean_s * n / (2.0 * (n - 1));
+    }
+    CHECK_MSG(bus[1] / bus[0] > 0.99 / 0.81 && bus[1] / bus[0] < 1.01 / 0.81,
+              "16 nodes: bus time %.4f of 4 nodes', expected 1 / 0.81", bus[1] / bus[0]);
+    ds_comm_model_destroy(model);
+}
+
 int main(void)
 {
     /* The times below are computed by hand without the congestion prior. */
     setenv("DS_COMM_CONGESTION_PRIOR", "0", 1);
     test_congestion_prior();
+    test_congestion_beyond_widest();
     test_model_reads_every_level();
     test_estimated_path();
     return check_summary("test_comm_cluster");
