@@ -353,8 +353,11 @@ ds_status_t inputs_build(inputs_t *in)
         return status;
     if (in->global_batch > 0)
         in->strategy.gbs = in->global_batch;
-    return ds_strategy_resolve(&in->strategy, in->model, ds_cluster_num_gpus(&in->cluster),
-                               in->cluster.gpus_per_node);
+    status = ds_strategy_resolve(&in->strategy, in->model, ds_cluster_num_gpus(&in->cluster),
+                                 in->cluster.gpus_per_node);
+    if (status != DS_OK)
+        return status;
+    return ds_strategy_check_device(&in->strategy, &in->cluster.device);
 }
 
 bool inputs_target_names_device(const inputs_t *in)

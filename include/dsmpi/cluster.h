@@ -74,6 +74,11 @@ DS_API ds_status_t ds_device_model_lookup(const char *name, ds_device_model_t *m
 DS_API size_t ds_device_model_count(void);
 /* The index-th model (NULL past the end); static storage. */
 DS_API const ds_device_model_t *ds_device_model_at(size_t index);
+/* Whether FP8 training runs on `spec`: DS_OK on devices with fp8 tensor
+ * cores and on the cpu (its backend computes fp8 GEMMs as bf16 and says so
+ * in its fingerprint); else DS_ERR_INVALID_ARG, one line naming `what` (the
+ * strategy's fp8 item), the device and the devices that have them. */
+DS_API ds_status_t ds_device_check_fp8(const ds_device_spec_t *spec, const char *what);
 
 /* A GEMM as cuBLAS runs it on the model: output tiles, waves of tiles over
  * the SMs, a K-loop efficiency, and the memory-bound regime. */

@@ -153,6 +153,12 @@ DS_API ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t
                                        int64_t target_gpus, int gpus_per_node);
 
 /* Micro-batches per iteration per pipeline: gbs / (dp * mbs). */
+/* Checks what the strategy needs of the device the target runs on (fp8
+ * tensor cores for fp8=hybrid|e4m3: ds_device_check_fp8); one line naming
+ * the value and what is accepted. */
+struct ds_device_spec; /* dsmpi/cluster.h */
+DS_API ds_status_t ds_strategy_check_device(const ds_strategy_t *strategy,
+                                            const struct ds_device_spec *device);
 DS_API int64_t ds_strategy_num_microbatches(const ds_strategy_t *strategy);
 
 /* Layers held by pipeline rank `stage` (all its virtual chunks) and by one

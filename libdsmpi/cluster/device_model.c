@@ -94,6 +94,25 @@ ds_status_t ds_device_model_lookup(const char *name, ds_device_model_t *model_p)
     return DS_OK;
 }
 
+ds_status_t ds_device_check_fp8(const ds_device_spec_t *spec, const char *what)
+{
+    if (spec == NULL || strcmp(spec->name, "cpu") == 0)
+        return DS_OK;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(models); i++)
+        if (strcmp(models[i].name, spec->name) == 0 && models[i].peak_tflops_fp8 > 0.0)
+            return DS_OK;
+    char with[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(models) && used < sizeof(with); i++)
+        if (models[i].peak_tflops_fp8 > 0.0)
+            used += (size_t)snprintf(with + used, sizeof(with) - used, "%s%s", used ? ", " : "",
+                                     models[i].name);
+    return DSI_ERROR(DS_ERR_INVALID_ARG,
+                     "%s needs fp8 tensor cores, which %s does not have (accepted: fp8=off on %s; "
+                     "fp8 on %s, or cpu, whose backend computes fp8 GEMMs as bf16)",
+                     what, spec->name, spec->name, with);
+}
+
 static void model_peak(const ds_device_model_t *model, ds_dtype_t dtype, double *peak_p,
                        double *fraction_p)
 {

@@ -70,7 +70,10 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
         case DSI_FIX_ZERO: value = parsed.zero; break;
         case DSI_FIX_DP_ALGO: value = (int)parsed.dp_algo; break;
         case DSI_FIX_FLASH: value = parsed.flash_attention; break;
-        case DSI_FIX_FP8: value = (int)parsed.fp8; break;
+        case DSI_FIX_FP8:
+            value = (int)parsed.fp8;
+            DSI_TRY(ds_strategy_check_device(&parsed, &search->cluster.device));
+            break;
         case DSI_FIX_CP: value = parsed.cp; break;
         case DSI_FIX_EP: value = parsed.ep; break;
         case DSI_FIX_COUNT_: break;

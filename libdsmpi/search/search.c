@@ -119,7 +119,8 @@ static ds_status_t visit_combination(ds_search_t *search, const ds_strategy_t *c
     st->enumerated++;
     ds_strategy_t s = *combo;
     /* Devices per node 0: no warning per candidate for tp spanning nodes. */
-    if (ds_strategy_resolve(&s, search->model, ds_cluster_num_gpus(&search->cluster), 0) != DS_OK) {
+    if (ds_strategy_resolve(&s, search->model, ds_cluster_num_gpus(&search->cluster), 0) != DS_OK ||
+        ds_strategy_check_device(&s, &search->cluster.device) != DS_OK) {
         if (st->invalid++ == 0)
             snprintf(st->first_invalid, sizeof(st->first_invalid), "%s", ds_last_error());
         return DS_OK;

@@ -207,6 +207,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
                          "(call ds_strategy_resolve first)",
                          strategy->dp, strategy->tp, strategy->pp, (long long)strategy->gbs,
                          (long long)ds_cluster_num_gpus(cluster));
+    DSI_TRY(ds_strategy_check_device(strategy, &cluster->device));
     if (options->mode != DS_SIM_SYMMETRIC && options->mode != DS_SIM_FULL)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "simulation mode %d (accepted: symmetric, full)",
                          (int)options->mode);

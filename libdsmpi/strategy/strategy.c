@@ -1,4 +1,5 @@
 /* Strategy text, Megatron option names, validation and rank placement. */
+#include <dsmpi/cluster.h>
 #include <dsmpi/strategy.h>
 
 #include "dsi_core.h"
@@ -794,6 +795,15 @@ ds_status_t ds_strategy_resolve(ds_strategy_t *strategy, const ds_model_t *model
     const ds_strategy_t given = *strategy;
     const resolve_ctx_t ctx = {&given, model, target_gpus, gpus_per_node, false};
     return resolve(&ctx, strategy);
+}
+
+ds_status_t ds_strategy_check_device(const ds_strategy_t *s, const ds_device_spec_t *device)
+{
+    if (s->fp8 == DS_FP8_OFF || (unsigned)s->fp8 >= DSI_ARRAY_SIZE(fp8_names))
+        return DS_OK;
+    char what[32];
+    snprintf(what, sizeof(what), "fp8=%s", fp8_names[s->fp8]);
+    return ds_device_check_fp8(device, what);
 }
 
 int64_t ds_strategy_num_microbatches(const ds_strategy_t *s)

@@ -439,6 +439,27 @@ static void test_moe_items(void)
     ds_model_destroy(model);
 }
 
+/* FP8 needs fp8 tensor cores: refused on A100s and V100-era presets, run
+ * on Hopper and Blackwell and on the cpu (computed as bf16); fp8=off runs
+ * anywhere. */
+static void test_fp8_device(void)
+{
+    ds_strategy_t s;
+    ds_strategy_init(&s);
+    ds_device_spec_t a100, h100, cpu;
+    CHECK_OK(ds_device_spec_lookup("a100-80g", &a100));
+    CHECK_OK(ds_device_spec_lookup("h100-sxm", &h100));
+    CHECK_OK(ds_device_spec_lookup("cpu", &cpu));
+    CHECK_OK(ds_strategy_check_device(&s, &a100));
+    CHECK_OK(ds_strategy_parse("fp8=hybrid", &s));
+    CHECK_FAILS(ds_strategy_check_device(&s, &a100), DS_ERR_INVALID_ARG,
+                "fp8=hybrid needs fp8 tensor cores, which a100-80g does not have");
+    CHECK_OK(ds_strategy_check_device(&s, &h100));
+    CHECK_OK(ds_strategy_check_device(&s, &cpu));
+    CHECK_OK(ds_strategy_parse("fp8=e4m3", &s));
+    CHECK_FAILS(ds_strategy_check_device(&s, &a100), DS_ERR_INVALID_ARG, "fp8 on h100-sxm");
+}
+
 int main(void)
 {
     test_moe_items();
@@ -446,5 +467,6 @@ int main(void)
     test_bad_strategies();
     test_suggestions();
     test_stages_and_placement();
+    test_fp8_device();
     return check_summary("test_strategy");
 }
