@@ -59,7 +59,8 @@ static void help(void)
         "  --profile-db FILE.h5     also the communication samples this database holds (with\n"
         "                           --cluster-tag, those of that cluster)\n"
         "  --gpus-per-node G        devices per node, for the logs and the predicted groups\n"
-        "                           (default: the cluster's, else DS_GPUS_PER_NODE)\n"
+        "                           (default: the cluster's, else DS_GPUS_PER_NODE when set,\n"
+        "                           else the most ranks on one host in the logs, else 8)\n"
         "  --cluster FILE           network levels, NICs per node and oversubscription\n"
         "  --device NAME            device whose nominal links back levels without data\n"
         "                           (default: the one the logs name, else DS_DEFAULT_DEVICE)\n"
@@ -114,6 +115,18 @@ static int default_gpus_per_node(void)
             return atoi(current);
     }
     return 8;
+}
+
+/* The most ranks any imported test ran on one host, from the rank lines'
+ * host names; 0 when no test names its hosts. */
+static int logged_gpus_per_node(const ds_comm_import_info_t *info, int num_logs)
+{
+    int most = 0;
+    for (int i = 0; i < num_logs; i++)
+        for (int t = 0; t < info[i].num_tests; t++)
+            if (info[i].tests[t].hosts_known && info[i].tests[t].ranks_per_node > most)
+                most = info[i].tests[t].ranks_per_node;
+    return most;
 }
 
 static ds_status_t parse_gpus(const char *text, options_t *o)
@@ -329,9 +342,6 @@ static int run(app_t *app, const options_t *o)
             goto out;
         }
     }
-    int gpus_per_node = o->cluster_file        ? cluster.gpus_per_node
-                        : o->gpus_per_node > 0 ? o->gpus_per_node
-                                               : default_gpus_per_node();
     ds_comm_import_options_t import;
     ds_comm_import_options_init(&import);
     import.gpus_per_node = o->gpus_per_node;
@@ -342,6 +352,18 @@ static int run(app_t *app, const options_t *o)
         if ((status = ds_comm_import_nccl_tests(o->logs[i], &import, samples, &info[i])) != DS_OK)
             goto fail;
     size_t from_logs = ds_comm_samples_size(samples);
+    /* The logs are of the cluster asked about: without a cluster file or
+     * --gpus-per-node, its nodes hold at least the most ranks a log ran on
+     * one host (before, a 4-GPU cluster's logs were extrapolated on 8-GPU
+     * nodes, half the nodes the job would span). */
+    int from_hosts =
+        o->cluster_file == NULL && o->gpus_per_node <= 0 && getenv("DS_GPUS_PER_NODE") == NULL
+            ? logged_gpus_per_node(info, o->num_logs)
+            : 0;
+    int gpus_per_node = o->cluster_file        ? cluster.gpus_per_node
+                        : o->gpus_per_node > 0 ? o->gpus_per_node
+                        : from_hosts > 0       ? from_hosts
+                                               : default_gpus_per_node();
     if (o->profile_db != NULL) {
         /* Samples a profile database holds: imported logs and measurements. */
         ds_profile_db_t *db = NULL;
@@ -409,6 +431,10 @@ static int run(app_t *app, const options_t *o)
                    ds_comm_samples_size(samples) - from_logs);
         if (ds_comm_samples_size(samples) == 0)
             printf("# no measurements: every number rests on the cluster's nominal links\n");
+        if (from_hosts > 0)
+            printf("# gpus per node: %d, the most ranks on one host in the logs (--gpus-per-node "
+                   "or --cluster to change)\n",
+                   from_hosts);
         printf("# cluster %s: %d per node, device %s", cluster.name, gpus_per_node,
                cluster.device.name);
         bool declared = cluster.pat;

@@ -195,9 +195,10 @@ typedef struct ds_comm_import_test {
     int32_t group_size; /* ranks of the test */
     int32_t nodes;
     int32_t ranks_per_node;
-    int line;       /* the file's line where the test starts */
-    size_t rows;    /* result rows read */
-    size_t samples; /* samples appended */
+    int hosts_known; /* 1: nodes and ranks per node are the rank lines' host names */
+    int line;        /* the file's line where the test starts */
+    size_t rows;     /* result rows read */
+    size_t samples;  /* samples appended */
     int64_t min_bytes, max_bytes;
 } ds_comm_import_test_t;
 

@@ -459,11 +459,13 @@ static ds_status_t finish_test(parser_t *p)
                          "(give it explicitly)",
                          p->origin, t->first_line);
     int32_t nodes, per_node;
+    bool hosts_known = false;
     if (o->gpus_per_node > 0) {
         per_node = n < o->gpus_per_node ? n : o->gpus_per_node;
         nodes = (n + o->gpus_per_node - 1) / o->gpus_per_node;
     } else if (t->num_hosts > 0 && o->group_size <= 0) {
         nodes = t->num_hosts;
+        hosts_known = true;
         per_node = 0;
         for (int h = 0; h < t->num_hosts; h++)
             per_node = t->hosts[h].ranks > per_node ? t->hosts[h].ranks : per_node;
@@ -487,6 +489,7 @@ static ds_status_t finish_test(parser_t *p)
     d.group_size = n;
     d.nodes = nodes;
     d.ranks_per_node = per_node;
+    d.hosts_known = hosts_known;
     d.line = t->first_line;
     d.rows = t->num_rows;
     d.samples = end - t->first_sample;

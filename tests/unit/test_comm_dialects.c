@@ -169,6 +169,7 @@ static void check_job(const ds_comm_samples_t *list, size_t first,
         CHECK_INT(t->group_size, 16);
         CHECK_INT(t->nodes, 2);
         CHECK_INT(t->ranks_per_node, 8);
+        CHECK_INT(t->hosts_known, 1);
         CHECK_INT(t->line, lines[i]);
         CHECK_INT(t->min_bytes, 1024);
         CHECK_INT(t->max_bytes, 1024LL << (job[i].rows - 1));

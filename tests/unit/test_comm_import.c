@@ -119,6 +119,7 @@ static void test_real_logs(void)
     import("all_reduce_16.log", &options, other, &info);
     CHECK_INT(info.nodes, 4);
     CHECK_INT(info.ranks_per_node, 4);
+    CHECK_INT(info.tests[0].hosts_known, 0); /* the option's layout, not the hosts' */
     CHECK_INT(info.op, DS_COMM_ALLGATHER);
     CHECK_INT(ds_comm_samples_data(other)[0].op, DS_COMM_ALLGATHER);
     CHECK_INT(ds_comm_samples_data(other)[0].nodes, 4);
