@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """--json and --csv outputs are what a parser reads: nothing else on stdout.
 
-Every command that has --json (and --csv) runs on one rank and on two ranks
-(mpiexec from CMake's MPIEXEC_* variables); its stdout must be exactly one JSON
+Every command that has --json (and --csv) runs on one rank (started alone, as
+most users start predict or plan) and on two ranks (mpiexec from CMake's
+MPIEXEC_* variables); its stdout must be exactly one JSON
 document, whose objects have no key twice (json.loads with an object_pairs_hook
 that refuses repeats), or a CSV table whose rows all have the header's number
 of columns.  Human text (profiling tables, progress) goes to stderr.  The cases
@@ -59,6 +60,8 @@ def check_csv(text):
 
 
 def launch(ranks):
+    if ranks == 1:  # MPI's singleton start: no mpiexec (0.3 s less per case)
+        return [dsmpi]
     return [mpiexec, npflag, str(ranks)] + preflags + [dsmpi]
 
 
@@ -125,7 +128,8 @@ cases = [
     ("validate", ["validate"] + model + ["--strategy", "dp={ranks}", "--microbatches", "2",
                                          "--warmup", "1", "--iterations", "1", "--repeats", "1",
                                          "--retries", "0", "--max-foreign", "1",
-                                         "--profile-budget", "0.01", "--max-error", "100000"],
+                                         "--profile-budget", "0.01", "--max-error", "100000",
+                                         "--wait-quiet", "0"],
      {1: ("json", "csv"), 2: ("json",)}, (0, 1)),
 ]
 

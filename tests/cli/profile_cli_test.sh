@@ -84,9 +84,9 @@ check grep -q "target: 1x8-cpu" run.txt
 # 4b. run --search: the space of tp=2, pp=2 needs nothing new; every rank ranks it.
 "$mpiexec" "$npflag" 2 "$dsmpi" run --search "${inputs[@]:0:4}" --global-batch 16 --target-gpus 8 \
     --fix tp=2 --fix pp=2 --fix mbs=1 --fix no-sp --fix recompute=none --fix zero=0 --fix dp-algo=auto \
-    --profile-db db.h5 --top 3 >search.txt 2>search.err
+    --sweep-max 64KiB --profile-db db.h5 --top 3 >search.txt 2>search.err
 check test $? -eq 0
-check grep -q "profiled 0 of .* layer passes" search.txt
+check grep -q "profiled 0 of .* layer passes (.*), 0 communication tasks" search.txt
 check grep -q "^# costs: profile database db.h5: .* compute events measured on cpu" search.txt
 check test "$(grep -c '^ *[1-3] .*dp=2,tp=2,pp=2' search.txt)" -eq 3
 
