@@ -135,6 +135,13 @@ typedef struct ds_sim_options {
      * inside calls on the computing core); 0, or no such cost: the overlap
      * is free. */
     int overlap_interference;
+    /* 1 (default): a data-parallel bucket issued during the backward shares
+     * its members' network interfaces with the transfers inside the layer
+     * passes that leave the node after it (a context-parallel ring, an
+     * expert all-to-all or a tensor-parallel collective across nodes): the
+     * bucket's stream carries their time too, so the gradient reduction
+     * ends that much later.  0: the two do not meet. */
+    int nic_sharing;
     /* 1 (default): a tensor-parallel collective inside a layer pass starts
      * when the slowest of its N members arrives: the members' compute since
      * the previous collective varies (the spread p10..p90 of the operators'

@@ -108,6 +108,7 @@ static void reset_iteration_state(ds_sim_t *sim)
     size_t ready_slots = (size_t)sim->plan.num_lanes * sim->plan.rounds * sim->plan.max_buckets;
     for (size_t i = 0; i < ready_slots; i++)
         sim->builder.ready[i] = -1;
+    memset(sim->builder.nic, 0, ready_slots * sizeof(*sim->builder.nic));
     for (size_t i = 0; i < (size_t)sim->plan.num_lanes * sim->plan.rounds; i++)
         sim->builder.round_end[i] = -1;
     memset(sim->builder.fwd_done_store, 0, (size_t)sim->plan.num_lanes * sim->s.vpp);
@@ -298,6 +299,8 @@ static ds_status_t setup_state(ds_sim_t *sim)
     DSI_TRY(dsi_realloc_array(&sim->builder.xfer_flag, xfer_slots, 1));
     DSI_TRY(dsi_realloc_array(&sim->builder.ready, lanes * sim->plan.rounds * sim->plan.max_buckets,
                               sizeof(*sim->builder.ready)));
+    DSI_TRY(dsi_realloc_array(&sim->builder.nic, lanes * sim->plan.rounds * sim->plan.max_buckets,
+                              sizeof(*sim->builder.nic)));
     DSI_TRY(dsi_realloc_array(&sim->builder.round_end, lanes * sim->plan.rounds,
                               sizeof(*sim->builder.round_end)));
     DSI_TRY(dsi_realloc_array(&sim->builder.optimizer, lanes, sizeof(*sim->builder.optimizer)));

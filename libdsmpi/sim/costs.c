@@ -166,6 +166,7 @@ static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)
     int32_t cap = DSI_MAX(sim->ops_cap * 2, sim->num_ops + need + 256);
     DSI_TRY(dsi_realloc_array(&sim->op_dur, (size_t)cap, sizeof(*sim->op_dur)));
     DSI_TRY(dsi_realloc_array(&sim->op_wait, (size_t)cap, sizeof(*sim->op_wait)));
+    DSI_TRY(dsi_realloc_array(&sim->op_nic, (size_t)cap, sizeof(*sim->op_nic)));
     DSI_TRY(dsi_realloc_array(&sim->op_comm, (size_t)cap, sizeof(*sim->op_comm)));
     DSI_TRY(dsi_realloc_array(&sim->op_assumed, (size_t)cap, sizeof(*sim->op_assumed)));
     DSI_TRY(dsi_realloc_array(&sim->op_grad, (size_t)cap, sizeof(*sim->op_grad)));
@@ -267,6 +268,8 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         int64_t ns = 0;
         int assumed = 0;
         DSI_TRY(dsi_sim_cost(sim, &key, ops[i].flops, ops[i].bytes, &ns, &assumed));
+        /* What it keeps the node's interfaces busy: all of it, hidden or not. */
+        int64_t nic = comm && key.nodes > 1 ? ns : 0;
         DSI_TRY(hide_behind_next(sim, ops, count, i, &ns));
         /* FLOPs: the mean rank's on every lane (the router conserves tokens). */
         if (!comm && ops[i].ep_role != DSI_EP_SLOWEST) {
@@ -301,6 +304,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
         int32_t o = sim->num_ops++;
         sim->op_dur[o] = ns;
         sim->op_wait[o] = wait;
+        sim->op_nic[o] = nic;
         sim->op_comm[o] = comm;
         sim->op_assumed[o] = (uint8_t)assumed;
         sim->op_grad[o] = ops[i].grad_params;

@@ -167,6 +167,7 @@ enum {
     DSI_L_OVERFLOW,
     DSI_L_GRAD_NORM,
     DSI_L_EXPERT_GRAD,
+    DSI_L_NIC_SHARE,
     DSI_L_COUNT_
 };
 
@@ -287,6 +288,8 @@ typedef struct dsi_lane_cursor {
     int32_t seq[4];          /* transfers posted per dsi_dir_t this iteration */
     uint8_t *first_fwd_done; /* per chunk: its first forward of this iteration was built */
     int32_t nbwd;            /* backwards built this iteration */
+    int64_t nic_bucket;      /* the bucket the sync pass made ready last (-1): the next segment's
+                                transfers leaving the node share its interfaces */
 } dsi_lane_cursor_t;
 
 typedef struct dsi_dpgroup {
@@ -424,7 +427,10 @@ typedef struct dsi_sim_builder {
     dsi_lane_cursor_t *cursors;         /* [lane] */
     int32_t *dp_last;        /* [dpgroup]: last collective on its stream, -1 (both iterations) */
     uint8_t *fwd_done_store; /* [lane][chunk]: dsi_lane_cursor_t.first_fwd_done */
-    int32_t *ready;     /* [lane][round][bucket] node where the bucket is ready, this iteration */
+    int32_t *ready; /* [lane][round][bucket] node where the bucket is ready, this iteration */
+    /* [lane][round][bucket] ns of the pass's transfers leaving the node
+     * between the bucket's readiness and the next bucket's (nic_sharing) */
+    int64_t *nic;
     int32_t *gather;    /* [dpgroup][bucket] param all-gather nodes, previous iteration */
     int32_t *round_end; /* [lane][round]: state at the end of a round's backward (no overlap) */
     int32_t *optimizer; /* [lane]: the optimizer step of the iteration */
@@ -508,6 +514,7 @@ struct ds_sim {
     /* operators of the templates (SoA) */
     int64_t *op_dur;
     int64_t *op_wait; /* TP collectives: expected wait for the slowest member, inside op_dur */
+    int64_t *op_nic;  /* communication leaving the node: its whole time (nic_sharing), else 0 */
     uint8_t *op_comm, *op_assumed;
     int64_t *op_grad;
     const char **op_label;
@@ -530,6 +537,14 @@ struct ds_sim {
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
 };
+
+/* Index of bucket k of `lane`'s round `round` in builder.ready and builder.nic. */
+static inline size_t dsi_bucket_slot(const ds_sim_t *sim, int32_t lane, int round, int64_t k)
+{
+    return ((size_t)lane * (size_t)sim->plan.rounds + (size_t)round) *
+               (size_t)sim->plan.max_buckets +
+           (size_t)k;
+}
 
 /* costs.c */
 void dsi_sim_keys_reset(ds_sim_t *sim);

@@ -23,6 +23,7 @@ const char *const dsi_node_labels[] = {
     "overflow-check.allreduce",
     "grad-norm.allreduce",
     "edp.expert-grad",
+    "dp.nic-shared",
 };
 
 _Static_assert(sizeof(dsi_node_labels) / sizeof(dsi_node_labels[0]) == DSI_L_COUNT_,

@@ -37,6 +37,8 @@ static ds_status_t bucket_reprice(ds_sim_t *sim, int32_t id, bool *ok_p)
     uint8_t param = ps ? DSI_L_PS_PULL : DSI_L_PARAM_AG;
     int32_t group = g->owner[id];
     int64_t k = g->payload[id].bucket.bucket;
+    /* A bucket's share of the interfaces follows the passes' transfers,
+     * which this hook does not see: such a graph is built afresh. */
     *ok_p = g->kind[id] == DSI_N_DP && (g->label[id] == grad || g->label[id] == param) &&
             group < sim->plan.num_dpgroups &&
             k < sim->plan.num_buckets[sim->plan.dpgroups[group].p];
@@ -65,6 +67,33 @@ static uint64_t bucket_source(const ds_sim_t *sim, int32_t id)
     if (!dsi_source_fits(group, 32))
         return 0;
     return 1u | (uint64_t)group << 4 | (uint64_t)g->label[id] << 36 | (uint64_t)last << 44;
+}
+
+/* The transfers leaving the node that member lanes' passes run while
+ * bucket k of group g is reduced (sync_part's builder.nic, the most over the
+ * lanes) go through the same interfaces: the group's stream carries them
+ * after the bucket, in a node of their own.  Nothing without overlap, or
+ * when no transfer leaves the node. */
+static ds_status_t share_interfaces(ds_sim_t *sim, int it, int32_t g, int64_t k, int round,
+                                    bool overlap)
+{
+    if (!overlap || !sim->opt.nic_sharing)
+        return DS_OK;
+    int p = sim->plan.dpgroups[g].p;
+    int64_t ns = 0;
+    for (int32_t c = 0; c < sim->plan.num_columns; c++) {
+        int32_t lane = sim->plan.stage_lanes[(size_t)p * sim->plan.num_columns + c];
+        ns = DSI_MAX(ns, sim->builder.nic[dsi_bucket_slot(sim, lane, round, k)]);
+    }
+    if (ns <= 0)
+        return DS_OK;
+    int32_t x;
+    DSI_TRY(dsi_build_node(sim, DSI_N_DP, it, g, ns, &x));
+    sim->g.payload[x].bucket = (dsi_bucket_node_t){(int32_t)k, (int16_t)round};
+    sim->g.label[x] = DSI_L_NIC_SHARE;
+    DSI_TRY(dsi_graph_edge(&sim->g, sim->builder.dp_last[g], x));
+    sim->builder.dp_last[g] = x;
+    return DS_OK;
 }
 
 /* Gradient reduction of round `round` on every DP instance: buckets in
@@ -96,9 +125,7 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
                 int32_t lane = sim->plan.stage_lanes[(size_t)p * sim->plan.num_columns + c];
                 int32_t r;
                 if (overlap)
-                    r = sim->builder.ready[((size_t)lane * sim->plan.rounds + round) *
-                                               sim->plan.max_buckets +
-                                           k];
+                    r = sim->builder.ready[dsi_bucket_slot(sim, lane, round, k)];
                 else
                     r = sim->builder.round_end[(size_t)lane * sim->plan.rounds + round];
                 if (r < 0)
@@ -106,6 +133,7 @@ static ds_status_t build_grad_sync(ds_sim_t *sim, int it, int round, bool lanes_
                                      (long long)k, p);
                 DSI_TRY(dsi_graph_edge(&sim->g, r, x));
             }
+            DSI_TRY(share_interfaces(sim, it, g, k, round, overlap));
         }
     }
     if (lanes_wait)

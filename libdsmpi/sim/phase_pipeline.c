@@ -134,10 +134,11 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
     const dsi_template_t *t = &sim->templates[sim->part_tb[part]];
     int64_t rev = sim->part_rev[part], params = sim->part_params[part];
     int64_t B = sim->plan.bucket, P = sim->plan.stage_params[sim->plan.lanes[pc->lane].p];
-    int32_t *ready = sim->builder.ready +
-                     ((size_t)pc->lane * sim->plan.rounds + pc->round) * sim->plan.max_buckets;
-    int64_t cum = 0, seg_dur = 0, seg_comp = 0, seg_wait = 0;
+    int32_t *ready = sim->builder.ready + dsi_bucket_slot(sim, pc->lane, pc->round, 0);
+    int64_t cum = 0, seg_dur = 0, seg_comp = 0, seg_wait = 0, seg_nic = 0;
     int seg_assumed = 0, seg_first = 0, seg_no = 0;
+    int64_t *nic = sim->builder.nic + dsi_bucket_slot(sim, pc->lane, pc->round, 0);
+    int64_t *nic_bucket = &sim->builder.cursors[pc->lane].nic_bucket;
     /* Next bucket to complete inside this part. */
     int64_t k = rev / B;
     for (int32_t i = 0; i < t->op_count; i++) {
@@ -146,6 +147,7 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
         seg_wait = dsi_ns_add(seg_wait, sim->op_wait[o]);
         if (!sim->op_comm[o])
             seg_comp = dsi_ns_add(seg_comp, sim->op_dur[o]);
+        seg_nic = dsi_ns_add(seg_nic, sim->op_nic[o]);
         seg_assumed |= sim->op_assumed[o];
         cum = DSI_MIN(cum + sim->op_grad[o], params);
         if (i == t->op_count - 1)
@@ -164,11 +166,17 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
                            whole ? 0 : seg_first, whole ? 0 : i + 1, &id));
         seg_no++;
         sim->g.payload[id].pass.sync = (uint8_t)DSI_MIN(seg_no, DSI_SYNC_UNNUMBERED);
+        /* This segment's transfers leaving the node run while the bucket
+         * made ready before it is reduced (nic_sharing). */
+        if (*nic_bucket >= 0 && sim->opt.nic_sharing)
+            nic[*nic_bucket] = dsi_ns_add(nic[*nic_bucket], seg_nic);
         int64_t interference = 0;
         for (int64_t b = rev / B; b < k; b++)
             if (ready[b] < 0 && DSI_MIN((b + 1) * B, P) <= pos) {
                 ready[b] = id;
                 interference += interference_ns(sim, pc->lane, b);
+                if (*nic_bucket < 0 || ready[*nic_bucket] != id)
+                    *nic_bucket = b;
             }
         if (interference > 0) {
             int32_t x;
@@ -178,7 +186,7 @@ static ds_status_t sync_part(ds_sim_t *sim, const pass_ctx_t *pc, int32_t part, 
             sim->g.label[x] = DSI_L_GRAD_ALLREDUCE; /* communication on the compute stream */
         }
         seg_first = i + 1;
-        seg_dur = seg_comp = seg_wait = 0;
+        seg_dur = seg_comp = seg_wait = seg_nic = 0;
         seg_assumed = 0;
     }
     return DS_OK;
@@ -282,6 +290,8 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
     if (fwd)
         cursor->first_fwd_done[c] = 1;
     bool sync = !fwd && a->sync;
+    if (sync)
+        cursor->nic_bucket = -1;
     if (!fwd) {
         pc.round = s->zero == 2 ? cursor->nbwd : 0;
         cursor->nbwd++;

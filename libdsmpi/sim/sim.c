@@ -27,6 +27,7 @@ void ds_sim_options_init(ds_sim_options_t *options)
     options->granularity = DS_SIM_LAYER;
     options->keep_timeline = 1;
     options->overlap_interference = 1;
+    options->nic_sharing = 1;
     options->collective_skew = 1;
     options->hash_timeline = 1;
 }
@@ -49,6 +50,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->key_slots);
     dsi_free(sim->missing);
     dsi_free(sim->op_dur);
+    dsi_free(sim->op_nic);
     dsi_free(sim->op_wait);
     dsi_free(sim->op_comm);
     dsi_free(sim->op_assumed);
@@ -96,6 +98,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->plan.stage_params);
     dsi_free(sim->plan.num_buckets);
     dsi_free(sim->builder.ready);
+    dsi_free(sim->builder.nic);
     dsi_free(sim->builder.gather);
     dsi_free(sim->builder.round_end);
     dsi_free(sim->builder.optimizer);
@@ -229,6 +232,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     sim->cluster = *cluster;
     sim->costs = costs;
     sim->opt = *options;
+    sim->opt.nic_sharing = options->nic_sharing && dsi_param_int(DSI_PARAM_SIM_NIC_SHARING) != 0;
     sim->opt.slow_devices = NULL; /* not kept past the run */
     sim->m = m;
     sim->num_devices = devices;
