@@ -401,8 +401,13 @@ static int run(app_t *app, const options_t *o)
     ds_comm_model_options_init(&model_options);
     model_options.use_measurements = !o->model_only;
     model_options.band_leave_out = o->band_leave_out;
-    status = ds_comm_model_create(&cluster, ds_comm_samples_data(samples),
-                                  ds_comm_samples_size(samples), &model_options, &model);
+    /* The library the samples ran on, as predict assumes it (MPI samples of
+     * a profile database are Open MPI's algorithms). */
+    status = ds_comm_library_of(ds_comm_samples_data(samples), ds_comm_samples_size(samples),
+                                &model_options.library);
+    if (status == DS_OK)
+        status = ds_comm_model_create(&cluster, ds_comm_samples_data(samples),
+                                      ds_comm_samples_size(samples), &model_options, &model);
     if (status != DS_OK)
         goto fail;
     if (app->rank != 0)
@@ -445,9 +450,14 @@ static int run(app_t *app, const options_t *o)
             declared = declared || cluster.levels[l].nvls || cluster.levels[l].sharp;
         }
         printf("%s\n", cluster.pat ? "; pat" : "");
+        if (model_options.library == DS_COMM_LIBRARY_OMPI)
+            printf("# library: ompi, Open MPI's algorithms composed from the send/recv fit (most "
+                   "samples were measured with MPI; DS_COMM_LIBRARY=nccl to change)\n");
         ds_comm_model_print(model, o->op, stdout, "# fit: ");
-        printf("# priors: %s%s\n", PRIORS_TEXT,
-               declared ? "; NVLS', CollNet's and PAT's efficiencies and per-hop latencies" : "");
+        if (model_options.library == DS_COMM_LIBRARY_NCCL)
+            printf("# priors: %s%s\n", PRIORS_TEXT,
+                   declared ? "; NVLS', CollNet's and PAT's efficiencies and per-hop latencies"
+                            : "");
         printf("# busbw = algbw x %s, algbw = size / time; provenance: imported/measured = the "
                "log's value,\n#   interpolated = between logged sizes, extrapolated = fitted "
                "model, assumed = cluster's nominal links\n",

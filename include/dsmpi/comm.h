@@ -273,6 +273,13 @@ typedef enum ds_comm_library {
 DS_API const char *ds_comm_library_name(ds_comm_library_t library);
 DS_API ds_status_t ds_comm_library_parse(const char *text, ds_comm_library_t *library_p);
 
+/* The library whose algorithms `samples` ran: DS_COMM_LIBRARY when set to
+ * nccl or ompi, else (auto) Open MPI's when most samples were measured with
+ * MPI (sources "cpu:" and "replay:"), NCCL's otherwise.  A bad
+ * DS_COMM_LIBRARY is DS_ERR_INVALID_ARG. */
+DS_API ds_status_t ds_comm_library_of(const ds_comm_sample_t *samples, size_t count,
+                                      ds_comm_library_t *library_p);
+
 typedef struct ds_comm_model_options {
     ds_comm_library_t library;
     int use_measurements; /* 1 (default): a measured shape inside its size range is

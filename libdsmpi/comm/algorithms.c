@@ -740,6 +740,49 @@ static int64_t floor_pow2(int64_t n)
     return p;
 }
 
+/* One rank's `count` messages of `block` bytes through a link of `level`
+ * (its NVLink port, or its interface for level >= 1), posted at once: the
+ * first costs a whole message (latency and protocol: the eager/rendezvous
+ * switch of small blocks shows there), each further one its transfer at the
+ * bandwidth a stream of them all reaches, slowed by the link's share. */
+static double stream_time(const ds_comm_model_t *model, int level, int64_t count, double block,
+                          double share)
+{
+    if (count <= 0)
+        return 0.0;
+    const dsi_comm_level_t *lv = model->levels[DS_COMM_SENDRECV];
+    dsi_comm_shape_t pair;
+    dsi_comm_shape_init(model, 2, level == 0 ? 1 : 2, level == 0 ? 2 : 1, 1, 0, &pair);
+    double bw = curve_at(&lv[level], level, &pair, (double)count * block, NULL);
+    if (!(bw > 0.0))
+        return INFINITY;
+    return p2p_time(model, level, block, share) +
+           (double)(count - 1) * block / (bw * fmin(share, 1.0));
+}
+
+/* Open MPI's linear all-to-all (`bytes` = one rank's buffer): every rank
+ * posts its n-1 blocks at once, so each link streams its own: r-1 blocks
+ * through the rank's NVLink port, the n-r to other nodes through its
+ * interface (interfaces shared when the node's flows outnumber them; the
+ * farthest level the group spans prices them).  Ranks do not wait for each
+ * other's steps, unlike the pairwise exchange. */
+static double ompi_linear_alltoall(const ds_comm_model_t *model, double bytes,
+                                   const dsi_comm_shape_t *shape)
+{
+    double block = bytes / (double)shape->n;
+    double t = stream_time(model, 0, shape->r - 1, block, 1.0);
+    if (shape->top >= 1) {
+        double c = (double)shape->concurrency;
+        double node_flows = (double)shape->r * c;
+        double leaf_nodes = shape->node_stride > 1
+                                ? spread_leaf_nodes(model, shape)
+                                : fmin((double)shape->units[1], nodes_per_leaf(model));
+        double share = flow_share(model, shape->top, node_flows, node_flows * leaf_nodes);
+        t = fmax(t, stream_time(model, shape->top, shape->n - shape->r, block, share));
+    }
+    return t;
+}
+
 /* Open MPI's algorithm `algo` for `op` of `bytes` (the key's size). */
 static double ompi_time(const ds_comm_model_t *model, ds_comm_op_t op, dsi_ompi_algo_t algo,
                         double bytes, const dsi_comm_shape_t *shape)
@@ -805,11 +848,7 @@ static double ompi_time(const ds_comm_model_t *model, ds_comm_op_t op, dsi_ompi_
             for (int64_t d = 1; d < n; d *= 2)
                 t += step_time(model, shape, d, block * (double)(n / 2));
             return t;
-        default: { /* every message at once */
-            dsi_comm_terms_t terms;
-            direct_terms(model, op, bytes, shape, &terms);
-            return dsi_comm_terms_time(model, DS_COMM_SENDRECV, shape, &terms, block);
-        }
+        default: return ompi_linear_alltoall(model, bytes, shape);
         }
     }
     case DS_COMM_BROADCAST:
@@ -912,6 +951,19 @@ static bool ompi_direct_applies(ds_comm_op_t op, const dsi_comm_shape_t *shape)
     return shape->n >= 2 && (op == DS_COMM_SENDRECV || op == DS_COMM_ALLTOALL);
 }
 
+/* Send/recv: one message through the level the pair crosses.  All-to-all:
+ * the linear algorithm from the send/recv fit, not from all-to-all samples
+ * (those mix the algorithms the rules picked at each measured size). */
+static double ompi_direct_compose(const ds_comm_model_t *model, ds_comm_op_t op, double bytes,
+                                  const dsi_comm_shape_t *shape)
+{
+    if (op == DS_COMM_ALLTOALL)
+        return ompi_linear_alltoall(model, bytes, shape);
+    dsi_comm_terms_t terms;
+    direct_terms(model, op, bytes, shape, &terms);
+    return dsi_comm_terms_time(model, op, shape, &terms, bytes);
+}
+
 static const dsi_comm_algo_t ompi_algo_list[] = {
     {DS_COMM_ALGO_RING, "ring", ompi_ring_applies, NULL, ompi_ring_compose, NULL},
     {DS_COMM_ALGO_TREE, "tree", ompi_tree_applies, NULL, ompi_tree_compose, NULL},
@@ -923,7 +975,7 @@ static const dsi_comm_algo_t ompi_algo_list[] = {
     {DS_COMM_ALGO_BRUCK, "bruck", ompi_bruck_applies, NULL, ompi_bruck_compose, NULL},
     {DS_COMM_ALGO_NEIGHBOR, "neighbor", ompi_neighbor_applies, NULL, ompi_neighbor_compose, NULL},
     {DS_COMM_ALGO_PAIRWISE, "pairwise", ompi_pairwise_applies, NULL, ompi_pairwise_compose, NULL},
-    {DS_COMM_ALGO_DIRECT, "direct", ompi_direct_applies, direct_terms, NULL, NULL},
+    {DS_COMM_ALGO_DIRECT, "direct", ompi_direct_applies, direct_terms, ompi_direct_compose, NULL},
 };
 
 static const dsi_comm_algo_t *const ompi_algos[] = {
@@ -967,6 +1019,24 @@ ds_status_t ds_comm_library_parse(const char *text, ds_comm_library_t *library_p
     DSI_TRY(dsi_parse_choice(text != NULL ? text : "", "communication library", names,
                              DSI_ARRAY_SIZE(names), &index));
     *library_p = (ds_comm_library_t)index;
+    return DS_OK;
+}
+
+ds_status_t ds_comm_library_of(const ds_comm_sample_t *samples, size_t count,
+                               ds_comm_library_t *library_p)
+{
+    const char *forced = dsi_param_string(DSI_PARAM_COMM_LIBRARY);
+    if (forced != NULL && strcmp(forced, "auto") != 0) {
+        ds_status_t status = ds_comm_library_parse(forced, library_p);
+        if (status != DS_OK)
+            return DSI_ERROR(status, "DS_COMM_LIBRARY=%s (accepted: auto, nccl, ompi)", forced);
+        return DS_OK;
+    }
+    size_t mpi = 0;
+    for (size_t i = 0; i < count; i++)
+        mpi += strncmp(samples[i].source, "cpu:", 4) == 0 ||
+               strncmp(samples[i].source, "replay:", 7) == 0;
+    *library_p = 2 * mpi > count ? DS_COMM_LIBRARY_OMPI : DS_COMM_LIBRARY_NCCL;
     return DS_OK;
 }
 

@@ -158,27 +158,6 @@ ds_status_t ds_costs_measured_device(const ds_cost_sources_t *src, ds_device_spe
     return DS_OK;
 }
 
-/* The library whose algorithms the samples' collectives ran: DS_COMM_LIBRARY,
- * or with "auto" Open MPI's when most samples were measured with MPI (the
- * cpu and replay backends tag them "cpu:" and "replay:"), NCCL's otherwise. */
-static ds_status_t comm_library_of(const ds_comm_sample_t *samples, size_t count,
-                                   ds_comm_library_t *library_p)
-{
-    const char *forced = dsi_param_string(DSI_PARAM_COMM_LIBRARY);
-    if (forced != NULL && strcmp(forced, "auto") != 0) {
-        ds_status_t status = ds_comm_library_parse(forced, library_p);
-        if (status != DS_OK)
-            return DSI_ERROR(status, "DS_COMM_LIBRARY=%s (accepted: auto, nccl, ompi)", forced);
-        return DS_OK;
-    }
-    size_t mpi = 0;
-    for (size_t i = 0; i < count; i++)
-        mpi += strncmp(samples[i].source, "cpu:", 4) == 0 ||
-               strncmp(samples[i].source, "replay:", 7) == 0;
-    *library_p = 2 * mpi > count ? DS_COMM_LIBRARY_OMPI : DS_COMM_LIBRARY_NCCL;
-    return DS_OK;
-}
-
 ds_status_t ds_costs_assemble(const ds_cost_sources_t *src, const ds_event_set_t *events,
                               const ds_cluster_t *target, ds_cost_table_t *table,
                               ds_cost_report_t *report)
@@ -216,7 +195,7 @@ ds_status_t ds_costs_assemble(const ds_cost_sources_t *src, const ds_event_set_t
     if (num > 0) {
         ds_comm_model_options_t options;
         ds_comm_model_options_init(&options);
-        DSI_TRY_GOTO(comm_library_of(samples, num, &options.library), status, out);
+        DSI_TRY_GOTO(ds_comm_library_of(samples, num, &options.library), status, out);
         snprintf(r.comm_library, sizeof(r.comm_library), "%s",
                  ds_comm_library_name(options.library));
         DSI_TRY_GOTO(ds_comm_model_create(target, samples, num, &options, &model), status, out);
