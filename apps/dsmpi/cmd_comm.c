@@ -549,7 +549,9 @@ static int run(app_t *app, const options_t *o)
                                          : "prior",
                    f.congestion_beyond);
         }
-        printf("], \"priors\": \"%s\"}\n", PRIORS_TEXT);
+        printf("], \"library\": \"%s\", \"priors\": \"%s\"}\n",
+               ds_comm_library_name(model_options.library),
+               model_options.library == DS_COMM_LIBRARY_NCCL ? PRIORS_TEXT : "");
     }
     goto out;
 fail:
