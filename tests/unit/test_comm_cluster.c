@@ -3,6 +3,7 @@
  * the estimated path (event estimates, --estimate-missing simulations),
  * as the model's formulas say (include/dsmpi/comm.h). */
 #include "check.h"
+#include "comm_support.h"
 
 #include <stdlib.h>
 
@@ -315,20 +316,11 @@ static void test_congestion_beyond_widest(void)
     for (int nodes = 2; nodes <= 4; nodes *= 2)
         for (int octave = 0; octave < 8; octave++) {
             ds_comm_sample_t *x = &items[count++];
-            memset(x, 0, sizeof(*x));
             int n = 4 * nodes;
-            x->op = DS_COMM_ALLREDUCE;
-            x->dtype = DS_DTYPE_FP32;
-            x->bytes = (int64_t)1 << (24 + octave);
-            x->group_size = n;
-            x->nodes = nodes;
-            x->ranks_per_node = 4;
-            x->concurrency = 1;
-            x->mean_s = 2.0 * (n - 1) / n * (double)x->bytes / (4.0 * busbw);
-            x->median_s = x->p10_s = x->p90_s = x->mean_s;
-            x->repetitions = 20;
-            x->provenance = DS_PROV_IMPORTED;
-            snprintf(x->source, sizeof(x->source), "leaf");
+            int64_t bytes = (int64_t)1 << (24 + octave);
+            fill_comm_sample(x, DS_COMM_ALLREDUCE, bytes, n, nodes, 4,
+                             2.0 * (n - 1) / n * (double)bytes / (4.0 * busbw), DS_PROV_IMPORTED,
+                             20, "leaf");
         }
     ds_comm_model_t *model = NULL;
     CHECK_OK(ds_comm_model_create(&c, items, count, NULL, &model));

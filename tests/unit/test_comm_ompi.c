@@ -3,6 +3,7 @@
  * samples (exact sums for hand-counted steps), NIC and uplink sharing; and
  * the text form of communication samples. */
 #include "check.h"
+#include "comm_support.h"
 
 #include "comm/dsi_ompi.h"
 
@@ -27,19 +28,10 @@ static size_t make_samples(ds_comm_sample_t *s, size_t max)
         for (int batched = 0; batched < 2; batched++)
             for (int64_t bytes = 1024; bytes <= (1 << 28) && n < max; bytes *= 2) {
                 ds_comm_sample_t *x = &s[n++];
-                memset(x, 0, sizeof(*x));
-                x->op = DS_COMM_SENDRECV;
-                x->dtype = DS_DTYPE_FP32;
-                x->bytes = bytes;
-                x->group_size = 2;
-                x->nodes = level == 0 ? 1 : 2;
-                x->ranks_per_node = level == 0 ? 2 : 1;
-                x->concurrency = 1;
+                fill_comm_sample(x, DS_COMM_SENDRECV, bytes, 2, level == 0 ? 1 : 2,
+                                 level == 0 ? 2 : 1, p2p(level, (double)bytes), DS_PROV_MEASURED, 5,
+                                 "replay:test");
                 x->batched = batched;
-                x->mean_s = x->median_s = x->p10_s = x->p90_s = p2p(level, (double)bytes);
-                x->repetitions = 5;
-                x->provenance = DS_PROV_MEASURED;
-                snprintf(x->source, sizeof(x->source), "replay:test");
             }
     return n;
 }
@@ -210,17 +202,9 @@ static void test_alltoall_from_sendrecv(void)
     ds_comm_sample_t samples[300];
     size_t count = make_samples(samples, 200);
     size_t base = count;
-    for (int64_t bytes = 1 << 16; bytes <= (1 << 26); bytes *= 2) {
-        ds_comm_sample_t *x = &samples[count++];
-        *x = samples[0];
-        x->op = DS_COMM_ALLTOALL;
-        x->bytes = bytes;
-        x->group_size = 4;
-        x->nodes = 2;
-        x->ranks_per_node = 2;
-        x->batched = 0;
-        x->mean_s = x->median_s = x->p10_s = x->p90_s = 3 * p2p(1, (double)bytes / 2);
-    }
+    for (int64_t bytes = 1 << 16; bytes <= (1 << 26); bytes *= 2)
+        fill_comm_sample(&samples[count++], DS_COMM_ALLTOALL, bytes, 4, 2, 2,
+                         3 * p2p(1, (double)bytes / 2), DS_PROV_MEASURED, 5, "replay:test");
     ds_cluster_t cluster;
     CHECK_OK(ds_cluster_init(&cluster, 4, 8, "a100-80g"));
     cluster.levels[1].nics_per_node = 8;

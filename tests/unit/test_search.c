@@ -6,6 +6,7 @@
  * communication model fills missing communication costs exactly as
  * ds_comm_model_fill does; the plan's arithmetic and chart. */
 #include "check.h"
+#include "comm_support.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -592,22 +593,11 @@ static ds_comm_model_t *two_node_model(const ds_cluster_t *cluster)
     size_t n = 0;
     for (int nodes = 1; nodes <= 2; nodes++)
         for (int64_t bytes = 1024; bytes <= (1LL << 30); bytes *= 2) {
-            ds_comm_sample_t *x = &samples[n++];
-            memset(x, 0, sizeof(*x));
             int group = 8 * nodes;
             double busbw = nodes == 1 ? 200e9 : 40e9;
             double t = 10e-6 * nodes + (double)bytes * 2.0 * (group - 1) / group / busbw;
-            x->op = DS_COMM_ALLREDUCE;
-            x->dtype = DS_DTYPE_FP32;
-            x->bytes = bytes;
-            x->group_size = group;
-            x->nodes = nodes;
-            x->ranks_per_node = 8;
-            x->concurrency = 1;
-            x->mean_s = x->median_s = x->p10_s = x->p90_s = t;
-            x->repetitions = 20;
-            x->provenance = DS_PROV_IMPORTED;
-            snprintf(x->source, sizeof(x->source), "synthetic");
+            fill_comm_sample(&samples[n++], DS_COMM_ALLREDUCE, bytes, group, nodes, 8, t,
+                             DS_PROV_IMPORTED, 20, "synthetic");
         }
     ds_comm_model_t *comm = NULL;
     CHECK_OK(ds_comm_model_create(cluster, samples, n, NULL, &comm));
