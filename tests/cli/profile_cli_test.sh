@@ -31,9 +31,12 @@ assert d["estimated_compute_s"] > 0 and d["estimated_comm_s"] > 0 and d["estimat
 assert abs(d["estimated_wall_s"] - d["estimated_compute_s"] - d["estimated_comm_s"] - d["estimated_commit_s"]) < 2e-3, d
 assert 0 <= d["estimated_setup_s"] <= d["estimated_comm_s"], d
 PY
-# A larger budget per event: every pass and task that ran out of it takes longer.
-DS_MEASURE_BUDGET_S=3 "$mpiexec" "$npflag" 2 "$dsmpi" profile "${inputs[@]}" --profile-db dry.h5 --dry-run --json >dry3.json 2>/dev/null
-check python3 -c 'import json,sys; a, b = (json.load(open(f)) for f in sys.argv[1:]); assert b["estimated_wall_s"] > a["estimated_wall_s"], (a["estimated_wall_s"], b["estimated_wall_s"])' dry.json dry3.json
+# A smaller budget per event: every task that ran out of it takes less.  The
+# communication part is compared: the compute part rests on a calibration of
+# kernel speeds that varies run to run on a shared machine by more than the
+# budget changes it.
+DS_MEASURE_BUDGET_S=0.03 "$mpiexec" "$npflag" 2 "$dsmpi" profile "${inputs[@]}" --profile-db dry.h5 --dry-run --json >dry3.json 2>/dev/null
+check python3 -c 'import json,sys; a, b = (json.load(open(f)) for f in sys.argv[1:]); assert b["estimated_comm_s"] < 0.8 * a["estimated_comm_s"], (a["estimated_comm_s"], b["estimated_comm_s"])' dry.json dry3.json
 
 # 1. SIGUSR1 (what Slurm sends before the time limit) in the middle of the
 #    layer passes: mpiexec forwards it, every rank stops after its pass in
