@@ -3,12 +3,13 @@
 # Megatron-style TP (tp=2) training of a small GPT-2-style model on CPU from
 # the traces of its 1-process and 2-process DDP runs (less the profiler's own
 # time, from the same runs without it) plus a sweep of its own collectives
-# (gloo), and compare with the measured runs (profiler off,
-# median of REPEATS runs, the machine's load recorded before each); dsmpi's
-# own-profile prediction printed beside it.
+# (gloo), and compare with the measured runs (profiler off).  REPEATS rounds,
+# each tracing the inputs and measuring the truth one after the other, each
+# round's prediction compared with its own measured runs (the machine's load
+# recorded before each round); dsmpi's own-profile prediction printed beside.
 #
 # usage: tests/bench/torch_truth.sh [--short] [BUILD_DIR] [OUT_DIR]
-#   --short     one run of each, 2 iterations, a small sweep (the CTest case
+#   --short     one round, 2 iterations, a small sweep (the CTest case
 #               bench_torch_truth_short: the pipeline end to end, no accuracy gate)
 # environment:
 #   DSMPI_TORCH_PYTHON  an interpreter that imports torch (default: the first of
@@ -57,6 +58,7 @@ fail() {
     echo "torch_truth: FAILED: $*" >&2
     exit 1
 }
+declare -A own_pred=()
 train() { # MODE DIR [ARGS...]
     local mode=$1 dir=$2
     shift 2
@@ -70,36 +72,14 @@ exec > >(tee "$out/torch_truth.txt")
 echo "# torch_truth: $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, torch $("$python" -c 'import torch; print(torch.__version__)')"
 echo "# load before: $(cat /proc/loadavg)${denormal:+; PyTorch runs with $denormal}"
 echo "# out: $out"
-# 1. The inputs: traces of the 1-process and DDP runs, the gloo sweep.
-mkdir -p "$out/traces" "$out/sweep"
-train single "$out/traces"
-train ddp "$out/traces"
+
+# 1. What does not drift with the machine's speed: the gloo sweep and dsmpi's
+#    own 2-rank profile (its kernels, not the framework's), once.
+mkdir -p "$out/sweep"
 port=$((port + 1))
 timeout 600 "$python" "$script" --mode sweep --out "$out/sweep" --sweep-max "$sweep_max" --port "$port" \
     >"$out/sweep/sweep.log" 2>&1 || fail "gloo sweep: $(tail -3 "$out/sweep/sweep.log")"
 logs=("$out"/sweep/gloo_*.log)
-# The same runs without the profiler: the profiler's own time per recorded
-# event comes off the traced costs (import --unprofiled-s).
-declare -A unprofiled
-for mode in single ddp; do
-    mkdir -p "$out/unprofiled"
-    train "$mode" "$out/unprofiled" --no-profile
-    unprofiled[$mode]=$(grep -v '^#' "$out/unprofiled/${mode}_times.txt" | median)
-done
-
-# 2. The truth: 1F1B and TP without the profiler, REPEATS runs.
-for mode in 1f1b tp; do
-    : >"$out/$mode.medians"
-    for r in $(seq 1 "$repeats"); do
-        mkdir -p "$out/measured/$mode.$r"
-        l=$(load)
-        train "$mode" "$out/measured/$mode.$r" --no-profile
-        m=$(grep -v '^#' "$out/measured/$mode.$r/${mode}_times.txt" | median)
-        echo "$m $l" >>"$out/$mode.medians"
-    done
-done
-
-# 3. dsmpi's own profile of the same runs (2 ranks).
 own=$out/own.h5
 for mode in ddp 1f1b tp; do
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
@@ -110,22 +90,6 @@ done
 own_fp=$(h5dump -d /fingerprints "$own" | grep '(0):' | head -1 | sed 's/.*(0): "\(.*\)"/\1/')
 [ -n "$own_fp" ] || fail "no fingerprint in $own (h5dump)"
 
-# 4. The traces imported; what they lack calibrated from the own profile.
-fw=$out/framework.h5
-tf="cpu: pytorch (framework trace)"
-cp "$own" "$fw"
-"$dsmpi" import --profile-db "$fw" --fingerprint "$tf" $run --strategy "${strategy[single]}" \
-    --torch-trace "$out/traces/single_rank0.json" --unprofiled-s "${unprofiled[single]}" \
-    >"$out/import_single.txt" 2>&1 ||
-    fail "import single: $(tail -2 "$out/import_single.txt")"
-"$dsmpi" import --profile-db "$fw" --fingerprint "$tf" $run --strategy "${strategy[ddp]}" \
-    --torch-trace "$out/traces/ddp_rank0.json" "$out/traces/ddp_rank1.json" \
-    --unprofiled-s "${unprofiled[ddp]}" --calibrate-from "$own_fp" >"$out/import_ddp.txt" 2>&1 ||
-    fail "import ddp: $(tail -2 "$out/import_ddp.txt")"
-grep -h "without the profiler: costs" "$out/import_single.txt" "$out/import_ddp.txt" | sed 's/^#  */# /'
-grep "calibrated from" "$out/import_ddp.txt" | sed 's/from .*: \([0-9]* costs\)/from the own profile: \1/'
-
-# 5. Predictions, and the table.
 predict() { # DB FINGERPRINT MODE [ARGS...] -> iteration seconds
     local db=$1 fp=$2 mode=$3
     shift 3
@@ -133,26 +97,82 @@ predict() { # DB FINGERPRINT MODE [ARGS...] -> iteration seconds
         --target-gpus 2 --json "$@" 2>"$out/predict.err" |
         grep -o '"iter_time_s": [0-9.e+-]*' | head -1 | awk '{ print $2 }'
 }
-echo "#"
-printf "# %-6s %10s %18s %7s %10s %8s %10s %8s\n" mode measured "min-max" load framework error \
-    own_profile error
-printf "# %-6s %10s %18s %7s %10s %8s %10s %8s\n" "" "(s)" "(s)" "(1-min)" "(s)" "(%)" "(s)" "(%)"
-status=0
 for mode in 1f1b tp; do
-    meas=$(awk '{ print $1 }' "$out/$mode.medians" | median)
-    lo=$(awk '{ print $1 }' "$out/$mode.medians" | sort -g | head -1)
-    hi=$(awk '{ print $1 }' "$out/$mode.medians" | sort -g | tail -1)
-    ld=$(awk '{ print $2 }' "$out/$mode.medians" | median)
-    fwp=$(predict "$fw" "$tf" "$mode" --nccl-tests "${logs[@]}" --gpus-per-node 2)
-    [ -n "$fwp" ] || fail "predict $mode from the traces: $(head -c 300 "$out/predict.err")"
-    ownp=$(predict "$own" "$own_fp" "$mode")
-    [ -n "$ownp" ] || fail "predict $mode from the own profile: $(head -c 300 "$out/predict.err")"
-    awk -v m="$mode" -v t="$meas" -v lo="$lo" -v hi="$hi" -v l="$ld" -v f="$fwp" -v o="$ownp" \
-        'BEGIN { printf "  %-6s %10.4f %8.4f-%-9.4f %7.2f %10.4f %8.1f %10.4f %8.1f\n", m, t, lo, hi,
-                 l, f, 100 * (f - t) / t, o, 100 * (o - t) / t }'
+    p=$(predict "$own" "$own_fp" "$mode")
+    [ -n "$p" ] || fail "predict $mode from the own profile: $(head -c 300 "$out/predict.err")"
+    own_pred[$mode]=$p
 done
-echo "# measured: PyTorch without the profiler, median over $repeats runs of each run's median"
-echo "#   of $iterations iterations; framework: from the traces of the 1-process and DDP runs"
-echo "#   (calibrated where they lack a key) and the gloo sweep; own_profile: dsmpi's own"
-echo "#   2-rank profile (MPI, OpenBLAS).  load after: $(cat /proc/loadavg)"
-exit $status
+
+# 2. Rounds: the inputs (traces of the 1-process and DDP runs, the same runs
+#    without the profiler) and the truth (1F1B and TP without the profiler)
+#    one after the other, so that each round's prediction is compared with
+#    runs made minutes from its own inputs: this machine's speed drifts by
+#    more than the model's error between runs far apart (the same 1F1B
+#    measured 0.07 s one day and 0.18 s another).
+tf="cpu: pytorch (framework trace)"
+median_file() { grep -v '^#' "$1" | median; }
+for r in $(seq 1 "$repeats"); do
+    rd=$out/round$r
+    mkdir -p "$rd/traces" "$rd/unprofiled"
+    l=$(load)
+    train single "$rd/traces"
+    train ddp "$rd/traces"
+    declare -A unprofiled=()
+    for mode in single ddp; do
+        train "$mode" "$rd/unprofiled" --no-profile
+        unprofiled[$mode]=$(median_file "$rd/unprofiled/${mode}_times.txt")
+    done
+    for mode in 1f1b tp; do
+        mkdir -p "$rd/measured/$mode"
+        train "$mode" "$rd/measured/$mode" --no-profile
+    done
+    # The round's traces imported; what they lack calibrated from the own profile.
+    fw=$rd/framework.h5
+    cp "$own" "$fw"
+    "$dsmpi" import --profile-db "$fw" --fingerprint "$tf" $run --strategy "${strategy[single]}" \
+        --torch-trace "$rd/traces/single_rank0.json" --unprofiled-s "${unprofiled[single]}" \
+        >"$rd/import_single.txt" 2>&1 ||
+        fail "import single: $(tail -2 "$rd/import_single.txt")"
+    "$dsmpi" import --profile-db "$fw" --fingerprint "$tf" $run --strategy "${strategy[ddp]}" \
+        --torch-trace "$rd/traces/ddp_rank0.json" "$rd/traces/ddp_rank1.json" \
+        --unprofiled-s "${unprofiled[ddp]}" --calibrate-from "$own_fp" >"$rd/import_ddp.txt" 2>&1 ||
+        fail "import ddp: $(tail -2 "$rd/import_ddp.txt")"
+    for mode in 1f1b tp; do
+        meas=$(median_file "$rd/measured/$mode/${mode}_times.txt")
+        fwp=$(predict "$fw" "$tf" "$mode" --nccl-tests "${logs[@]}" --gpus-per-node 2)
+        [ -n "$fwp" ] || fail "predict $mode from the traces: $(head -c 300 "$out/predict.err")"
+        echo "$meas $fwp $l" >>"$out/$mode.rounds"
+    done
+    echo "# round $r (load $l): unprofiled single ${unprofiled[single]} s, ddp ${unprofiled[ddp]} s;" \
+        "$(grep -h "calibrated from" "$rd/import_ddp.txt" | sed 's/.*ratio per class: //')"
+done
+
+# 3. The table: per mode, the measured runs' median and spread over the
+#    rounds, the prediction and error of each round (median, min..max), and
+#    whether the median error is within the truth's own spread (METHOD 8).
+echo "#"
+printf "# %-6s %10s %18s %7s %10s %8s %17s %8s %10s %8s\n" mode measured "min-max" load framework error \
+    "round errors" noise own_profile error
+printf "# %-6s %10s %18s %7s %10s %8s %17s %8s %10s %8s\n" "" "(s)" "(s)" "(1-min)" "(s)" "(%)" "(%)" "" "(s)" "(%)"
+for mode in 1f1b tp; do
+    awk -v m="$mode" -v o="${own_pred[$mode]}" '
+        function med(a, n,   i, j, t) {
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        { n++; t[n] = $1; f[n] = $2; l[n] = $3; e[n] = 100 * ($2 - $1) / $1
+          lo = (n == 1 || $1 < lo) ? $1 : lo; hi = (n == 1 || $1 > hi) ? $1 : hi
+          elo = (n == 1 || e[n] < elo) ? e[n] : elo; ehi = (n == 1 || e[n] > ehi) ? e[n] : ehi }
+        END {
+            tm = med(t, n); fm = med(f, n); lm = med(l, n); em = med(e, n)
+            spread = 100 * (hi - lo) / 2 / tm
+            printf "  %-6s %10.4f %8.4f-%-9.4f %7.2f %10.4f %8.1f %8.1f..%-7.1f %8s %10.4f %8.1f\n", m, tm, lo, hi, lm,
+                   fm, em, elo, ehi, (em <= spread && -em <= spread) ? "within" : "outside", o, 100 * (o - tm) / tm
+        }' "$out/$mode.rounds"
+done
+echo "# measured: PyTorch without the profiler, each run's median of $iterations iterations; median"
+echo "#   and spread over $repeats rounds; framework: each round's prediction from that round's"
+echo "#   traces of the 1-process and DDP runs (calibrated where they lack a key) and the gloo"
+echo "#   sweep; error: median of the rounds' errors, their range beside it; noise: the median"
+echo "#   error within half the measured runs' range (within) or not (outside); own_profile: dsmpi's"
+echo "#   own 2-rank profile (MPI, OpenBLAS).  load after: $(cat /proc/loadavg)"
