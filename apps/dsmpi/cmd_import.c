@@ -490,8 +490,9 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
     }
     if (calibrate_from == NULL)
         return;
-    printf("#\n# calibrated from '%s': %zu costs; framework / dsmpi ratio per class:",
-           calibrate_from, c->calibrated);
+    printf("#\n# calibrated from '%s': %zu costs (%zu from their operator's keys at their size, "
+           "the rest by their class); framework / dsmpi ratio per class:",
+           calibrate_from, c->calibrated, c->by_operator);
     for (int i = 0; i < DS_FRAMEWORK_CLASS_COUNT_; i++)
         if (c->common[i] > 0)
             printf(" %s %.3f (%zu keys)", ds_framework_class_name((ds_framework_class_t)i),

@@ -244,8 +244,9 @@ DS_API const char *ds_framework_class_name(ds_framework_class_t cls);
 typedef struct ds_framework_calibration {
     double ratio[DS_FRAMEWORK_CLASS_COUNT_]; /* median framework / own over common keys (0: none) */
     size_t common[DS_FRAMEWORK_CLASS_COUNT_];
-    double overall;    /* over every common key (0: none) */
-    size_t calibrated; /* costs added */
+    double overall;     /* over every common key (0: none) */
+    size_t calibrated;  /* costs added */
+    size_t by_operator; /* of them, scaled from keys of their own operator (else the class) */
 } ds_framework_calibration_t;
 
 /* For every compute key of `own` (dsmpi's measurements) that `framework`

@@ -189,6 +189,68 @@ static void check_calibration(void)
     ds_cost_table_destroy(out);
 }
 
+/* Calibration by size: a key the trace lacks takes the framework time of its
+ * own operator's common keys at its own time (the line through the nearest two,
+ * the largest's ratio beyond it, bounded below the smallest), not the class
+ * median. */
+static void check_calibration_by_size(void)
+{
+    ds_cost_table_t *framework = NULL, *own = NULL, *out = NULL;
+    CHECK_OK(ds_cost_table_create(&framework));
+    CHECK_OK(ds_cost_table_create(&own));
+    CHECK_OK(ds_cost_table_create(&out));
+    CHECK_OK(ds_cost_table_parse(own,
+                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 1e-4\n"
+                                 "gemm fwd fp32 NT m=128 n=384 k=128 = 3e-4\n"
+                                 "gemm fwd fp32 NT m=128 n=64 k=128 = 5e-5\n"
+                                 "gemm fwd fp32 NT m=128 n=256 k=128 = 2e-4\n"
+                                 "gemm fwd fp32 NT m=128 n=1024 k=128 = 8e-4\n"
+                                 "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-4\n"
+                                 "gemm fwd fp32 NT m=128 n=32 k=128 = 1e-5\n"
+                                 "softmax fwd fp32 rows=128 cols=64 causal = 1e-5\n"
+                                 "softmax fwd fp32 rows=256 cols=64 causal = 2e-5\n"
+                                 "softmax fwd fp32 rows=64 cols=64 causal = 5e-6\n",
+                                 "own"));
+    CHECK_OK(ds_cost_table_parse(framework,
+                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 4e-4 4e-4 4e-4 4e-4 1 "
+                                 "framework\n"
+                                 "gemm fwd fp32 NT m=128 n=384 k=128 = 6e-4 6e-4 6e-4 6e-4 1 "
+                                 "framework\n"
+                                 "softmax fwd fp32 rows=128 cols=64 causal = 5e-5 5e-5 5e-5 5e-5 1 "
+                                 "framework\n"
+                                 "softmax fwd fp32 rows=256 cols=64 causal = 4e-5 4e-5 4e-5 4e-5 1 "
+                                 "framework\n",
+                                 "framework"));
+    ds_framework_calibration_t c;
+    CHECK_OK(ds_framework_calibrate(framework, own, out, &c));
+    CHECK_NEAR(c.ratio[DS_FRAMEWORK_CLASS_GEMM], 3.0, 1e-9); /* the class median, reported */
+    CHECK_INT(c.calibrated, 6);
+    CHECK_INT(c.by_operator, 6);
+    static const struct {
+        const char *key;
+        double framework_s;
+    } expect[] = {
+        {"gemm fwd fp32 NT m=128 n=256 k=128", 5e-4},    /* on the line between the two */
+        {"gemm fwd fp32 NT m=128 n=1024 k=128", 1.6e-3}, /* the largest's ratio, 2 */
+        {"gemm fwd fp32 NT m=128 n=64 k=128", 3.5e-4},   /* the line below the smallest */
+        {"gemm fwd fp32 NT m=128 n=32 k=128", 3.1e-4},   /* the line, 3.1e-4: inside the bounds */
+        {"gemm bwd fp32 TN m=128 n=128 k=128", 4e-4},    /* no backward in common: the forward's */
+        /* the line (5.5e-5) above the smallest's time: less work never costs more */
+        {"softmax fwd fp32 rows=64 cols=64 causal", 5e-5},
+    };
+    for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+        ds_event_key_t key;
+        CHECK_OK(ds_event_key_parse(expect[i].key, &key));
+        const ds_cost_t *cost = ds_cost_table_find(out, &key);
+        CHECK_MSG(cost != NULL && fabs(cost->mean_s - expect[i].framework_s) < 1e-12,
+                  "%s: %g, expected %g", expect[i].key, cost != NULL ? cost->mean_s : -1.0,
+                  expect[i].framework_s);
+    }
+    ds_cost_table_destroy(framework);
+    ds_cost_table_destroy(own);
+    ds_cost_table_destroy(out);
+}
+
 /* A small legacy trace: one iteration, a layer pass whose GEMM is preceded by
  * framework time and followed by a collective the model does not place there. */
 static const char synthetic_trace[] =
@@ -637,6 +699,7 @@ int main(int argc, char **argv)
     check_fixture("tp2-rank0-legacy.json", DS_TORCH_TRACE_LEGACY, false,
                   "dp=1,tp=2,pp=1,mbs=2,gbs=2", 2);
     check_calibration();
+    check_calibration_by_size();
     check_synthetic();
     check_gzip();
     check_gpu();
