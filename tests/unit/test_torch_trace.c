@@ -139,33 +139,44 @@ out:
     ds_torch_trace_destroy(trace);
 }
 
-/* Calibration: the median ratio of a class scales its own keys the trace lacks. */
-static void check_calibration(void)
+/* `own` and `framework` cost tables from text, calibrated: the costs added
+ * (destroyed by the caller) and the calibration's figures. */
+static ds_cost_table_t *calibrate_texts(const char *own_text, const char *framework_text,
+                                        ds_framework_calibration_t *c)
 {
     ds_cost_table_t *framework = NULL, *own = NULL, *out = NULL;
     CHECK_OK(ds_cost_table_create(&framework));
     CHECK_OK(ds_cost_table_create(&own));
     CHECK_OK(ds_cost_table_create(&out));
-    CHECK_OK(ds_cost_table_parse(own,
-                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 1e-4\n"
-                                 "gemm fwd fp32 NT m=128 n=512 k=128 = 2e-4\n"
-                                 "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-4\n"
-                                 "gemm fwd fp32 NT m=128 n=256 k=128 = 4e-4\n"
-                                 "layernorm fwd fp32 rows=128 cols=128 = 1e-5\n"
-                                 "gelu fwd fp32 rows=128 cols=512 = 2e-5\n",
-                                 "own"));
-    CHECK_OK(ds_cost_table_parse(framework,
-                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 2e-4 2e-4 2e-4 2e-4 1 "
-                                 "framework\n"
-                                 "gemm fwd fp32 NT m=128 n=512 k=128 = 6e-4 6e-4 6e-4 6e-4 1 "
-                                 "framework\n"
-                                 "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-1 1e-1 1e-1 1e-1 1 "
-                                 "framework\n"
-                                 "layernorm fwd fp32 rows=128 cols=128 = 5e-5 5e-5 5e-5 5e-5 1 "
-                                 "framework\n",
-                                 "framework"));
+    CHECK_OK(ds_cost_table_parse(own, own_text, "own"));
+    CHECK_OK(ds_cost_table_parse(framework, framework_text, "framework"));
+    memset(c, 0, sizeof(*c));
+    CHECK_OK(ds_framework_calibrate(framework, own, out, c));
+    ds_cost_table_destroy(framework);
+    ds_cost_table_destroy(own);
+    return out;
+}
+
+/* Calibration: the median ratio of a class scales its own keys the trace lacks. */
+static void check_calibration(void)
+{
     ds_framework_calibration_t c;
-    CHECK_OK(ds_framework_calibrate(framework, own, out, &c));
+    ds_cost_table_t *out =
+        calibrate_texts("gemm fwd fp32 NT m=128 n=128 k=128 = 1e-4\n"
+                        "gemm fwd fp32 NT m=128 n=512 k=128 = 2e-4\n"
+                        "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-4\n"
+                        "gemm fwd fp32 NT m=128 n=256 k=128 = 4e-4\n"
+                        "layernorm fwd fp32 rows=128 cols=128 = 1e-5\n"
+                        "gelu fwd fp32 rows=128 cols=512 = 2e-5\n",
+                        "gemm fwd fp32 NT m=128 n=128 k=128 = 2e-4 2e-4 2e-4 2e-4 1 "
+                        "framework\n"
+                        "gemm fwd fp32 NT m=128 n=512 k=128 = 6e-4 6e-4 6e-4 6e-4 1 "
+                        "framework\n"
+                        "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-1 1e-1 1e-1 1e-1 1 "
+                        "framework\n"
+                        "layernorm fwd fp32 rows=128 cols=128 = 5e-5 5e-5 5e-5 5e-5 1 "
+                        "framework\n",
+                        &c);
     CHECK_INT(c.common[DS_FRAMEWORK_CLASS_GEMM], 3);
     CHECK_NEAR(c.ratio[DS_FRAMEWORK_CLASS_GEMM], 3.0, 1e-9); /* median of 2, 3, 1000 */
     CHECK_NEAR(c.ratio[DS_FRAMEWORK_CLASS_NORM], 5.0, 1e-9);
@@ -184,8 +195,6 @@ static void check_calibration(void)
         CHECK_NEAR(cost->mean_s, 8e-5, 1e-9);
     CHECK(strcmp(ds_provenance_name(DS_PROV_FRAMEWORK), "framework") == 0);
     CHECK(strcmp(ds_provenance_name(DS_PROV_CALIBRATED), "calibrated") == 0);
-    ds_cost_table_destroy(framework);
-    ds_cost_table_destroy(own);
     ds_cost_table_destroy(out);
 }
 
@@ -195,34 +204,27 @@ static void check_calibration(void)
  * median. */
 static void check_calibration_by_size(void)
 {
-    ds_cost_table_t *framework = NULL, *own = NULL, *out = NULL;
-    CHECK_OK(ds_cost_table_create(&framework));
-    CHECK_OK(ds_cost_table_create(&own));
-    CHECK_OK(ds_cost_table_create(&out));
-    CHECK_OK(ds_cost_table_parse(own,
-                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 1e-4\n"
-                                 "gemm fwd fp32 NT m=128 n=384 k=128 = 3e-4\n"
-                                 "gemm fwd fp32 NT m=128 n=64 k=128 = 5e-5\n"
-                                 "gemm fwd fp32 NT m=128 n=256 k=128 = 2e-4\n"
-                                 "gemm fwd fp32 NT m=128 n=1024 k=128 = 8e-4\n"
-                                 "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-4\n"
-                                 "gemm fwd fp32 NT m=128 n=32 k=128 = 1e-5\n"
-                                 "softmax fwd fp32 rows=128 cols=64 causal = 1e-5\n"
-                                 "softmax fwd fp32 rows=256 cols=64 causal = 2e-5\n"
-                                 "softmax fwd fp32 rows=64 cols=64 causal = 5e-6\n",
-                                 "own"));
-    CHECK_OK(ds_cost_table_parse(framework,
-                                 "gemm fwd fp32 NT m=128 n=128 k=128 = 4e-4 4e-4 4e-4 4e-4 1 "
-                                 "framework\n"
-                                 "gemm fwd fp32 NT m=128 n=384 k=128 = 6e-4 6e-4 6e-4 6e-4 1 "
-                                 "framework\n"
-                                 "softmax fwd fp32 rows=128 cols=64 causal = 5e-5 5e-5 5e-5 5e-5 1 "
-                                 "framework\n"
-                                 "softmax fwd fp32 rows=256 cols=64 causal = 4e-5 4e-5 4e-5 4e-5 1 "
-                                 "framework\n",
-                                 "framework"));
     ds_framework_calibration_t c;
-    CHECK_OK(ds_framework_calibrate(framework, own, out, &c));
+    ds_cost_table_t *out =
+        calibrate_texts("gemm fwd fp32 NT m=128 n=128 k=128 = 1e-4\n"
+                        "gemm fwd fp32 NT m=128 n=384 k=128 = 3e-4\n"
+                        "gemm fwd fp32 NT m=128 n=64 k=128 = 5e-5\n"
+                        "gemm fwd fp32 NT m=128 n=256 k=128 = 2e-4\n"
+                        "gemm fwd fp32 NT m=128 n=1024 k=128 = 8e-4\n"
+                        "gemm bwd fp32 TN m=128 n=128 k=128 = 1e-4\n"
+                        "gemm fwd fp32 NT m=128 n=32 k=128 = 1e-5\n"
+                        "softmax fwd fp32 rows=128 cols=64 causal = 1e-5\n"
+                        "softmax fwd fp32 rows=256 cols=64 causal = 2e-5\n"
+                        "softmax fwd fp32 rows=64 cols=64 causal = 5e-6\n",
+                        "gemm fwd fp32 NT m=128 n=128 k=128 = 4e-4 4e-4 4e-4 4e-4 1 "
+                        "framework\n"
+                        "gemm fwd fp32 NT m=128 n=384 k=128 = 6e-4 6e-4 6e-4 6e-4 1 "
+                        "framework\n"
+                        "softmax fwd fp32 rows=128 cols=64 causal = 5e-5 5e-5 5e-5 5e-5 1 "
+                        "framework\n"
+                        "softmax fwd fp32 rows=256 cols=64 causal = 4e-5 4e-5 4e-5 4e-5 1 "
+                        "framework\n",
+                        &c);
     CHECK_NEAR(c.ratio[DS_FRAMEWORK_CLASS_GEMM], 3.0, 1e-9); /* the class median, reported */
     CHECK_INT(c.calibrated, 6);
     CHECK_INT(c.by_operator, 6);
@@ -246,8 +248,6 @@ static void check_calibration_by_size(void)
                   "%s: %g, expected %g", expect[i].key, cost != NULL ? cost->mean_s : -1.0,
                   expect[i].framework_s);
     }
-    ds_cost_table_destroy(framework);
-    ds_cost_table_destroy(own);
     ds_cost_table_destroy(out);
 }
 
