@@ -3,7 +3,7 @@
 # Megatron-style TP (tp=2) training of a small GPT-2-style model on CPU from
 # the traces of its 1-process and 2-process DDP runs (less the profiler's own
 # time, from the same runs without it) plus a sweep of its own collectives
-# (gloo), and compare with the measured runs (profiler off).  REPEATS rounds,
+# (gloo, in situ), and compare with the measured runs (profiler off).  REPEATS rounds,
 # each tracing the inputs and measuring the truth one after the other, each
 # round's prediction compared with its own measured runs (the machine's load
 # recorded before each round); dsmpi's own-profile prediction printed beside.
@@ -36,9 +36,9 @@ script=$root/tests/torch/torch_train.py
 model=$root/tests/data/torch/gpt2-tiny.json
 . "$root/tests/torch/torch_python.sh" torch_truth
 if [ "$short" -eq 1 ]; then
-    repeats=1 iterations=2 warmup=1 sweep_max=262144
+    repeats=1 iterations=2 warmup=1 sweep_max=262144 sweep_s=0.1
 else
-    repeats=${REPEATS:-3} iterations=${ITERATIONS:-5} warmup=${WARMUP:-2} sweep_max=16777216
+    repeats=${REPEATS:-3} iterations=${ITERATIONS:-5} warmup=${WARMUP:-2} sweep_max=16777216 sweep_s=0.5
 fi
 mb=${MICROBATCHES:-4}
 denormal=""
@@ -73,13 +73,8 @@ echo "# torch_truth: $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, torch $(
 echo "# load before: $(cat /proc/loadavg)${denormal:+; PyTorch runs with $denormal}"
 echo "# out: $out"
 
-# 1. What does not drift with the machine's speed: the gloo sweep and dsmpi's
-#    own 2-rank profile (its kernels, not the framework's), once.
-mkdir -p "$out/sweep"
-port=$((port + 1))
-timeout 600 "$python" "$script" --mode sweep --out "$out/sweep" --sweep-max "$sweep_max" --port "$port" \
-    >"$out/sweep/sweep.log" 2>&1 || fail "gloo sweep: $(tail -3 "$out/sweep/sweep.log")"
-logs=("$out"/sweep/gloo_*.log)
+# 1. What does not drift with the machine's speed: dsmpi's own 2-rank profile
+#    (its kernels, not the framework's), once.
 own=$out/own.h5
 for mode in ddp 1f1b tp; do
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
@@ -104,8 +99,8 @@ for mode in 1f1b tp; do
 done
 
 # 2. Rounds: the inputs (traces of the 1-process and DDP runs, the same runs
-#    without the profiler) and the truth (1F1B and TP without the profiler)
-#    one after the other, so that each round's prediction is compared with
+#    without the profiler, the gloo sweep isolated and in situ) and the truth
+#    (1F1B and TP without the profiler) one after the other, so that each round's prediction is compared with
 #    runs made minutes from its own inputs: this machine's speed drifts by
 #    more than the model's error between runs far apart (the same 1F1B
 #    measured 0.07 s one day and 0.18 s another).
@@ -122,6 +117,17 @@ for r in $(seq 1 "$repeats"); do
         train "$mode" "$rd/unprofiled" --no-profile
         unprofiled[$mode]=$(median_file "$rd/unprofiled/${mode}_times.txt")
     done
+    # The gloo sweep: isolated (as nccl-tests measures) and in situ (each
+    # repetition right after one layer's forward, as training issues its
+    # blocking collectives: METHOD 3); the prediction uses the in-situ logs.
+    for context in "" --in-situ; do
+        port=$((port + 1))
+        timeout 600 "$python" "$script" --mode sweep --out "$rd/sweep" --sweep-max "$sweep_max" \
+            --sweep-seconds "$sweep_s" --port "$port" $context >"$rd/sweep$context.log" 2>&1 ||
+            fail "gloo sweep $context: $(tail -3 "$rd/sweep$context.log")"
+    done
+    isolated=("$rd"/sweep/gloo_*.log)
+    in_situ=("$rd"/sweep/in-situ/gloo_*.log)
     for mode in 1f1b tp; do
         mkdir -p "$rd/measured/$mode"
         train "$mode" "$rd/measured/$mode" --no-profile
@@ -139,9 +145,11 @@ for r in $(seq 1 "$repeats"); do
         fail "import ddp: $(tail -2 "$rd/import_ddp.txt")"
     for mode in 1f1b tp; do
         meas=$(median_file "$rd/measured/$mode/${mode}_times.txt")
-        fwp=$(predict "$fw" "$tf" "$mode" --nccl-tests "${logs[@]}" --gpus-per-node 2)
+        fwp=$(predict "$fw" "$tf" "$mode" --nccl-tests "${in_situ[@]}" --gpus-per-node 2)
         [ -n "$fwp" ] || fail "predict $mode from the traces: $(head -c 300 "$out/predict.err")"
-        echo "$meas $fwp $l" >>"$out/$mode.rounds"
+        iso=$(predict "$fw" "$tf" "$mode" --nccl-tests "${isolated[@]}" --gpus-per-node 2)
+        [ -n "$iso" ] || fail "predict $mode (isolated sweep): $(head -c 300 "$out/predict.err")"
+        echo "$meas $fwp $l $iso" >>"$out/$mode.rounds"
     done
     echo "# round $r (load $l): unprofiled single ${unprofiled[single]} s, ddp ${unprofiled[ddp]} s;" \
         "$(grep -h "calibrated from" "$rd/import_ddp.txt" | sed 's/.*ratio per class: //')"
@@ -151,28 +159,30 @@ done
 #    rounds, the prediction and error of each round (median, min..max), and
 #    whether the median error is within the truth's own spread (METHOD 8).
 echo "#"
-printf "# %-6s %10s %18s %7s %10s %8s %17s %8s %10s %8s\n" mode measured "min-max" load framework error \
-    "round errors" noise own_profile error
-printf "# %-6s %10s %18s %7s %10s %8s %17s %8s %10s %8s\n" "" "(s)" "(s)" "(1-min)" "(s)" "(%)" "(%)" "" "(s)" "(%)"
+printf "# %-6s %10s %18s %7s %10s %8s %17s %8s %9s %10s %8s\n" mode measured "min-max" load framework error \
+    "round errors" noise isolated own_profile error
+printf "# %-6s %10s %18s %7s %10s %8s %17s %8s %9s %10s %8s\n" "" "(s)" "(s)" "(1-min)" "(s)" "(%)" "(%)" "" "(%)" "(s)" "(%)"
 for mode in 1f1b tp; do
     awk -v m="$mode" -v o="${own_pred[$mode]}" '
         function med(a, n,   i, j, t) {
             for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
         }
-        { n++; t[n] = $1; f[n] = $2; l[n] = $3; e[n] = 100 * ($2 - $1) / $1
+        { n++; t[n] = $1; f[n] = $2; l[n] = $3; e[n] = 100 * ($2 - $1) / $1; ei[n] = 100 * ($4 - $1) / $1
           lo = (n == 1 || $1 < lo) ? $1 : lo; hi = (n == 1 || $1 > hi) ? $1 : hi
           elo = (n == 1 || e[n] < elo) ? e[n] : elo; ehi = (n == 1 || e[n] > ehi) ? e[n] : ehi }
         END {
-            tm = med(t, n); fm = med(f, n); lm = med(l, n); em = med(e, n)
+            tm = med(t, n); fm = med(f, n); lm = med(l, n); em = med(e, n); eim = med(ei, n)
             spread = 100 * (hi - lo) / 2 / tm
-            printf "  %-6s %10.4f %8.4f-%-9.4f %7.2f %10.4f %8.1f %8.1f..%-7.1f %8s %10.4f %8.1f\n", m, tm, lo, hi, lm,
-                   fm, em, elo, ehi, (em <= spread && -em <= spread) ? "within" : "outside", o, 100 * (o - tm) / tm
+            printf "  %-6s %10.4f %8.4f-%-9.4f %7.2f %10.4f %8.1f %8.1f..%-7.1f %8s %9.1f %10.4f %8.1f\n", m, tm, lo, hi, lm,
+                   fm, em, elo, ehi, (em <= spread && -em <= spread) ? "within" : "outside", eim, o, 100 * (o - tm) / tm
         }' "$out/$mode.rounds"
 done
 echo "# measured: PyTorch without the profiler, each run's median of $iterations iterations; median"
 echo "#   and spread over $repeats rounds; framework: each round's prediction from that round's"
-echo "#   traces of the 1-process and DDP runs (calibrated where they lack a key) and the gloo"
-echo "#   sweep; error: median of the rounds' errors, their range beside it; noise: the median"
-echo "#   error within half the measured runs' range (within) or not (outside); own_profile: dsmpi's"
+echo "#   traces of the 1-process and DDP runs (calibrated where they lack a key) and that round's"
+echo "#   gloo sweep in situ (each collective after one layer's forward); error: median of the"
+echo "#   rounds' errors, their range beside it; noise: the median error within half the measured"
+echo "#   runs' range (within) or not (outside); isolated: the median error with the round's sweep"
+echo "#   in a tight loop (as nccl-tests measures) instead; own_profile: dsmpi's"
 echo "#   own 2-rank profile (MPI, OpenBLAS).  load after: $(cat /proc/loadavg)"

@@ -25,7 +25,7 @@ declare -A strategy=(
 )
 # The gloo sweep as nccl-tests logs: the communication model of the validations.
 port=$((port + 1))
-timeout 300 "$python" "$here/torch_train.py" --mode sweep --out sweep --sweep-max 65536 --sweep-iters 3 \
+timeout 300 "$python" "$here/torch_train.py" --mode sweep --out sweep --sweep-max 65536 --sweep-iters 3 --sweep-seconds 0.05 \
     --port "$port" > sweep.log 2>&1 || fail "sweep: $(tail -3 sweep.log)"
 "$dsmpi" import --nccl-tests sweep/gloo_*.log --gpus-per-node 2 --cluster-tag gloo \
     --profile-db sweep.h5 > sweep.out 2>&1 || fail "import sweep: $(cat sweep.out)"

@@ -4,7 +4,7 @@ dsmpi reads: torch.profiler traces, measured iteration times, and a sweep of
 the framework's own collectives (gloo) as nccl-tests-format logs.
 
   torch_train.py --mode single|ddp|gpipe|1f1b|tp --out DIR [--iters N] [--format legacy|kineto]
-  torch_train.py --mode sweep --out DIR
+  torch_train.py --mode sweep --out DIR [--in-situ]
 
 Modes on 2 processes (ddp, gpipe, 1f1b, tp, sweep) start their own 2 gloo
 processes.  The model is tests/data/torch/gpt2-tiny.json (4 layers, hidden 128,
@@ -403,15 +403,76 @@ def worker(rank, world, args):
         leave()
 
 
+def sweep_reps(op, producer, budget_s, least, most):
+    """Repetitions for one size: rank 0 times a few (producer included) and
+    picks how many fill budget_s, between least and most; both ranks run it."""
+    t0 = time.perf_counter()
+    for _ in range(3):
+        producer()
+        op()
+    each = (time.perf_counter() - t0) / 3
+    n = torch.tensor([min(most, max(least, int(budget_s / max(each, 1e-6))))])
+    dist.broadcast(n, 0)
+    return int(n.item())
+
+
+def sweep_time(op, producer, reps, pingpong):
+    """Mean seconds of op over reps, each repetition after producer(): both
+    processes stamp entry and exit on the host's monotonic clock (one host:
+    the same clock), and a repetition costs the last exit minus the last
+    entry, so that one process waiting for the other is not counted as the
+    collective's time (METHOD 3, arrival skew).  A ping-pong costs half its
+    round trip (one direction)."""
+    stamps = torch.zeros(reps, 2, dtype=torch.float64)
+    dist.barrier()
+    for i in range(reps):
+        producer()
+        stamps[i, 0] = time.perf_counter()
+        op()
+        stamps[i, 1] = time.perf_counter()
+    both = [torch.zeros_like(stamps) for _ in range(dist.get_world_size())]
+    dist.all_gather(both, stamps)
+    both = torch.stack(both)  # process, repetition, (entry, exit)
+    cost = both[:, :, 1].max(0).values - both[:, :, 0].max(0).values
+    return float(cost.clamp(min=0.0).mean()) / (2.0 if pingpong else 1.0)
+
+
+def sweep_producer(args):
+    """What runs before each repetition: nothing (isolated, as nccl-tests
+    measures), or with --in-situ one transformer layer's forward at the
+    tensor-parallel shapes of the traced model (tp=2, micro-batch MBS), the
+    compute a TP rank runs between its collectives (METHOD 3, in-situ
+    communication: a collective right after compute costs more than in a
+    tight loop)."""
+    if not args.in_situ:
+        return lambda: None
+    block = Block(2)
+    block.apply(gpt2_init)
+    block.eval()
+    x = torch.randn(MBS, SEQ, HIDDEN)
+
+    def produce():
+        with torch.no_grad():
+            block(x)
+    return produce
+
+
 def sweep_worker(rank, world, args):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(args.port))
     torch.set_num_threads(1)
+    torch.manual_seed(rank)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     host = os.uname().nodename.split(".")[0]
+    producer = sweep_producer(args)
+    out = os.path.join(args.out, "in-situ") if args.in_situ else args.out
+    os.makedirs(out, exist_ok=True)
+    context = ("each repetition after one layer's forward at tp=2 (in situ)" if args.in_situ
+               else "isolated")
     tests = [("all_reduce_perf", "sum"), ("all_gather_perf", "none"), ("sendrecv_perf", "sum")]
     for name, redop in tests:
-        lines = ["# nccl-tests version 2.17.8 (torch.distributed %s over gloo)" % torch.__version__,
+        lines = ["# nccl-tests version 2.17.8 (torch.distributed %s over gloo; %s; mean of the "
+                 "repetitions, each the last exit minus the last entry)" % (torch.__version__, context),
                  "# Collective test starting: %s" % name,
                  "# nThread 1 nGpus 1 minBytes 4096 maxBytes %d step: 4(factor) warmup iters: 3 "
                  "iters: %d agg iters: 1 validation: 0 graph: 0" % (args.sweep_max, args.sweep_iters),
@@ -426,17 +487,18 @@ def sweep_worker(rank, world, args):
         size = 4096
         while size <= args.sweep_max:
             n = size // 4
+            # Values like activations (random), not constants (METHOD 3).
             if name == "all_gather_perf":
-                send = torch.ones(n // world)
+                send = torch.randn(n // world)
                 recv = [torch.empty(n // world) for _ in range(world)]
                 op = lambda: dist.all_gather(recv, send)
                 bus = (world - 1) / world
             elif name == "all_reduce_perf":
-                buf = torch.ones(n)
+                buf = torch.randn(n)
                 op = lambda: dist.all_reduce(buf)
                 bus = 2.0 * (world - 1) / world
             else:
-                buf = torch.ones(n)
+                buf = torch.randn(n)
                 peer = 1 - rank
 
                 def op():
@@ -447,25 +509,15 @@ def sweep_worker(rank, world, args):
                         dist.recv(buf, peer)
                         dist.send(buf, peer)
                 bus = 1.0
-            for _ in range(3):
-                op()
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(args.sweep_iters):
-                op()
-            us = (time.perf_counter() - t0) / args.sweep_iters * 1e6
-            if name == "sendrecv_perf":
-                us /= 2.0  # one direction of the ping-pong
-            t = torch.tensor([us], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            us = t.item()
+            reps = sweep_reps(op, producer, args.sweep_seconds, args.sweep_iters, 2000)
+            us = sweep_time(op, producer, reps, name == "sendrecv_perf") * 1e6
             algbw = size / us / 1e3
             lines.append("%12d  %12d     float  %6s      -1  %7.2f  %6.2f  %6.2f       0  %7.2f  %6.2f  %6.2f       0"
                          % (size, n, redop, us, algbw, algbw * bus, us, algbw, algbw * bus))
             size *= 4
         lines += ["# Out of bounds values : 0 OK", "#", "# Collective test concluded: %s" % name, "#"]
         if rank == 0:
-            with open(os.path.join(args.out, "gloo_%s.log" % name.replace("_perf", "")), "w") as f:
+            with open(os.path.join(out, "gloo_%s.log" % name.replace("_perf", "")), "w") as f:
                 f.write("\n".join(lines) + "\n")
     leave()
 
@@ -492,7 +544,13 @@ def main():
     ap.add_argument("--format", choices=["legacy", "kineto"], default="legacy")
     ap.add_argument("--port", type=int, default=29517)
     ap.add_argument("--sweep-max", type=int, default=4 << 20)
-    ap.add_argument("--sweep-iters", type=int, default=10)
+    ap.add_argument("--sweep-iters", type=int, default=20,
+                    help="sweep: at least this many repetitions per size")
+    ap.add_argument("--sweep-seconds", type=float, default=0.5,
+                    help="sweep: repetitions per size to fill about this time (at most 2000)")
+    ap.add_argument("--in-situ", action="store_true",
+                    help="sweep: each repetition right after one layer's forward (tp=2 shapes); "
+                         "logs in OUT/in-situ")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.mode == "sweep":
