@@ -16,6 +16,8 @@
 #                       /usr/bin/python3 and python3 that does); none: exit 77
 #   REPEATS (3), ITERATIONS (5), WARMUP (2), MICROBATCHES (4)
 #   MPIEXEC             launcher of dsmpi profile (default mpirun)
+#   BIND=core           every PyTorch rank bound to a core of its own (torch_train.py --bind
+#                       core, as mpirun binds two ranks; default: left to the scheduler)
 #   FLUSH_DENORMAL=1    every PyTorch run with torch.set_flush_denormal(True) (the output
 #                       layer's backward GEMMs otherwise run on denormals, 5-10x slower by an
 #                       amount that varies from run to run)
@@ -43,6 +45,7 @@ fi
 mb=${MICROBATCHES:-4}
 denormal=""
 [ "${FLUSH_DENORMAL:-0}" = 1 ] && denormal=--flush-denormal
+bind="--bind ${BIND:-none}"
 port=$((29600 + $$ % 300))
 run="--model $model --seq-len 64 --dtype fp32"
 # gbs = dp x mbs x micro-batches of each run
@@ -64,13 +67,14 @@ train() { # MODE DIR [ARGS...]
     shift 2
     port=$((port + 1))
     timeout 600 "$python" "$script" --mode "$mode" --out "$dir" --iters "$iterations" \
-        --warmup "$warmup" --microbatches "$mb" --port "$port" $denormal "$@" >"$dir/$mode.log" 2>&1 ||
+        --warmup "$warmup" --microbatches "$mb" --port "$port" $denormal $bind "$@" \
+        >"$dir/$mode.log" 2>&1 ||
         fail "torch_train.py --mode $mode: $(tail -3 "$dir/$mode.log")"
 }
 
 exec > >(tee "$out/torch_truth.txt")
 echo "# torch_truth: $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, torch $("$python" -c 'import torch; print(torch.__version__)')"
-echo "# load before: $(cat /proc/loadavg)${denormal:+; PyTorch runs with $denormal}"
+echo "# load before: $(cat /proc/loadavg); PyTorch runs with $bind${denormal:+ $denormal}"
 echo "# out: $out"
 
 # 1. What does not drift with the machine's speed: dsmpi's own 2-rank profile
@@ -123,7 +127,7 @@ for r in $(seq 1 "$repeats"); do
     for context in "" --in-situ; do
         port=$((port + 1))
         timeout 600 "$python" "$script" --mode sweep --out "$rd/sweep" --sweep-max "$sweep_max" \
-            --sweep-seconds "$sweep_s" --port "$port" $context >"$rd/sweep$context.log" 2>&1 ||
+            --sweep-seconds "$sweep_s" --port "$port" $bind $context >"$rd/sweep$context.log" 2>&1 ||
             fail "gloo sweep $context: $(tail -3 "$rd/sweep$context.log")"
     done
     isolated=("$rd"/sweep/gloo_*.log)

@@ -312,9 +312,19 @@ def leave():
     os._exit(0)
 
 
+def bind(rank, args):
+    """Each rank on a core of its own (rank modulo the cores this process may
+    use), as mpirun binds two ranks and srun --cpu-bind=cores does: gloo's
+    threads then wait on their rank's core, not on the other rank's."""
+    if args.bind == "core" and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[rank % len(cores)]})
+
+
 def worker(rank, world, args):
     global TP_GROUP, LAYERS
     LAYERS = args.layers  # spawned processes import this file afresh
+    bind(rank, args)
     if args.flush_denormal:
         torch.set_flush_denormal(True)
     torch.manual_seed(0)
@@ -458,6 +468,7 @@ def sweep_producer(args):
 
 
 def sweep_worker(rank, world, args):
+    bind(rank, args)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(args.port))
     torch.set_num_threads(1)
@@ -543,6 +554,9 @@ def main():
                     help="rewrite the trace without whitespace (fixtures)")
     ap.add_argument("--format", choices=["legacy", "kineto"], default="legacy")
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--bind", choices=["core", "none"], default="none",
+                    help="core: each rank bound to a core of its own (as mpirun binds two "
+                         "ranks); none (default): left to the scheduler")
     ap.add_argument("--sweep-max", type=int, default=4 << 20)
     ap.add_argument("--sweep-iters", type=int, default=20,
                     help="sweep: at least this many repetitions per size")
