@@ -409,9 +409,9 @@ static void critical_path(ds_sim_t *sim)
 
 #define TIMELINE_SEED 0x7157
 
-/* The timeline hash of a node is dsi_hash64_words of (kind, iteration,
- * owner, place, start, duration): its state after the first seven words
- * depends on the graph's structure only, and is kept while that lasts. */
+/* The timeline hash of a node starts from the FNV-1a state of (kind,
+ * iteration, owner, place): it depends on the graph's structure only, and is
+ * kept while that lasts. */
 static ds_status_t hash_prefixes(ds_sim_t *sim)
 {
     const dsi_graph_t *g = &sim->g;
@@ -435,32 +435,20 @@ static ds_status_t hash_prefixes(ds_sim_t *sim)
     return DS_OK;
 }
 
-/* One FNV-1a step per byte of w: a node's start and duration. */
-static inline uint64_t fnv_word(uint64_t h, int64_t w)
+/* A node's hash: its identity's (prefix), then its start and its duration,
+ * each through the splitmix finaliser (two multiplications a word, where
+ * FNV-1a takes eight). */
+static inline uint64_t node_hash(uint64_t prefix, int64_t start, int64_t dur)
 {
-    for (int b = 0; b < 8; b++)
-        h = (h ^ ((uint64_t)w >> (8 * b) & 0xff)) * DSI_FNV64_PRIME;
-    return h;
+    return dsi_hash_mix64(dsi_hash_mix64(prefix ^ (uint64_t)start) + (uint64_t)dur);
 }
 
-/* The timeline hash: the sum of every event's hash (order-free).  Four
- * nodes at a time, whose multiplication chains overlap. */
+/* The timeline hash: the sum of every event's hash (order-free). */
 static uint64_t timeline_hash(const dsi_graph_t *g, const uint64_t *prefix)
 {
     uint64_t timeline = 0;
-    int32_t i = 0;
-    for (; i + 4 <= g->n; i += 4) {
-        uint64_t h[4];
-        for (int q = 0; q < 4; q++)
-            h[q] = fnv_word(prefix[i + q], g->start[i + q]);
-        for (int q = 0; q < 4; q++)
-            h[q] = fnv_word(h[q], g->dur[i + q]);
-        for (int q = 0; q < 4; q++)
-            timeline += g->kind[i + q] != DSI_N_JOIN ? dsi_hash_mix64(h[q]) : 0;
-    }
-    for (; i < g->n; i++)
-        if (g->kind[i] != DSI_N_JOIN)
-            timeline += dsi_hash_mix64(fnv_word(fnv_word(prefix[i], g->start[i]), g->dur[i]));
+    for (int32_t i = 0; i < g->n; i++)
+        timeline += g->kind[i] != DSI_N_JOIN ? node_hash(prefix[i], g->start[i], g->dur[i]) : 0;
     return timeline;
 }
 

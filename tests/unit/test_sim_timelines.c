@@ -5,7 +5,9 @@
  * every device's events (stream, kind, place, start and end in ns), the
  * micro-batch timings, the critical path and the summary's numbers (exact
  * double bits) is compared with the value the simulator gave when the case
- * was added.  A restructuring of the simulator must keep every hash.
+ * was added (all re-pinned once, when the summary's timeline hash changed
+ * its mixing, after checking that every other value hashed here was
+ * unchanged).  A restructuring of the simulator must keep every hash.
  * `test_sim_timelines --print` prints the hashes of the current code. */
 #include "sim_support.h"
 
@@ -30,50 +32,50 @@ typedef struct timeline_case {
 
 static const timeline_case_t cases[] = {
     {"gpt2-medium", "dp=8,tp=1,pp=1,mbs=2,gbs=64", 2, 4, "a100-80g", SYM, LAYER, 0, -1,
-     0x5a59294991994757ULL},
+     0xaa2efb61619aa004ULL},
     {"gpt2-medium", "dp=2,tp=4,pp=1,mbs=1,gbs=8,sp", 1, 8, "h100-sxm", SYM, LAYER, 0, -1,
-     0xe86608c59a16d9caULL},
+     0xba88a3f9051bb3f6ULL},
     {"gpt2-medium", "dp=2,tp=2,pp=2,mbs=1,gbs=16,schedule=gpipe,order=tp-dp-pp", 2, 4, "a100-80g",
-     SYM, LAYER, 0, -1, 0x2e91b36da7a18adcULL},
+     SYM, LAYER, 0, -1, 0x6d878ce81fd71179ULL},
     {"llama2-7b", "dp=2,tp=2,pp=4,mbs=1,gbs=16,schedule=1f1b,bucket=4M", 4, 4, "a100-80g", SYM,
-     LAYER, 0, -1, 0xb254627e04fb8c47ULL},
+     LAYER, 0, -1, 0xf11a781d98d0d671ULL},
     {"llama2-7b", "dp=1,tp=2,pp=4,mbs=1,gbs=8,schedule=interleaved,vpp=2,sp", 2, 4, "h100-sxm", SYM,
-     LAYER, 0, -1, 0xbb0a1d023119bccdULL},
+     LAYER, 0, -1, 0x26148b01d65c6a51ULL},
     {"bert-large", "dp=4,tp=1,pp=2,mbs=2,gbs=32,schedule=interleaved,vpp=3,order=dp-pp-tp", 2, 4,
-     "a100-80g", FULL, LAYER, 0, -1, 0x94f437f5e06afd39ULL},
+     "a100-80g", FULL, LAYER, 0, -1, 0xc5863356d8fb7412ULL},
     {"gpt2-medium", "dp=4,tp=2,pp=1,mbs=1,gbs=16,zero=1,bucket=8M", 1, 8, "a100-80g", SYM, LAYER, 0,
-     -1, 0xd40f0f6da78ff148ULL},
+     -1, 0xbcaff33787eade78ULL},
     {"gpt2-medium", "dp=4,tp=1,pp=1,mbs=1,gbs=12,zero=2,bucket=2M", 2, 2, "a100-80g", SYM, LAYER, 0,
-     -1, 0x4296e327b92f0527ULL},
+     -1, 0xb8ea987dbf442ae0ULL},
     {"llama2-7b", "dp=4,tp=2,pp=1,mbs=1,gbs=8,zero=3", 2, 4, "h100-sxm", SYM, LAYER, 0, -1,
-     0x2af01b128cc37fecULL},
+     0x8886334330d9d98dULL},
     {"bert-large", "dp=4,tp=1,pp=1,mbs=2,gbs=16,zero=3,recompute=full", 1, 4, "a100-80g", FULL,
-     LAYER, 0, -1, 0x6a35e1422d7ae52fULL},
+     LAYER, 0, -1, 0x4704821c535db111ULL},
     {"gpt2-medium", "dp=4,tp=1,pp=2,mbs=1,gbs=16,dp-algo=ps,ps-servers=2", 2, 4, "a100-80g", SYM,
-     LAYER, 0, -1, 0x8c2fcdc0d8ce8e46ULL},
+     LAYER, 0, -1, 0x0637e1a1c8d148e0ULL},
     {"t5-large", "dp=2,tp=2,pp=2,mbs=1,gbs=8,schedule=1f1b,no-overlap,recompute=selective", 2, 4,
-     "a100-80g", SYM, LAYER, 0, -1, 0x78a1b3919af78f3fULL},
+     "a100-80g", SYM, LAYER, 0, -1, 0x8c71705cbae9bcb5ULL},
     {"llama2-7b", "dp=2,tp=2,pp=2,mbs=1,gbs=8,schedule=1f1b,order=dp-tp-pp", 2, 4, "h100-sxm", SYM,
-     STAGE, 0, -1, 0x822bfb2e1449f82bULL},
+     STAGE, 0, -1, 0xc5a3d3b168402f38ULL},
     {"gpt2-medium", "dp=2,tp=2,pp=2,mbs=1,gbs=8,schedule=1f1b", 4, 2, "a100-80g", FULL, LAYER, 0, 5,
-     0x515b83d688a6f394ULL},
+     0x458c934639736869ULL},
     {"gpt2-medium", "dp=2,tp=2,pp=2,mbs=1,gbs=8,schedule=1f1b,zero=1", 4, 2, "a100-80g", FULL,
-     STAGE, 0, 2, 0x8b7f142c4ef826f0ULL},
+     STAGE, 0, 2, 0x7e8c7b2d3355e285ULL},
     {"llama2-7b", "dp=4,tp=4,pp=2,mbs=1,gbs=32,schedule=1f1b,sp,bucket=16M", 4, 8, "h100-sxm", SYM,
-     LAYER, 1, -1, 0x6c42279a9ebfde91ULL},
+     LAYER, 1, -1, 0xeba3a6248e564301ULL},
     {"uniform",
      "dp=3,tp=1,pp=3,mbs=1,gbs=18,schedule=1f1b,first-stage-layers=3,last-stage-layers=5", 9, 1,
-     "a100-80g", SYM, LAYER, 0, -1, 0xc78146105c2caed2ULL},
+     "a100-80g", SYM, LAYER, 0, -1, 0xc3f2ab7edd3f356fULL},
     {"gpt2-medium", "dp=2,tp=1,pp=4,mbs=1,gbs=16,schedule=interleaved,vpp=2,no-clip,dp-algo=ring",
-     1, 8, "a100-80g", FULL, LAYER, 0, -1, 0x7027f3d56e8a203dULL},
+     1, 8, "a100-80g", FULL, LAYER, 0, -1, 0x8a006b5b678f4e2eULL},
     {"gpt2-medium", "dp=4,tp=1,pp=1,mbs=1,gbs=12,zero=2,no-overlap", 1, 4, "a100-80g", SYM, LAYER,
-     0, -1, 0x637e447c2543b7d1ULL},
+     0, -1, 0x70c5a350666fc3e2ULL},
     {"gpt2-medium", "dp=4,tp=1,pp=1,mbs=1,gbs=8,zero=3,no-overlap,bucket=1M", 2, 2, "a100-80g",
-     FULL, LAYER, 0, 3, 0x83513d0dc0345ca3ULL},
+     FULL, LAYER, 0, 3, 0x8a0447c163924d1bULL},
     {"llama2-7b", "dp=2,tp=1,pp=2,mbs=1,gbs=8,schedule=interleaved,vpp=2,zero=1,bucket=32M", 1, 4,
-     "a100-80g", SYM, LAYER, 0, -1, 0x075d83cc180e9b30ULL},
+     "a100-80g", SYM, LAYER, 0, -1, 0x9315652d637ff554ULL},
     {"bert-large", "dp=2,tp=2,pp=1,mbs=1,gbs=4,zero=2,sp", 1, 4, "h100-sxm", SYM, STAGE, 1, -1,
-     0x4ae0689e7af94810ULL},
+     0x92b48528c8a86debULL},
 };
 
 /* FNV-1a over bytes. */
