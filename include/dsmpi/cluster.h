@@ -45,7 +45,8 @@ DS_API const char *ds_device_spec_name(size_t index);
  * What decides the speed kernels achieve on a device, for devices that were
  * not profiled: the facts of the datasheets (each row's source is beside it
  * in libdsmpi/cluster/device_model.c) and the achieved fractions of peak,
- * which are guesses where no measurement is cited (`guessed` says so). */
+ * which are guesses where no measurement is cited (`guessed` says so;
+ * `bf16_cited` marks a bf16 fraction taken from published GEMM timings). */
 
 typedef struct ds_device_model {
     char name[32];
@@ -65,7 +66,8 @@ typedef struct ds_device_model {
     double gemm_fraction_fp32;
     double gemm_fraction_fp8;
     double stream_fraction; /* of mem_bw_GBps, streaming kernels (STREAM-like) */
-    int guessed;            /* the fractions are guesses, not cited measurements */
+    int guessed;            /* a fraction is a guess, not a cited measurement */
+    int bf16_cited;         /* gemm_fraction_bf16 is set from published GEMM timings */
 } ds_device_model_t;
 
 /* The model of a device named like ds_device_spec_lookup's names, plus

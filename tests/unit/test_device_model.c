@@ -82,22 +82,22 @@ static void test_facts(void)
                 "every dimension must be at least 1");
 }
 
-/* On h100-sxm (132 SMs, bf16 989 TFLOP/s x 0.75 = 5.619 TFLOP/s an SM),
+/* On h100-sxm (132 SMs, bf16 989 TFLOP/s x 0.85 = 6.369 TFLOP/s an SM),
  * 3072 x 1408 x 8192 is 12 x 11 = 132 tiles of 256 x 128: one wave of
- * 2*256*128*8192 / (5.619e12 * 8192/8320) = 97.03 us, plus the 4 us launch.
+ * 2*256*128*8192 / (6.369e12 * 8192/8320) = 85.62 us, plus the 4 us launch.
  * One more column (n = 1409) leaves 144 such tiles, two waves; the fastest
- * tile is then 128 x 128 (288 tiles, 3 waves of 97.03 / 4 / 0.85 us):
- * 171.2 us, 1.73x for 0.07% more work. */
+ * tile is then 128 x 128 (288 tiles, 3 waves of 85.62 / 2 / 0.85 us):
+ * 151.1 us, 1.73x for 0.07% more work. */
 static void test_waves(void)
 {
     ds_gemm_estimate_t full = gemm_on("h100-sxm", DS_DTYPE_BF16, 3072, 1408, 8192, 1);
     CHECK(full.tile_m == 256 && full.tile_n == 128 && full.tiles == 132 && full.waves == 1);
     CHECK(!full.memory_bound);
-    CHECK_NEAR(full.compute_s, 97.03e-6, 1e-3);
-    CHECK_NEAR(full.seconds, 101.03e-6, 1e-3);
+    CHECK_NEAR(full.compute_s, 85.617e-6, 1e-3);
+    CHECK_NEAR(full.seconds, 89.617e-6, 1e-3);
     ds_gemm_estimate_t over = gemm_on("h100-sxm", DS_DTYPE_BF16, 3072, 1409, 8192, 1);
     CHECK(over.tile_m == 128 && over.tile_n == 128 && over.tiles == 288 && over.waves == 3);
-    CHECK_NEAR(over.compute_s, 171.23e-6, 1e-3);
+    CHECK_NEAR(over.compute_s, 151.09e-6, 1e-3);
     CHECK(over.seconds / full.seconds > 1.7 && over.seconds / full.seconds < 2.0);
     /* 108 SMs on A100: 108 tiles one wave, 109 more. */
     ds_gemm_estimate_t a108 = gemm_on("a100-80g", DS_DTYPE_BF16, 256 * 12, 128 * 9, 8192, 1);
@@ -111,7 +111,27 @@ static void test_waves(void)
     CHECK_NEAR(thin.memory_s, (8.0 * 8192 * 2 + 8192.0 * 8192) * 2 / (3350e9 * 0.88), 1e-9);
     /* Large square GEMMs approach, never reach, the fraction of peak. */
     ds_gemm_estimate_t big = gemm_on("h100-sxm", DS_DTYPE_BF16, 16384, 16384, 16384, 1);
-    CHECK(big.achieved_tflops > 0.9 * 0.75 * 989.0 && big.achieved_tflops < 0.75 * 989.0);
+    CHECK(big.achieved_tflops > 0.9 * 0.85 * 989.0 && big.achieved_tflops < 0.85 * 989.0);
+    /* The bf16 fraction of the H100 SXM-class parts comes from OpenXLA's
+     * published sm_90 GEMM timings, which give 4096^3 783.3 TFLOP/s (see
+     * device_model.c): the model within 3% of it; the PCIe part and the
+     * others keep guesses. */
+    ds_gemm_estimate_t cube = gemm_on("h100-sxm", DS_DTYPE_BF16, 4096, 4096, 4096, 1);
+    CHECK_MSG(cube.achieved_tflops > 0.97 * 783.3 && cube.achieved_tflops < 1.03 * 783.3,
+              "h100-sxm 4096^3: %.1f TFLOP/s", cube.achieved_tflops);
+    static const char *const cited[] = {"h100-sxm", "h200", "gh200"};
+    for (size_t i = 0; i < sizeof(cited) / sizeof(cited[0]); i++) {
+        ds_device_model_t m;
+        CHECK_OK(ds_device_model_lookup(cited[i], &m));
+        CHECK_MSG(m.bf16_cited && m.gemm_fraction_bf16 == 0.85, "%s: bf16 fraction cited",
+                  cited[i]);
+    }
+    static const char *const guessed[] = {"a100-40g", "a100-80g", "h100-pcie", "b200", "cpu"};
+    for (size_t i = 0; i < sizeof(guessed) / sizeof(guessed[0]); i++) {
+        ds_device_model_t m;
+        CHECK_OK(ds_device_model_lookup(guessed[i], &m));
+        CHECK_MSG(!m.bf16_cited, "%s: bf16 fraction not cited", guessed[i]);
+    }
 }
 
 /* A larger GEMM in any dimension is never faster. */
@@ -162,7 +182,7 @@ static void test_estimates(void)
     gemm_8192(&h100, &cpu, &key, &flops, &bytes);
     double h = dsi_estimate_compute_seconds(&key, flops, bytes, &h100);
     CHECK_NEAR(h, gemm_on("h100-sxm", DS_DTYPE_BF16, 8192, 8192, 8192, 1).seconds, 1e-12);
-    CHECK(h > 4e-6 + flops / 989e12 * 1.3);
+    CHECK(h > 4e-6 + flops / (989e12 * 0.87)); /* below the 0.85 fraction's rate */
     double c = dsi_estimate_compute_seconds(&key, flops, bytes, &cpu);
     CHECK_NEAR(c, 4e-6 + flops / 0.1e12, 1e-12);
     /* Streaming kernels at the bandwidth they achieve, not the datasheet's. */
@@ -197,9 +217,10 @@ static void test_band_numbers(void)
         const char *name, *device;
         double low, high;
     } rows[] = {
-        {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "h100-sxm", 0.884, 1.241},
+        {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "h100-sxm", 0.956, 1.212},
         {DS_MODEL_GEMM_COMPUTE, "gemm-compute", "cpu", 0.884, 1.241},
-        {DS_MODEL_GEMM_MEMORY, "gemm-memory", "a100-80g", 0.270, 2.096},
+        {DS_MODEL_GEMM_MEMORY, "gemm-memory", "a100-80g", 0.950, 1.218},
+        {DS_MODEL_GEMM_MEMORY, "gemm-memory", "cpu", 0.270, 2.096},
         {DS_MODEL_ATTENTION, "attention", "a100-80g", 0.873, 1.275},
         {DS_MODEL_ATTENTION, "attention", "cpu", 1.0, 2.809},
         {DS_MODEL_STREAMING, "streaming", "b200", 0.270, 2.096},
