@@ -18,7 +18,7 @@ static void help(void)
            "tiles, waves of "
            "tiles over the SMs, a K-loop efficiency, and the memory-bound regime\n"
            "of thin shapes.  The achieved fractions of peak are guesses, except the bf16\n"
-           "one of h100-sxm, h200 and gh200 (set from published H100 GEMM timings);\n"
+           "one of h100-sxm, h200, gh200 and b200 (set from published GEMM timings);\n"
            "every modelled time carries the band of its operator class (the model's\n"
            "measured error on kernels that did not set its parameters), printed below the\n"
            "devices.\n\n"
@@ -69,18 +69,22 @@ static ds_status_t parse_gemm(const char *text, gemm_dims_t *dims_p)
  * band of predict, search and plan simulates every cost at its ends). */
 static void print_band_table(void)
 {
-    printf("#\n# band of a modelled cost (measured / modelled time, low and high, per operator\n"
-           "# class): the device model's error on kernels that did not set its parameters\n"
-           "# (tests/bench/device_band.sh: the CPU backend's kernels); fused attention on GPUs\n"
-           "# from FlashAttention-2's measured 50-73%% of A100 peak (Dao, 2023)\n");
-    printf("# %-13s %7s %8s %7s %8s\n", "class", "cpu_low", "cpu_high", "gpu_low", "gpu_high");
-    printf("# %-13s %7s %8s %7s %8s\n", "", "(x)", "(x)", "(x)", "(x)");
+    printf(
+        "#\n# band of a modelled cost (measured / modelled time, low and high, per operator\n"
+        "# class): the device model's error on kernels that did not set its parameters\n"
+        "# (tests/bench/device_band.sh: the CPU backend's kernels); GPU GEMMs from published\n"
+        "# H100 timings (b200: B200 timings; tests/bench/device_gemm_published.sh); fused\n"
+        "# attention on GPUs from FlashAttention-2's measured 50-73%% of A100 peak (Dao, 2023)\n");
+    printf("# %-13s %7s %8s %7s %8s %8s %9s\n", "class", "cpu_low", "cpu_high", "gpu_low",
+           "gpu_high", "b200_low", "b200_high");
+    printf("# %-13s %7s %8s %7s %8s %8s %9s\n", "", "(x)", "(x)", "(x)", "(x)", "(x)", "(x)");
     for (int c = 0; c < DS_MODEL_CLASS_COUNT_; c++) {
-        double cl, ch, gl, gh;
+        double cl, ch, gl, gh, bl, bh;
         ds_model_class_band((ds_model_class_t)c, "cpu", &cl, &ch);
         ds_model_class_band((ds_model_class_t)c, "gpu", &gl, &gh);
-        printf("  %-13s %7.3f %8.3f %7.3f %8.3f\n", ds_model_class_name((ds_model_class_t)c), cl,
-               ch, gl, gh);
+        ds_model_class_band((ds_model_class_t)c, "b200", &bl, &bh);
+        printf("  %-13s %7.3f %8.3f %7.3f %8.3f %8.3f %9.3f\n",
+               ds_model_class_name((ds_model_class_t)c), cl, ch, gl, gh, bl, bh);
     }
 }
 
@@ -163,7 +167,7 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
            (long long)g->batch);
     if (d->guessed && cited)
         printf("# GUESSED: the tile efficiencies are guesses; the fraction of peak is set from\n"
-               "#   published H100 GEMM timings (OpenXLA's sm_90 matmul table)\n");
+               "#   published GEMM timings (OpenXLA's matmul table; see device_model.c)\n");
     else if (d->guessed)
         printf("# GUESSED: the achieved fractions of peak and the tile efficiencies are guesses\n");
     printf("#\n# %12s %10s %7s %9s %8s %7s %7s %11s %11s %s\n", "time", "achieved", "of_peak",

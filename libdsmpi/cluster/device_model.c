@@ -34,9 +34,13 @@
  * The fraction is the model's large-GEMM asymptote, so it is fitted on the table's GEMMs of
  * at least 1e10 FLOP (median measured / modelled = 1): 0.8522-0.8575 with each batch size
  * left out in turn, 0.85 here; tests/bench/device_gemm_published.sh reproduces it from the
- * file.  The others are guesses, not cited measurements (`guessed` marks a device with
- * any): large cuBLAS bf16 GEMMs reach about 80-90% of the dense peak on A100, the PCIe
- * H100 and B200 are taken below the SXM part (power limits), fp32 SIMT SGEMM about 90%,
+ * file.  The b200's from the same table's sm_100 rows, a later version (OpenXLA "Update
+ * GEMM cost model for B200", 2025-08-14, read as ROCm/xla commit 1088d5ab; its sm_90 rows
+ * are the ones above), the same rule against the HGX B200's 2250 TFLOP/s: 0.7114
+ * (0.7054-0.7197 with each batch size left out), 0.71 here (sm_100 is B200 or GB200: the
+ * table does not say which).  The others are guesses, not cited measurements (`guessed`
+ * marks a device with any): large cuBLAS bf16 GEMMs reach about 80-90% of the dense peak
+ * on A100, the PCIe H100 is taken below the SXM part (power limits), fp32 SIMT SGEMM about 90%,
  * fp8 about 65% on Hopper; STREAM-like kernels (BabelStream copy/triad) reach about 85-90%
  * of HBM bandwidth. */
 static const ds_device_model_t models[] = {
@@ -62,7 +66,7 @@ static const ds_device_model_t models[] = {
      0.90, 0.65, 0.88, 1, 1},
     /* HGX B200 datasheet per GPU; SMs, clock, L2 reported, not NVIDIA's (guesses) */
     {"b200", 148, 1965.0, 2250.0, 80.0, 1100.0, 4500.0, 8000.0, 180.0, 126.0, 900.0, 64.0, 4.0,
-     0.70, 0.90, 0.65, 0.88, 1, 0},
+     0.71, 0.90, 0.65, 0.88, 1, 1},
     /* devices.c's cpu: what one core of the CPU backend achieves */
     {"cpu", 0, 3000.0, 0.1, 0.1, 0.0, 0.0, 10.0, 16.0, 0.0, 5.0, 0.0, 4.0, 1.0, 1.0, 0.0, 1.0, 0,
      0},

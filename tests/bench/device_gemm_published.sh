@@ -4,22 +4,35 @@
 # openxla/xla repository and tensorflow/tensorflow's third_party/xla; Apache
 # 2.0), which gives the FLOP/s XLA measured for bf16 GEMMs of batch 1-4 and
 # M, N, K of 256-4096 on sm_90 (an H100 SXM-class part: its largest GEMMs run
-# above the PCIe part's peak).  The file is not part of dsmpi: download it and
-# pass its path.  Prints, for the sm_90 bf16 rows:
+# above the PCIe part's peak); later versions add sm_100 (Blackwell).  The file
+# is not part of dsmpi: download it and pass its path.  Prints, for the bf16
+# rows of one architecture:
 #   - measured / modelled time per size decade, as the model stands;
 #   - the bf16 fraction of peak device_model.c takes from this table: the one
 #     that makes the median measured / modelled 1 over the GEMMs of at least
 #     1e10 FLOP (the fraction is the model's large-GEMM asymptote), fitted with
 #     each batch size left out in turn and checked on it;
-#   - the band of the gemm classes (libdsmpi/events/device_band.c, gpu): the
-#     10th and 90th percentile of measured / modelled over every GEMM of the
-#     left-out batch size, with the fraction fitted without it.
-# Usage: device_gemm_published.sh [BUILD_DIR] XLA_MATMUL_TABLE [DEVICE]
-#   (DEVICE: the dsmpi device the table's sm_90 rows stand for; default h100-sxm)
+#   - the band of the gemm classes (libdsmpi/events/device_band.c): the 10th
+#     and 90th percentile of measured / modelled over every GEMM of the
+#     left-out batch size, with the fraction fitted without it, by the bound
+#     the model gives each GEMM and over all of them (gemm-any).
+# Usage: device_gemm_published.sh [BUILD_DIR] XLA_MATMUL_TABLE [SM [DEVICE]]
+#   (SM: the table's architecture key, default sm_90; DEVICE: the dsmpi device
+#   its rows stand for, default h100-sxm for sm_90 and b200 for sm_100)
 set -eu
 build=${1:-build}
 table=${2:-}
-device=${3:-h100-sxm}
+sm=${3:-sm_90}
+case $sm in
+sm_90) device=${4:-h100-sxm} ;;
+sm_100) device=${4:-b200} ;;
+*) device=${4:-} ;;
+esac
+if [ -z "$device" ]; then
+    echo "device_gemm_published.sh: no device given for $sm (accepted: sm_90, sm_100, or any" \
+        "key with a DEVICE)" >&2
+    exit 2
+fi
 dsmpi=$build/apps/dsmpi/dsmpi
 if [ -z "$table" ] || [ ! -r "$table" ]; then
     echo "device_gemm_published.sh: skipped: no XLA matmul table given (download" \
@@ -30,10 +43,10 @@ if [ ! -x "$dsmpi" ]; then
     echo "device_gemm_published.sh: $dsmpi not found (build the project first)" >&2
     exit 2
 fi
-python3 - "$dsmpi" "$table" "$device" <<'EOF'
+python3 - "$dsmpi" "$table" "$sm" "$device" <<'EOF'
 import json, math, re, statistics, subprocess, sys
 
-dsmpi, path, device = sys.argv[1:4]
+dsmpi, path, want_sm, device = sys.argv[1:5]
 rows = []  # (batch, m, n, k, measured seconds)
 sm = None
 entry = {}
@@ -47,12 +60,13 @@ for line in open(path, encoding="utf-8"):
         entry[dim.group(1)] = int(dim.group(2))
         continue
     flops = re.search(r'flops\s*\{\s*key:\s*"([^"]+)"\s*value:\s*(\d+)', line)
-    if flops and sm == "sm_90" and flops.group(1).lower().startswith("bf16xbf16"):
+    if flops and sm == want_sm and flops.group(1).lower().startswith("bf16xbf16"):
         b, m, n, k = (entry[d] for d in "bmnk")
         rows.append((b, m, n, k, 2.0 * b * m * n * k / int(flops.group(2))))
 if not rows:
-    sys.exit("device_gemm_published.sh: no sm_90 bf16 rows in %s (accepted: OpenXLA's "
-             "matmul_interpolator_data.h)" % path)
+    print("device_gemm_published.sh: no %s bf16 rows in %s (accepted: OpenXLA's "
+          "matmul_interpolator_data.h)" % (want_sm, path), file=sys.stderr)
+    sys.exit(2)
 
 listing = json.loads(subprocess.run([dsmpi, "device", "--device", device, "--json"],
                                     check=True, capture_output=True, text=True).stdout)
@@ -91,9 +105,9 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
 
 
-print("# %d sm_90 bf16 GEMMs of %s; device %s: bf16 peak %.0f TFLOP/s, fraction %.3f, "
-      "launch %.1f us" % (len(gemms), path, device, spec["peak_tflops_bf16"], fraction,
-                          launch * 1e6))
+print("# %d %s bf16 GEMMs of %s; device %s: bf16 peak %.0f TFLOP/s, fraction %.3f, "
+      "launch %.1f us" % (len(gemms), want_sm, path, device, spec["peak_tflops_bf16"],
+                          fraction, launch * 1e6))
 print("# measured / modelled time (above 1: the model is too fast)")
 print("# %-18s %5s %8s %8s %8s %10s" % ("GEMM FLOP", "count", "median", "min", "max",
                                         "median|err|"))
@@ -118,7 +132,8 @@ for b in sorted({g[3] for g in gemms}):
     for g in out:
         bound = "memory" if g[2] > g[1] * fraction / f else "compute"
         held[bound].append(g[0] / modelled(g, f))
-for bound in ("compute", "memory"):
+held["any"] = held["compute"] + held["memory"]
+for bound in ("compute", "memory", "any"):
     r = held[bound]
     if r:
         print("# band gemm-%s (left-out batches, every size): p10 %.3f p90 %.3f "
