@@ -18,7 +18,8 @@ static void help(void)
            "tiles, waves of "
            "tiles over the SMs, a K-loop efficiency, and the memory-bound regime\n"
            "of thin shapes.  The achieved fractions of peak are guesses, except the bf16\n"
-           "one of h100-sxm, h200, gh200 and b200 (set from published GEMM timings);\n"
+           "one of every GPU but h100-pcie and the fp8 one of h100-sxm, h200, gh200 and\n"
+           "b200 (set from published GEMM timings);\n"
            "every modelled time carries the band of its operator class (the model's\n"
            "measured error on kernels that did not set its parameters), printed below the\n"
            "devices.\n\n"
@@ -92,28 +93,31 @@ static void print_devices_table(const app_t *app, const char *only)
 {
     output_preamble(app, stdout);
     printf("# dense peaks; fractions: of peak for large GEMMs and of bandwidth for streaming\n"
-           "# kernels (guesses where 'guessed' is yes; 'not bf16': the bf16 GEMM fraction is\n"
-           "# set from published GEMM timings, the others are guesses); bandwidths one direction\n"
+           "# kernels; 'cited': the fractions set from published GEMM timings (see\n"
+           "# device_model.c), the others are guesses ('-': all are; 'all': measured by the\n"
+           "# backend); bandwidths one direction\n"
            "#\n");
-    printf("# %-9s %7s %6s %7s %6s %6s %7s %6s %5s %5s %6s %5s %6s %5s %5s %6s %8s\n", "device",
+    printf("# %-9s %7s %6s %7s %6s %6s %7s %6s %5s %5s %6s %5s %6s %5s %5s %5s %6s %8s\n", "device",
            "SMs", "clock", "bf16", "fp32", "tf32", "fp8", "HBM", "HBM", "L2", "NVLink", "PCIe",
-           "launch", "gemm", "gemm", "stream", "guessed");
-    printf("# %-9s %7s %6s %7s %6s %6s %7s %6s %5s %5s %6s %5s %6s %5s %5s %6s %8s\n", "",
+           "launch", "gemm", "gemm", "gemm", "stream", "cited");
+    printf("# %-9s %7s %6s %7s %6s %6s %7s %6s %5s %5s %6s %5s %6s %5s %5s %5s %6s %8s\n", "",
            "(count)", "(MHz)", "(TF/s)", "(TF/s)", "(TF/s)", "(TF/s)", "(GB/s)", "(GiB)", "(MiB)",
-           "(GB/s)", "(GB/s)", "(us)", "bf16", "fp32", "", "");
+           "(GB/s)", "(GB/s)", "(us)", "bf16", "fp32", "fp8", "", "");
     for (size_t i = 0; i < ds_device_model_count(); i++) {
         const ds_device_model_t *d = ds_device_model_at(i);
         if (only != NULL && strcmp(d->name, only) != 0)
             continue;
+        const char *cited = !d->guessed                     ? "all"
+                            : d->bf16_cited && d->fp8_cited ? "bf16,fp8"
+                            : d->bf16_cited                 ? "bf16"
+                            : d->fp8_cited                  ? "fp8"
+                                                            : "-";
         printf("  %-9s %7d %6.0f %7.1f %6.1f %6.0f %7.0f %6.0f %5.0f %5.0f %6.0f %5.0f %6.1f %5.2f "
-               "%5.2f %6.2f %8s\n",
+               "%5.2f %5.2f %6.2f %8s\n",
                d->name, d->sm_count, d->boost_clock_MHz, d->peak_tflops_bf16, d->peak_tflops_fp32,
                d->peak_tflops_tf32, d->peak_tflops_fp8, d->mem_bw_GBps, d->memory_GiB, d->l2_MiB,
                d->nvlink_GBps, d->pcie_GBps, d->launch_us, d->gemm_fraction_bf16,
-               d->gemm_fraction_fp32, d->stream_fraction,
-               !d->guessed     ? "no"
-               : d->bf16_cited ? "not bf16"
-                               : "yes");
+               d->gemm_fraction_fp32, d->gemm_fraction_fp8, d->stream_fraction, cited);
     }
     print_band_table();
 }
@@ -127,19 +131,21 @@ static void print_device_json(const ds_device_model_t *d)
            "\"mem_bw_GBps\": %g, \"memory_GiB\": %g, \"l2_MiB\": %g, \"nvlink_GBps\": %g, "
            "\"pcie_GBps\": %g, \"launch_us\": %g, \"gemm_fraction_bf16\": %g, "
            "\"gemm_fraction_fp32\": %g, \"gemm_fraction_fp8\": %g, \"stream_fraction\": %g, "
-           "\"guessed\": %s, \"bf16_cited\": %s}",
+           "\"guessed\": %s, \"bf16_cited\": %s, \"fp8_cited\": %s, \"stream_k\": %s}",
            d->sm_count, d->boost_clock_MHz, d->peak_tflops_bf16, d->peak_tflops_fp32,
            d->peak_tflops_tf32, d->peak_tflops_fp8, d->mem_bw_GBps, d->memory_GiB, d->l2_MiB,
            d->nvlink_GBps, d->pcie_GBps, d->launch_us, d->gemm_fraction_bf16, d->gemm_fraction_fp32,
            d->gemm_fraction_fp8, d->stream_fraction, d->guessed ? "true" : "false",
-           d->bf16_cited ? "true" : "false");
+           d->bf16_cited ? "true" : "false", d->fp8_cited ? "true" : "false",
+           d->stream_k ? "true" : "false");
 }
 
 static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t dtype,
                        const gemm_dims_t *g, const ds_gemm_estimate_t *e, output_format_t format)
 {
     const char *bound = e->memory_bound ? "memory" : "compute";
-    bool cited = d->bf16_cited && (dtype == DS_DTYPE_BF16 || dtype == DS_DTYPE_FP16);
+    bool cited = (d->bf16_cited && (dtype == DS_DTYPE_BF16 || dtype == DS_DTYPE_FP16)) ||
+                 (d->fp8_cited && dtype == DS_DTYPE_FP8);
     ds_model_class_t model_class = e->memory_bound ? DS_MODEL_GEMM_MEMORY : DS_MODEL_GEMM_COMPUTE;
     double low, high;
     ds_model_class_band(model_class, d->name, &low, &high);
@@ -149,14 +155,14 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
         printf(", \"dtype\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"batch\": %lld, "
                "\"seconds\": %.9g, \"compute_s\": %.9g, \"memory_s\": %.9g, "
                "\"achieved_tflops\": %.6g, \"peak_tflops\": %g, \"tile_m\": %d, \"tile_n\": %d, "
-               "\"tiles\": %lld, \"waves\": %lld, \"k_efficiency\": %.6f, \"band_class\": \"%s\", "
+               "\"tiles\": %lld, \"waves\": %.4f, \"k_efficiency\": %.6f, \"band_class\": \"%s\", "
                "\"band_low_s\": %.9g, \"band_high_s\": %.9g, \"bound\": \"%s\", "
                "\"guessed\": %s, \"fraction_cited\": %s}\n",
                ds_dtype_name(dtype), (long long)g->m, (long long)g->n, (long long)g->k,
                (long long)g->batch, e->seconds, e->compute_s, e->memory_s, e->achieved_tflops,
-               e->peak_tflops, e->tile_m, e->tile_n, (long long)e->tiles, (long long)e->waves,
-               e->k_efficiency, ds_model_class_name(model_class), e->seconds * low,
-               e->seconds * high, bound, d->guessed ? "true" : "false", cited ? "true" : "false");
+               e->peak_tflops, e->tile_m, e->tile_n, (long long)e->tiles, e->waves, e->k_efficiency,
+               ds_model_class_name(model_class), e->seconds * low, e->seconds * high, bound,
+               d->guessed ? "true" : "false", cited ? "true" : "false");
         return;
     }
     output_preamble(app, stdout);
@@ -167,7 +173,8 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
            (long long)g->batch);
     if (d->guessed && cited)
         printf("# GUESSED: the tile efficiencies are guesses; the fraction of peak is set from\n"
-               "#   published GEMM timings (OpenXLA's matmul table; see device_model.c)\n");
+               "#   published GEMM timings (OpenXLA's matmul table or the maximum achievable\n"
+               "#   matmul FLOPS; see device_model.c)\n");
     else if (d->guessed)
         printf("# GUESSED: the achieved fractions of peak and the tile efficiencies are guesses\n");
     printf("#\n# %12s %10s %7s %9s %8s %7s %7s %11s %11s %s\n", "time", "achieved", "of_peak",
@@ -176,13 +183,16 @@ static void print_gemm(const app_t *app, const ds_device_model_t *d, ds_dtype_t 
            "(count)", "", "(us)", "(us)");
     char tile[24];
     snprintf(tile, sizeof(tile), "%dx%d", e->tile_m, e->tile_n);
-    printf("  %12.3f %10.2f %7.1f %9s %8lld %7lld %7.3f %11.3f %11.3f %s\n", e->seconds * 1e6,
+    printf("  %12.3f %10.2f %7.1f %9s %8lld %7.2f %7.3f %11.3f %11.3f %s\n", e->seconds * 1e6,
            e->achieved_tflops, 100.0 * e->achieved_tflops / e->peak_tflops,
-           e->tile_m > 0 ? tile : "-", (long long)e->tiles, (long long)e->waves, e->k_efficiency,
+           e->tile_m > 0 ? tile : "-", (long long)e->tiles, e->waves, e->k_efficiency,
            e->compute_s * 1e6, e->memory_s * 1e6, bound);
-    printf("# time = launch (%.1f us) + max(compute, memory); compute = waves x one tile's time;\n"
+    printf("# time = launch (%.1f us) + max(compute, memory); compute = waves x one tile's time,\n"
+           "# waves = ceil(tiles / SMs)%s;\n"
            "# memory = bytes of A, B and C / (%.2f x %.0f GB/s)\n",
-           d->launch_us, d->stream_fraction, d->mem_bw_GBps);
+           d->launch_us,
+           d->stream_k ? ", or tiles / SMs past one (stream-K splits a partial wave)" : "",
+           d->stream_fraction, d->mem_bw_GBps);
     printf("# band: device model, class %s: %.3f - %.3f us (%.3f - %.3f x the time; the\n"
            "#   model's measured error on kernels of the class, see 'dsmpi device')\n",
            ds_model_class_name(model_class), e->seconds * low * 1e6, e->seconds * high * 1e6, low,

@@ -46,7 +46,8 @@ DS_API const char *ds_device_spec_name(size_t index);
  * not profiled: the facts of the datasheets (each row's source is beside it
  * in libdsmpi/cluster/device_model.c) and the achieved fractions of peak,
  * which are guesses where no measurement is cited (`guessed` says so;
- * `bf16_cited` marks a bf16 fraction taken from published GEMM timings). */
+ * `bf16_cited` and `fp8_cited` mark fractions taken from published GEMM
+ * timings). */
 
 typedef struct ds_device_model {
     char name[32];
@@ -68,6 +69,8 @@ typedef struct ds_device_model {
     double stream_fraction; /* of mem_bw_GBps, streaming kernels (STREAM-like) */
     int guessed;            /* a fraction is a guess, not a cited measurement */
     int bf16_cited;         /* gemm_fraction_bf16 is set from published GEMM timings */
+    int fp8_cited;          /* gemm_fraction_fp8 is set from published GEMM timings */
+    int stream_k; /* multi-wave GEMMs run as persistent stream-K kernels: no partial wave */
 } ds_device_model_t;
 
 /* The model of a device named like ds_device_spec_lookup's names, plus
@@ -92,7 +95,7 @@ typedef struct ds_gemm_estimate {
     double peak_tflops;  /* of the dtype */
     int tile_m, tile_n;  /* the output tile the estimate chose (the fastest) */
     int64_t tiles;       /* output tiles, over the batch */
-    int64_t waves;       /* ceil(tiles / SMs); 1 without SMs */
+    double waves;        /* ceil(tiles / SMs), or tiles / SMs past one with stream_k */
     double k_efficiency; /* K / (K + the K-loop prologue and epilogue) */
     int memory_bound;
 } ds_gemm_estimate_t;

@@ -27,50 +27,68 @@
  *   cpu:    one core standing for a device (see devices.c); its peaks are what the CPU
  *           backend's core achieves, so its fractions are 1 and it has no waves.
  * Launch: the 4 us floor of a kernel launch and synchronisation dsmpi used before (guess).
- * Achieved fractions: the bf16 fraction of the H100 SXM-class parts (h100-sxm, h200, gh200:
- * one GH100 die at the same clocks) is set from published GEMM timings, OpenXLA's matmul
- * table (xla/service/gpu/model/matmul_interpolator_data.h, sm_90, tensorflow/tensorflow
- * commit 372d578b: 375 bf16 GEMMs, batch 1-4, M, N, K 256-4096; 4096^3 at 783 TFLOP/s).
- * The fraction is the model's large-GEMM asymptote, so it is fitted on the table's GEMMs of
- * at least 1e10 FLOP (median measured / modelled = 1): 0.8522-0.8575 with each batch size
- * left out in turn, 0.85 here; tests/bench/device_gemm_published.sh reproduces it from the
- * file.  The b200's from the same table's sm_100 rows, a later version (OpenXLA "Update
- * GEMM cost model for B200", 2025-08-14, read as ROCm/xla commit 1088d5ab; its sm_90 rows
- * are the ones above), the same rule against the HGX B200's 2250 TFLOP/s: 0.7114
- * (0.7054-0.7197 with each batch size left out), 0.71 here (sm_100 is B200 or GB200: the
- * table does not say which).  The others are guesses, not cited measurements (`guessed`
- * marks a device with any): large cuBLAS bf16 GEMMs reach about 80-90% of the dense peak
- * on A100, the PCIe H100 is taken below the SXM part (power limits), fp32 SIMT SGEMM about 90%,
- * fp8 about 65% on Hopper; STREAM-like kernels (BabelStream copy/triad) reach about 85-90%
+ * Achieved fractions, from published GEMM timings where a source is cited (`bf16_cited`,
+ * `fp8_cited`), guesses otherwise (`guessed` marks a device with any):
+ *   - OpenXLA's matmul table (xla/service/gpu/model/matmul_interpolator_data.h): the
+ *     FLOP/s of 375 bf16 GEMMs, batch 1-4, M, N, K 256-4096; sm_90 rows read at
+ *     tensorflow/tensorflow commit 372d578b (4096^3 at 783 TFLOP/s), sm_100 rows in a later
+ *     version (OpenXLA "Update GEMM cost model for B200", 2025-08-14, read as ROCm/xla
+ *     commit 1088d5ab; B200 or GB200, the table does not say).  The fraction is the model's
+ *     large-GEMM asymptote, fitted on the GEMMs of at least 1e10 FLOP (median measured /
+ *     modelled = 1; tests/bench/device_gemm_published.sh): sm_90 0.8264-0.8357 with each
+ *     batch size left out in turn, 0.83 for h100-sxm and h200 (one GH100 die, same clocks);
+ *     sm_100 0.6524-0.6580, 0.65 for the b200.
+ *   - Maximum achievable matmul FLOPS (MAMF: the best mean TFLOP/s of torch.mm over a sweep
+ *     of shapes, per device and dtype; tests/data/gemm/mamf.csv, from Stas Bekman's "Machine
+ *     Learning Engineering", commit 744d01e1), for the fractions no table covers: the
+ *     fraction that reproduces MAMF at its best shape, divided by MAMF's bias over the table
+ *     on a device with both (h100-sxm 1.037; the b200's own 1.294 for its fp8; the others
+ *     take h100-sxm's), tests/bench/device_mamf.sh: a100 bf16 0.879 -> 0.88 (no table has
+ *     sm_80 rows), gh200 bf16 0.855 -> 0.85 (a 900 W part, above the H100 SXM's 700 W), fp8
+ *     of h100-sxm 0.704 -> 0.70, h200 0.750 -> 0.75, gh200 0.766 -> 0.77, b200 0.637 -> 0.64.
+ *     MAMF and the table disagree on the b200: its bf16 MAMF runs 1.28x the table's fit
+ *     (a newer cuBLAS); the fraction keeps the table's, the band holds both (device_band.c).
+ * Waves: whole waves of output tiles, except on the devices marked stream_k (Hopper and
+ *   Blackwell), whose cuBLAS runs GEMMs of more than one wave as persistent stream-K kernels
+ *   that split the last partial wave's K loops over every SM.  With it both published tables
+ *   fit better (median |error| sm_90 8.9% -> 8.3%, sm_100 16.4% -> 13.8%, fractions refitted)
+ *   and the MAMF rows agree with each other (whole waves price the fp8 rows' best shapes at
+ *   2-3 waves of 73-81% use: fractions of 0.94-1.13 would be needed).  No published A100 table
+ *   shows it, so the A100 keeps whole waves.
+ * Guesses: the PCIe H100's bf16 0.75 and fp8 0.65 (below the SXM part: power limits), fp32
+ *   SIMT SGEMM about 90%, STREAM-like kernels (BabelStream copy/triad) about 85-90%
  * of HBM bandwidth. */
+/* One row per device, columns as named. */
+/* clang-format off */
 static const ds_device_model_t models[] = {
-    /* name     SMs  MHz    bf16    fp32  tf32    fp8     GB/s  GiB  L2MiB NVLink PCIe launch_us
-       fraction bf16 fp32 fp8 stream guessed bf16_cited */
+    /* name       SMs   MHz     bf16    fp32  tf32    fp8     GB/s    GiB    L2MiB  NVLink PCIe
+       launch_us  fraction: bf16 fp32 fp8 stream  guessed bf16_cited fp8_cited stream_k */
     /* A100 whitepaper tables 1 and 3; A100 datasheet (SXM4 40 GB) */
-    {"a100-40g", 108, 1410.0, 312.0, 19.5, 156.0, 0.0, 1555.0, 40.0, 40.0, 300.0, 32.0, 4.0, 0.85,
-     0.90, 0.0, 0.88, 1, 0},
+    {"a100-40g",  108,  1410.0, 312.0,  19.5, 156.0,  0.0,    1555.0, 40.0,  40.0,  300.0, 32.0,
+     4.0,         0.88, 0.90, 0.0,  0.88, 1, 1, 0, 0},
     /* A100 datasheet (SXM4 80 GB) */
-    {"a100-80g", 108, 1410.0, 312.0, 19.5, 156.0, 0.0, 2039.0, 80.0, 40.0, 300.0, 32.0, 4.0, 0.85,
-     0.90, 0.0, 0.88, 1, 0},
+    {"a100-80g",  108,  1410.0, 312.0,  19.5, 156.0,  0.0,    2039.0, 80.0,  40.0,  300.0, 32.0,
+     4.0,         0.88, 0.90, 0.0,  0.88, 1, 1, 0, 0},
     /* H100 whitepaper; H100 datasheet (SXM5) */
-    {"h100-sxm", 132, 1980.0, 989.0, 67.0, 494.0, 1979.0, 3350.0, 80.0, 50.0, 450.0, 64.0, 4.0,
-     0.85, 0.90, 0.65, 0.88, 1, 1},
+    {"h100-sxm",  132,  1980.0, 989.0,  67.0, 494.0,  1979.0, 3350.0, 80.0,  50.0,  450.0, 64.0,
+     4.0,         0.83, 0.90, 0.70, 0.88, 1, 1, 1, 1},
     /* H100 datasheet (PCIe) */
-    {"h100-pcie", 114, 1755.0, 756.0, 51.0, 378.0, 1513.0, 2000.0, 80.0, 50.0, 300.0, 64.0, 4.0,
-     0.75, 0.90, 0.65, 0.88, 1, 0},
+    {"h100-pcie", 114,  1755.0, 756.0,  51.0, 378.0,  1513.0, 2000.0, 80.0,  50.0,  300.0, 64.0,
+     4.0,         0.75, 0.90, 0.65, 0.88, 1, 0, 0, 1},
     /* H200 datasheet (SXM); memory as devices.c has it */
-    {"h200", 132, 1980.0, 989.0, 67.0, 494.0, 1979.0, 4800.0, 140.0, 50.0, 450.0, 64.0, 4.0, 0.85,
-     0.90, 0.65, 0.88, 1, 1},
+    {"h200",      132,  1980.0, 989.0,  67.0, 494.0,  1979.0, 4800.0, 140.0, 50.0,  450.0, 64.0,
+     4.0,         0.83, 0.90, 0.75, 0.88, 1, 1, 1, 1},
     /* GH200 datasheet (96 GB HBM3 variant) */
-    {"gh200", 132, 1980.0, 989.0, 67.0, 494.0, 1979.0, 4000.0, 96.0, 50.0, 450.0, 64.0, 4.0, 0.85,
-     0.90, 0.65, 0.88, 1, 1},
+    {"gh200",     132,  1980.0, 989.0,  67.0, 494.0,  1979.0, 4000.0, 96.0,  50.0,  450.0, 64.0,
+     4.0,         0.85, 0.90, 0.77, 0.88, 1, 1, 1, 1},
     /* HGX B200 datasheet per GPU; SMs, clock, L2 reported, not NVIDIA's (guesses) */
-    {"b200", 148, 1965.0, 2250.0, 80.0, 1100.0, 4500.0, 8000.0, 180.0, 126.0, 900.0, 64.0, 4.0,
-     0.71, 0.90, 0.65, 0.88, 1, 1},
+    {"b200",      148,  1965.0, 2250.0, 80.0, 1100.0, 4500.0, 8000.0, 180.0, 126.0, 900.0, 64.0,
+     4.0,         0.65, 0.90, 0.64, 0.88, 1, 1, 1, 1},
     /* devices.c's cpu: what one core of the CPU backend achieves */
-    {"cpu", 0, 3000.0, 0.1, 0.1, 0.0, 0.0, 10.0, 16.0, 0.0, 5.0, 0.0, 4.0, 1.0, 1.0, 0.0, 1.0, 0,
-     0},
+    {"cpu",       0,    3000.0, 0.1,    0.1,  0.0,    0.0,    10.0,   16.0,  0.0,   5.0,   0.0,
+     4.0,         1.0,  1.0,  0.0,  1.0,  0, 0, 0, 0},
 };
+/* clang-format on */
 
 /* Output tiles cuBLAS chooses among, with the share of the large-tile rate
  * each reaches (smaller tiles reuse operands less; guesses). */
@@ -174,10 +192,17 @@ ds_status_t ds_device_model_gemm(const ds_device_model_t *model, ds_dtype_t dtyp
         for (size_t i = 0; i < DSI_ARRAY_SIZE(tiles); i++) {
             int64_t count =
                 ((m + tiles[i].m - 1) / tiles[i].m) * ((n + tiles[i].n - 1) / tiles[i].n) * batch;
-            int64_t waves = (count + model->sm_count - 1) / model->sm_count;
+            /* One wave or less leaves SMs idle.  Beyond one, whole waves;
+             * on devices whose cuBLAS runs persistent stream-K kernels
+             * (Hopper and later) the K loops of the last partial wave are
+             * split over every SM, so the waves are fractional. */
+            double waves = count <= model->sm_count ? 1.0
+                           : model->stream_k
+                               ? (double)count / (double)model->sm_count
+                               : (double)((count + model->sm_count - 1) / model->sm_count);
             double tile_s = 2.0 * tiles[i].m * tiles[i].n * (double)k /
                             (per_sm * tiles[i].efficiency * e.k_efficiency);
-            double seconds = (double)waves * tile_s;
+            double seconds = waves * tile_s;
             if (seconds < e.compute_s) {
                 e.compute_s = seconds;
                 e.tile_m = tiles[i].m;
