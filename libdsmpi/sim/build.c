@@ -356,6 +356,12 @@ ds_status_t dsi_sim_build(ds_sim_t *sim)
     if (reused)
         return DS_OK;
     DSI_TRY(dsi_graph_reset(&sim->g));
+    sim->twice.active = dsi_twice_applies(sim);
+    if (sim->twice.active) { /* iteration 2's nodes, evaluated as 1 and as 2 */
+        DSI_TRY(dsi_twice_begin(sim));
+        DSI_TRY(build_iteration(sim, 2));
+        return dsi_twice_end(sim);
+    }
     for (int it = 1; it <= 2; it++)
         DSI_TRY(build_iteration(sim, it));
     return DS_OK;

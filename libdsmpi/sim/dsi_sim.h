@@ -151,6 +151,9 @@ ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled);
  * *cycle_len_p (nodes in dependency order, caller frees) and returns
  * DS_ERR_DEADLOCK without a message. */
 ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle_len_p);
+/* The sweep again in the last evaluation's order, nodes 0 .. count - 1
+ * (without predecessors) starting at first_starts. */
+ds_status_t dsi_graph_sweep(dsi_graph_t *g, const int64_t *first_starts, int32_t count);
 
 extern const char *const dsi_node_labels[];
 enum {
@@ -344,7 +347,7 @@ typedef struct dsi_reuse_key {
     ds_cluster_t cluster;
     ds_sim_options_t opt;
     int64_t m, zero3_prefetch;
-    int32_t unbatched_p2p, sp, dtype;
+    int32_t unbatched_p2p, sp, dtype, twice;
     int32_t cp, cp_comm; /* the strategy as given: s is folded to dp x cp */
     uint32_t phases;     /* the phases that apply, a bit each */
 } dsi_reuse_key_t;
@@ -366,6 +369,24 @@ typedef struct dsi_sim_reuse {
     int32_t *node_source, *reps;
     int32_t num_sources, sources_cap;
 } dsi_sim_reuse_t;
+
+/* One iteration built and evaluated twice (twice.c), for a symmetric run
+ * without a timeline.  Kept with the graph: a reused graph is this way too. */
+typedef struct dsi_sim_twice {
+    bool active;       /* the graph holds one iteration (nodes stamped 2) after its carry nodes */
+    int32_t num_carry; /* carry nodes: ids 0 .. num_carry - 1 */
+    /* carry node c starts, in the second evaluation, at the latest end in the
+     * first of from[from_off[c] .. from_off[c + 1]) */
+    int32_t *from_off, *from;
+    int32_t carry_cap, from_cap;
+    int64_t *carry_start; /* [num_carry] */
+    int64_t *start1;      /* [n] starts of the first evaluation: iteration 1 */
+    int32_t start1_cap;
+    /* A chunk's first forward that iteration 1 builds as one fused node and
+     * this graph in parts: the first part's node and the number of parts. */
+    int32_t *fused_first, *fused_count;
+    int32_t num_fused, fused_cap;
+} dsi_sim_twice_t;
 
 typedef struct dsi_sim_estimate_cache dsi_sim_estimate_cache_t;
 
@@ -534,6 +555,7 @@ struct ds_sim {
     dsi_graph_t g;
     dsi_sim_results_t results;
     dsi_sim_reuse_t reuse;
+    dsi_sim_twice_t twice;
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
 };
@@ -564,8 +586,23 @@ void dsi_sim_templates_reset(ds_sim_t *sim);
  * the optimizer on the expert shard (added to opt_dur); phase_moe.c. */
 ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr);
 
-/* build.c: the graph of two iterations, phase by phase (dsi_phase.h) */
+/* build.c: the graph of two iterations, or of one evaluated twice (twice.c),
+ * phase by phase (dsi_phase.h) */
 ds_status_t dsi_sim_build(ds_sim_t *sim);
+
+/* twice.c: one iteration built, evaluated twice.  Whether this run does it;
+ * before the iteration is built: the carry nodes in the builder's carried
+ * slots; after: what the builder left in them. */
+bool dsi_twice_applies(const ds_sim_t *sim);
+ds_status_t dsi_twice_begin(ds_sim_t *sim);
+ds_status_t dsi_twice_end(ds_sim_t *sim);
+/* A first forward built in `count` parts from node `first` that iteration 1
+ * builds as one node. */
+ds_status_t dsi_twice_note_fused(ds_sim_t *sim, int32_t first, int32_t count);
+/* After the first evaluation: keeps its starts and evaluates again from
+ * where it ended. */
+ds_status_t dsi_twice_second(ds_sim_t *sim);
+void dsi_twice_free(dsi_sim_twice_t *tw);
 
 /* reuse.c: the previous run's graph with this run's durations, when its
  * structure is this run's (*reused_p); otherwise nothing changed. */

@@ -246,10 +246,17 @@ static inline ds_status_t release(dsi_graph_t *g, int32_t u)
 
 static ds_status_t sweep_in_order(dsi_graph_t *g)
 {
+    return dsi_graph_sweep(g, NULL, 0);
+}
+
+ds_status_t dsi_graph_sweep(dsi_graph_t *g, const int64_t *first_starts, int32_t count)
+{
     for (int32_t i = 0; i < g->n; i++) {
         g->start[i] = 0;
         g->bind[i] = -1;
     }
+    for (int32_t i = 0; i < count; i++)
+        g->start[i] = first_starts[i];
     for (int32_t q = 0; q < g->n; q++)
         DSI_TRY(release(g, g->queue[q]));
     return DS_OK;

@@ -419,18 +419,22 @@ static ds_status_t hash_prefixes(ds_sim_t *sim)
     if (g->same && r->hash_prefix_generation == g->generation)
         return DS_OK;
     r->hash_prefix_generation = 0;
-    if (r->hash_prefix_cap < g->n) {
-        DSI_TRY(dsi_realloc_array(&r->hash_prefix, (size_t)g->n, sizeof(*r->hash_prefix)));
-        r->hash_prefix_cap = g->n;
+    /* One iteration evaluated twice (twice.c): its nodes as iteration 2, then as 1. */
+    int copies = sim->twice.active ? 2 : 1;
+    if (r->hash_prefix_cap < copies * g->n) {
+        DSI_TRY(dsi_realloc_array(&r->hash_prefix, (size_t)copies * g->n, sizeof(*r->hash_prefix)));
+        r->hash_prefix_cap = copies * g->n;
     }
     uint64_t seed = dsi_fnv64_seed(TIMELINE_SEED);
-    for (int32_t i = 0; i < g->n; i++) {
-        int64_t place[4];
-        dsi_node_place(g, i, place);
-        int64_t id[] = {g->kind[i], g->iter[i], g->owner[i], place[0],
-                        place[1],   place[2],   place[3]};
-        r->hash_prefix[i] = dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id));
-    }
+    for (int copy = 0; copy < copies; copy++)
+        for (int32_t i = 0; i < g->n; i++) {
+            int64_t place[4];
+            dsi_node_place(g, i, place);
+            int64_t id[] = {
+                g->kind[i], copy ? 1 : g->iter[i], g->owner[i], place[0], place[1], place[2],
+                place[3]};
+            r->hash_prefix[(size_t)copy * g->n + i] = dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id));
+        }
     r->hash_prefix_generation = g->generation;
     return DS_OK;
 }
@@ -452,17 +456,84 @@ static uint64_t timeline_hash(const dsi_graph_t *g, const uint64_t *prefix)
     return timeline;
 }
 
+/* The same for twice.c's graph: each node in iteration 2 (the last
+ * evaluation) and in iteration 1 (the first), where a fused first forward
+ * counts as the one node iteration 1 builds. */
+static uint64_t timeline_hash_twice(const ds_sim_t *sim, const uint64_t *prefix)
+{
+    const dsi_graph_t *g = &sim->g;
+    const dsi_sim_twice_t *tw = &sim->twice;
+    const uint64_t *prefix1 = prefix + g->n;
+    uint64_t timeline = 0;
+    int32_t f = 0;
+    for (int32_t i = tw->num_carry; i < g->n; i++) {
+        if (g->kind[i] == DSI_N_JOIN)
+            continue;
+        timeline += node_hash(prefix[i], g->start[i], g->dur[i]);
+        while (f < tw->num_fused && tw->fused_first[f] + tw->fused_count[f] <= i)
+            f++;
+        if (f < tw->num_fused && i >= tw->fused_first[f])
+            continue; /* a part of a fused node of iteration 1 */
+        timeline += node_hash(prefix1[i], tw->start1[i], g->dur[i]);
+    }
+    uint64_t seed = dsi_fnv64_seed(TIMELINE_SEED);
+    for (f = 0; f < tw->num_fused; f++) {
+        int32_t first = tw->fused_first[f];
+        int64_t dur = 0;
+        for (int32_t j = 0; j < tw->fused_count[f]; j++)
+            dur = dsi_ns_add(dur, g->dur[first + j]);
+        const dsi_pass_node_t *pn = &g->payload[first].pass;
+        int64_t id[] = {DSI_N_FWD, 1, g->owner[first], pn->mb, pn->chunk, 0, tw->fused_count[f]};
+        timeline +=
+            node_hash(dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id)), tw->start1[first], dur);
+    }
+    return timeline;
+}
+
 ds_status_t dsi_sim_timeline_hash(ds_sim_t *sim)
 {
     DSI_TRY(hash_prefixes(sim));
-    sim->results.summary.timeline_hash = timeline_hash(&sim->g, sim->results.hash_prefix);
+    sim->results.summary.timeline_hash = sim->twice.active
+                                             ? timeline_hash_twice(sim, sim->results.hash_prefix)
+                                             : timeline_hash(&sim->g, sim->results.hash_prefix);
     sim->results.hashed = true;
     return DS_OK;
+}
+
+/* The same for twice.c's graph: iteration 1's ends from the first
+ * evaluation, everything of iteration 2 from the second. */
+static void summarize_twice(ds_sim_t *sim)
+{
+    const dsi_graph_t *g = &sim->g;
+    const dsi_sim_twice_t *tw = &sim->twice;
+    dsi_sim_results_t *r = &sim->results;
+    r->it_end[0] = r->it_end[1] = r->it_end[2] = 0;
+    r->it2_begin = INT64_MAX;
+    int64_t assumed = 0, total = 0;
+    for (int32_t i = tw->num_carry; i < g->n; i++) {
+        r->it_end[1] = DSI_MAX(r->it_end[1], tw->start1[i] + g->dur[i]);
+        r->it_end[2] = DSI_MAX(r->it_end[2], node_end(g, i));
+        if (g->kind[i] != DSI_N_JOIN) {
+            r->it2_begin = DSI_MIN(r->it2_begin, g->start[i]);
+            total += g->dur[i];
+            if (g->flags[i] & DSI_NODE_ASSUMED)
+                assumed += g->dur[i];
+        }
+    }
+    if (r->it2_begin == INT64_MAX)
+        r->it2_begin = r->it_end[1];
+    r->summary.graph_nodes = g->n;
+    r->summary.graph_edges = g->ne;
+    r->summary.assumed_share = total > 0 ? (double)assumed / (double)total : 0.0;
 }
 
 /* Iteration ends and the share of assumed time, from every node. */
 static void summarize_nodes(ds_sim_t *sim)
 {
+    if (sim->twice.active) {
+        summarize_twice(sim);
+        return;
+    }
     const dsi_graph_t *g = &sim->g;
     ds_sim_summary_t *sum = &sim->results.summary;
     sim->results.it_end[0] = sim->results.it_end[1] = sim->results.it_end[2] = 0;

@@ -297,10 +297,17 @@ static ds_status_t build_pass(ds_sim_t *sim, int it, int32_t lane, const dsi_act
         cursor->nbwd++;
     }
     int32_t first_node;
-    if (!sim->builder.split_parts && !gather_wait && !sync && sim->opt.granularity == DS_SIM_STAGE)
+    bool fused = !sim->builder.split_parts && !sync && sim->opt.granularity == DS_SIM_STAGE;
+    if (fused && !gather_wait) {
         DSI_TRY(fused_pass(sim, &pc, &first_node));
-    else
+    } else {
         DSI_TRY(part_passes(sim, &pc, sync, gather_wait, &first_node));
+        if (fused && sim->twice.active) { /* iteration 1 builds it fused (twice.c) */
+            const dsi_profile_t *pr = &sim->profiles[l->prof];
+            DSI_TRY(
+                dsi_twice_note_fused(sim, first_node, pr->part_first[c + 1] - pr->part_first[c]));
+        }
+    }
     /* Forward/backward start and end of replica 0, reported iteration. */
     if (it == 2 && l->column == sim->plan.column_of[0] && sim->results.mb_nodes != NULL) {
         size_t slot =

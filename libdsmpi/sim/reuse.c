@@ -46,6 +46,7 @@ static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int
     key->dtype = (int32_t)sim->ctx.dtype;
     key->cp = sim->ctx.cp;
     key->cp_comm = (int32_t)sim->ctx.cp_comm;
+    key->twice = dsi_twice_applies(sim);
     for (int i = 0; i < num_phases; i++)
         if (phases[i]->applies(sim))
             key->phases |= 1u << i;

@@ -117,6 +117,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->builder.lane_interference);
     dsi_free(sim->reuse.node_source);
     dsi_free(sim->reuse.reps);
+    dsi_twice_free(&sim->twice);
     dsi_graph_free(&sim->g);
     dsi_free(sim->results.devices);
     dsi_free(sim->results.mb_nodes);
@@ -268,6 +269,8 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     int32_t *cycle = NULL, cycle_len = 0;
     /* Durations all the last run's: its start times stand. */
     status = sim->results.same_timeline ? DS_OK : dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
+    if (status == DS_OK && !sim->results.same_timeline && sim->twice.active)
+        status = dsi_twice_second(sim);
     if (status == DS_ERR_DEADLOCK) {
         status = deadlock_error(sim, cycle, cycle_len);
         dsi_free(cycle);

@@ -2,8 +2,9 @@
 """A search ranks the same strategies with the same numbers whether or not
 the simulator reuses work across candidates (DS_SIM_REUSE): the graph
 itself where only durations differ (recompute, DP algorithm, ...), else
-the evaluation order and node hashes of a graph structure seen before.
-Every output but the timings must be equal.
+the evaluation order and node hashes of a graph structure seen before; and
+whether it builds one iteration and evaluates it twice or builds two
+(DS_SIM_ONE_ITERATION).  Every output but the timings must be equal.
   search_reuse.py DSMPI"""
 import json
 import os
@@ -33,20 +34,23 @@ cases = [
 failures = 0
 for args in cases:
     outs = []
-    for reuse in ("1", "0"):
-        env = dict(os.environ, DS_SIM_REUSE=reuse)
+    settings = [("1", "1"), ("0", "1"), ("1", "0")]
+    for reuse, once in settings:
+        env = dict(os.environ, DS_SIM_REUSE=reuse, DS_SIM_ONE_ITERATION=once)
         p = subprocess.run([dsmpi, "search", *args, "--estimate-missing", "--json"],
                            env=env, capture_output=True, text=True)
         if p.returncode != 0:
-            print(f"FAIL {' '.join(args)} DS_SIM_REUSE={reuse}: exit {p.returncode}: {p.stderr}")
+            print(f"FAIL {' '.join(args)} DS_SIM_REUSE={reuse} DS_SIM_ONE_ITERATION={once}: "
+                  f"exit {p.returncode}: {p.stderr}")
             failures += 1
             break
         d = json.loads(p.stdout)
         d.pop("time", None)
         outs.append(d)
-    if len(outs) == 2 and outs[0] != outs[1]:
-        print(f"FAIL {' '.join(args)}: the results differ with and without reuse")
+    if len(outs) == len(settings) and any(o != outs[0] for o in outs[1:]):
+        print(f"FAIL {' '.join(args)}: the results differ with reuse and one iteration "
+              "evaluated twice, without reuse, and with two iterations built")
         failures += 1
-    elif len(outs) == 2:
+    elif len(outs) == len(settings):
         print(f"ok   {' '.join(args)}: {outs[0]['counts']['simulated']} simulated, same results")
 sys.exit(1 if failures else 0)
