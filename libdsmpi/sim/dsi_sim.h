@@ -104,6 +104,7 @@ typedef struct dsi_graph {
     uint64_t generation; /* of the structure kept in `last`: changes with it */
     bool same;           /* this graph's structure is the previous run's */
     bool order_valid;    /* queue, off and adj hold this structure's evaluation order */
+    bool binds;          /* the evaluation records bind (the critical path's, with a timeline) */
 } dsi_graph_t;
 
 ds_status_t dsi_graph_reset(dsi_graph_t *g);

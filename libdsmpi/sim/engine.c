@@ -244,6 +244,20 @@ static inline ds_status_t release(dsi_graph_t *g, int32_t u)
     return DS_OK;
 }
 
+/* The same starts without the binding predecessors (g->binds false). */
+static inline ds_status_t release_unbound(dsi_graph_t *g, int32_t u)
+{
+    int64_t end;
+    if (__builtin_add_overflow(g->start[u], g->dur[u], &end) || end >= DSI_SIM_MAX_NS)
+        return clock_overflow();
+    int64_t *start = g->start;
+    for (int32_t e = g->off[u]; e < g->off[u + 1]; e++) {
+        int32_t v = g->adj[e];
+        start[v] = end > start[v] ? end : start[v];
+    }
+    return DS_OK;
+}
+
 static ds_status_t sweep_in_order(dsi_graph_t *g)
 {
     return dsi_graph_sweep(g, NULL, 0);
@@ -251,12 +265,16 @@ static ds_status_t sweep_in_order(dsi_graph_t *g)
 
 ds_status_t dsi_graph_sweep(dsi_graph_t *g, const int64_t *first_starts, int32_t count)
 {
-    for (int32_t i = 0; i < g->n; i++) {
-        g->start[i] = 0;
-        g->bind[i] = -1;
+    memset(g->start, 0, (size_t)g->n * sizeof(*g->start));
+    if (count > 0)
+        memcpy(g->start, first_starts, (size_t)count * sizeof(*g->start));
+    if (!g->binds) {
+        for (int32_t q = 0; q < g->n; q++)
+            DSI_TRY(release_unbound(g, g->queue[q]));
+        return DS_OK;
     }
-    for (int32_t i = 0; i < count; i++)
-        g->start[i] = first_starts[i];
+    for (int32_t i = 0; i < g->n; i++)
+        g->bind[i] = -1;
     for (int32_t q = 0; q < g->n; q++)
         DSI_TRY(release(g, g->queue[q]));
     return DS_OK;
@@ -304,7 +322,7 @@ ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle
     }
     while (head < tail) {
         int32_t u = queue[head++];
-        DSI_TRY(release(g, u));
+        DSI_TRY(g->binds ? release(g, u) : release_unbound(g, u));
         for (int32_t e = off[u]; e < off[u + 1]; e++)
             if (--indeg[adj[e]] == 0)
                 queue[tail++] = adj[e];

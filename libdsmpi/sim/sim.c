@@ -268,6 +268,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     double t1 = dsi_now_s();
     int32_t *cycle = NULL, cycle_len = 0;
     /* Durations all the last run's: its start times stand. */
+    sim->g.binds = sim->opt.keep_timeline; /* only the critical path asks */
     status = sim->results.same_timeline ? DS_OK : dsi_graph_evaluate(&sim->g, &cycle, &cycle_len);
     if (status == DS_OK && !sim->results.same_timeline && sim->twice.active)
         status = dsi_twice_second(sim);
