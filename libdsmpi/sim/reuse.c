@@ -115,14 +115,21 @@ typedef struct node_values {
     dsi_node_payload_t payload;
 } node_values_t;
 
-static void node_values(const dsi_graph_t *g, int32_t id, node_values_t *v)
+static inline void node_values(const dsi_graph_t *g, int32_t id, node_values_t *v)
 {
-    memset(v, 0, sizeof(*v));
     v->dur = g->dur[id];
     v->comp = g->comp[id];
     v->wait = g->wait[id];
     v->flags = g->flags[id];
-    memcpy(&v->payload, &g->payload[id], sizeof(v->payload));
+    v->payload = g->payload[id];
+}
+
+/* The payload compared as stored: reprice writes fields, never the padding. */
+static inline bool node_values_kept(const dsi_graph_t *g, int32_t id, const node_values_t *v)
+{
+    return v->dur == g->dur[id] && v->comp == g->comp[id] && v->wait == g->wait[id] &&
+           v->flags == g->flags[id] &&
+           memcmp(&v->payload, &g->payload[id], sizeof(v->payload)) == 0;
 }
 
 /* Every node's duration from this run's costs: one node repriced per
@@ -141,14 +148,12 @@ static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phas
     *same_p = false;
     for (int32_t s = 0; s < r->num_sources && *ok_p; s++) {
         int32_t rep = r->reps[s];
-        node_values_t before, after;
+        node_values_t before;
         if (same)
             node_values(g, rep, &before);
         DSI_TRY(phases[g->phase[rep]]->reprice(sim, rep, ok_p));
-        if (same) {
-            node_values(g, rep, &after);
-            same = memcmp(&before, &after, sizeof(before)) == 0;
-        }
+        if (same)
+            same = node_values_kept(g, rep, &before);
     }
     if (!*ok_p)
         return DS_OK;
