@@ -45,6 +45,13 @@ typedef struct dsi_phase {
      * reprice the first node of each key and copy it to the others.  NULL:
      * every node on its own. */
     uint64_t (*source)(const ds_sim_t *sim, int32_t id);
+    /* Reuse, optional: node `id` (a source's first node) needs no reprice
+     * this run: only the data-parallel algorithm changed since the last run
+     * (sim->reuse.only_dp_algo), on which the node's costs do not depend, so
+     * it holds this run's values already.  It may not look up costs then:
+     * keys that a reprice would look up must be looked up all the same (the
+     * summary counts them). */
+    bool (*kept)(ds_sim_t *sim, int32_t id);
 } dsi_phase_t;
 
 /* A source key: `tag` (1..15) and fields packed from bit 4 up, each below

@@ -360,10 +360,16 @@ typedef struct dsi_sim_reuse {
     bool armed;                /* this run may be kept: reuse is on for it */
     int64_t repriced, rebuilt; /* runs, for tests and measurements */
     int64_t unchanged;         /* repriced runs whose durations were all the last run's */
+    int64_t kept_sources;      /* groups of nodes not repriced: dsi_phase_t.kept */
     /* The kept graph's evaluation and summary are current (the last run
      * finished), and its nodes hold their sources' values (it repriced). */
     bool finished, settled;
     uint64_t run; /* runs that tried, numbering this run's caches */
+    /* The cost-only fields of the last run (its strategy's recompute, flash
+     * attention and FP8, its band end), and whether this run differs from
+     * it in the DP algorithm at most (dsi_phase_t.kept). */
+    int last_recompute, last_flash, last_fp8, last_band;
+    bool only_dp_algo;
     /* Nodes that reprice alike (dsi_phase_t.source), for the kept graph:
      * node_source[node] (-1: none), reps[source] the node repriced for it. */
     bool sources_valid;
@@ -471,6 +477,13 @@ typedef struct dsi_sim_builder {
     int64_t *lane_interference;
     int32_t lane_interference_cap;
     uint64_t segs_run;
+    /* (dsi_phase_t.kept) each lane's interference of a full and of the last
+     * bucket in run `last_xf_run` (count values), and whether it equals that
+     * of the run before */
+    int64_t *last_xf;
+    int32_t last_xf_count, last_xf_cap;
+    uint64_t last_xf_run;
+    bool last_xf_same;
 
     /* channels: transfer node of [lane][dir 0 fwd / 1 bwd][seq] */
     int32_t *xfer;

@@ -591,6 +591,45 @@ static uint64_t pipeline_source(const ds_sim_t *sim, int32_t id)
            (uint64_t)pn->chunk << 20 | (uint64_t)pn->part0 << 32 | (uint64_t)pn->nparts << 48;
 }
 
+/* Whether every lane's interference (of a full bucket, of the last) is the
+ * run before's: computed once per run, kept for the next. */
+static bool interference_as_before(ds_sim_t *sim)
+{
+    dsi_sim_builder_t *bd = &sim->builder;
+    uint64_t run = sim->reuse.run;
+    if (bd->last_xf_run == run)
+        return bd->last_xf_same;
+    int32_t count = 2 * sim->plan.num_lanes;
+    if (bd->last_xf_cap < count) {
+        if (dsi_realloc_array(&bd->last_xf, (size_t)count, sizeof(*bd->last_xf)) != DS_OK)
+            return false; /* then reprice */
+        bd->last_xf_cap = count;
+    }
+    bool same = bd->last_xf_run + 1 == run && bd->last_xf_count == count;
+    for (int32_t lane = 0; lane < sim->plan.num_lanes; lane++) {
+        int64_t buckets = sim->plan.num_buckets[sim->plan.lanes[lane].p];
+        int64_t full = buckets > 1 ? interference_ns(sim, lane, 0) : 0;
+        int64_t last = interference_ns(sim, lane, buckets - 1);
+        same = same && bd->last_xf[2 * lane] == full && bd->last_xf[2 * lane + 1] == last;
+        bd->last_xf[2 * lane] = full;
+        bd->last_xf[2 * lane + 1] = last;
+    }
+    bd->last_xf_count = count;
+    bd->last_xf_run = run;
+    bd->last_xf_same = same;
+    return same;
+}
+
+/* A layer node keeps its values when only the DP algorithm changed: its
+ * costs come from layer operators, but for the interference of the buckets
+ * it completes (DP keys: compared with the run before's, looked up in the
+ * table without counting).  Transfers are repriced (they count keys). */
+static bool pipeline_kept(ds_sim_t *sim, int32_t id)
+{
+    uint8_t kind = sim->g.kind[id];
+    return (kind == DSI_N_FWD || kind == DSI_N_BWD) && interference_as_before(sim);
+}
+
 /* ---- the phase ------------------------------------------------------------------------------ */
 
 static bool pipeline_applies(const ds_sim_t *sim)
@@ -626,4 +665,5 @@ const dsi_phase_t dsi_phase_pipeline = {
     .at_end = pipeline_at_end,
     .reprice = pipeline_reprice,
     .source = pipeline_source,
+    .kept = pipeline_kept,
 };

@@ -142,16 +142,21 @@ static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phas
                                    bool settled, bool *ok_p, bool *same_p)
 {
     dsi_graph_t *g = &sim->g;
-    const dsi_sim_reuse_t *r = &sim->reuse;
+    dsi_sim_reuse_t *r = &sim->reuse;
     bool same = finished;
     *ok_p = true;
     *same_p = false;
     for (int32_t s = 0; s < r->num_sources && *ok_p; s++) {
         int32_t rep = r->reps[s];
+        const dsi_phase_t *ph = phases[g->phase[rep]];
+        if (r->only_dp_algo && ph->kept != NULL && ph->kept(sim, rep)) {
+            r->kept_sources++;
+            continue; /* holds this run's values, as all its group */
+        }
         node_values_t before;
         if (same)
             node_values(g, rep, &before);
-        DSI_TRY(phases[g->phase[rep]]->reprice(sim, rep, ok_p));
+        DSI_TRY(ph->reprice(sim, rep, ok_p));
         if (same)
             same = node_values_kept(g, rep, &before);
     }
@@ -201,6 +206,15 @@ ds_status_t dsi_sim_reprice(ds_sim_t *sim, bool *reused_p)
     reuse_key(sim, phases, num_phases, &key);
     bool same_key = was_valid && memcmp(&key, &r->key, sizeof(key)) == 0;
     r->key = key;
+    /* Nodes hold the last run's values (it finished on this graph); only
+     * the DP algorithm may have changed since. */
+    r->only_dp_algo = same_key && finished && r->last_recompute == (int)sim->s.recompute &&
+                      r->last_flash == sim->s.flash_attention && r->last_fp8 == (int)sim->s.fp8 &&
+                      r->last_band == (int)sim->opt.band;
+    r->last_recompute = (int)sim->s.recompute;
+    r->last_flash = sim->s.flash_attention;
+    r->last_fp8 = (int)sim->s.fp8;
+    r->last_band = (int)sim->opt.band;
     bool ok = false, same = false;
     if (same_key && !mapped) {
         DSI_TRY(map_sources(sim, phases, num_phases, &mapped));

@@ -118,6 +118,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->reuse.node_source);
     dsi_free(sim->reuse.reps);
     dsi_twice_free(&sim->twice);
+    dsi_free(sim->builder.last_xf);
     dsi_graph_free(&sim->g);
     dsi_free(sim->results.devices);
     dsi_free(sim->results.mb_nodes);

@@ -7,7 +7,9 @@
  * and what changes the structure (micro-batches, sequence parallelism, the
  * parameter server, the schedule, ZeRO stage: built anew).  A run whose
  * durations all equal the last run's keeps that run's evaluation: B run
- * twice must still equal a fresh run. */
+ * twice must still equal a fresh run; a run that changes only the DP
+ * algorithm keeps the layer nodes without repricing them (dsi_phase_t.kept)
+ * and must equal a fresh run too. */
 #include "sim_support.h"
 
 #include "sim/dsi_sim.h"
@@ -192,7 +194,8 @@ static uint64_t run(ds_sim_t *sim, pair_setup_t *ps, const ds_strategy_t *s, con
 }
 
 static int interference_kept; /* pairs whose kept graph has interference nodes */
-static int alike_costs;       /* pairs whose A, run after B, kept B's timeline */
+static int64_t layers_kept; /* groups of layer nodes not repriced (only the DP algorithm changed) */
+static int alike_costs;     /* pairs whose A, run after B, kept B's timeline */
 
 static void check_pair(const reuse_pair_t *p, int *reused_count)
 {
@@ -248,6 +251,7 @@ static void check_pair(const reuse_pair_t *p, int *reused_count)
     if (p->reuse >= 0)
         CHECK_MSG(reused == (p->reuse == 1), "%s after %s: graph %s, expected %s", p->b, p->a,
                   reused ? "reused" : "rebuilt", p->reuse ? "reused" : "rebuilt");
+    layers_kept += kept->reuse.kept_sources;
     printf("%-4s %s after %s\n", reused ? "kept" : "new", p->b, p->a);
     *reused_count += reused;
     ds_sim_destroy(kept);
@@ -263,6 +267,7 @@ int main(void)
         check_pair(&pairs[i], &reused);
     CHECK_MSG(reused >= 5, "only %d of the pairs reused a graph", reused);
     CHECK_MSG(interference_kept >= 1, "no kept graph had interference nodes to reprice");
+    CHECK_MSG(layers_kept >= 1, "no run kept its layer nodes without repricing them");
     CHECK_MSG(alike_costs >= 1, "no pair's A kept B's timeline (ZeRO-3 with another DP algorithm)");
     return check_summary("test_sim_reuse");
 }
