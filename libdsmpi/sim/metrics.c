@@ -409,6 +409,17 @@ static void critical_path(ds_sim_t *sim)
 
 #define TIMELINE_SEED 0x7157
 
+/* A node's identity hashed: one splitmix finaliser a word, chained (the
+ * identity is equality only, never written out). */
+static inline uint64_t node_identity(int kind, int iter, int32_t owner, const int64_t place[4])
+{
+    uint64_t h = dsi_hash_mix64(TIMELINE_SEED ^ (uint64_t)kind ^ (uint64_t)iter << 8 ^
+                                (uint64_t)(uint32_t)owner << 32);
+    for (int k = 0; k < 4; k++)
+        h = dsi_hash_mix64(h + (uint64_t)place[k]);
+    return h;
+}
+
 /* The timeline hash of a node starts from the FNV-1a state of (kind,
  * iteration, owner, place): it depends on the graph's structure only, and is
  * kept while that lasts. */
@@ -425,15 +436,12 @@ static ds_status_t hash_prefixes(ds_sim_t *sim)
         DSI_TRY(dsi_realloc_array(&r->hash_prefix, (size_t)copies * g->n, sizeof(*r->hash_prefix)));
         r->hash_prefix_cap = copies * g->n;
     }
-    uint64_t seed = dsi_fnv64_seed(TIMELINE_SEED);
     for (int copy = 0; copy < copies; copy++)
         for (int32_t i = 0; i < g->n; i++) {
             int64_t place[4];
             dsi_node_place(g, i, place);
-            int64_t id[] = {
-                g->kind[i], copy ? 1 : g->iter[i], g->owner[i], place[0], place[1], place[2],
-                place[3]};
-            r->hash_prefix[(size_t)copy * g->n + i] = dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id));
+            r->hash_prefix[(size_t)copy * g->n + i] =
+                node_identity(g->kind[i], copy ? 1 : g->iter[i], g->owner[i], place);
         }
     r->hash_prefix_generation = g->generation;
     return DS_OK;
@@ -476,16 +484,15 @@ static uint64_t timeline_hash_twice(const ds_sim_t *sim, const uint64_t *prefix)
             continue; /* a part of a fused node of iteration 1 */
         timeline += node_hash(prefix1[i], tw->start1[i], g->dur[i]);
     }
-    uint64_t seed = dsi_fnv64_seed(TIMELINE_SEED);
     for (f = 0; f < tw->num_fused; f++) {
         int32_t first = tw->fused_first[f];
         int64_t dur = 0;
         for (int32_t j = 0; j < tw->fused_count[f]; j++)
             dur = dsi_ns_add(dur, g->dur[first + j]);
         const dsi_pass_node_t *pn = &g->payload[first].pass;
-        int64_t id[] = {DSI_N_FWD, 1, g->owner[first], pn->mb, pn->chunk, 0, tw->fused_count[f]};
+        int64_t place[] = {pn->mb, pn->chunk, 0, tw->fused_count[f]};
         timeline +=
-            node_hash(dsi_fnv64_words(seed, id, DSI_ARRAY_SIZE(id)), tw->start1[first], dur);
+            node_hash(node_identity(DSI_N_FWD, 1, g->owner[first], place), tw->start1[first], dur);
     }
     return timeline;
 }
