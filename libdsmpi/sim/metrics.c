@@ -420,7 +420,7 @@ static inline uint64_t node_identity(int kind, int iter, int32_t owner, const in
     return h;
 }
 
-/* The timeline hash of a node starts from the FNV-1a state of (kind,
+/* The timeline hash of a node starts from the hash of its identity (kind,
  * iteration, owner, place): it depends on the graph's structure only, and is
  * kept while that lasts. */
 static ds_status_t hash_prefixes(ds_sim_t *sim)
