@@ -30,10 +30,16 @@ uint64_t ds_event_key_hash(const ds_event_key_t *key)
     /* The display-only group byte is left out: equal work in two groups is one event. */
     ds_event_key_t copy = *key;
     copy.group = 0;
-    /* Hashed as words (the same value as its bytes): most of a key's bytes are zero. */
-    int64_t words[sizeof(copy) / sizeof(int64_t)];
+    /* Word by word, one multiplication each, then the splitmix finaliser: a
+     * lookup hashes a key on every cost query, and the value is never stored. */
+    uint64_t words[sizeof(copy) / sizeof(uint64_t)];
     memcpy(words, &copy, sizeof(words));
-    return dsi_hash64_words(words, DSI_ARRAY_SIZE(words), 0x64736d7069ULL);
+    uint64_t h = 0x64736d7069ULL;
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(words); i++) {
+        h = (h ^ words[i]) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 32;
+    }
+    return dsi_hash_mix64(h);
 }
 
 int ds_event_key_equal(const ds_event_key_t *a, const ds_event_key_t *b)
