@@ -375,6 +375,11 @@ typedef struct dsi_sim_reuse {
     bool sources_valid;
     int32_t *node_source, *reps;
     int32_t num_sources, sources_cap;
+    /* map_sources' open-addressing table, kept between runs: a fresh one
+     * of a large graph costs a page fault a page. */
+    int32_t *slots;
+    uint64_t *slot_keys;
+    size_t slots_cap;
 } dsi_sim_reuse_t;
 
 /* One iteration built and evaluated twice (twice.c), for a symmetric run

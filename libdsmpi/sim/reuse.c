@@ -66,18 +66,22 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, 
         DSI_TRY(dsi_realloc_array(&r->reps, (size_t)g->n, sizeof(*r->reps)));
         r->sources_cap = g->n;
     }
-    /* Open addressing over (phase, key): slots hold source + 1. */
+    /* Open addressing over (phase, key): slots hold source + 1 (0: empty;
+     * a key is read only where its slot is taken). */
     size_t cap = 64;
     while (cap < 2 * (size_t)g->n)
         cap *= 2;
-    int32_t *slots = NULL;
-    uint64_t *slot_keys = NULL;
-    ds_status_t status = dsi_calloc(cap, sizeof(*slots), &slots);
-    if (status == DS_OK)
-        status = dsi_calloc(cap, sizeof(*slot_keys), &slot_keys);
+    if (r->slots_cap < cap) {
+        DSI_TRY(dsi_realloc_array(&r->slots, cap, sizeof(*r->slots)));
+        DSI_TRY(dsi_realloc_array(&r->slot_keys, cap, sizeof(*r->slot_keys)));
+        r->slots_cap = cap;
+    }
+    int32_t *slots = r->slots;
+    uint64_t *slot_keys = r->slot_keys;
+    memset(slots, 0, cap * sizeof(*slots));
     r->num_sources = 0;
     *ok_p = true;
-    for (int32_t id = 0; id < g->n && status == DS_OK && *ok_p; id++) {
+    for (int32_t id = 0; id < g->n && *ok_p; id++) {
         r->node_source[id] = -1;
         if (g->kind[id] == DSI_N_JOIN)
             continue; /* zero duration, whoever built it */
@@ -102,10 +106,8 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, 
             slot_keys[i] = key;
         }
     }
-    dsi_free(slots);
-    dsi_free(slot_keys);
-    r->sources_valid = status == DS_OK && *ok_p;
-    return status;
+    r->sources_valid = *ok_p;
+    return DS_OK;
 }
 
 /* What reprice sets on a node. */

@@ -117,6 +117,8 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->builder.lane_interference);
     dsi_free(sim->reuse.node_source);
     dsi_free(sim->reuse.reps);
+    dsi_free(sim->reuse.slots);
+    dsi_free(sim->reuse.slot_keys);
     dsi_twice_free(&sim->twice);
     dsi_free(sim->builder.last_xf);
     dsi_graph_free(&sim->g);
