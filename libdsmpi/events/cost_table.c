@@ -3,7 +3,9 @@
 #include <dsmpi/events.h>
 
 #include "dsi_core.h"
+#include "dsi_events.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 static const char *const provenance_names[DS_PROV_COUNT_] = {
@@ -27,12 +29,28 @@ struct ds_cost_table {
     size_t count, capacity;
     uint32_t *slots; /* index + 1; 0 = empty */
     size_t num_slots;
+    uint64_t version; /* dsi_cost_table_version */
 };
+
+/* Versions are unique over every table of the process, so that a table
+ * created where a freed one was never looks unchanged. */
+static _Atomic uint64_t last_version;
+
+static void touch(ds_cost_table_t *t)
+{
+    t->version = atomic_fetch_add(&last_version, 1) + 1;
+}
+
+uint64_t dsi_cost_table_version(const ds_cost_table_t *t)
+{
+    return t != NULL ? t->version : 0;
+}
 
 ds_status_t ds_cost_table_create(ds_cost_table_t **table_p)
 {
     ds_cost_table_t *table;
     DSI_TRY(dsi_calloc(1, sizeof(*table), &table));
+    touch(table);
     *table_p = table;
     return DS_OK;
 }
@@ -78,6 +96,7 @@ ds_status_t ds_cost_table_set(ds_cost_table_t *t, const ds_event_key_t *key, con
                          cost->mean_s, (int)cost->provenance);
     if (t->num_slots == 0 || 2 * (t->count + 1) > t->num_slots)
         DSI_TRY(grow(t));
+    touch(t);
     uint64_t hash = ds_event_key_hash(key);
     size_t i = find_slot(t, key, hash);
     if (t->slots[i] != 0) {
@@ -125,6 +144,7 @@ ds_status_t ds_cost_table_set_band(ds_cost_table_t *t, const ds_event_key_t *key
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "band %g .. %g (accepted: 0 < low <= 1 <= high, multiples of the cost)",
                          low, high);
+    touch(t);
     e->band_low = low;
     e->band_high = high;
     return DS_OK;

@@ -30,6 +30,11 @@ double dsi_estimate_compute_seconds(const ds_event_key_t *key, double flops, dou
 double dsi_estimate_compute_band(const ds_event_key_t *key, double flops, double bytes,
                                  const ds_cluster_t *cluster, double *low_p, double *high_p);
 
+/* A stamp that changes with every change of the table's costs or bands and
+ * differs between tables (0 for NULL): what a cost read before still holds
+ * while it stays. */
+uint64_t dsi_cost_table_version(const ds_cost_table_t *table);
+
 /* ---- group layouts (layout.c) ------------------------------------------------------------
  * Where the members of a group sit decides the layout fields of a
  * communication key.  Event generation and the simulator share this code, so

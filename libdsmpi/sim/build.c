@@ -344,10 +344,13 @@ static ds_status_t setup_state(ds_sim_t *sim)
     return DS_OK;
 }
 
-ds_status_t dsi_sim_build(ds_sim_t *sim)
+ds_status_t dsi_sim_build(ds_sim_t *sim, bool keep_plan)
 {
-    DSI_TRY(dsi_sim_setup_placement(sim));
-    DSI_TRY(dsi_sim_setup_lanes(sim));
+    if (!keep_plan) {
+        DSI_TRY(dsi_sim_setup_placement(sim));
+        DSI_TRY(dsi_sim_setup_lanes(sim));
+        dsi_sim_plan_note(sim);
+    }
     DSI_TRY(setup_programs(sim));
     DSI_TRY(setup_buckets(sim));
     DSI_TRY(setup_state(sim));

@@ -144,19 +144,38 @@ double dsi_sim_cost_variance(const ds_cost_table_t *costs, const ds_event_key_t 
 
 /* ---- layer templates ------------------------------------------------------------------- */
 
-void dsi_sim_templates_reset(ds_sim_t *sim)
+/* Profiles, templates, operators and parts cut back to the first ones. */
+static void templates_cut(ds_sim_t *sim, int32_t profiles, int32_t templates, int32_t ops,
+                          int32_t parts)
 {
-    for (int32_t i = 0; i < sim->num_profiles; i++) {
+    for (int32_t i = profiles; i < sim->num_profiles; i++) {
         dsi_free(sim->profiles[i].part_first);
         dsi_free(sim->profiles[i].fused_dur);
         dsi_free(sim->profiles[i].fused_comp);
         dsi_free(sim->profiles[i].fused_wait);
         dsi_free(sim->profiles[i].fused_assumed);
     }
-    sim->num_profiles = 0;
-    sim->num_templates = 0;
-    sim->num_ops = 0;
-    sim->num_parts = 0;
+    sim->num_profiles = profiles;
+    sim->num_templates = templates;
+    sim->num_ops = ops;
+    sim->num_parts = parts;
+}
+
+void dsi_sim_templates_reset(ds_sim_t *sim)
+{
+    templates_cut(sim, 0, 0, 0, 0);
+}
+
+void dsi_sim_caches_cut(ds_sim_t *sim, const dsi_plan_mark_t *mark)
+{
+    templates_cut(sim, mark->num_profiles, mark->num_templates, mark->num_ops, mark->num_parts);
+    size_t keep = mark->num_keys;
+    dsi_sim_keys_reset(sim);
+    sim->num_missing = mark->num_missing;
+    for (size_t k = 0; k < keep; k++)
+        sim->key_slots[key_slot(sim, &sim->keys[k].key, ds_event_key_hash(&sim->keys[k].key))] =
+            (uint32_t)(k + 1);
+    sim->num_keys = keep;
 }
 
 static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)

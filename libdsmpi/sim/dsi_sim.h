@@ -344,6 +344,7 @@ typedef struct dsi_reuse_key {
     const ds_model_t *model;
     ds_model_info_t info; /* another model may come at the same address */
     const ds_cost_table_t *costs;
+    uint64_t costs_version; /* a table changed in place prices kept nodes anew */
     ds_strategy_t s;
     ds_cluster_t cluster;
     ds_sim_options_t opt;
@@ -353,6 +354,34 @@ typedef struct dsi_reuse_key {
     uint32_t phases;     /* the phases that apply, a bit each */
 } dsi_reuse_key_t;
 
+/* What the plan (placement classes, lanes, their profiles and templates)
+ * is computed from: everything of the run but the DP algorithm, which
+ * prices DP collectives only (their keys are registered after the plan). */
+typedef struct dsi_plan_key {
+    const ds_model_t *model;
+    ds_model_info_t info;
+    const ds_cost_table_t *costs;
+    uint64_t costs_version;
+    ds_strategy_t given; /* dp_algo: ps or auto */
+    ds_cluster_t cluster;
+    ds_sim_options_t opt; /* slow_devices NULL */
+    int64_t m;
+    int32_t unbatched_p2p;
+} dsi_plan_key_t;
+
+/* The last run's plan and how far the run's caches (keys, missing keys,
+ * profiles, templates, operators, parts) had grown once it was computed:
+ * a run with an equal key (a search's next DP algorithm) cuts the caches
+ * back to that point and keeps the plan, which leaves it where computing
+ * the plan again would. */
+typedef struct dsi_plan_mark {
+    dsi_plan_key_t key;
+    bool valid;    /* the last run finished on this plan, which may be kept */
+    bool keepable; /* the plan priced no DP collective */
+    size_t num_keys, num_missing;
+    int32_t num_profiles, num_templates, num_ops, num_parts;
+} dsi_plan_mark_t;
+
 /* The graph of the last run, kept for the next run with an equal key. */
 typedef struct dsi_sim_reuse {
     dsi_reuse_key_t key;
@@ -361,6 +390,7 @@ typedef struct dsi_sim_reuse {
     int64_t repriced, rebuilt; /* runs, for tests and measurements */
     int64_t unchanged;         /* repriced runs whose durations were all the last run's */
     int64_t kept_sources;      /* groups of nodes not repriced: dsi_phase_t.kept */
+    int64_t plans_kept;        /* runs that kept the last run's plan (dsi_plan_mark_t) */
     /* The kept graph's evaluation and summary are current (the last run
      * finished), and its nodes hold their sources' values (it repriced). */
     bool finished, settled;
@@ -371,9 +401,11 @@ typedef struct dsi_sim_reuse {
     int last_recompute, last_flash, last_fp8, last_band;
     bool only_dp_algo;
     /* Nodes that reprice alike (dsi_phase_t.source), for the kept graph:
-     * node_source[node] (-1: none), reps[source] the node repriced for it. */
+     * node_source[node] (-1: none), reps[source] the node repriced for it,
+     * and the others of its group: members[member_off[source] ..
+     * member_off[source + 1]). */
     bool sources_valid;
-    int32_t *node_source, *reps;
+    int32_t *node_source, *reps, *member_off, *members;
     int32_t num_sources, sources_cap;
     /* map_sources' open-addressing table, kept between runs: a fresh one
      * of a large graph costs a page fault a page. */
@@ -574,6 +606,7 @@ struct ds_sim {
     dsi_graph_t g;
     dsi_sim_results_t results;
     dsi_sim_reuse_t reuse;
+    dsi_plan_mark_t plan_mark;
     dsi_sim_twice_t twice;
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
@@ -605,9 +638,22 @@ void dsi_sim_templates_reset(ds_sim_t *sim);
  * the optimizer on the expert shard (added to opt_dur); phase_moe.c. */
 ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr);
 
+/* The run's caches cut back to the plan mark (keys, missing keys,
+ * profiles, templates, operators, parts). */
+void dsi_sim_caches_cut(ds_sim_t *sim, const dsi_plan_mark_t *mark);
+
+/* reuse.c, the plan kept: whether this run may keep the last run's plan
+ * (called once at its start); the plan computed (after the lanes); the run
+ * finished; the caches changed outside a run (estimate.c). */
+bool dsi_sim_plan_kept(ds_sim_t *sim);
+void dsi_sim_plan_note(ds_sim_t *sim);
+void dsi_sim_plan_finish(ds_sim_t *sim);
+void dsi_sim_plan_forget(ds_sim_t *sim);
+
 /* build.c: the graph of two iterations, or of one evaluated twice (twice.c),
- * phase by phase (dsi_phase.h) */
-ds_status_t dsi_sim_build(ds_sim_t *sim);
+ * phase by phase (dsi_phase.h).  `keep_plan`: the last run's plan stands
+ * (dsi_plan_mark_t), the caches cut back to its mark. */
+ds_status_t dsi_sim_build(ds_sim_t *sim, bool keep_plan);
 
 /* twice.c: one iteration built, evaluated twice.  Whether this run does it;
  * before the iteration is built: the carry nodes in the builder's carried

@@ -80,6 +80,7 @@ static ds_status_t stage_work_bound(ds_sim_t *sim, int64_t *ns_p)
     sim->place.cp = sim->ctx.cp;
     dsi_sim_keys_reset(sim);
     dsi_sim_templates_reset(sim);
+    dsi_sim_plan_forget(sim);
     int64_t best = 0;
     for (int p = 0; p < s->pp; p++) {
         int n = dsi_group_members(&sim->place, DSI_KIND_TP, p, 0);

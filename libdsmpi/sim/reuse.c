@@ -6,7 +6,9 @@
  * run's duration by the phase that built it (dsi_phase_t.reprice) instead
  * of building the graph again; the evaluation then sweeps it in the kept
  * order.  A node whose phase has no reprice hook, or whose phase says the
- * node would be built otherwise now, makes the run build anew.
+ * node would be built otherwise now, makes the run build anew.  A run that
+ * differs from the last in the DP algorithm at most also keeps its plan
+ * (placement, lanes, profiles: dsi_plan_mark_t).
  */
 #include "dsi_phase.h"
 
@@ -28,6 +30,7 @@ static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int
     key->model = sim->model;
     memcpy(&key->info, &sim->info, sizeof(key->info));
     key->costs = sim->costs;
+    key->costs_version = dsi_cost_table_version(sim->costs);
     memcpy(&key->s, &sim->s, sizeof(key->s));
     /* Fields that change costs only: the phases' reprice hooks check the
      * rest of what they decide (a part's split where buckets complete). */
@@ -64,6 +67,8 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, 
     if (r->sources_cap < g->n) {
         DSI_TRY(dsi_realloc_array(&r->node_source, (size_t)g->n, sizeof(*r->node_source)));
         DSI_TRY(dsi_realloc_array(&r->reps, (size_t)g->n, sizeof(*r->reps)));
+        DSI_TRY(dsi_realloc_array(&r->member_off, (size_t)g->n + 1, sizeof(*r->member_off)));
+        DSI_TRY(dsi_realloc_array(&r->members, (size_t)g->n, sizeof(*r->members)));
         r->sources_cap = g->n;
     }
     /* Open addressing over (phase, key): slots hold source + 1 (0: empty;
@@ -106,6 +111,26 @@ static ds_status_t map_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, 
             slot_keys[i] = key;
         }
     }
+    if (*ok_p) {
+        /* Each group's other nodes, in node order (counted, then placed). */
+        int32_t *off = r->member_off;
+        memset(off, 0, ((size_t)r->num_sources + 1) * sizeof(*off));
+        for (int32_t id = 0; id < g->n; id++) {
+            int32_t source = r->node_source[id];
+            if (source >= 0 && r->reps[source] != id)
+                off[source + 1]++;
+        }
+        for (int32_t source = 0; source < r->num_sources; source++)
+            off[source + 1] += off[source];
+        for (int32_t id = 0; id < g->n; id++) {
+            int32_t source = r->node_source[id];
+            if (source >= 0 && r->reps[source] != id)
+                r->members[off[source]++] = id;
+        }
+        for (int32_t source = r->num_sources; source > 0; source--)
+            off[source] = off[source - 1];
+        off[0] = 0;
+    }
     r->sources_valid = *ok_p;
     return DS_OK;
 }
@@ -135,55 +160,49 @@ static inline bool node_values_kept(const dsi_graph_t *g, int32_t id, const node
 }
 
 /* Every node's duration from this run's costs: one node repriced per
- * source, the others copy it; *ok_p false when a node cannot be kept.
- * *same_p (asked for with `finished`: the last run evaluated this graph and
- * finished): no node's values changed.  `settled`: every node already holds
- * its source's values (the last run repriced the graph), so unchanged
- * sources need no copy. */
+ * source, the others of its group copy it; *ok_p false when a node cannot
+ * be kept.  *same_p (asked for with `finished`: the last run evaluated this
+ * graph and finished): no node's values changed.  `settled`: every node
+ * already holds its source's values (the last run repriced the graph), so
+ * only the groups whose source changed are copied. */
 static ds_status_t reprice_sources(ds_sim_t *sim, const dsi_phase_t *const *phases, bool finished,
                                    bool settled, bool *ok_p, bool *same_p)
 {
     dsi_graph_t *g = &sim->g;
     dsi_sim_reuse_t *r = &sim->reuse;
     bool same = finished;
+    int64_t changed = 0;
     *ok_p = true;
     *same_p = false;
     for (int32_t s = 0; s < r->num_sources && *ok_p; s++) {
         int32_t rep = r->reps[s];
         const dsi_phase_t *ph = phases[g->phase[rep]];
-        if (r->only_dp_algo && ph->kept != NULL && ph->kept(sim, rep)) {
-            r->kept_sources++;
-            continue; /* holds this run's values, as all its group */
+        bool kept = r->only_dp_algo && ph->kept != NULL && ph->kept(sim, rep);
+        if (kept) {
+            r->kept_sources++; /* holds this run's values */
+        } else {
+            node_values_t before;
+            if (finished)
+                node_values(g, rep, &before);
+            DSI_TRY(ph->reprice(sim, rep, ok_p));
+            kept = finished && node_values_kept(g, rep, &before);
+            same = same && kept;
         }
-        node_values_t before;
-        if (same)
-            node_values(g, rep, &before);
-        DSI_TRY(ph->reprice(sim, rep, ok_p));
-        if (same)
-            same = node_values_kept(g, rep, &before);
+        if (settled && kept)
+            continue; /* its group holds these values already */
+        uint8_t assumed = g->flags[rep] & DSI_NODE_ASSUMED;
+        for (int32_t k = r->member_off[s]; k < r->member_off[s + 1]; k++) {
+            int32_t id = r->members[k];
+            uint8_t flags = (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | assumed);
+            changed |= (g->dur[id] ^ g->dur[rep]) | (g->comp[id] ^ g->comp[rep]) |
+                       (g->wait[id] ^ g->wait[rep]) | (g->flags[id] ^ flags);
+            g->dur[id] = g->dur[rep];
+            g->comp[id] = g->comp[rep];
+            g->wait[id] = g->wait[rep];
+            g->flags[id] = flags;
+        }
     }
-    if (!*ok_p)
-        return DS_OK;
-    if (same && settled) {
-        *same_p = true;
-        return DS_OK;
-    }
-    int64_t changed = 0;
-    for (int32_t id = 0; id < g->n; id++) {
-        int32_t source = r->node_source[id];
-        if (source < 0 || r->reps[source] == id)
-            continue;
-        int32_t rep = r->reps[source];
-        uint8_t flags =
-            (uint8_t)((g->flags[id] & ~DSI_NODE_ASSUMED) | (g->flags[rep] & DSI_NODE_ASSUMED));
-        changed |= (g->dur[id] ^ g->dur[rep]) | (g->comp[id] ^ g->comp[rep]) |
-                   (g->wait[id] ^ g->wait[rep]) | (g->flags[id] ^ flags);
-        g->dur[id] = g->dur[rep];
-        g->comp[id] = g->comp[rep];
-        g->wait[id] = g->wait[rep];
-        g->flags[id] = flags;
-    }
-    *same_p = same && changed == 0;
+    *same_p = *ok_p && same && changed == 0;
     return DS_OK;
 }
 
@@ -247,4 +266,64 @@ void dsi_sim_reuse_settle(ds_sim_t *sim)
 {
     sim->reuse.finished = sim->reuse.valid;
     sim->reuse.settled = sim->reuse.valid && sim->results.reused;
+}
+
+/* ---- the plan kept ------------------------------------------------------------------------ */
+
+static void plan_key(const ds_sim_t *sim, dsi_plan_key_t *key)
+{
+    memset(key, 0, sizeof(*key));
+    key->model = sim->model;
+    memcpy(&key->info, &sim->info, sizeof(key->info));
+    key->costs = sim->costs;
+    key->costs_version = dsi_cost_table_version(sim->costs);
+    memcpy(&key->given, &sim->given, sizeof(key->given));
+    key->given.dp_algo = sim->given.dp_algo == DS_DP_PS ? DS_DP_PS : DS_DP_AUTO;
+    memcpy(&key->cluster, &sim->cluster, sizeof(key->cluster));
+    memcpy(&key->opt, &sim->opt, sizeof(key->opt));
+    key->opt.slow_devices = NULL;
+    key->m = sim->m;
+    key->unbatched_p2p = sim->unbatched_p2p;
+}
+
+bool dsi_sim_plan_kept(ds_sim_t *sim)
+{
+    dsi_plan_mark_t *mark = &sim->plan_mark;
+    bool finished = mark->valid;
+    mark->valid = false; /* until this run finishes */
+    if (!finished || sim->device_factor != NULL || dsi_param_int(DSI_PARAM_SIM_REUSE) == 0)
+        return false;
+    dsi_plan_key_t key;
+    plan_key(sim, &key);
+    if (memcmp(&key, &mark->key, sizeof(key)) != 0)
+        return false;
+    sim->reuse.plans_kept++;
+    return true;
+}
+
+void dsi_sim_plan_note(ds_sim_t *sim)
+{
+    dsi_plan_mark_t *mark = &sim->plan_mark;
+    plan_key(sim, &mark->key);
+    mark->num_keys = sim->num_keys;
+    mark->num_missing = sim->num_missing;
+    mark->num_profiles = sim->num_profiles;
+    mark->num_templates = sim->num_templates;
+    mark->num_ops = sim->num_ops;
+    mark->num_parts = sim->num_parts;
+    /* A plan that priced a DP collective would change with the algorithm. */
+    mark->keepable = true;
+    for (size_t k = 0; k < sim->num_keys; k++)
+        if (sim->keys[k].key.kind == DS_EVENT_COMM && sim->keys[k].key.group == DS_GROUP_DP)
+            mark->keepable = false;
+}
+
+void dsi_sim_plan_finish(ds_sim_t *sim)
+{
+    sim->plan_mark.valid = sim->plan_mark.keepable;
+}
+
+void dsi_sim_plan_forget(ds_sim_t *sim)
+{
+    sim->plan_mark.valid = false;
 }

@@ -117,6 +117,8 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->builder.lane_interference);
     dsi_free(sim->reuse.node_source);
     dsi_free(sim->reuse.reps);
+    dsi_free(sim->reuse.member_off);
+    dsi_free(sim->reuse.members);
     dsi_free(sim->reuse.slots);
     dsi_free(sim->reuse.slot_keys);
     dsi_twice_free(&sim->twice);
@@ -251,10 +253,17 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     dsi_placement_free(&sim->place);
     DSI_TRY(dsi_placement_init(&sim->place, &sim->s, cluster));
     sim->place.cp = sim->ctx.cp;
-    dsi_sim_keys_reset(sim);
-    dsi_sim_templates_reset(sim);
+    /* A run that differs from the last in the DP algorithm at most keeps its
+     * plan (placement, lanes, profiles), with the caches as they stood after it. */
+    bool keep_plan = dsi_sim_plan_kept(sim);
+    if (keep_plan) {
+        dsi_sim_caches_cut(sim, &sim->plan_mark);
+    } else {
+        dsi_sim_keys_reset(sim);
+        dsi_sim_templates_reset(sim);
+    }
 
-    DSI_TRY(dsi_sim_build(sim));
+    DSI_TRY(dsi_sim_build(sim, keep_plan));
     if (sim->num_missing > 0) {
         char key[256];
         ds_event_key_format(&sim->missing[0], key, sizeof(key));
@@ -287,6 +296,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     sim->results.eval_s = t2 - t1;
     DSI_TRY(dsi_sim_metrics(sim));
     dsi_sim_reuse_settle(sim);
+    dsi_sim_plan_finish(sim);
     sim->results.evaluated = 1;
     return DS_OK;
 }

@@ -141,11 +141,35 @@ static double hashed_rule(const ds_event_key_t *key, const ds_event_t *event, vo
     return (double)(1000 + ds_event_key_hash(key) % 99000) * 1e-9; /* 1 to 100 us */
 }
 
+/* The keys the run looked up, with their costs and provenance, and the
+ * missing ones, in any order (a repriced graph looks them up in another
+ * order than a build): a run that keeps the last run's plan (and cuts its
+ * caches back) must list what a fresh run lists. */
+static uint64_t hash_keys(uint64_t h, ds_sim_t *sim)
+{
+    uint64_t keys = 0, missing = 0;
+    for (size_t i = 0; i < ds_sim_key_count(sim); i++) {
+        ds_provenance_t provenance;
+        double seconds;
+        const ds_event_key_t *key = ds_sim_key_at(sim, i, &provenance, &seconds);
+        uint64_t k = mix_i64(0x9e3779b97f4a7c15ULL, (int64_t)ds_event_key_hash(key));
+        k = mix_i64(k, (int64_t)provenance);
+        keys += mix_f64(k, seconds);
+    }
+    for (size_t i = 0; i < ds_sim_missing_count(sim); i++)
+        missing +=
+            mix_i64(0x9e3779b97f4a7c15ULL, (int64_t)ds_event_key_hash(ds_sim_missing_at(sim, i)));
+    h = mix_i64(h, (int64_t)ds_sim_key_count(sim));
+    h = mix_i64(h, (int64_t)keys);
+    h = mix_i64(h, (int64_t)ds_sim_missing_count(sim));
+    return mix_i64(h, (int64_t)missing);
+}
+
 /* Everything a run without timeline gives, exact bits (the fields
- * test_sim_timelines pins). */
+ * test_sim_timelines pins), and the keys it looked up. */
 static uint64_t hash_results(ds_sim_t *sim)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = hash_keys(0xcbf29ce484222325ULL, sim);
     ds_sim_summary_t summary;
     ds_sim_get_summary(sim, &summary);
     summary.timeline_hash = ds_sim_timeline_hash(sim);
@@ -196,6 +220,7 @@ static uint64_t run(ds_sim_t *sim, pair_setup_t *ps, const ds_strategy_t *s, con
 static int interference_kept; /* pairs whose kept graph has interference nodes */
 static int64_t layers_kept; /* groups of layer nodes not repriced (only the DP algorithm changed) */
 static int alike_costs;     /* pairs whose A, run after B, kept B's timeline */
+static int64_t plans_kept;  /* runs that kept the last run's plan (only the DP algorithm changed) */
 
 static void check_pair(const reuse_pair_t *p, int *reused_count)
 {
@@ -252,8 +277,59 @@ static void check_pair(const reuse_pair_t *p, int *reused_count)
         CHECK_MSG(reused == (p->reuse == 1), "%s after %s: graph %s, expected %s", p->b, p->a,
                   reused ? "reused" : "rebuilt", p->reuse ? "reused" : "rebuilt");
     layers_kept += kept->reuse.kept_sources;
+    plans_kept += kept->reuse.plans_kept;
     printf("%-4s %s after %s\n", reused ? "kept" : "new", p->b, p->a);
     *reused_count += reused;
+    ds_sim_destroy(kept);
+    ds_sim_destroy(fresh);
+    ds_cost_table_destroy(ps.costs);
+    ds_model_destroy(ps.model);
+}
+
+/* A cost changed in the table between two runs that differ in the DP
+ * algorithm only: the second run must not keep the plan the first priced. */
+static void check_table_change(void)
+{
+    const reuse_pair_t *p = &pairs[3]; /* gpt2-medium, dp-algo ring then tree, a table */
+    pair_setup_t ps;
+    memset(&ps, 0, sizeof(ps));
+    CHECK_OK(ds_model_load(p->model, &ps.model));
+    CHECK_OK(ds_model_set_seq_len(ps.model, 256));
+    setup_strategy(ps.model, p->a, p->nodes, p->per_node, &ps.a, &ps.cluster);
+    setup_strategy(ps.model, p->b, p->nodes, p->per_node, &ps.b, &ps.cluster);
+    CHECK_OK(ds_cluster_init(&ps.cluster, p->nodes, p->per_node, p->device));
+    ps.costs = synthetic_costs(ps.model, &ps.a, &ps.cluster, hashed_rule, NULL);
+    ds_sim_options_init(&ps.o);
+    ps.o.granularity = (ds_sim_granularity_t)p->granularity;
+    ps.o.estimate_missing = 1;
+    ps.o.keep_timeline = 0;
+    ds_sim_t *kept = NULL, *fresh = NULL;
+    CHECK_OK(ds_sim_create(&kept));
+    CHECK_OK(ds_sim_create(&fresh));
+    (void)run(kept, &ps, &ps.a, p->a);
+    uint64_t b_before = run(kept, &ps, &ps.b, p->b);
+    CHECK_MSG(kept->reuse.plans_kept == 1, "%s after %s: plan kept %lld times, expected once", p->b,
+              p->a, (long long)kept->reuse.plans_kept);
+    /* Every compute cost of the table three times what it was. */
+    size_t n = ds_cost_table_size(ps.costs);
+    for (size_t i = 0; i < n; i++) {
+        const ds_event_key_t *key;
+        const ds_cost_t *cost;
+        ds_cost_table_at(ps.costs, i, &key, &cost);
+        if (key->kind != DS_EVENT_COMPUTE)
+            continue;
+        ds_event_key_t k = *key;
+        ds_cost_t c = *cost;
+        c.mean_s *= 3.0;
+        CHECK_OK(ds_cost_table_set(ps.costs, &k, &c));
+    }
+    uint64_t a_after = run(kept, &ps, &ps.a, p->a);
+    CHECK_MSG(kept->reuse.plans_kept == 1, "%s after the table changed: the old plan was kept",
+              p->a);
+    uint64_t a_fresh = run(fresh, &ps, &ps.a, p->a);
+    CHECK_MSG(a_after == a_fresh, "%s after the table changed: results differ from a fresh run",
+              p->a);
+    CHECK_MSG(b_before != a_fresh, "tripled compute costs changed nothing");
     ds_sim_destroy(kept);
     ds_sim_destroy(fresh);
     ds_cost_table_destroy(ps.costs);
@@ -265,6 +341,8 @@ int main(void)
     int reused = 0;
     for (size_t i = 0; i < DSI_N(pairs); i++)
         check_pair(&pairs[i], &reused);
+    check_table_change();
+    CHECK_MSG(plans_kept >= 3, "only %lld runs kept the last run's plan", (long long)plans_kept);
     CHECK_MSG(reused >= 5, "only %d of the pairs reused a graph", reused);
     CHECK_MSG(interference_kept >= 1, "no kept graph had interference nodes to reprice");
     CHECK_MSG(layers_kept >= 1, "no run kept its layer nodes without repricing them");
