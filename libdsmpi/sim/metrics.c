@@ -409,15 +409,27 @@ static void critical_path(ds_sim_t *sim)
 
 #define TIMELINE_SEED 0x7157
 
-/* A node's identity hashed: one splitmix finaliser a word, chained (the
- * identity is equality only, never written out). */
-static inline uint64_t node_identity(int kind, int iter, int32_t owner, const int64_t place[4])
+/* A node's identity hashed in two steps: what does not depend on the
+ * iteration (kind, owner, place) in three words, one multiplication each;
+ * then the iteration and the splitmix finaliser, so that twice.c's two
+ * copies of a node share the first step.  The identity is equality only,
+ * never written out. */
+static inline uint64_t identity_word(uint64_t h, uint64_t word)
 {
-    uint64_t h = dsi_hash_mix64(TIMELINE_SEED ^ (uint64_t)kind ^ (uint64_t)iter << 8 ^
-                                (uint64_t)(uint32_t)owner << 32);
-    for (int k = 0; k < 4; k++)
-        h = dsi_hash_mix64(h + (uint64_t)place[k]);
-    return h;
+    h = (h ^ word) * 0x9e3779b97f4a7c15ULL;
+    return h ^ h >> 32;
+}
+
+static inline uint64_t identity_base(int kind, int32_t owner, const int64_t place[4])
+{
+    uint64_t h = identity_word(TIMELINE_SEED, (uint64_t)kind | (uint64_t)(uint32_t)owner << 32);
+    h = identity_word(h, (uint64_t)place[0] ^ (uint64_t)place[1] << 40);
+    return identity_word(h, (uint64_t)place[2] ^ (uint64_t)place[3] << 32);
+}
+
+static inline uint64_t node_identity(uint64_t base, int iter)
+{
+    return dsi_hash_mix64(base ^ (uint64_t)iter << 56);
 }
 
 /* The timeline hash of a node starts from the hash of its identity (kind,
@@ -436,13 +448,14 @@ static ds_status_t hash_prefixes(ds_sim_t *sim)
         DSI_TRY(dsi_realloc_array(&r->hash_prefix, (size_t)copies * g->n, sizeof(*r->hash_prefix)));
         r->hash_prefix_cap = copies * g->n;
     }
-    for (int copy = 0; copy < copies; copy++)
-        for (int32_t i = 0; i < g->n; i++) {
-            int64_t place[4];
-            dsi_node_place(g, i, place);
-            r->hash_prefix[(size_t)copy * g->n + i] =
-                node_identity(g->kind[i], copy ? 1 : g->iter[i], g->owner[i], place);
-        }
+    for (int32_t i = 0; i < g->n; i++) {
+        int64_t place[4];
+        dsi_node_place(g, i, place);
+        uint64_t base = identity_base(g->kind[i], g->owner[i], place);
+        r->hash_prefix[i] = node_identity(base, g->iter[i]);
+        if (copies == 2)
+            r->hash_prefix[(size_t)g->n + i] = node_identity(base, 1);
+    }
     r->hash_prefix_generation = g->generation;
     return DS_OK;
 }
@@ -491,8 +504,8 @@ static uint64_t timeline_hash_twice(const ds_sim_t *sim, const uint64_t *prefix)
             dur = dsi_ns_add(dur, g->dur[first + j]);
         const dsi_pass_node_t *pn = &g->payload[first].pass;
         int64_t place[] = {pn->mb, pn->chunk, 0, tw->fused_count[f]};
-        timeline +=
-            node_hash(node_identity(DSI_N_FWD, 1, g->owner[first], place), tw->start1[first], dur);
+        timeline += node_hash(node_identity(identity_base(DSI_N_FWD, g->owner[first], place), 1),
+                              tw->start1[first], dur);
     }
     return timeline;
 }
