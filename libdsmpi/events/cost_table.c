@@ -29,7 +29,8 @@ struct ds_cost_table {
     size_t count, capacity;
     uint32_t *slots; /* index + 1; 0 = empty */
     size_t num_slots;
-    uint64_t version; /* dsi_cost_table_version */
+    uint64_t version;  /* dsi_cost_table_version */
+    size_t overlapped; /* entries of DS_COMM_FLAG_OVERLAPPED keys */
 };
 
 /* Versions are unique over every table of the process, so that a table
@@ -44,6 +45,11 @@ static void touch(ds_cost_table_t *t)
 uint64_t dsi_cost_table_version(const ds_cost_table_t *t)
 {
     return t != NULL ? t->version : 0;
+}
+
+bool dsi_cost_table_has_overlapped(const ds_cost_table_t *t)
+{
+    return t != NULL && t->overlapped > 0;
 }
 
 ds_status_t ds_cost_table_create(ds_cost_table_t **table_p)
@@ -111,6 +117,8 @@ ds_status_t ds_cost_table_set(ds_cost_table_t *t, const ds_event_key_t *key, con
         t->capacity = capacity;
     }
     t->entries[t->count] = (entry_t){*key, hash, *cost, 1.0, 1.0};
+    if (key->kind == DS_EVENT_COMM && (key->flags & DS_COMM_FLAG_OVERLAPPED))
+        t->overlapped++;
     t->slots[i] = (uint32_t)(++t->count);
     return DS_OK;
 }

@@ -34,6 +34,9 @@ double dsi_estimate_compute_band(const ds_event_key_t *key, double flops, double
  * differs between tables (0 for NULL): what a cost read before still holds
  * while it stays. */
 uint64_t dsi_cost_table_version(const ds_cost_table_t *table);
+/* Whether the table holds a communication key measured while compute ran
+ * beside it (DS_COMM_FLAG_OVERLAPPED; false for NULL). */
+bool dsi_cost_table_has_overlapped(const ds_cost_table_t *table);
 
 /* ---- group layouts (layout.c) ------------------------------------------------------------
  * Where the members of a group sit decides the layout fields of a

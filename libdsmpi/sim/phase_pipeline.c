@@ -107,7 +107,7 @@ static ds_status_t layer_node(ds_sim_t *sim, const pass_ctx_t *pc, int64_t dur, 
 static int64_t interference_ns(const ds_sim_t *sim, int32_t lane, int64_t k)
 {
     const ds_strategy_t *s = &sim->s;
-    if (!sim->opt.overlap_interference || sim->costs == NULL)
+    if (!sim->opt.overlap_interference || !dsi_cost_table_has_overlapped(sim->costs))
         return 0;
     ds_comm_op_t op = dsi_grad_reduce_op(s);
     const dsi_lane_t *l = &sim->plan.lanes[lane];
