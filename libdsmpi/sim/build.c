@@ -237,7 +237,12 @@ static ds_status_t setup_programs(ds_sim_t *sim)
     bool buckets_in_backward = s->dp > 1 && s->overlap_grad_reduce && s->zero != 3;
     int64_t key[5] = {s->schedule, s->pp, sim->m, s->vpp, sim->unbatched_p2p};
     bool cached = memcmp(key, sim->plan.program_key, sizeof(key)) == 0;
+    /* Which backwards issue buckets: set below, kept with the programs. */
+    int64_t sync_key = buckets_in_backward ? 1 + (s->zero == 2) : 0;
+    if (cached && sync_key == sim->plan.program_sync)
+        return DS_OK;
     memset(sim->plan.program_key, 0, sizeof(sim->plan.program_key));
+    sim->plan.program_sync = -1;
     for (int p = 0; p < s->pp; p++) {
         dsi_program_t *prog = &sim->plan.programs[p];
         if (cached) {
@@ -261,6 +266,7 @@ static ds_status_t setup_programs(ds_sim_t *sim)
         }
     }
     memcpy(sim->plan.program_key, key, sizeof(key));
+    sim->plan.program_sync = sync_key;
     return DS_OK;
 }
 
@@ -352,7 +358,8 @@ ds_status_t dsi_sim_build(ds_sim_t *sim, bool keep_plan)
         dsi_sim_plan_note(sim);
     }
     DSI_TRY(setup_programs(sim));
-    DSI_TRY(setup_buckets(sim));
+    if (!keep_plan) /* the buckets do not depend on the DP algorithm either */
+        DSI_TRY(setup_buckets(sim));
     DSI_TRY(setup_state(sim));
     bool reused;
     DSI_TRY(dsi_sim_reprice(sim, &reused));

@@ -378,6 +378,12 @@ typedef struct dsi_plan_mark {
     dsi_plan_key_t key;
     bool valid;    /* the last run finished on this plan, which may be kept */
     bool keepable; /* the plan priced no DP collective */
+    bool kept;     /* this run keeps it */
+    /* The stages' memory without a timeline (peak, out of memory), which
+     * depends on the plan's inputs only: kept with it once computed. */
+    bool memory_known;
+    double peak_memory_GiB;
+    int oom;
     size_t num_keys, num_missing;
     int32_t num_profiles, num_templates, num_ops, num_parts;
 } dsi_plan_mark_t;
@@ -475,6 +481,8 @@ typedef struct dsi_sim_plan {
     dsi_program_t *programs; /* one per pipeline rank */
     int32_t num_programs;
     int64_t program_key[5]; /* schedule, pp, m, vpp, unbatched of the programs */
+    int64_t program_sync;   /* their bucket-issuing backwards: 0 none, 1 each chunk's last,
+                               2 every one (ZeRO-2); -1 unknown */
 
     /* buckets of each stage: reverse parameter order */
     int64_t *stage_params;

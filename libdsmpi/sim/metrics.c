@@ -617,7 +617,14 @@ static void summary_rates(ds_sim_t *sim, double Ts)
 static void summary_stage_memory(ds_sim_t *sim)
 {
     ds_sim_summary_t *sum = &sim->results.summary;
+    dsi_plan_mark_t *mark = &sim->plan_mark;
     sim->results.num_devices_out = 0;
+    sum->simulated_devices = (int64_t)sim->plan.num_lanes * sim->s.tp;
+    if (mark->kept && mark->memory_known) {
+        sum->peak_memory_GiB = mark->peak_memory_GiB;
+        sum->oom = mark->oom;
+        return;
+    }
     for (int p = 0; p < sim->s.pp; p++) {
         ds_sim_memory_t mem;
         dsi_sim_memory(sim, p, &mem);
@@ -625,7 +632,9 @@ static void summary_stage_memory(ds_sim_t *sim)
             sum->peak_memory_GiB = mem.total_B / (1024.0 * 1024.0 * 1024.0);
         sum->oom |= mem.oom;
     }
-    sum->simulated_devices = (int64_t)sim->plan.num_lanes * sim->s.tp;
+    mark->peak_memory_GiB = sum->peak_memory_GiB;
+    mark->oom = sum->oom;
+    mark->memory_known = true;
 }
 
 /* The numbers of every simulated device: lane by lane, tensor-parallel

@@ -291,6 +291,7 @@ bool dsi_sim_plan_kept(ds_sim_t *sim)
     dsi_plan_mark_t *mark = &sim->plan_mark;
     bool finished = mark->valid;
     mark->valid = false; /* until this run finishes */
+    mark->kept = false;
     if (!finished || sim->device_factor != NULL || dsi_param_int(DSI_PARAM_SIM_REUSE) == 0)
         return false;
     dsi_plan_key_t key;
@@ -298,6 +299,7 @@ bool dsi_sim_plan_kept(ds_sim_t *sim)
     if (memcmp(&key, &mark->key, sizeof(key)) != 0)
         return false;
     sim->reuse.plans_kept++;
+    mark->kept = true;
     return true;
 }
 
@@ -311,6 +313,7 @@ void dsi_sim_plan_note(ds_sim_t *sim)
     mark->num_templates = sim->num_templates;
     mark->num_ops = sim->num_ops;
     mark->num_parts = sim->num_parts;
+    mark->memory_known = false;
     /* A plan that priced a DP collective would change with the algorithm. */
     mark->keepable = true;
     for (size_t k = 0; k < sim->num_keys; k++)
