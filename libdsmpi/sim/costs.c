@@ -6,7 +6,10 @@
  * by the device model, marked modelled, with its class's band; communication
  * from the cluster's links, marked assumed).  Layer templates (the operators of one
  * layer pass on one TP layout, with their costs) and stage profiles (the
- * parts of each chunk and their fused sums) are memoised per run.
+ * parts of each chunk and their fused sums) are memoised per run; a key's
+ * worked-out cost is also kept across runs (dsi_cost_memo_t) while the
+ * table, its version, the communication model, the cluster and the band
+ * stay, so that a search prices each key once.
  */
 #include "dsi_sim.h"
 
@@ -47,6 +50,147 @@ static ds_status_t keys_grow(ds_sim_t *sim)
     return DS_OK;
 }
 
+/* ---- costs kept across runs ------------------------------------------------------------ */
+
+#define MEMO_MAX_ENTRIES ((size_t)1 << 16)
+
+static void memo_from(const ds_sim_t *sim, dsi_cost_memo_from_t *from)
+{
+    memset(from, 0, sizeof(*from));
+    from->costs = sim->costs;
+    from->costs_version = dsi_cost_table_version(sim->costs);
+    from->comm_model = sim->opt.comm_model;
+    memcpy(&from->cluster, &sim->cluster, sizeof(from->cluster));
+    from->estimate_missing = sim->opt.estimate_missing;
+    from->band = (int32_t)sim->opt.band;
+}
+
+static void memo_clear(dsi_cost_memo_t *memo)
+{
+    memo->count = 0;
+    if (memo->slots != NULL)
+        memset(memo->slots, 0, memo->num_slots * sizeof(*memo->slots));
+}
+
+void dsi_sim_memo_check(ds_sim_t *sim)
+{
+    dsi_cost_memo_from_t from;
+    memo_from(sim, &from);
+    if (memcmp(&from, &sim->memo.from, sizeof(from)) != 0 ||
+        dsi_param_int(DSI_PARAM_SIM_REUSE) == 0) {
+        memo_clear(&sim->memo);
+        sim->memo.from = from;
+    }
+}
+
+void dsi_sim_memo_free(ds_sim_t *sim)
+{
+    dsi_free(sim->memo.entries);
+    dsi_free(sim->memo.slots);
+    memset(&sim->memo, 0, sizeof(sim->memo));
+}
+
+static size_t memo_slot(const dsi_cost_memo_t *memo, const ds_event_key_t *key, uint64_t hash)
+{
+    size_t mask = memo->num_slots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t slot = memo->slots[i];
+        if (slot == 0 || ds_event_key_equal(&memo->entries[slot - 1].e.key, key))
+            return i;
+    }
+}
+
+static const dsi_key_entry_t *memo_find(const dsi_cost_memo_t *memo, const ds_event_key_t *key,
+                                        uint64_t hash, double flops, double bytes)
+{
+    if (memo->count == 0)
+        return NULL;
+    uint32_t slot = memo->slots[memo_slot(memo, key, hash)];
+    if (slot == 0)
+        return NULL;
+    const dsi_cost_memo_entry_t *m = &memo->entries[slot - 1];
+    return m->flops == flops && m->bytes == bytes ? &m->e : NULL;
+}
+
+/* Kept for later runs; a full memo starts again. */
+static ds_status_t memo_add(dsi_cost_memo_t *memo, const dsi_key_entry_t *e, uint64_t hash,
+                            double flops, double bytes)
+{
+    if (memo->count == MEMO_MAX_ENTRIES)
+        memo_clear(memo);
+    if (2 * (memo->count + 1) > memo->num_slots) {
+        size_t num_slots = memo->num_slots ? 2 * memo->num_slots : 256;
+        uint32_t *slots;
+        DSI_TRY(dsi_calloc(num_slots, sizeof(*slots), &slots));
+        dsi_free(memo->slots);
+        memo->slots = slots;
+        memo->num_slots = num_slots;
+        for (size_t i = 0; i < memo->count; i++) {
+            const ds_event_key_t *k = &memo->entries[i].e.key;
+            memo->slots[memo_slot(memo, k, ds_event_key_hash(k))] = (uint32_t)(i + 1);
+        }
+    }
+    if (memo->count == memo->cap) {
+        size_t cap = memo->cap ? 2 * memo->cap : 256;
+        DSI_TRY(dsi_realloc_array(&memo->entries, cap, sizeof(*memo->entries)));
+        memo->cap = cap;
+    }
+    size_t i = memo_slot(memo, &e->key, hash);
+    if (memo->slots[i] != 0) { /* the same key from other FLOPs or bytes: the newer stays */
+        memo->entries[memo->slots[i] - 1] = (dsi_cost_memo_entry_t){*e, flops, bytes};
+        return DS_OK;
+    }
+    memo->entries[memo->count] = (dsi_cost_memo_entry_t){*e, flops, bytes};
+    memo->slots[i] = (uint32_t)++memo->count;
+    return DS_OK;
+}
+
+/* The cost of a key this run has not looked up yet: the table's, the
+ * communication model's, an estimate, or missing (*missing_p). */
+static ds_status_t price_key(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
+                             dsi_key_entry_t *e, bool *missing_p)
+{
+    memset(e, 0, sizeof(*e));
+    e->key = *key;
+    *missing_p = false;
+    const ds_cost_t *cost = sim->costs != NULL ? ds_cost_table_find(sim->costs, key) : NULL;
+    double low = 1.0, high = 1.0;
+    if (cost != NULL) {
+        e->seconds = cost->mean_s;
+        e->provenance = cost->provenance;
+        ds_cost_table_band(sim->costs, key, &low, &high);
+        /* A modelled compute cost (from a text table, or scaled from another
+         * device) has its class's band on the target wherever it came from. */
+        if (cost->provenance == DS_PROV_MODELLED && key->kind == DS_EVENT_COMPUTE && low == 1.0 &&
+            high == 1.0)
+            dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
+    } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
+        ds_comm_prediction_t prediction;
+        DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
+        e->seconds = prediction.cost.mean_s;
+        e->provenance = prediction.cost.provenance;
+        ds_comm_prediction_band(&prediction, &low, &high);
+    } else if (sim->opt.estimate_missing && key->kind == DS_EVENT_COMPUTE) {
+        /* The device model, with the band of the operator's class. */
+        e->seconds = dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
+        e->provenance = DS_PROV_MODELLED;
+    } else if (sim->opt.estimate_missing) {
+        DSI_TRY(dsi_estimate_seconds(key, flops, bytes, &sim->cluster, &e->seconds));
+        e->provenance = DS_PROV_ASSUMED;
+    } else {
+        e->seconds = 0.0;
+        e->provenance = DS_PROV_ASSUMED;
+        *missing_p = true;
+    }
+    e->banded = low != 1.0 || high != 1.0;
+    if (sim->opt.band == DS_SIM_BAND_LOW)
+        e->seconds *= low;
+    else if (sim->opt.band == DS_SIM_BAND_HIGH)
+        e->seconds *= high;
+    e->ns = dsi_ns(e->seconds);
+    return DS_OK;
+}
+
 ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
                          int64_t *ns_p, int *assumed_p)
 {
@@ -61,48 +205,24 @@ ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops,
         return DS_OK;
     }
     dsi_key_entry_t e;
-    memset(&e, 0, sizeof(e));
-    e.key = *key;
-    const ds_cost_t *cost = sim->costs != NULL ? ds_cost_table_find(sim->costs, key) : NULL;
-    double low = 1.0, high = 1.0;
-    if (cost != NULL) {
-        e.seconds = cost->mean_s;
-        e.provenance = cost->provenance;
-        ds_cost_table_band(sim->costs, key, &low, &high);
-        /* A modelled compute cost (from a text table, or scaled from another
-         * device) has its class's band on the target wherever it came from. */
-        if (cost->provenance == DS_PROV_MODELLED && key->kind == DS_EVENT_COMPUTE && low == 1.0 &&
-            high == 1.0)
-            dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
-    } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
-        ds_comm_prediction_t prediction;
-        DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
-        e.seconds = prediction.cost.mean_s;
-        e.provenance = prediction.cost.provenance;
-        ds_comm_prediction_band(&prediction, &low, &high);
-    } else if (sim->opt.estimate_missing && key->kind == DS_EVENT_COMPUTE) {
-        /* The device model, with the band of the operator's class. */
-        e.seconds = dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
-        e.provenance = DS_PROV_MODELLED;
-    } else if (sim->opt.estimate_missing) {
-        DSI_TRY(dsi_estimate_seconds(key, flops, bytes, &sim->cluster, &e.seconds));
-        e.provenance = DS_PROV_ASSUMED;
+    const dsi_key_entry_t *known = memo_find(&sim->memo, key, hash, flops, bytes);
+    if (known != NULL) {
+        e = *known;
+        e.key = *key; /* the display-only group as this run names it */
     } else {
-        e.seconds = 0.0;
-        e.provenance = DS_PROV_ASSUMED;
-        if (sim->num_missing == sim->missing_cap) {
-            size_t cap = sim->missing_cap ? 2 * sim->missing_cap : 32;
-            DSI_TRY(dsi_realloc_array(&sim->missing, cap, sizeof(*sim->missing)));
-            sim->missing_cap = cap;
+        bool missing;
+        DSI_TRY(price_key(sim, key, flops, bytes, &e, &missing));
+        if (missing) {
+            if (sim->num_missing == sim->missing_cap) {
+                size_t cap = sim->missing_cap ? 2 * sim->missing_cap : 32;
+                DSI_TRY(dsi_realloc_array(&sim->missing, cap, sizeof(*sim->missing)));
+                sim->missing_cap = cap;
+            }
+            sim->missing[sim->num_missing++] = *key;
+        } else {
+            DSI_TRY(memo_add(&sim->memo, &e, hash, flops, bytes));
         }
-        sim->missing[sim->num_missing++] = *key;
     }
-    e.banded = low != 1.0 || high != 1.0;
-    if (sim->opt.band == DS_SIM_BAND_LOW)
-        e.seconds *= low;
-    else if (sim->opt.band == DS_SIM_BAND_HIGH)
-        e.seconds *= high;
-    e.ns = dsi_ns(e.seconds);
     if (sim->num_keys == sim->keys_cap) {
         size_t cap = sim->keys_cap ? 2 * sim->keys_cap : 128;
         DSI_TRY(dsi_realloc_array(&sim->keys, cap, sizeof(*sim->keys)));

@@ -448,6 +448,31 @@ typedef struct dsi_key_entry {
     bool banded; /* its band is not 1, 1 */
 } dsi_key_entry_t;
 
+/* Costs worked out by earlier runs (a table's with its band, the
+ * communication model's, estimates), so that a search prices each key once:
+ * key -> entry with the FLOPs and bytes it was estimated from, kept while
+ * what they came from (`from`) is unchanged.  Missing keys are not kept. */
+typedef struct dsi_cost_memo_entry {
+    dsi_key_entry_t e;
+    double flops, bytes;
+} dsi_cost_memo_entry_t;
+
+typedef struct dsi_cost_memo_from {
+    const ds_cost_table_t *costs;
+    uint64_t costs_version;
+    const ds_comm_model_t *comm_model;
+    ds_cluster_t cluster;
+    int32_t estimate_missing, band;
+} dsi_cost_memo_from_t;
+
+typedef struct dsi_cost_memo {
+    dsi_cost_memo_from_t from;
+    dsi_cost_memo_entry_t *entries;
+    size_t count, cap;
+    uint32_t *slots; /* entry + 1; 0: empty */
+    size_t num_slots;
+} dsi_cost_memo_t;
+
 /* What a run builds on: the placement classes, lanes, schedule programs and
  * buckets of a strategy.  Set up before the graph is built and unchanged
  * while it is; placement classes are kept across runs with the same
@@ -590,6 +615,7 @@ struct ds_sim {
     size_t num_key_slots;
     ds_event_key_t *missing;
     size_t num_missing, missing_cap;
+    dsi_cost_memo_t memo;
 
     /* operators of the templates (SoA) */
     int64_t *op_dur;
@@ -630,6 +656,10 @@ static inline size_t dsi_bucket_slot(const ds_sim_t *sim, int32_t lane, int roun
 
 /* costs.c */
 void dsi_sim_keys_reset(ds_sim_t *sim);
+/* The memo of costs kept if this run prices keys as the last did, else
+ * emptied; its storage freed. */
+void dsi_sim_memo_check(ds_sim_t *sim);
+void dsi_sim_memo_free(ds_sim_t *sim);
 double dsi_expected_max_normal(int n);
 double dsi_sim_cost_variance(const ds_cost_table_t *costs, const ds_event_key_t *key);
 /* The cost of `key` in ns (0 when missing; recorded).  `flops`/`bytes`

@@ -142,6 +142,7 @@ ds_status_t ds_sim_estimate(ds_sim_t *sim, const ds_model_t *model, const ds_str
     sim->m = m;
     sim->num_devices = devices;
     dsi_shape_ctx_init(&sim->ctx, model, strategy);
+    dsi_sim_memo_check(sim);
 
     const ds_strategy_t *s = &sim->s;
     DSI_TRY(

@@ -48,6 +48,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_sim_templates_reset(sim);
     dsi_free(sim->keys);
     dsi_free(sim->key_slots);
+    dsi_sim_memo_free(sim);
     dsi_free(sim->missing);
     dsi_free(sim->op_dur);
     dsi_free(sim->op_nic);
@@ -255,6 +256,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     sim->place.cp = sim->ctx.cp;
     /* A run that differs from the last in the DP algorithm at most keeps its
      * plan (placement, lanes, profiles), with the caches as they stood after it. */
+    dsi_sim_memo_check(sim);
     bool keep_plan = dsi_sim_plan_kept(sim);
     if (keep_plan) {
         dsi_sim_caches_cut(sim, &sim->plan_mark);
