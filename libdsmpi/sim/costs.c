@@ -26,28 +26,52 @@ void dsi_sim_keys_reset(ds_sim_t *sim)
         memset(sim->key_slots, 0, sim->num_key_slots * sizeof(*sim->key_slots));
 }
 
-static size_t key_slot(const ds_sim_t *sim, const ds_event_key_t *key, uint64_t hash)
+/* Open addressing over entries whose first member is their key (`stride`
+ * bytes apart): slots hold an entry's index + 1, 0 when empty.  The slot
+ * of `key`: its entry's, or the empty one where it goes. */
+static size_t index_slot(const uint32_t *slots, size_t num_slots, const void *entries,
+                         size_t stride, const ds_event_key_t *key, uint64_t hash)
 {
-    size_t mask = sim->num_key_slots - 1;
+    size_t mask = num_slots - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        uint32_t slot = sim->key_slots[i];
-        if (slot == 0 || ds_event_key_equal(&sim->keys[slot - 1].key, key))
+        uint32_t slot = slots[i];
+        if (slot == 0 ||
+            ds_event_key_equal(
+                (const ds_event_key_t *)(const void *)((const char *)entries + (slot - 1) * stride),
+                key))
             return i;
     }
 }
 
-static ds_status_t keys_grow(ds_sim_t *sim)
+/* The slots of the first `count` entries again, in *num_slots_p slots (at
+ * least twice what `need` entries take; the table grows when it must). */
+static ds_status_t index_build(uint32_t **slots_p, size_t *num_slots_p, const void *entries,
+                               size_t stride, size_t count, size_t need)
 {
-    size_t num_slots = sim->num_key_slots ? 2 * sim->num_key_slots : 256;
-    uint32_t *slots;
-    DSI_TRY(dsi_calloc(num_slots, sizeof(*slots), &slots));
-    dsi_free(sim->key_slots);
-    sim->key_slots = slots;
-    sim->num_key_slots = num_slots;
-    for (size_t i = 0; i < sim->num_keys; i++)
-        sim->key_slots[key_slot(sim, &sim->keys[i].key, ds_event_key_hash(&sim->keys[i].key))] =
-            (uint32_t)(i + 1);
+    if (*num_slots_p < 2 * need || *slots_p == NULL) {
+        size_t num_slots = *num_slots_p ? *num_slots_p : 256;
+        while (num_slots < 2 * need)
+            num_slots *= 2;
+        uint32_t *slots;
+        DSI_TRY(dsi_calloc(num_slots, sizeof(*slots), &slots));
+        dsi_free(*slots_p);
+        *slots_p = slots;
+        *num_slots_p = num_slots;
+    } else {
+        memset(*slots_p, 0, *num_slots_p * sizeof(**slots_p));
+    }
+    for (size_t i = 0; i < count; i++) {
+        const ds_event_key_t *key =
+            (const ds_event_key_t *)(const void *)((const char *)entries + i * stride);
+        (*slots_p)[index_slot(*slots_p, *num_slots_p, entries, stride, key,
+                              ds_event_key_hash(key))] = (uint32_t)(i + 1);
+    }
     return DS_OK;
+}
+
+static size_t key_slot(const ds_sim_t *sim, const ds_event_key_t *key, uint64_t hash)
+{
+    return index_slot(sim->key_slots, sim->num_key_slots, sim->keys, sizeof(*sim->keys), key, hash);
 }
 
 /* ---- costs kept across runs ------------------------------------------------------------ */
@@ -92,12 +116,8 @@ void dsi_sim_memo_free(ds_sim_t *sim)
 
 static size_t memo_slot(const dsi_cost_memo_t *memo, const ds_event_key_t *key, uint64_t hash)
 {
-    size_t mask = memo->num_slots - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-        uint32_t slot = memo->slots[i];
-        if (slot == 0 || ds_event_key_equal(&memo->entries[slot - 1].e.key, key))
-            return i;
-    }
+    return index_slot(memo->slots, memo->num_slots, memo->entries, sizeof(*memo->entries), key,
+                      hash);
 }
 
 static const dsi_key_entry_t *memo_find(const dsi_cost_memo_t *memo, const ds_event_key_t *key,
@@ -118,18 +138,9 @@ static ds_status_t memo_add(dsi_cost_memo_t *memo, const dsi_key_entry_t *e, uin
 {
     if (memo->count == MEMO_MAX_ENTRIES)
         memo_clear(memo);
-    if (2 * (memo->count + 1) > memo->num_slots) {
-        size_t num_slots = memo->num_slots ? 2 * memo->num_slots : 256;
-        uint32_t *slots;
-        DSI_TRY(dsi_calloc(num_slots, sizeof(*slots), &slots));
-        dsi_free(memo->slots);
-        memo->slots = slots;
-        memo->num_slots = num_slots;
-        for (size_t i = 0; i < memo->count; i++) {
-            const ds_event_key_t *k = &memo->entries[i].e.key;
-            memo->slots[memo_slot(memo, k, ds_event_key_hash(k))] = (uint32_t)(i + 1);
-        }
-    }
+    if (2 * (memo->count + 1) > memo->num_slots)
+        DSI_TRY(index_build(&memo->slots, &memo->num_slots, memo->entries, sizeof(*memo->entries),
+                            memo->count, memo->count + 1));
     if (memo->count == memo->cap) {
         size_t cap = memo->cap ? 2 * memo->cap : 256;
         DSI_TRY(dsi_realloc_array(&memo->entries, cap, sizeof(*memo->entries)));
@@ -194,8 +205,9 @@ static ds_status_t price_key(ds_sim_t *sim, const ds_event_key_t *key, double fl
 ds_status_t dsi_sim_cost(ds_sim_t *sim, const ds_event_key_t *key, double flops, double bytes,
                          int64_t *ns_p, int *assumed_p)
 {
-    if (sim->num_key_slots == 0 || 2 * (sim->num_keys + 1) > sim->num_key_slots)
-        DSI_TRY(keys_grow(sim));
+    if (2 * (sim->num_keys + 1) > sim->num_key_slots)
+        DSI_TRY(index_build(&sim->key_slots, &sim->num_key_slots, sim->keys, sizeof(*sim->keys),
+                            sim->num_keys, sim->num_keys + 1));
     uint64_t hash = ds_event_key_hash(key);
     size_t i = key_slot(sim, key, hash);
     if (sim->key_slots[i] != 0) {
@@ -286,16 +298,13 @@ void dsi_sim_templates_reset(ds_sim_t *sim)
     templates_cut(sim, 0, 0, 0, 0);
 }
 
-void dsi_sim_caches_cut(ds_sim_t *sim, const dsi_plan_mark_t *mark)
+ds_status_t dsi_sim_caches_cut(ds_sim_t *sim, const dsi_plan_mark_t *mark)
 {
     templates_cut(sim, mark->num_profiles, mark->num_templates, mark->num_ops, mark->num_parts);
-    size_t keep = mark->num_keys;
-    dsi_sim_keys_reset(sim);
+    sim->num_keys = mark->num_keys;
     sim->num_missing = mark->num_missing;
-    for (size_t k = 0; k < keep; k++)
-        sim->key_slots[key_slot(sim, &sim->keys[k].key, ds_event_key_hash(&sim->keys[k].key))] =
-            (uint32_t)(k + 1);
-    sim->num_keys = keep;
+    return index_build(&sim->key_slots, &sim->num_key_slots, sim->keys, sizeof(*sim->keys),
+                       sim->num_keys, sim->num_keys);
 }
 
 static ds_status_t grow_ops(ds_sim_t *sim, int32_t need)

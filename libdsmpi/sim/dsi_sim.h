@@ -678,7 +678,7 @@ ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr);
 
 /* The run's caches cut back to the plan mark (keys, missing keys,
  * profiles, templates, operators, parts). */
-void dsi_sim_caches_cut(ds_sim_t *sim, const dsi_plan_mark_t *mark);
+ds_status_t dsi_sim_caches_cut(ds_sim_t *sim, const dsi_plan_mark_t *mark);
 
 /* reuse.c, the plan kept: whether this run may keep the last run's plan
  * (called once at its start); the plan computed (after the lanes); the run

@@ -259,7 +259,7 @@ ds_status_t ds_sim_run(ds_sim_t *sim, const ds_model_t *model, const ds_strategy
     dsi_sim_memo_check(sim);
     bool keep_plan = dsi_sim_plan_kept(sim);
     if (keep_plan) {
-        dsi_sim_caches_cut(sim, &sim->plan_mark);
+        DSI_TRY(dsi_sim_caches_cut(sim, &sim->plan_mark));
     } else {
         dsi_sim_keys_reset(sim);
         dsi_sim_templates_reset(sim);

@@ -222,23 +222,29 @@ static int64_t layers_kept; /* groups of layer nodes not repriced (only the DP a
 static int alike_costs;     /* pairs whose A, run after B, kept B's timeline */
 static int64_t plans_kept;  /* runs that kept the last run's plan (only the DP algorithm changed) */
 
+/* The pair's model, strategies, cluster, costs and options (as a search runs). */
+static void setup_pair(const reuse_pair_t *p, pair_setup_t *ps)
+{
+    memset(ps, 0, sizeof(*ps));
+    CHECK_OK(ds_model_load(p->model, &ps->model));
+    CHECK_OK(ds_model_set_seq_len(ps->model, 256));
+    setup_strategy(ps->model, p->a, p->nodes, p->per_node, &ps->a, &ps->cluster);
+    setup_strategy(ps->model, p->b, p->nodes, p->per_node, &ps->b, &ps->cluster);
+    CHECK_OK(ds_cluster_init(&ps->cluster, p->nodes, p->per_node, p->device));
+    ps->costs =
+        p->with_table ? synthetic_costs(ps->model, &ps->a, &ps->cluster, hashed_rule, NULL) : NULL;
+    if (p->with_table == 2)
+        add_interference(ps->costs);
+    ds_sim_options_init(&ps->o);
+    ps->o.granularity = (ds_sim_granularity_t)p->granularity;
+    ps->o.estimate_missing = 1;
+    ps->o.keep_timeline = 0; /* as a search runs */
+}
+
 static void check_pair(const reuse_pair_t *p, int *reused_count)
 {
     pair_setup_t ps;
-    memset(&ps, 0, sizeof(ps));
-    CHECK_OK(ds_model_load(p->model, &ps.model));
-    CHECK_OK(ds_model_set_seq_len(ps.model, 256));
-    setup_strategy(ps.model, p->a, p->nodes, p->per_node, &ps.a, &ps.cluster);
-    setup_strategy(ps.model, p->b, p->nodes, p->per_node, &ps.b, &ps.cluster);
-    CHECK_OK(ds_cluster_init(&ps.cluster, p->nodes, p->per_node, p->device));
-    ps.costs =
-        p->with_table ? synthetic_costs(ps.model, &ps.a, &ps.cluster, hashed_rule, NULL) : NULL;
-    if (p->with_table == 2)
-        add_interference(ps.costs);
-    ds_sim_options_init(&ps.o);
-    ps.o.granularity = (ds_sim_granularity_t)p->granularity;
-    ps.o.estimate_missing = 1;
-    ps.o.keep_timeline = 0; /* as a search runs */
+    setup_pair(p, &ps);
     ds_sim_t *kept = NULL, *fresh = NULL;
     CHECK_OK(ds_sim_create(&kept));
     CHECK_OK(ds_sim_create(&fresh));
@@ -292,17 +298,7 @@ static void check_table_change(void)
 {
     const reuse_pair_t *p = &pairs[3]; /* gpt2-medium, dp-algo ring then tree, a table */
     pair_setup_t ps;
-    memset(&ps, 0, sizeof(ps));
-    CHECK_OK(ds_model_load(p->model, &ps.model));
-    CHECK_OK(ds_model_set_seq_len(ps.model, 256));
-    setup_strategy(ps.model, p->a, p->nodes, p->per_node, &ps.a, &ps.cluster);
-    setup_strategy(ps.model, p->b, p->nodes, p->per_node, &ps.b, &ps.cluster);
-    CHECK_OK(ds_cluster_init(&ps.cluster, p->nodes, p->per_node, p->device));
-    ps.costs = synthetic_costs(ps.model, &ps.a, &ps.cluster, hashed_rule, NULL);
-    ds_sim_options_init(&ps.o);
-    ps.o.granularity = (ds_sim_granularity_t)p->granularity;
-    ps.o.estimate_missing = 1;
-    ps.o.keep_timeline = 0;
+    setup_pair(p, &ps);
     ds_sim_t *kept = NULL, *fresh = NULL;
     CHECK_OK(ds_sim_create(&kept));
     CHECK_OK(ds_sim_create(&fresh));
