@@ -335,21 +335,30 @@ typedef struct dsi_column {
 
 /* ---- the simulator ------------------------------------------------------------------------ */
 
-/* What a graph's structure is built from, besides costs: runs with equal
- * keys build the same nodes and edges unless a cost decides a node (which
- * the phases' reprice hooks check).  Durations-only strategy fields
- * (recompute, flash, fp8, the DP algorithm but a parameter server) are
- * cleared.  Compared with memcmp: zeroed before it is filled. */
-typedef struct dsi_reuse_key {
+/* What every run is given, as the reuse keys compare it (memcmp: zeroed
+ * before it is filled; the options' slow devices left out, they are not
+ * kept past a run): dsi_run_inputs. */
+typedef struct dsi_run_inputs {
     const ds_model_t *model;
     ds_model_info_t info; /* another model may come at the same address */
     const ds_cost_table_t *costs;
-    uint64_t costs_version; /* a table changed in place prices kept nodes anew */
-    ds_strategy_t s;
+    uint64_t costs_version; /* a table changed in place prices everything anew */
     ds_cluster_t cluster;
     ds_sim_options_t opt;
-    int64_t m, zero3_prefetch;
-    int32_t unbatched_p2p, sp, dtype, twice;
+    int64_t m;
+    int32_t unbatched_p2p;
+} dsi_run_inputs_t;
+
+/* What a graph's structure is built from, besides costs: runs with equal
+ * keys build the same nodes and edges unless a cost decides a node (which
+ * the phases' reprice hooks check).  Durations-only strategy fields
+ * (recompute, flash, fp8, the DP algorithm but a parameter server) and the
+ * band end are cleared.  Compared with memcmp: zeroed before it is filled. */
+typedef struct dsi_reuse_key {
+    dsi_run_inputs_t in;
+    ds_strategy_t s;
+    int64_t zero3_prefetch;
+    int32_t sp, dtype, twice;
     int32_t cp, cp_comm; /* the strategy as given: s is folded to dp x cp */
     uint32_t phases;     /* the phases that apply, a bit each */
 } dsi_reuse_key_t;
@@ -358,15 +367,8 @@ typedef struct dsi_reuse_key {
  * is computed from: everything of the run but the DP algorithm, which
  * prices DP collectives only (their keys are registered after the plan). */
 typedef struct dsi_plan_key {
-    const ds_model_t *model;
-    ds_model_info_t info;
-    const ds_cost_table_t *costs;
-    uint64_t costs_version;
+    dsi_run_inputs_t in;
     ds_strategy_t given; /* dp_algo: ps or auto */
-    ds_cluster_t cluster;
-    ds_sim_options_t opt; /* slow_devices NULL */
-    int64_t m;
-    int32_t unbatched_p2p;
 } dsi_plan_key_t;
 
 /* The last run's plan and how far the run's caches (keys, missing keys,

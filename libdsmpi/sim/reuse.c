@@ -23,14 +23,27 @@ static bool reuse_enabled(const ds_sim_t *sim, int num_phases)
            dsi_param_int(DSI_PARAM_SIM_REUSE) != 0;
 }
 
+/* Into a zeroed *in: copied member by member with memcpy, so that padding
+ * stays zero and keys compare with memcmp. */
+static void run_inputs(const ds_sim_t *sim, dsi_run_inputs_t *in)
+{
+    in->model = sim->model;
+    memcpy(&in->info, &sim->info, sizeof(in->info));
+    in->costs = sim->costs;
+    in->costs_version = dsi_cost_table_version(sim->costs);
+    memcpy(&in->cluster, &sim->cluster, sizeof(in->cluster));
+    memcpy(&in->opt, &sim->opt, sizeof(in->opt));
+    in->opt.slow_devices = NULL;
+    in->m = sim->m;
+    in->unbatched_p2p = sim->unbatched_p2p;
+}
+
 static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int num_phases,
                       dsi_reuse_key_t *key)
 {
     memset(key, 0, sizeof(*key));
-    key->model = sim->model;
-    memcpy(&key->info, &sim->info, sizeof(key->info));
-    key->costs = sim->costs;
-    key->costs_version = dsi_cost_table_version(sim->costs);
+    run_inputs(sim, &key->in);
+    key->in.opt.band = DS_SIM_BAND_EXPECTED;
     memcpy(&key->s, &sim->s, sizeof(key->s));
     /* Fields that change costs only: the phases' reprice hooks check the
      * rest of what they decide (a part's split where buckets complete). */
@@ -38,13 +51,7 @@ static void reuse_key(const ds_sim_t *sim, const dsi_phase_t *const *phases, int
     key->s.flash_attention = 0;
     key->s.fp8 = DS_FP8_OFF;
     key->s.dp_algo = sim->s.dp_algo == DS_DP_PS ? DS_DP_PS : DS_DP_AUTO;
-    memcpy(&key->cluster, &sim->cluster, sizeof(key->cluster));
-    memcpy(&key->opt, &sim->opt, sizeof(key->opt));
-    key->opt.band = DS_SIM_BAND_EXPECTED;
-    key->opt.slow_devices = NULL;
-    key->m = sim->m;
     key->zero3_prefetch = dsi_param_int(DSI_PARAM_SIM_ZERO3_PREFETCH);
-    key->unbatched_p2p = sim->unbatched_p2p;
     key->sp = sim->ctx.sp;
     key->dtype = (int32_t)sim->ctx.dtype;
     key->cp = sim->ctx.cp;
@@ -273,17 +280,9 @@ void dsi_sim_reuse_settle(ds_sim_t *sim)
 static void plan_key(const ds_sim_t *sim, dsi_plan_key_t *key)
 {
     memset(key, 0, sizeof(*key));
-    key->model = sim->model;
-    memcpy(&key->info, &sim->info, sizeof(key->info));
-    key->costs = sim->costs;
-    key->costs_version = dsi_cost_table_version(sim->costs);
+    run_inputs(sim, &key->in);
     memcpy(&key->given, &sim->given, sizeof(key->given));
     key->given.dp_algo = sim->given.dp_algo == DS_DP_PS ? DS_DP_PS : DS_DP_AUTO;
-    memcpy(&key->cluster, &sim->cluster, sizeof(key->cluster));
-    memcpy(&key->opt, &sim->opt, sizeof(key->opt));
-    key->opt.slow_devices = NULL;
-    key->m = sim->m;
-    key->unbatched_p2p = sim->unbatched_p2p;
 }
 
 bool dsi_sim_plan_kept(ds_sim_t *sim)
