@@ -91,18 +91,9 @@ typedef struct dsi_graph {
     int32_t *queue; /* topological order once evaluated */
     int32_t csr_cap;
     int64_t adj_cap;
-    /* The structure of the previous run (dsi_graph_note_structure): a graph
-     * equal to it has the same evaluation order (Kahn's order depends on the
-     * nodes and edges only) and the same node identities. */
-    struct {
-        int32_t n, cap;
-        int64_t ne, ecap;
-        int32_t *efrom, *eto, *owner;
-        uint8_t *kind, *iter, *label, *phase;
-        dsi_node_payload_t *payload;
-    } last;
-    uint64_t generation; /* of the structure kept in `last`: changes with it */
-    bool same;           /* this graph's structure is the previous run's */
+    uint64_t generation; /* of the structure: changes with each build */
+    bool same;           /* this graph's structure is the previous run's (repriced) */
+    bool order_kept;     /* the evaluation order is kept for a repriced run */
     bool order_valid;    /* queue, off and adj hold this structure's evaluation order */
     bool binds;          /* the evaluation records bind (the critical path's, with a timeline) */
 } dsi_graph_t;
@@ -144,9 +135,10 @@ static inline ds_status_t dsi_graph_edge(dsi_graph_t *g, int32_t from, int32_t t
     g->ne++;
     return DS_OK;
 }
-/* Compares the graph just built with the previous run's structure and
- * keeps a copy of it when it differs; sets g->same.  With `enabled` false
- * nothing is kept or reused. */
+/* A graph just built: a new structure (generation), whose evaluation order
+ * is kept for the runs that reprice it when `enabled`.  A build whose graph
+ * happens to equal the last one's is rare in a search (the exhaustive one
+ * builds each structure once), so it is not looked for. */
 ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled);
 /* Longest-path sweep in topological order.  On a cycle, fills *cycle_p /
  * *cycle_len_p (nodes in dependency order, caller frees) and returns

@@ -73,7 +73,7 @@ ds_status_t dsi_graph_reset(dsi_graph_t *g)
 {
     g->n = 0;
     g->ne = 0;
-    g->same = false; /* until dsi_graph_note_structure says so */
+    g->same = false; /* a graph built anew; a repriced one is the last (reuse.c) */
     return DS_OK;
 }
 
@@ -97,14 +97,6 @@ void dsi_graph_free(dsi_graph_t *g)
     dsi_free(g->adj);
     dsi_free(g->indeg);
     dsi_free(g->queue);
-    dsi_free(g->last.efrom);
-    dsi_free(g->last.eto);
-    dsi_free(g->last.owner);
-    dsi_free(g->last.kind);
-    dsi_free(g->last.iter);
-    dsi_free(g->last.label);
-    dsi_free(g->last.phase);
-    dsi_free(g->last.payload);
     memset(g, 0, sizeof(*g));
 }
 
@@ -163,55 +155,11 @@ out:
     return status;
 }
 
-static bool same_structure(const dsi_graph_t *g)
-{
-    size_t n = (size_t)g->n, ne = (size_t)g->ne;
-    return g->last.n == g->n && g->last.ne == g->ne &&
-           memcmp(g->last.kind, g->kind, n * sizeof(*g->kind)) == 0 &&
-           memcmp(g->last.iter, g->iter, n * sizeof(*g->iter)) == 0 &&
-           memcmp(g->last.owner, g->owner, n * sizeof(*g->owner)) == 0 &&
-           memcmp(g->last.label, g->label, n * sizeof(*g->label)) == 0 &&
-           memcmp(g->last.phase, g->phase, n * sizeof(*g->phase)) == 0 &&
-           memcmp(g->last.payload, g->payload, n * sizeof(*g->payload)) == 0 &&
-           memcmp(g->last.efrom, g->efrom, ne * sizeof(*g->efrom)) == 0 &&
-           memcmp(g->last.eto, g->eto, ne * sizeof(*g->eto)) == 0;
-}
-
 ds_status_t dsi_graph_note_structure(dsi_graph_t *g, bool enabled)
 {
-    g->same = enabled && g->n > 0 && same_structure(g);
-    if (g->same)
-        return DS_OK;
+    g->same = false;
     g->order_valid = false;
-    g->last.n = 0;
-    g->last.ne = 0;
-    if (!enabled)
-        return DS_OK;
-    size_t n = (size_t)g->n, ne = (size_t)g->ne;
-    if (g->last.cap < g->n) {
-        DSI_TRY(dsi_realloc_array(&g->last.kind, n, sizeof(*g->kind)));
-        DSI_TRY(dsi_realloc_array(&g->last.iter, n, sizeof(*g->iter)));
-        DSI_TRY(dsi_realloc_array(&g->last.owner, n, sizeof(*g->owner)));
-        DSI_TRY(dsi_realloc_array(&g->last.label, n, sizeof(*g->label)));
-        DSI_TRY(dsi_realloc_array(&g->last.phase, n, sizeof(*g->phase)));
-        DSI_TRY(dsi_realloc_array(&g->last.payload, n, sizeof(*g->payload)));
-        g->last.cap = g->n;
-    }
-    if (g->last.ecap < g->ne) {
-        DSI_TRY(dsi_realloc_array(&g->last.efrom, ne, sizeof(*g->efrom)));
-        DSI_TRY(dsi_realloc_array(&g->last.eto, ne, sizeof(*g->eto)));
-        g->last.ecap = g->ne;
-    }
-    memcpy(g->last.kind, g->kind, n * sizeof(*g->kind));
-    memcpy(g->last.iter, g->iter, n * sizeof(*g->iter));
-    memcpy(g->last.owner, g->owner, n * sizeof(*g->owner));
-    memcpy(g->last.label, g->label, n * sizeof(*g->label));
-    memcpy(g->last.phase, g->phase, n * sizeof(*g->phase));
-    memcpy(g->last.payload, g->payload, n * sizeof(*g->payload));
-    memcpy(g->last.efrom, g->efrom, ne * sizeof(*g->efrom));
-    memcpy(g->last.eto, g->eto, ne * sizeof(*g->eto));
-    g->last.n = g->n;
-    g->last.ne = g->ne;
+    g->order_kept = enabled;
     g->generation++;
     return DS_OK;
 }
@@ -328,7 +276,7 @@ ds_status_t dsi_graph_evaluate(dsi_graph_t *g, int32_t **cycle_p, int32_t *cycle
                 queue[tail++] = adj[e];
     }
     if (tail == n) {
-        g->order_valid = g->last.n == n && n > 0; /* the structure is noted for reuse */
+        g->order_valid = g->order_kept && n > 0; /* kept for the graph's reuse */
         return DS_OK;
     }
     DSI_TRY(extract_cycle(g, cycle_p, cycle_len_p));
