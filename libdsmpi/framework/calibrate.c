@@ -28,20 +28,6 @@ ds_framework_class_t ds_framework_class_of(const ds_event_key_t *key)
     }
 }
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *values, size_t count)
-{
-    if (count == 0)
-        return 0.0;
-    qsort(values, count, sizeof(double), compare_doubles);
-    return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
-}
-
 /* A key both tables hold: dsmpi's own time and the framework's. */
 typedef struct common_key {
     const ds_event_key_t *key;
@@ -137,8 +123,8 @@ ds_status_t ds_framework_calibrate(const ds_cost_table_t *framework, const ds_co
         all[common_all++] = ratio;
     }
     for (int i = 0; i < DS_FRAMEWORK_CLASS_COUNT_; i++)
-        c.ratio[i] = median(ratios + i * (size + 1), c.common[i]);
-    c.overall = median(all, common_all);
+        c.ratio[i] = dsi_median(ratios + i * (size + 1), c.common[i]);
+    c.overall = dsi_median(all, common_all);
     for (size_t i = 0; common_all > 0 && i < size; i++) {
         const ds_event_key_t *key;
         const ds_cost_t *cost;

@@ -521,12 +521,6 @@ static int compare_named(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double quantile(const double *sorted, size_t n, double q)
 {
     double pos = q * (double)(n - 1);
@@ -539,7 +533,7 @@ static ds_status_t write_costs(mapper_t *m, ds_cost_table_t *costs)
 {
     for (size_t i = 0; i < m->num_keys; i++) {
         key_samples_t *k = &m->keys[i];
-        qsort(k->seconds, k->count, sizeof(double), compare_doubles);
+        qsort(k->seconds, k->count, sizeof(double), dsi_compare_double);
         double sum = 0.0;
         for (size_t j = 0; j < k->count; j++)
             sum += k->seconds[j];

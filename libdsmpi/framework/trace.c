@@ -461,12 +461,6 @@ double dsi_trace_device_elapsed_us(const ds_torch_trace_t *t, size_t index)
     return DSI_MAX(busy - dsi_trace_collective_device_us(t, index, -INFINITY, INFINITY), elapsed);
 }
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 ds_status_t dsi_trace_spans(const ds_torch_trace_t *t, uint8_t role, uint8_t op, dsi_spans_t *spans)
 {
     memset(spans, 0, sizeof(*spans));
@@ -488,7 +482,7 @@ ds_status_t dsi_trace_spans(const ds_torch_trace_t *t, uint8_t role, uint8_t op,
             pairs[2 * c + 1] = t->events[i].end_us;
             c++;
         }
-    qsort(pairs, c, 2 * sizeof(double), compare_doubles); /* by start */
+    qsort(pairs, c, 2 * sizeof(double), dsi_compare_double); /* by start */
     for (size_t i = 0; i < c; i++) {
         spans->start[i] = pairs[2 * i];
         spans->end[i] = pairs[2 * i + 1];
@@ -689,7 +683,7 @@ static ds_status_t parse_text(const char *text, size_t size, const char *origin,
             starts[2 * n + 1] = (t->events[i].end_us - t->events[i].start_us) * 1e-6;
             n++;
         }
-    qsort(starts, steps, 2 * sizeof(double), compare_doubles);
+    qsort(starts, steps, 2 * sizeof(double), dsi_compare_double);
     for (size_t i = 0; i < steps; i++)
         t->iterations_s[i] = starts[2 * i + 1];
     dsi_free(starts);
@@ -743,7 +737,7 @@ void ds_torch_trace_get_info(const ds_torch_trace_t *trace, ds_torch_trace_info_
         sorted[i] = trace->iterations_s[i];
         sum += sorted[i];
     }
-    qsort(sorted, (size_t)n, sizeof(double), compare_doubles);
+    qsort(sorted, (size_t)n, sizeof(double), dsi_compare_double);
     info->iteration_mean_s = sum / n;
     info->iteration_median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
     info->iteration_min_s = sorted[0];

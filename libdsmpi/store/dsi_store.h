@@ -213,8 +213,7 @@ extern void (*dsi_store_write_hook)(const char *stage, int rank);
  * to exercise running out of space half-way). */
 extern bool dsi_store_space_check;
 
-/* UTC seconds now; seconds on a monotonic clock. */
+/* UTC seconds now (the monotonic clock is core's dsi_now_s). */
 double dsi_store_utc_now(void);
-double dsi_store_monotonic_now(void);
 
 #endif /* DSI_STORE_H */

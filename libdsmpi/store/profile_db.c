@@ -16,13 +16,6 @@ double dsi_store_utc_now(void)
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 }
 
-static double monotonic_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
-
 /* ---- histograms ------------------------------------------------------------------ */
 
 void ds_cost_histogram_fill(const double *samples, size_t count, ds_cost_histogram_t *h)
@@ -204,7 +197,7 @@ ds_status_t ds_profile_db_open(MPI_Comm comm, const char *path, unsigned flags,
         DSI_TRY_GOTO(dsi_store_agree(db, local), status, err_db);
     }
     DSI_TRY_GOTO(dsi_store_load(db, &db->own, path, db->read_only), status, err_db);
-    db->last_write_s = monotonic_now();
+    db->last_write_s = dsi_now_s();
     *db_p = db;
     goto out;
 err_db:
@@ -560,9 +553,4 @@ ds_status_t ds_profile_db_set_run_info(ds_profile_db_t *db, const char *backend,
     if (command_line != NULL)
         snprintf(db->command_line, sizeof(db->command_line), "%s", command_line);
     return DS_OK;
-}
-
-double dsi_store_monotonic_now(void)
-{
-    return monotonic_now();
 }

@@ -764,7 +764,7 @@ ds_status_t ds_profile_db_commit(ds_profile_db_t *db)
     db->dirty = true;
     DSI_TRY_GOTO(write_database(db), status, out);
     db->dirty = false;
-    db->last_write_s = dsi_store_monotonic_now();
+    db->last_write_s = dsi_now_s();
 out:
     dsi_h5_scope_end(&scope);
     return status;
@@ -775,7 +775,7 @@ ds_status_t ds_profile_db_checkpoint(ds_profile_db_t *db, int *written_p)
     ds_status_t status = DS_OK;
     DSI_TRY(dsi_store_agree(db, dsi_store_check_writable(db)));
     int64_t pending = (int64_t)ds_profile_db_num_pending(db);
-    double elapsed = dsi_store_monotonic_now() - db->last_write_s;
+    double elapsed = dsi_now_s() - db->last_write_s;
     if (db->comm != MPI_COMM_NULL) {
         int64_t total = 0;
         double longest = 0.0;
