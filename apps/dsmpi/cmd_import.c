@@ -465,8 +465,8 @@ static void print_traces(const source_t *sources, size_t num_sources, const char
             double all = m->kernel_s + m->device_gap_s;
             printf("#   costs are device time: %.6f s of the matched operators' work; %.6f s "
                    "launched in the passes by operators of no known kind and %.6f s idle "
-                   "between kernels (%.1f%% of the charged time), charged to the operator "
-                   "after them\n",
+                   "between kernels (%.1f%% of the charged time); both in the passes' "
+                   "framework gap\n",
                    m->kernel_s, m->kernel_other_s, idle, all > 0.0 ? 100.0 * idle / all : 0.0);
         }
         if (m->unprofiled_scale > 0.0)

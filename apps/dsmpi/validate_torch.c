@@ -116,7 +116,8 @@ static void print_rows(const app_t *app, const row_t *rows, size_t count, int it
         printf("  %-26s %12.6f %12.6f %8.1f %8zu %8zu\n", rows[i].name, rows[i].measured_s,
                rows[i].predicted_s, 100.0 * error_of(&rows[i]), rows[i].count, rows[i].missing);
     printf("# passes: measured = the mean range of that kind in the traces; predicted = the sum\n"
-           "#   of its compute operators' costs (without the collectives inside it)\n"
+           "#   of its compute operators' costs and its framework gap (without the collectives\n"
+           "#   inside it)\n"
            "# collectives: measured = their time inside the passes per iteration and rank;\n"
            "#   predicted = communication time per device and iteration\n");
 }

@@ -54,6 +54,10 @@ typedef enum ds_op {
     DS_OP_MOE_AUX_LOSS = 19,    /* MoE load-balancing loss: per-expert sums of the router's
                                    probabilities and routed tokens (backward: their gradient
                                    broadcast); dims: rows, experts */
+    DS_OP_FRAMEWORK_GAP = 20,   /* a framework's time between the operators of one layer pass
+                                   (dispatch, autograd, operators the model has no event for),
+                                   imported from a trace, never measured; dims: the pass's
+                                   compute operators, the part (0 layer, 1 embedding, 2 head) */
     DS_OP_COUNT_
 } ds_op_t;
 

@@ -31,12 +31,16 @@
  * cross-entropy, and their backward operators) are aligned with the known
  * model's operator sequence of that pass (longest common subsequence by
  * kind), so traces without shapes map as well as traces with them.  An
- * operator's cost is the time from the end of the previous matched operator
- * (or the range's start) to its own end, the range's tail going to its last
- * operator: the framework's time between kernels is kept in the operator
- * after it, and a pass's operators add up to the range, as dsmpi's own layer
- * passes do (METHOD section 3).  Costs are the mean over every occurrence
- * (layers, micro-batches, iterations) of a key; provenance "framework".
+ * operator's cost is its own duration; the rest of the range outside the
+ * collectives (the framework's time between operators, and operators the
+ * model has no event for: views, copies) is the pass's framework gap, a key
+ * of its own (DS_OP_FRAMEWORK_GAP: the pass, the model's compute operators
+ * in it, embedding / layer / head).  The gap does not shrink when tensor
+ * parallelism splits the operators' shapes, so the simulator adds it to
+ * every pass with that key, whatever the split; the operators and the gap
+ * add up to the range, as dsmpi's own layer passes do (METHOD section 3).
+ * Costs are the mean over every occurrence (layers, micro-batches,
+ * iterations) of a key; provenance "framework".
  * Time of an iteration outside every mapped range is listed by operator
  * name with its share.
  *
@@ -53,18 +57,15 @@
  * "cuda_driver" cuLaunchKernel) on the CPU thread inside the operator that
  * made them; both carry args "correlation", the CUPTI id linking the two.
  * When a trace holds such linked work, costs are device time, not the CPU
- * operators' durations: an operator's cost runs on the device from where the
- * matched operator before it in its pass finished its work (for the first,
- * from its own first work) to where its own work ends (the last one's: the
- * pass's), less the collectives' device time there and never less than the
- * duration of the work launched inside it (its children's included).  So the
- * device's idle time between kernels, while the framework on the CPU is
- * still launching them, and the work of operators of no known kind are
- * charged to the operator after them, as the CPU time between operators is
- * on a CPU trace: a pass's costs add up to its device time (device_gap_s
- * counts what is charged beyond the operators' own work; kernel_other_s the
- * other operators' work).  The optimizer step's cost is its range's device
- * time the same way.
+ * operators' durations: an operator's cost is the duration of the work
+ * launched inside it (its children's included), and the pass's gap is the
+ * rest of its device time from its first work to its last, less the
+ * collectives' device time: the device's idle time between kernels, while
+ * the framework on the CPU is still launching them, and the work of
+ * operators of no known kind, as the CPU time between operators is on a CPU
+ * trace.  A pass's costs add up to its device time (device_gap_s counts the
+ * gaps; kernel_other_s the other operators' work in them).  The optimizer
+ * step's cost is its range's device time, from its first work to its last.
  */
 #ifndef DSMPI_FRAMEWORK_H
 #define DSMPI_FRAMEWORK_H

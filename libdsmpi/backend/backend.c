@@ -182,6 +182,10 @@ static ds_status_t check_compute_key(const ds_event_key_t *key)
     if (key->op >= DS_OP_COUNT_)
         return DSI_ERROR(DS_ERR_INVALID_ARG, "compute operator %u is not known (0..%d)",
                          (unsigned)key->op, DS_OP_COUNT_ - 1);
+    if (key->op == DS_OP_FRAMEWORK_GAP)
+        return DSI_ERROR(DS_ERR_INVALID_ARG,
+                         "operator framework_gap is a framework's time between operators, "
+                         "imported from its trace; no kernel measures it");
     return DS_OK;
 }
 

@@ -304,6 +304,7 @@ int dsi_kernel_plan_make(const ds_event_key_t *key, dsi_kernel_plan_t *plan, cha
             plan->out_index = stored(plan, n, DSI_FILL_NONE, 0.0f);
         }
         return DS_OK;
+    case DS_OP_FRAMEWORK_GAP:
     case DS_OP_COUNT_: break;
     }
     return fail(message, message_size, key, "unknown operator");

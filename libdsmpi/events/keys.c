@@ -12,7 +12,7 @@ static const char *const op_names[DS_OP_COUNT_] = {
     "gemm",     "bgemm",        "softmax",       "layernorm",   "rmsnorm", "gelu",
     "relu",     "swiglu",       "geglu",         "dropout_add", "add",     "dropout",
     "rope",     "embedding",    "cross_entropy", "optimizer",   "pool",    "flash_attention",
-    "fp8_cast", "moe_aux_loss",
+    "fp8_cast", "moe_aux_loss", "framework_gap",
 };
 static const char *const comm_names[DS_COMM_COUNT_] = {
     "sendrecv", "allreduce", "allgather", "reduce_scatter",
@@ -126,6 +126,9 @@ void ds_event_key_format(const ds_event_key_t *key, char *text, size_t size)
             dsi_strbuf_append(&buf, " causal");
     } else if (key->op == DS_OP_OPTIMIZER) {
         dsi_strbuf_appendf(&buf, " params=%lld", (long long)key->dims[0]);
+    } else if (key->op == DS_OP_FRAMEWORK_GAP) {
+        dsi_strbuf_appendf(&buf, " ops=%lld part=%lld", (long long)key->dims[0],
+                           (long long)key->dims[1]);
     } else if (key->op == DS_OP_EMBEDDING) {
         dsi_strbuf_appendf(&buf, " tokens=%lld hidden=%lld vocab=%lld", (long long)key->dims[0],
                            (long long)key->dims[1], (long long)key->dims[2]);
@@ -255,11 +258,11 @@ ds_status_t ds_event_key_parse(const char *text, ds_event_key_t *key_out)
         static const struct {
             const char *name;
             int slot; /* 0..3 dims; 10 nodes, 11 per-node, 12 conc, 13 stride */
-        } fields[] = {{"m", 0},         {"n", 1},         {"k", 2},      {"batch", 3},
-                      {"rows", 0},      {"cols", 1},      {"params", 0}, {"tokens", 0},
-                      {"hidden", 1},    {"vocab", 2},     {"bytes", 0},  {"servers", 1},
-                      {"nodes", 10},    {"per-node", 11}, {"conc", 12},  {"stride", 13},
-                      {"leaf-nodes", 2}};
+        } fields[] = {{"m", 0},          {"n", 1},         {"k", 2},      {"batch", 3},
+                      {"rows", 0},       {"cols", 1},      {"params", 0}, {"tokens", 0},
+                      {"hidden", 1},     {"vocab", 2},     {"bytes", 0},  {"servers", 1},
+                      {"nodes", 10},     {"per-node", 11}, {"conc", 12},  {"stride", 13},
+                      {"leaf-nodes", 2}, {"ops", 0},       {"part", 1}};
         int slot = -1;
         for (size_t i = 0; i < DSI_ARRAY_SIZE(fields); i++)
             if (strcmp(word, fields[i].name) == 0)

@@ -1,6 +1,7 @@
 /* Mapping a trace onto the known model: each layer-pass range's operators
- * aligned with the model's operators of that pass, costs from end to end
- * (the framework's time between operators in the operator after it), and
+ * aligned with the model's operators of that pass, each operator its own
+ * time, the framework's time between them (and in operators the model has
+ * no event for) a cost of the pass of its own (DS_OP_FRAMEWORK_GAP), and
  * what the iterations spend outside every mapped range. */
 #include "dsi_framework.h"
 
@@ -301,15 +302,16 @@ static ds_status_t map_optimizer(mapper_t *m, size_t index)
     return add_sample(m, &key, unprofiled(m, us * 1e-6));
 }
 
-/* The device time operator `op` of pass `pass` is charged on a GPU trace:
- * from where the device finished the matched operator before it
- * (*previous_p; the operator's own first work for the first one) to where
- * its own work ends (for the last one, `last`: where the pass's work ends),
- * less the collectives' device time there, and never less than its own work
- * (`own_us`).  So the idle device time between kernels, while the framework
- * was still launching them, is charged to the operator after it, as the
- * CPU time between operators is on a CPU trace, and a pass's costs add up
- * to its device time. */
+/* The device time up to operator `op` of pass `pass` on a GPU trace: from
+ * where the device finished the matched operator before it (*previous_p;
+ * the operator's own first work for the first one) to where its own work
+ * ends (for the last one, `last`: where the pass's work ends), less the
+ * collectives' device time there, and never less than its own work
+ * (`own_us`).  Beyond its own work it is idle device time between kernels,
+ * while the framework was still launching them (or work of operators the
+ * model has no event for): the pass's gap, as the CPU time between
+ * operators is on a CPU trace, so that a pass's costs add up to its device
+ * time. */
 static double device_end_to_end(const mapper_t *m, size_t pass, size_t op, double own_us,
                                 double last, double *previous_p)
 {
@@ -429,13 +431,14 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
         if (dsi_trace_device_span(t, (size_t)where[k], &s, &f))
             device_last = DSI_MAX(device_last, f);
     }
-    double previous_end = range->start_us, busy = 0.0, matched_device_us = 0.0;
+    double previous_end = range->start_us, busy = 0.0, matched_device_us = 0.0, gap = 0.0;
     for (size_t p = 0; status == DS_OK && p < num_matched; p++) {
         size_t i = (size_t)order[p];
         const dsi_trace_event_t *e = &t->events[where[match[i]]];
         double end = p + 1 == num_matched ? range->end_us : DSI_MAX(e->end_us, previous_end);
         double excluded = collective_overlap(cs, ce, num_coll, previous_end, end);
         double seconds = DSI_MAX(0.0, end - previous_end - excluded) * 1e-6;
+        double own = DSI_MIN(e->end_us - e->start_us, seconds * 1e6) * 1e-6;
         if (m->device) {
             double us = dsi_trace_device_us(t, (size_t)where[match[i]]);
             matched_device_us += us;
@@ -444,12 +447,18 @@ static ds_status_t map_range(mapper_t *m, size_t index, bool *mapped_p)
                                         &device_previous) *
                       1e-6;
             device_charged_us += seconds * 1e6;
+            own = us * 1e-6;
         }
-        seconds = unprofiled(m, seconds);
+        /* The operator its own time; the rest up to its end is the pass's gap. */
+        gap += unprofiled(m, seconds - own);
         busy += e->end_us - e->start_us;
         previous_end = end;
-        status = add_sample(m, &m->ops[model_index[i]].key, seconds);
+        status = add_sample(m, &m->ops[model_index[i]].key, unprofiled(m, own));
     }
+    ds_event_key_t gap_key;
+    if (status == DS_OK &&
+        dsi_pass_gap_key(m->ops, num_ops, layer, (ds_pass_t)range->pass, &gap_key))
+        status = add_sample(m, &gap_key, gap);
     if (status == DS_OK && m->device) {
         double other = dsi_trace_device_us(t, index) - matched_device_us - collective_device_us;
         m->result->kernel_s += matched_device_us * 1e-6;

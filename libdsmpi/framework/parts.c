@@ -86,6 +86,11 @@ static ds_status_t pass_sum(const ds_model_t *model, const dsi_shape_ctx_t *ctx,
         else
             sum += cost->mean_s;
     }
+    ds_event_key_t gap; /* where the costs have it: the framework's time between the operators */
+    if (status == DS_OK && dsi_pass_gap_key(ops, count, layer, pass, &gap)) {
+        const ds_cost_t *cost = ds_cost_table_find(costs, &gap);
+        sum += cost != NULL ? cost->mean_s : 0.0;
+    }
     dsi_free(ops);
     if (status != DS_OK)
         return status;

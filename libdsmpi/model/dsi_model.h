@@ -125,6 +125,15 @@ typedef enum dsi_part {
 ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_shape_ctx_t *ctx,
                                 ds_pass_t pass, dsi_op_t *ops, size_t max_ops, size_t *count_p);
 
+/* The key of a framework's time between the operators of one pass of
+ * `layer` (DS_OP_FRAMEWORK_GAP), whose operators are ops[0..count): a
+ * framework spends it per operator it dispatches, whatever their shapes, so
+ * the key holds the pass's compute operators and the part, not the shapes,
+ * and a tensor-parallel split of the pass finds the unsplit run's.  False
+ * for a pass without compute operators. */
+bool dsi_pass_gap_key(const dsi_op_t *ops, size_t count, int layer, ds_pass_t pass,
+                      ds_event_key_t *key);
+
 /* Trainable parameters of a layer or part: as the model defines them, and
  * the share one tensor-parallel rank holds (vocabulary padded as Megatron
  * pads it to a multiple of 128 x tp). */

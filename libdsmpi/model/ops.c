@@ -797,6 +797,26 @@ ds_status_t dsi_model_layer_ops(const ds_model_t *model, int layer, const dsi_sh
     return list.status;
 }
 
+bool dsi_pass_gap_key(const dsi_op_t *ops, size_t count, int layer, ds_pass_t pass,
+                      ds_event_key_t *key)
+{
+    memset(key, 0, sizeof(*key));
+    int64_t compute = 0;
+    for (size_t i = 0; i < count; i++)
+        if (ops[i].key.kind == DS_EVENT_COMPUTE) {
+            if (compute++ == 0)
+                key->dtype = ops[i].key.dtype;
+        }
+    if (compute == 0)
+        return false;
+    key->kind = DS_EVENT_COMPUTE;
+    key->op = DS_OP_FRAMEWORK_GAP;
+    key->pass = (uint8_t)pass;
+    key->dims[0] = compute;
+    key->dims[1] = layer == DSI_PART_EMBEDDING ? 1 : layer == DSI_PART_HEAD ? 2 : 0;
+    return true;
+}
+
 /* ---- emitters shared with moe_ops.c ------------------------------------------------------ */
 
 dsi_op_t *dsi_ops_push(dsi_op_list_t *list, const char *label)

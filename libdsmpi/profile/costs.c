@@ -88,6 +88,23 @@ static ds_status_t scale_optimizer_steps(const ds_cost_table_t *measured,
     return DS_OK;
 }
 
+/* A framework's time between the operators of its passes (imported from its
+ * trace) is no event: the simulator adds it to the passes it belongs to, so
+ * every such key comes along, as measured, whatever the target's device (it
+ * is the framework's time on the host). */
+static ds_status_t copy_framework_gaps(const ds_cost_table_t *measured, ds_cost_table_t *table)
+{
+    for (size_t m = 0; m < ds_cost_table_size(measured); m++) {
+        const ds_event_key_t *k;
+        const ds_cost_t *c;
+        ds_cost_table_at(measured, m, &k, &c);
+        if (k->kind == DS_EVENT_COMPUTE && k->op == DS_OP_FRAMEWORK_GAP &&
+            ds_cost_table_find(table, k) == NULL)
+            DSI_TRY(ds_cost_table_set(table, k, c));
+    }
+    return DS_OK;
+}
+
 static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *fingerprint,
                                  const ds_event_set_t *events, const ds_cluster_t *target,
                                  ds_cost_table_t *table, ds_cost_report_t *report,
@@ -140,6 +157,7 @@ static ds_status_t compute_costs(const ds_cost_sources_t *src, const char *finge
             report->compute_measured++;
     }
     DSI_TRY_GOTO(scale_optimizer_steps(measured, events, table, report), status, out);
+    DSI_TRY_GOTO(copy_framework_gaps(measured, table), status, out);
     status = DS_OK;
 out:
     ds_cost_table_destroy(measured);

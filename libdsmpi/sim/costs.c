@@ -364,6 +364,32 @@ static dsi_layout_t stage_ep_layout(ds_sim_t *sim, int stage)
     return worst;
 }
 
+/* The framework's time between the operators of the pass, at its end, where
+ * the costs come from a framework's trace that measured it (dsmpi's own
+ * profile times its operators back to back: no gap of their own). */
+static ds_status_t add_framework_gap(ds_sim_t *sim, int layer, ds_pass_t pass, const dsi_op_t *ops,
+                                     size_t count, dsi_template_t *t)
+{
+    ds_event_key_t key;
+    if (sim->costs == NULL || !dsi_pass_gap_key(ops, count, layer, pass, &key) ||
+        ds_cost_table_find(sim->costs, &key) == NULL)
+        return DS_OK;
+    int64_t ns = 0;
+    int assumed = 0;
+    DSI_TRY(dsi_sim_cost(sim, &key, 0.0, 0.0, &ns, &assumed));
+    int32_t o = sim->num_ops++;
+    sim->op_dur[o] = ns;
+    sim->op_wait[o] = 0;
+    sim->op_nic[o] = 0;
+    sim->op_comm[o] = false;
+    sim->op_assumed[o] = (uint8_t)assumed;
+    sim->op_grad[o] = 0;
+    sim->op_label[o] = "framework.gap";
+    t->dur = dsi_ns_add(t->dur, ns);
+    t->comp = dsi_ns_add(t->comp, ns);
+    return DS_OK;
+}
+
 /* `slowest`: the template of a lane holding its EP group's slowest rank
  * (full mode): its expert operators at the slowest rank's tokens, no wait
  * at the EP collectives; the others wait for it there. */
@@ -390,7 +416,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
     size_t count = 0;
     DSI_TRY(
         dsi_model_layer_ops(sim->model, layer, &sim->ctx, pass, ops, DSI_ARRAY_SIZE(ops), &count));
-    DSI_TRY(grow_ops(sim, (int32_t)count));
+    DSI_TRY(grow_ops(sim, (int32_t)count + 1));
     dsi_template_t t;
     memset(&t, 0, sizeof(t));
     t.layer = layer;
@@ -469,6 +495,7 @@ static ds_status_t template_of(ds_sim_t *sim, int layer, ds_pass_t pass, const d
             t.comp = dsi_ns_add(t.comp, ns);
         t.assumed |= (uint8_t)assumed;
     }
+    DSI_TRY(add_framework_gap(sim, layer, pass, ops, count, &t));
     t.op_count = sim->num_ops - t.op_first;
     sim->templates[sim->num_templates] = t;
     *id_p = sim->num_templates++;

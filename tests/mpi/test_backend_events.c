@@ -263,9 +263,11 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
             run_case(b, &cases[i], &events);
         printf("%d compute events prepared and run\n", events);
-        /* Every operator the event model generates was covered. */
+        /* Every operator the event model generates was covered (a framework's gap
+         * between operators is imported from its trace, never generated). */
         for (int op = 0; op < DS_OP_COUNT_; op++)
-            CHECK_MSG(ops_seen[op] > 0, "operator %d never generated", op);
+            CHECK_MSG(ops_seen[op] > 0 || op == DS_OP_FRAMEWORK_GAP, "operator %d never generated",
+                      op);
         test_layer_pass(b);
         ds_backend_close(b);
     }

@@ -432,6 +432,7 @@ ds_status_t dsi_cpu_kernel_run_impl(void *impl)
         else
             dsi_cpu_moe_aux_loss_bwd(t, rows, cols, b[0], b[1], s);
         break;
+    case DS_OP_FRAMEWORK_GAP:
     case DS_OP_COUNT_:
         return DSI_ERROR(DS_ERR_INTERNAL, "a kernel of operator %u was prepared",
                          (unsigned)key->op);

@@ -510,6 +510,7 @@ int dsc_kernel_run(void *handle)
             return dsc_attention_run(k->attention, in, b[1], b[2], b[3], b[4]);
         break;
     case DS_OP_MOE_AUX_LOSS:
+    case DS_OP_FRAMEWORK_GAP:
     case DS_OP_COUNT_: break;
     }
     return dsc_fail(DS_ERR_INTERNAL, "a kernel of operator %u was prepared", (unsigned)key->op);
