@@ -7,7 +7,11 @@
  * ---- The space -------------------------------------------------------------------
  * Combinations of, in this order (the candidate index follows it):
  *   tp        1..max_tp dividing the N target devices (max_tp: devices per node)
- *   pp        1..layers with tp x pp dividing N
+ *   pp        1..layers with tp x pp dividing N; where pp x vpp does not
+ *             divide the layers, every uneven layout whose middle stages hold
+ *             the fewest layers (m = ceil(layers / pp) rounded up to a
+ *             multiple of vpp) and whose two ends hold vpp..m each (the
+ *             base strategy's first/last-stage layers, when given, instead)
  *   cp        1, and for sequences of at least DS_SEARCH_CP_MIN_SEQ tokens
  *             (16384) the powers of two dividing N / (tp x pp) that split the
  *             sequence into 2 cp chunks; cp > 1 only with flash (Megatron-Core
@@ -16,6 +20,8 @@
  *   schedule  gpipe, 1f1b, interleaved with vpp 2 and 4 (pp > 1); pp = 1 runs
  *             1f1b only (no pipeline: the schedule changes nothing but gpipe's
  *             memory)
+ *   layout    the uneven layouts of (pp, vpp) above, the first stage's
+ *             layers increasing
  *   sp        off, on (tp > 1 only)
  *   recompute none, selective, full
  *   zero      0, 1, 2, 3 (dp x cp > 1 only)

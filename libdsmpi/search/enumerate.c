@@ -178,6 +178,41 @@ static void cp_options(const ds_search_t *search, const ds_model_info_t *info, i
             out->v[out->count++] = (int)cp;
 }
 
+/* A pipeline's layers per end stage (0: as many as a middle stage). */
+typedef struct stage_layout {
+    int first, last;
+} stage_layout_t;
+
+/* Layouts of L layers on pp stages of vpp chunks each: the base strategy's
+ * when it gives first-stage-layers or last-stage-layers; the even split
+ * where pp x vpp divides L; else Megatron-Core's uneven ends
+ * (--decoder-first/last-pipeline-num-layers): every middle stage takes m
+ * layers, the fewest with which the two ends can hold the rest (ceil(L / pp)
+ * rounded up to a multiple of vpp), and the ends every split of the
+ * L - (pp - 2) m left with each end holding vpp to m layers in multiples of
+ * vpp.  Those are the layouts whose slowest stage has the fewest layers.
+ * Where none exists the even split is returned, for resolve to refuse with
+ * its reason. */
+static int stage_layouts(const ds_strategy_t *base, int L, int pp, int vpp, stage_layout_t *out,
+                         int max)
+{
+    if (base->first_stage_layers || base->last_stage_layers || L % (pp * vpp) == 0 || pp < 2) {
+        out[0] = (stage_layout_t){base->first_stage_layers, base->last_stage_layers};
+        return 1;
+    }
+    int m = (L + pp - 1) / pp;
+    m = (m + vpp - 1) / vpp * vpp;
+    int rest = L - (pp - 2) * m, n = 0;
+    for (int first = vpp; first <= m && n < max; first += vpp) {
+        int last = rest - first;
+        if (last >= vpp && last <= m && last % vpp == 0)
+            out[n++] = (stage_layout_t){first == m ? 0 : first, last == m ? 0 : last};
+    }
+    if (n == 0)
+        out[n++] = (stage_layout_t){0, 0};
+    return n;
+}
+
 /* One combination of the dimensions enumerated inside (tp, pp, mbs, schedule). */
 typedef struct variant {
     int sp, recompute, zero, dp_algo, flash, fp8, ep;
@@ -244,28 +279,35 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
                                     variants[nv++] = (variant_t){
                                         sps->v[qi],     recs->v[ri], zeros.v[zi], algos.v[ai],
                                         flashes->v[fi], fp8s->v[ei], eps.v[xi]};
+    stage_layout_t layouts[64];
     for (int bi = 0; bi < mbss->count; bi++)
-        for (int si = 0; si < num_sched; si++)
-            for (size_t vi = 0; vi < nv; vi++) {
-                const variant_t *v = &variants[vi];
-                ds_strategy_t s = search->base;
-                s.tp = tp;
-                s.pp = pp;
-                s.cp = cp;
-                s.dp = dp;
-                s.mbs = mbss->v[bi];
-                s.schedule = sched[si].schedule;
-                s.vpp = sched[si].vpp;
-                s.layers_per_virtual_stage = 0;
-                s.sp = v->sp;
-                s.recompute = (ds_recompute_t)v->recompute;
-                s.zero = v->zero;
-                s.dp_algo = (ds_dp_algo_t)v->dp_algo;
-                s.flash_attention = v->flash;
-                s.fp8 = (ds_fp8_t)v->fp8;
-                s.ep = v->ep;
-                DSI_TRY(visit(search, &s, arg));
-            }
+        for (int si = 0; si < num_sched; si++) {
+            int num_layouts = stage_layouts(&search->base, DSI_MAX(info->num_layers, 1), pp,
+                                            sched[si].vpp, layouts, (int)DSI_ARRAY_SIZE(layouts));
+            for (int li = 0; li < num_layouts; li++)
+                for (size_t vi = 0; vi < nv; vi++) {
+                    const variant_t *v = &variants[vi];
+                    ds_strategy_t s = search->base;
+                    s.tp = tp;
+                    s.pp = pp;
+                    s.cp = cp;
+                    s.dp = dp;
+                    s.mbs = mbss->v[bi];
+                    s.schedule = sched[si].schedule;
+                    s.vpp = sched[si].vpp;
+                    s.layers_per_virtual_stage = 0;
+                    s.first_stage_layers = layouts[li].first;
+                    s.last_stage_layers = layouts[li].last;
+                    s.sp = v->sp;
+                    s.recompute = (ds_recompute_t)v->recompute;
+                    s.zero = v->zero;
+                    s.dp_algo = (ds_dp_algo_t)v->dp_algo;
+                    s.flash_attention = v->flash;
+                    s.fp8 = (ds_fp8_t)v->fp8;
+                    s.ep = v->ep;
+                    DSI_TRY(visit(search, &s, arg));
+                }
+        }
     return DS_OK;
 }
 

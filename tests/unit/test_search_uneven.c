@@ -1,0 +1,110 @@
+/* The search over a model whose layers no pipeline degree but 1 and the
+ * layer count divides (7 layers): pp = 2 and 4 are searched with uneven end
+ * stages (Megatron-Core's first/last-stage layer counts), every middle stage
+ * holding ceil(L / pp) layers and each end between 1 and that; every such
+ * candidate's lower bound stays below its simulated time, so branch and
+ * bound finds the exhaustive top K; a layout fixed in the base strategy is
+ * the only one searched. */
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char config[] = "{\"model_type\": \"llama\", \"hidden_size\": 512, "
+                             "\"intermediate_size\": 1536, \"num_attention_heads\": 8, "
+                             "\"num_key_value_heads\": 8, \"num_hidden_layers\": 7, "
+                             "\"vocab_size\": 32000, \"max_position_embeddings\": 1024}";
+
+static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster,
+                         const ds_search_options_t *options, const char *layout)
+{
+    ds_strategy_t base;
+    ds_strategy_init(&base);
+    base.gbs = 32;
+    if (layout != NULL)
+        CHECK_OK(ds_strategy_parse(layout, &base));
+    ds_search_t *search = NULL;
+    if (ds_search_create(model, cluster, &base, options, &search) != DS_OK) {
+        fprintf(stderr, "search: %s\n", ds_last_error());
+        exit(1);
+    }
+    CHECK_OK(ds_search_fix(search, "tp=1"));
+    CHECK_OK(ds_search_fix(search, "mbs=1"));
+    CHECK_OK(ds_search_fix(search, "recompute=none"));
+    CHECK_OK(ds_search_fix(search, "zero=1"));
+    CHECK_OK(ds_search_fix(search, "dp-algo=auto"));
+    return search;
+}
+
+int main(void)
+{
+    ds_model_t *model = NULL;
+    CHECK_OK(ds_model_load_json(config, strlen(config), "test", &model));
+    CHECK_OK(ds_model_set_seq_len(model, 512));
+    ds_cluster_t cluster;
+    CHECK_OK(ds_cluster_init(&cluster, 1, 8, "h100-sxm"));
+    ds_search_options_t o;
+    ds_search_options_init(&o);
+    o.estimate_missing = 1;
+    o.bound = 0;
+    o.top_k = 100000;
+    o.all_variants = 1;
+    ds_search_t *all = make(model, &cluster, &o, NULL);
+    CHECK_OK(ds_search_run(all, NULL, MPI_COMM_NULL));
+    /* layouts[pp][first]: the (first, last) pairs seen, as stage 0's layers */
+    bool seen[5][8] = {{false}};
+    for (size_t i = 0; i < ds_search_result_count(all); i++) {
+        ds_search_result_t r;
+        CHECK_OK(ds_search_result_at(all, i, &r));
+        CHECK_MSG(r.lower_bound_s > 0 && r.lower_bound_s <= r.iteration_s,
+                  "candidate %lld: bound %.9g above time %.9g", (long long)r.candidate,
+                  r.lower_bound_s, r.iteration_s);
+        const ds_strategy_t *s = &r.strategy;
+        CHECK(s->pp == 1 || s->pp == 2 || s->pp == 4);
+        int total = 0, most = 0;
+        for (int p = 0; p < s->pp; p++) {
+            int n = ds_strategy_stage_layers(s, 7, p);
+            CHECK(n >= 1);
+            total += n;
+            most = n > most ? n : most;
+        }
+        CHECK_INT(total, 7);
+        CHECK_INT(most, (7 + s->pp - 1) / s->pp);
+        if (s->pp > 1)
+            seen[s->pp][ds_strategy_stage_layers(s, 7, 0)] = true;
+    }
+    /* pp = 2: 3 + 4 and 4 + 3; pp = 4: 1 + 2 + 2 + 2 and 2 + 2 + 2 + 1 */
+    CHECK(seen[2][3] && seen[2][4] && seen[4][1] && seen[4][2]);
+
+    o.bound = 1;
+    o.top_k = 5;
+    ds_search_t *bb = make(model, &cluster, &o, NULL);
+    CHECK_OK(ds_search_run(bb, NULL, MPI_COMM_NULL));
+    CHECK_INT(ds_search_result_count(bb), 5);
+    for (size_t i = 0; i < 5; i++) {
+        ds_search_result_t a, b;
+        CHECK_OK(ds_search_result_at(all, i, &a));
+        CHECK_OK(ds_search_result_at(bb, i, &b));
+        CHECK_INT(b.candidate, a.candidate);
+        CHECK(b.iteration_s == a.iteration_s);
+    }
+
+    /* A layout in the base strategy: pp = 2 is searched with it alone. */
+    o.bound = 0;
+    o.top_k = 100000;
+    ds_search_t *fixed = make(model, &cluster, &o, "first-stage-layers=2");
+    CHECK_OK(ds_search_fix(fixed, "pp=2"));
+    CHECK_OK(ds_search_run(fixed, NULL, MPI_COMM_NULL));
+    CHECK(ds_search_result_count(fixed) > 0);
+    for (size_t i = 0; i < ds_search_result_count(fixed); i++) {
+        ds_search_result_t r;
+        CHECK_OK(ds_search_result_at(fixed, i, &r));
+        CHECK_INT(r.strategy.first_stage_layers, 2);
+        CHECK_INT(ds_strategy_stage_layers(&r.strategy, 7, 1), 5);
+    }
+    ds_search_destroy(fixed);
+    ds_search_destroy(bb);
+    ds_search_destroy(all);
+    ds_model_destroy(model);
+    return check_summary("test_search_uneven");
+}
