@@ -30,6 +30,10 @@
  *             flash=on: both are searched)
  *   fp8       the base strategy's, unless fixed to values (fp8=off, hybrid,
  *             e4m3): their keys must be in the costs to be searched
+ *   etp       MoE models: etp = tp and, with tp > 1, etp = 1 (the base's
+ *             etp when it gives one)
+ *   ep        MoE models: the divisors of the experts with which ep x etp
+ *             divides dp x cp x tp; 1 for dense models
  * Everything else (gbs, bucket, overlap, clipping, placement order, ...) is
  * the base strategy's.  ds_search_fix narrows a dimension to the values
  * given, or sets a field of the base.  A combination is valid when

@@ -29,6 +29,7 @@ typedef enum dsi_dim_id {
     DSI_FIX_FP8,
     DSI_FIX_CP,
     DSI_FIX_EP,
+    DSI_FIX_ETP,
     DSI_FIX_COUNT_
 } dsi_dim_id_t;
 

@@ -8,8 +8,8 @@
 #include <string.h>
 
 static const char *const dim_keys[DSI_FIX_COUNT_] = {
-    "tp",        "pp",   "dp",      "mbs",   "schedule", "vpp", "sp",
-    "recompute", "zero", "dp-algo", "flash", "fp8",      "cp",  "ep"};
+    "tp",   "pp",      "dp",    "mbs", "schedule", "vpp", "sp", "recompute",
+    "zero", "dp-algo", "flash", "fp8", "cp",       "ep",  "etp"};
 
 static ds_status_t add_fixed(dsi_fixed_t *f, const char *key, int value)
 {
@@ -76,6 +76,7 @@ ds_status_t dsi_search_fix_item(ds_search_t *search, const char *item)
             break;
         case DSI_FIX_CP: value = parsed.cp; break;
         case DSI_FIX_EP: value = parsed.ep; break;
+        case DSI_FIX_ETP: value = parsed.etp; break;
         case DSI_FIX_COUNT_: break;
         }
         return add_fixed(&search->fixed[d], dim_keys[d], value);
@@ -215,22 +216,41 @@ static int stage_layouts(const ds_strategy_t *base, int L, int pp, int vpp, stag
 
 /* One combination of the dimensions enumerated inside (tp, pp, mbs, schedule). */
 typedef struct variant {
-    int sp, recompute, zero, dp_algo, flash, fp8, ep;
+    int sp, recompute, zero, dp_algo, flash, fp8, ep, etp;
 } variant_t;
 
-/* Expert parallelism of an MoE model: the divisors of the experts with
- * which ep x etp divides dp x tp, dp counting the context-parallel ranks too
- * (Megatron-Core's EP out of DP x CP); 1 for a dense model. */
-static void ep_values(const ds_search_t *search, const ds_model_info_t *info, int tp, int dp,
-                      values_t *out)
+/* The experts' layout of an MoE model: expert-tensor parallelism etp = tp
+ * and, with tp > 1, etp = 1 (the two Megatron-Core layouts modelled; the
+ * base strategy's etp when it gives one); for each, expert parallelism ep
+ * over the divisors of the experts with which ep x etp divides dp x tp, dp
+ * counting the context-parallel ranks too (Megatron-Core's EP out of DP x
+ * CP).  A dense model: ep = 1 with the base's etp.  Returns the count. */
+static int expert_layouts(const ds_search_t *search, const ds_model_info_t *info, int tp, int dp,
+                          int *eps, int *etps, int max)
 {
-    int defaults[64], n = 0;
-    int etp = search->base.etp > 0 ? search->base.etp : tp;
-    for (int ep = 1; ep <= DSI_MAX(info->num_experts, 1) && n < 64; ep++)
-        if (ep == 1 ||
-            (info->num_experts % ep == 0 && ((int64_t)dp * tp) % ((int64_t)ep * etp) == 0))
-            defaults[n++] = ep;
-    from_fixed_or(out, &search->fixed[DSI_FIX_EP], defaults, n);
+    int etp_defaults[2] = {search->base.etp > 0 ? search->base.etp : tp, 1};
+    int num_etp_defaults = info->num_experts > 1 && search->base.etp == 0 && tp > 1 ? 2 : 1;
+    values_t etp_values;
+    from_fixed_or(&etp_values, &search->fixed[DSI_FIX_ETP], etp_defaults, num_etp_defaults);
+    int n = 0;
+    for (int ti = 0; ti < etp_values.count; ti++) {
+        int etp = etp_values.v[ti];
+        int defaults[64], nd = 0;
+        for (int ep = 1; ep <= DSI_MAX(info->num_experts, 1) && nd < 64; ep++)
+            if (ep == 1 ||
+                (info->num_experts % ep == 0 && ((int64_t)dp * tp) % ((int64_t)ep * etp) == 0))
+                defaults[nd++] = ep;
+        values_t ep_values;
+        from_fixed_or(&ep_values, &search->fixed[DSI_FIX_EP], defaults, nd);
+        /* etp = tp is written as the base's etp (0 unless given), so that
+         * dense and default candidates read as before */
+        int written = etp == tp && search->base.etp == 0 ? 0 : etp;
+        for (int i = 0; i < ep_values.count && n < max; i++) {
+            eps[n] = ep_values.v[i];
+            etps[n++] = written;
+        }
+    }
+    return n;
 }
 
 /* Every candidate of one (tp, pp, cp): micro-batch sizes, schedules and the
@@ -250,7 +270,8 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
     int dp = N % mp == 0 ? (int)(N / mp) : 0; /* 0: resolve rejects it */
     if (fx[DSI_FIX_DP].count > 0 && !allows(&fx[DSI_FIX_DP], dp))
         return DS_OK;
-    values_t zeros, algos, eps;
+    values_t zeros, algos;
+    int eps[128], etps[128];
     sched_option_t sched[20];
     int num_sched = schedule_options(search, pp, sched);
     from_fixed_or(&zeros, &fx[DSI_FIX_ZERO], zero_values, 4);
@@ -259,10 +280,11 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
         keep_one(&zeros, 0);
         keep_one(&algos, DS_DP_AUTO);
     }
-    ep_values(search, info, tp, dp * cp, &eps); /* EP is carved from tp x cp x dp */
+    /* EP is carved from tp x cp x dp */
+    int num_experts = expert_layouts(search, info, tp, dp * cp, eps, etps, 128);
     /* The remaining dimensions' combinations, innermost last. */
     size_t nv = 0, want = (size_t)sps->count * recs->count * zeros.count * algos.count *
-                          flashes->count * fp8s->count * eps.count;
+                          flashes->count * fp8s->count * (size_t)num_experts;
     dsi_free(*variants_p);
     *variants_p = NULL;
     DSI_TRY(dsi_calloc(want ? want : 1, sizeof(**variants_p), variants_p));
@@ -273,12 +295,12 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
                 for (int ai = 0; ai < algos.count; ai++)
                     for (int fi = 0; fi < flashes->count; fi++)
                         for (int ei = 0; ei < fp8s->count; ei++)
-                            for (int xi = 0; xi < eps.count; xi++)
+                            for (int xi = 0; xi < num_experts; xi++)
                                 /* cp needs fused attention */
                                 if (cp == 1 || flashes->v[fi])
                                     variants[nv++] = (variant_t){
                                         sps->v[qi],     recs->v[ri], zeros.v[zi], algos.v[ai],
-                                        flashes->v[fi], fp8s->v[ei], eps.v[xi]};
+                                        flashes->v[fi], fp8s->v[ei], eps[xi],     etps[xi]};
     stage_layout_t layouts[64];
     for (int bi = 0; bi < mbss->count; bi++)
         for (int si = 0; si < num_sched; si++) {
@@ -305,6 +327,7 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
                     s.flash_attention = v->flash;
                     s.fp8 = (ds_fp8_t)v->fp8;
                     s.ep = v->ep;
+                    s.etp = v->etp;
                     DSI_TRY(visit(search, &s, arg));
                 }
         }

@@ -1,5 +1,6 @@
-/* The search over an MoE model: ep is enumerated (divisors of the experts
- * with which ep x etp divides dp x tp), every candidate's lower bound stays
+/* The search over an MoE model: etp = tp and, with tp > 1, etp = 1, and
+ * for each ep (divisors of the experts with which ep x etp divides dp x tp)
+ * are enumerated, every candidate's lower bound stays
  * below its simulated time (the layer templates carry the dispatch, combine
  * and the wait for the slowest expert rank), so branch and bound finds the
  * exhaustive top K. */
@@ -44,7 +45,7 @@ int main(void)
     ds_search_stats_t st;
     ds_search_get_stats(all, &st);
     CHECK(st.candidates > 20);
-    bool seen_ep[9] = {false};
+    bool seen_ep[9] = {false}, seen_etp[3] = {false};
     for (size_t i = 0; i < ds_search_result_count(all); i++) {
         ds_search_result_t r;
         CHECK_OK(ds_search_result_at(all, i, &r));
@@ -55,8 +56,12 @@ int main(void)
         CHECK(s->ep >= 1 && s->ep <= 8 && 8 % s->ep == 0);
         CHECK(((int64_t)s->dp * s->tp) % ((int64_t)s->ep * s->etp) == 0);
         seen_ep[s->ep] = true;
+        CHECK(s->etp == s->tp || s->etp == 1);
+        if (s->tp == 2)
+            seen_etp[s->etp] = true;
     }
     CHECK(seen_ep[1] && seen_ep[2] && seen_ep[4] && seen_ep[8]);
+    CHECK(seen_etp[1] && seen_etp[2]); /* with tp = 2: etp = tp and etp = 1 */
     o.bound = 1;
     o.top_k = 5;
     ds_search_t *bb = make(model, &cluster, &o);

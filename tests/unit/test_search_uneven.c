@@ -4,7 +4,8 @@
  * holding ceil(L / pp) layers and each end between 1 and that; every such
  * candidate's lower bound stays below its simulated time, so branch and
  * bound finds the exhaustive top K; a layout fixed in the base strategy is
- * the only one searched. */
+ * the only one searched; bounds shared by candidates that differ only in the
+ * data-parallel algorithm equal each one's own. */
 #include "check.h"
 
 #include <stdlib.h>
@@ -16,7 +17,7 @@ static const char config[] = "{\"model_type\": \"llama\", \"hidden_size\": 512, 
                              "\"vocab_size\": 32000, \"max_position_embeddings\": 1024}";
 
 static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster,
-                         const ds_search_options_t *options, const char *layout)
+                         const ds_search_options_t *options, const char *layout, bool every_algo)
 {
     ds_strategy_t base;
     ds_strategy_init(&base);
@@ -32,7 +33,8 @@ static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster,
     CHECK_OK(ds_search_fix(search, "mbs=1"));
     CHECK_OK(ds_search_fix(search, "recompute=none"));
     CHECK_OK(ds_search_fix(search, "zero=1"));
-    CHECK_OK(ds_search_fix(search, "dp-algo=auto"));
+    if (!every_algo)
+        CHECK_OK(ds_search_fix(search, "dp-algo=auto"));
     return search;
 }
 
@@ -49,7 +51,7 @@ int main(void)
     o.bound = 0;
     o.top_k = 100000;
     o.all_variants = 1;
-    ds_search_t *all = make(model, &cluster, &o, NULL);
+    ds_search_t *all = make(model, &cluster, &o, NULL, false);
     CHECK_OK(ds_search_run(all, NULL, MPI_COMM_NULL));
     /* layouts[pp][first]: the (first, last) pairs seen, as stage 0's layers */
     bool seen[5][8] = {{false}};
@@ -78,7 +80,7 @@ int main(void)
 
     o.bound = 1;
     o.top_k = 5;
-    ds_search_t *bb = make(model, &cluster, &o, NULL);
+    ds_search_t *bb = make(model, &cluster, &o, NULL, false);
     CHECK_OK(ds_search_run(bb, NULL, MPI_COMM_NULL));
     CHECK_INT(ds_search_result_count(bb), 5);
     for (size_t i = 0; i < 5; i++) {
@@ -92,7 +94,7 @@ int main(void)
     /* A layout in the base strategy: pp = 2 is searched with it alone. */
     o.bound = 0;
     o.top_k = 100000;
-    ds_search_t *fixed = make(model, &cluster, &o, "first-stage-layers=2");
+    ds_search_t *fixed = make(model, &cluster, &o, "first-stage-layers=2", false);
     CHECK_OK(ds_search_fix(fixed, "pp=2"));
     CHECK_OK(ds_search_run(fixed, NULL, MPI_COMM_NULL));
     CHECK(ds_search_result_count(fixed) > 0);
@@ -103,6 +105,32 @@ int main(void)
         CHECK_INT(ds_strategy_stage_layers(&r.strategy, 7, 1), 5);
     }
     ds_search_destroy(fixed);
+
+    /* The search computes a bound once for candidates that differ only in
+     * the DP algorithm: each equals a fresh simulator's bound. */
+    ds_search_t *algos = make(model, &cluster, &o, NULL, true);
+    CHECK_OK(ds_search_run(algos, NULL, MPI_COMM_NULL));
+    ds_sim_t *sim = NULL;
+    CHECK_OK(ds_sim_create(&sim));
+    ds_sim_options_t so;
+    ds_sim_options_init(&so);
+    so.mode = DS_SIM_SYMMETRIC;
+    so.estimate_missing = 1;
+    bool seen_algo[8] = {false};
+    for (size_t i = 0; i < ds_search_result_count(algos); i++) {
+        ds_search_result_t r;
+        CHECK_OK(ds_search_result_at(algos, i, &r));
+        ds_sim_estimate_t est;
+        CHECK_OK(ds_sim_estimate(sim, model, &r.strategy, &cluster, NULL, &so, &est));
+        CHECK_MSG(est.lower_bound_s == r.lower_bound_s, "candidate %lld: bound %.9g, alone %.9g",
+                  (long long)r.candidate, r.lower_bound_s, est.lower_bound_s);
+        if ((unsigned)r.strategy.dp_algo < 8)
+            seen_algo[r.strategy.dp_algo] = true;
+    }
+    CHECK(seen_algo[DS_DP_AUTO] && seen_algo[DS_DP_RING] && seen_algo[DS_DP_TREE] &&
+          seen_algo[DS_DP_HIERARCHICAL]);
+    ds_sim_destroy(sim);
+    ds_search_destroy(algos);
     ds_search_destroy(bb);
     ds_search_destroy(all);
     ds_model_destroy(model);
