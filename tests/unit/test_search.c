@@ -5,8 +5,8 @@
  * K; the union of the candidates' events holds every event of each; the
  * communication model fills missing communication costs exactly as
  * ds_comm_model_fill does; the plan's arithmetic and chart. */
-#include "check.h"
 #include "comm_support.h"
+#include "search_support.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +36,7 @@ static ds_cluster_t cluster_of(int64_t nodes, int per_node, const char *device)
 static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster, int64_t gbs,
                          const ds_search_options_t *options, const char *const *fixes)
 {
-    ds_strategy_t base;
-    ds_strategy_init(&base);
-    base.gbs = gbs;
-    ds_search_t *search = NULL;
-    if (ds_search_create(model, cluster, &base, options, &search) != DS_OK) {
-        fprintf(stderr, "search: %s\n", ds_last_error());
-        exit(1);
-    }
-    for (size_t i = 0; fixes != NULL && fixes[i] != NULL; i++)
-        CHECK_OK(ds_search_fix(search, fixes[i]));
-    return search;
+    return search_support_make(model, cluster, gbs, NULL, options, fixes);
 }
 
 #define CHECK_TEXT(actual, expected)                                                               \
@@ -281,11 +271,7 @@ static void test_bound_and_ranking(void)
     ds_cluster_t cluster = cluster_of(2, 8, "a100-80g");
     static const char *const fixes[] = {"mbs=1", "recompute=none", NULL};
     ds_search_options_t o;
-    ds_search_options_init(&o);
-    o.estimate_missing = 1;
-    o.bound = 0;
-    o.top_k = 100000;
-    o.all_variants = 1;
+    search_support_exhaustive(&o);
     ds_search_t *exhaustive = make(model, &cluster, 64, &o, fixes);
     CHECK_OK(ds_search_run(exhaustive, NULL, MPI_COMM_NULL));
     ds_search_stats_t se;
@@ -333,14 +319,7 @@ static void test_bound_and_ranking(void)
         ds_search_get_stats(bb, &sb);
         CHECK(sb.bounded > 0); /* the bound skipped some */
         CHECK_INT(sb.simulated + sb.bounded, sb.candidates);
-        CHECK_INT(ds_search_result_count(bb), 7);
-        for (size_t i = 0; i < 7; i++) {
-            ds_search_result_t a, b;
-            CHECK_OK(ds_search_result_at(exhaustive, i, &a));
-            CHECK_OK(ds_search_result_at(bb, i, &b));
-            CHECK_INT(b.candidate, a.candidate);
-            CHECK(b.iteration_s == a.iteration_s);
-        }
+        search_support_check_top(exhaustive, bb, 7);
         ds_search_destroy(bb);
     }
     ds_search_destroy(exhaustive);

@@ -4,7 +4,7 @@
  * below its simulated time (the layer templates carry the dispatch, combine
  * and the wait for the slowest expert rank), so branch and bound finds the
  * exhaustive top K. */
-#include "check.h"
+#include "search_support.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,19 +12,8 @@
 static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster,
                          const ds_search_options_t *options)
 {
-    ds_strategy_t base;
-    ds_strategy_init(&base);
-    base.gbs = 32;
-    ds_search_t *search = NULL;
-    if (ds_search_create(model, cluster, &base, options, &search) != DS_OK) {
-        fprintf(stderr, "search: %s\n", ds_last_error());
-        exit(1);
-    }
-    CHECK_OK(ds_search_fix(search, "mbs=1"));
-    CHECK_OK(ds_search_fix(search, "recompute=none"));
-    CHECK_OK(ds_search_fix(search, "zero=1"));
-    CHECK_OK(ds_search_fix(search, "dp-algo=auto"));
-    return search;
+    static const char *const fixes[] = {"mbs=1", "recompute=none", "zero=1", "dp-algo=auto", NULL};
+    return search_support_make(model, cluster, 32, NULL, options, fixes);
 }
 
 int main(void)
@@ -35,11 +24,7 @@ int main(void)
     ds_cluster_t cluster;
     CHECK_OK(ds_cluster_init(&cluster, 2, 8, "h100-sxm"));
     ds_search_options_t o;
-    ds_search_options_init(&o);
-    o.estimate_missing = 1;
-    o.bound = 0;
-    o.top_k = 100000;
-    o.all_variants = 1;
+    search_support_exhaustive(&o);
     ds_search_t *all = make(model, &cluster, &o);
     CHECK_OK(ds_search_run(all, NULL, MPI_COMM_NULL));
     ds_search_stats_t st;
@@ -49,9 +34,7 @@ int main(void)
     for (size_t i = 0; i < ds_search_result_count(all); i++) {
         ds_search_result_t r;
         CHECK_OK(ds_search_result_at(all, i, &r));
-        CHECK_MSG(r.lower_bound_s > 0 && r.lower_bound_s <= r.iteration_s,
-                  "candidate %lld: bound %.9g above time %.9g", (long long)r.candidate,
-                  r.lower_bound_s, r.iteration_s);
+        search_support_check_bound(&r);
         const ds_strategy_t *s = &r.strategy;
         CHECK(s->ep >= 1 && s->ep <= 8 && 8 % s->ep == 0);
         CHECK(((int64_t)s->dp * s->tp) % ((int64_t)s->ep * s->etp) == 0);
@@ -69,14 +52,7 @@ int main(void)
     ds_search_stats_t sb;
     ds_search_get_stats(bb, &sb);
     CHECK(sb.bounded > 0);
-    CHECK_INT(ds_search_result_count(bb), 5);
-    for (size_t i = 0; i < 5; i++) {
-        ds_search_result_t a, b;
-        CHECK_OK(ds_search_result_at(all, i, &a));
-        CHECK_OK(ds_search_result_at(bb, i, &b));
-        CHECK_INT(b.candidate, a.candidate);
-        CHECK(b.iteration_s == a.iteration_s);
-    }
+    search_support_check_top(all, bb, 5);
     ds_search_destroy(bb);
     ds_search_destroy(all);
     ds_model_destroy(model);

@@ -6,7 +6,7 @@
  * bound finds the exhaustive top K; a layout fixed in the base strategy is
  * the only one searched; bounds shared by candidates that differ only in the
  * data-parallel algorithm equal each one's own. */
-#include "check.h"
+#include "search_support.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,23 +19,12 @@ static const char config[] = "{\"model_type\": \"llama\", \"hidden_size\": 512, 
 static ds_search_t *make(const ds_model_t *model, const ds_cluster_t *cluster,
                          const ds_search_options_t *options, const char *layout, bool every_algo)
 {
-    ds_strategy_t base;
-    ds_strategy_init(&base);
-    base.gbs = 32;
-    if (layout != NULL)
-        CHECK_OK(ds_strategy_parse(layout, &base));
-    ds_search_t *search = NULL;
-    if (ds_search_create(model, cluster, &base, options, &search) != DS_OK) {
-        fprintf(stderr, "search: %s\n", ds_last_error());
-        exit(1);
-    }
-    CHECK_OK(ds_search_fix(search, "tp=1"));
-    CHECK_OK(ds_search_fix(search, "mbs=1"));
-    CHECK_OK(ds_search_fix(search, "recompute=none"));
-    CHECK_OK(ds_search_fix(search, "zero=1"));
-    if (!every_algo)
-        CHECK_OK(ds_search_fix(search, "dp-algo=auto"));
-    return search;
+    static const char *const fixes[] = {"tp=1",   "mbs=1",        "recompute=none",
+                                        "zero=1", "dp-algo=auto", NULL};
+    static const char *const fixes_every_algo[] = {"tp=1", "mbs=1", "recompute=none", "zero=1",
+                                                   NULL};
+    return search_support_make(model, cluster, 32, layout, options,
+                               every_algo ? fixes_every_algo : fixes);
 }
 
 int main(void)
@@ -46,11 +35,7 @@ int main(void)
     ds_cluster_t cluster;
     CHECK_OK(ds_cluster_init(&cluster, 1, 8, "h100-sxm"));
     ds_search_options_t o;
-    ds_search_options_init(&o);
-    o.estimate_missing = 1;
-    o.bound = 0;
-    o.top_k = 100000;
-    o.all_variants = 1;
+    search_support_exhaustive(&o);
     ds_search_t *all = make(model, &cluster, &o, NULL, false);
     CHECK_OK(ds_search_run(all, NULL, MPI_COMM_NULL));
     /* layouts[pp][first]: the (first, last) pairs seen, as stage 0's layers */
@@ -58,9 +43,7 @@ int main(void)
     for (size_t i = 0; i < ds_search_result_count(all); i++) {
         ds_search_result_t r;
         CHECK_OK(ds_search_result_at(all, i, &r));
-        CHECK_MSG(r.lower_bound_s > 0 && r.lower_bound_s <= r.iteration_s,
-                  "candidate %lld: bound %.9g above time %.9g", (long long)r.candidate,
-                  r.lower_bound_s, r.iteration_s);
+        search_support_check_bound(&r);
         const ds_strategy_t *s = &r.strategy;
         CHECK(s->pp == 1 || s->pp == 2 || s->pp == 4);
         int total = 0, most = 0;
@@ -82,14 +65,7 @@ int main(void)
     o.top_k = 5;
     ds_search_t *bb = make(model, &cluster, &o, NULL, false);
     CHECK_OK(ds_search_run(bb, NULL, MPI_COMM_NULL));
-    CHECK_INT(ds_search_result_count(bb), 5);
-    for (size_t i = 0; i < 5; i++) {
-        ds_search_result_t a, b;
-        CHECK_OK(ds_search_result_at(all, i, &a));
-        CHECK_OK(ds_search_result_at(bb, i, &b));
-        CHECK_INT(b.candidate, a.candidate);
-        CHECK(b.iteration_s == a.iteration_s);
-    }
+    search_support_check_top(all, bb, 5);
 
     /* A layout in the base strategy: pp = 2 is searched with it alone. */
     o.bound = 0;
