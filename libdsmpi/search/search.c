@@ -641,56 +641,41 @@ out:
     return status;
 }
 
-/* What a candidate's lower bound depends on: the strategy without its
- * data-parallel algorithm (which prices the gradient collectives only, never
- * a layer pass; a parameter server stays, as its own structure). */
-typedef struct bound_key {
-    ds_strategy_t s;
-    size_t j; /* the rank's share: candidate rank + j x size */
-} bound_key_t;
-
-static int by_bound_key(const void *x, const void *y)
-{
-    const bound_key_t *a = x, *b = y;
-    int c = memcmp(&a->s, &b->s, sizeof(a->s));
-    if (c != 0)
-        return c;
-    return (a->j > b->j) - (a->j < b->j);
-}
-
 /* The lower bound of every candidate: each rank computes its share, once
- * per distinct bound key (candidates differing only in the DP algorithm
- * share it), then every rank has all of them. */
+ * per distinct strategy without its data-parallel algorithm (which prices
+ * the gradient collectives only, never a layer pass; a parameter server
+ * stays, as its own structure), then every rank has all of them. */
 static ds_status_t compute_bounds(ds_search_t *search, const ds_cost_table_t *costs,
                                   const ds_sim_options_t *so, MPI_Comm comm, int rank, int size)
 {
     size_t n = search->num_cand;
     size_t per_rank = (n + (size_t)size - 1) / (size_t)size;
     double *mine = NULL, *all = NULL;
-    bound_key_t *keys = NULL;
+    shape_entry_t *keys = NULL; /* entry.index: j of candidate rank + j x size */
     ds_status_t status = DS_OK;
     DSI_TRY(dsi_calloc(per_rank ? per_rank : 1, sizeof(*mine), &mine));
     DSI_TRY_GOTO(dsi_calloc(per_rank ? per_rank : 1, sizeof(*keys), &keys), status, out);
     size_t count = 0;
     for (size_t i = (size_t)rank; i < n; i += (size_t)size, count++) {
-        memcpy(&keys[count].s, &search->cand[i].strategy, sizeof(keys[count].s));
-        if (keys[count].s.dp_algo != DS_DP_PS)
-            keys[count].s.dp_algo = DS_DP_AUTO;
-        keys[count].j = count;
+        memcpy(&keys[count].shape, &search->cand[i].strategy, sizeof(keys[count].shape));
+        if (keys[count].shape.dp_algo != DS_DP_PS)
+            keys[count].shape.dp_algo = DS_DP_AUTO;
+        keys[count].entry.index = (int64_t)count;
     }
-    qsort(keys, count, sizeof(*keys), by_bound_key);
+    qsort(keys, count, sizeof(*keys), by_shape);
     for (size_t t = 0; t < count; t++) {
-        if (t > 0 && memcmp(&keys[t].s, &keys[t - 1].s, sizeof(keys[t].s)) == 0) {
-            mine[keys[t].j] = mine[keys[t - 1].j];
+        size_t j = (size_t)keys[t].entry.index;
+        if (t > 0 && memcmp(&keys[t].shape, &keys[t - 1].shape, sizeof(keys[t].shape)) == 0) {
+            mine[j] = mine[keys[t - 1].entry.index];
             continue;
         }
         ds_sim_estimate_t est;
-        size_t i = (size_t)rank + keys[t].j * (size_t)size;
-        status = ds_sim_estimate(search->sim, search->model, &search->cand[i].strategy,
+        status = ds_sim_estimate(search->sim, search->model,
+                                 &search->cand[(size_t)rank + j * (size_t)size].strategy,
                                  &search->cluster, costs, so, &est);
         if (status != DS_OK)
             break;
-        mine[keys[t].j] = est.lower_bound_s;
+        mine[j] = est.lower_bound_s;
     }
     status = agree(comm, rank, status);
     if (status != DS_OK)

@@ -48,6 +48,19 @@ static inline void search_support_check_bound(const ds_search_result_t *r)
               r->lower_bound_s, r->iteration_s);
 }
 
+/* A simulator and its options for a result simulated alone, as the search
+ * simulates it (symmetric mode, stage level, device-model estimates). */
+static inline ds_sim_t *search_support_alone(ds_sim_options_t *so)
+{
+    ds_sim_t *sim = NULL;
+    CHECK_OK(ds_sim_create(&sim));
+    ds_sim_options_init(so);
+    so->mode = DS_SIM_SYMMETRIC;
+    so->granularity = DS_SIM_STAGE;
+    so->estimate_missing = 1;
+    return sim;
+}
+
 /* Branch and bound found the exhaustive search's first k results. */
 static inline void search_support_check_top(ds_search_t *exhaustive, ds_search_t *bounded, size_t k)
 {

@@ -407,12 +407,8 @@ static void test_equivalent_variants(void)
     CHECK_TEXT(text, "dp-algo=ring,tree,hierarchical");
     /* Every kept result's hash (the search asks for it only then) is its
      * strategy's, simulated alone with the hash on: the ranked ones and the worst. */
-    ds_sim_t *sim = NULL;
-    CHECK_OK(ds_sim_create(&sim));
     ds_sim_options_t so;
-    ds_sim_options_init(&so);
-    so.granularity = DS_SIM_STAGE;
-    so.estimate_missing = 1;
+    ds_sim_t *sim = search_support_alone(&so);
     for (size_t i = 0; i <= ds_search_result_count(grouped); i++) {
         ds_search_result_t r;
         if (i < ds_search_result_count(grouped))

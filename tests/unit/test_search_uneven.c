@@ -86,12 +86,8 @@ int main(void)
      * the DP algorithm: each equals a fresh simulator's bound. */
     ds_search_t *algos = make(model, &cluster, &o, NULL, true);
     CHECK_OK(ds_search_run(algos, NULL, MPI_COMM_NULL));
-    ds_sim_t *sim = NULL;
-    CHECK_OK(ds_sim_create(&sim));
     ds_sim_options_t so;
-    ds_sim_options_init(&so);
-    so.mode = DS_SIM_SYMMETRIC;
-    so.estimate_missing = 1;
+    ds_sim_t *sim = search_support_alone(&so);
     bool seen_algo[8] = {false};
     for (size_t i = 0; i < ds_search_result_count(algos); i++) {
         ds_search_result_t r;
