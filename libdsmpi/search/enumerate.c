@@ -289,13 +289,16 @@ static ds_status_t visit_tp_pp_cp(ds_search_t *search, const ds_model_info_t *in
     *variants_p = NULL;
     DSI_TRY(dsi_calloc(want ? want : 1, sizeof(**variants_p), variants_p));
     variant_t *variants = *variants_p;
+    /* The DP algorithm innermost: it changes neither validity nor memory
+     * but with a parameter server, so the visitor can keep them from the
+     * combination before (search.c). */
     for (int qi = 0; qi < sps->count; qi++)
         for (int ri = 0; ri < recs->count; ri++)
             for (int zi = 0; zi < zeros.count; zi++)
-                for (int ai = 0; ai < algos.count; ai++)
-                    for (int fi = 0; fi < flashes->count; fi++)
-                        for (int ei = 0; ei < fp8s->count; ei++)
-                            for (int xi = 0; xi < num_experts; xi++)
+                for (int fi = 0; fi < flashes->count; fi++)
+                    for (int ei = 0; ei < fp8s->count; ei++)
+                        for (int xi = 0; xi < num_experts; xi++)
+                            for (int ai = 0; ai < algos.count; ai++)
                                 /* cp needs fused attention */
                                 if (cp == 1 || flashes->v[fi])
                                     variants[nv++] = (variant_t){

@@ -112,30 +112,73 @@ static ds_status_t add_candidate(ds_search_t *search, const ds_strategy_t *s, do
     return DS_OK;
 }
 
+/* The combination before, without its DP algorithm, and what came of it:
+ * the algorithm changes neither validity nor memory (a parameter server
+ * does), and the enumeration varies it innermost. */
+typedef struct combination_memo {
+    bool have;
+    ds_strategy_t key; /* dp_algo auto */
+    enum { MEMO_INVALID, MEMO_OUT_OF_MEMORY, MEMO_CANDIDATE } outcome;
+    ds_strategy_t resolved;
+    double memory_GiB;
+} combination_memo_t;
+
 static ds_status_t visit_combination(ds_search_t *search, const ds_strategy_t *combo, void *arg)
 {
-    (void)arg;
+    combination_memo_t *memo = arg;
     ds_search_stats_t *st = &search->stats;
     st->enumerated++;
     ds_strategy_t s = *combo;
+    bool memo_applies = combo->dp_algo != DS_DP_PS;
+    if (memo_applies) {
+        ds_strategy_t key = *combo;
+        key.dp_algo = DS_DP_AUTO;
+        if (memo->have && memcmp(&key, &memo->key, sizeof(key)) == 0) {
+            if (memo->outcome == MEMO_INVALID) {
+                st->invalid++;
+                return DS_OK;
+            }
+            if (memo->outcome == MEMO_OUT_OF_MEMORY) {
+                st->out_of_memory++;
+                return DS_OK;
+            }
+            s = memo->resolved;
+            s.dp_algo = combo->dp_algo;
+            return add_candidate(search, &s, memo->memory_GiB);
+        }
+        memo->have = true;
+        memo->key = key;
+    }
     /* Devices per node 0: no warning per candidate for tp spanning nodes. */
     if (ds_strategy_resolve(&s, search->model, ds_cluster_num_gpus(&search->cluster), 0) != DS_OK ||
         ds_strategy_check_device(&s, &search->cluster.device) != DS_OK) {
         if (st->invalid++ == 0)
             snprintf(st->first_invalid, sizeof(st->first_invalid), "%s", ds_last_error());
+        if (memo_applies)
+            memo->outcome = MEMO_INVALID;
         return DS_OK;
     }
     ds_sim_options_t so;
     ds_sim_options_init(&so);
     ds_sim_estimate_t est;
-    DSI_TRY(ds_sim_estimate(search->sim, search->model, &s, &search->cluster, NULL, &so, &est));
+    ds_status_t status =
+        ds_sim_estimate(search->sim, search->model, &s, &search->cluster, NULL, &so, &est);
+    if (status != DS_OK) {
+        memo->have = false;
+        return status;
+    }
+    double memory_GiB = est.memory.total_B / GIB;
+    if (memo_applies) {
+        memo->outcome = est.oom ? MEMO_OUT_OF_MEMORY : MEMO_CANDIDATE;
+        memo->resolved = s;
+        memo->memory_GiB = memory_GiB;
+    }
     if (est.oom) {
-        double need = est.memory.total_B / GIB;
-        if (st->out_of_memory++ == 0 || need < st->min_oom_GiB)
-            st->min_oom_GiB = need;
+        if (st->out_of_memory++ == 0 || memory_GiB < st->min_oom_GiB)
+            st->min_oom_GiB = memory_GiB;
         return DS_OK;
     }
-    return add_candidate(search, &s, est.memory.total_B / GIB);
+    return add_candidate(search, &s, memory_GiB);
 }
 
 ds_status_t ds_search_enumerate(ds_search_t *search)
@@ -146,7 +189,9 @@ ds_status_t ds_search_enumerate(ds_search_t *search)
     search->num_results = 0;
     search->have_worst = 0;
     search->enumerated = 0;
-    DSI_TRY(dsi_search_each_combination(search, visit_combination, NULL));
+    combination_memo_t memo;
+    memset(&memo, 0, sizeof(memo));
+    DSI_TRY(dsi_search_each_combination(search, visit_combination, &memo));
     search->stats.candidates = (int64_t)search->num_cand;
     search->stats.enumerate_s = dsi_now_s() - t0;
     search->enumerated = 1;
@@ -252,10 +297,24 @@ typedef struct shape_entry {
     bound_entry_t entry;
 } shape_entry_t;
 
+/* Where the groups sit first, so that runs of candidates share the
+ * simulator's group layouts (its expert layouts are kept while they do). */
+static int by_placement(const ds_strategy_t *a, const ds_strategy_t *b)
+{
+    const int x[] = {a->tp, a->dp, a->cp, a->pp, a->ep, a->etp};
+    const int y[] = {b->tp, b->dp, b->cp, b->pp, b->ep, b->etp};
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(x); i++)
+        if (x[i] != y[i])
+            return x[i] < y[i] ? -1 : 1;
+    return memcmp(a->order, b->order, sizeof(a->order));
+}
+
 static int by_shape(const void *x, const void *y)
 {
     const shape_entry_t *a = x, *b = y;
-    int c = memcmp(&a->shape, &b->shape, sizeof(a->shape));
+    int c = by_placement(&a->shape, &b->shape);
+    if (c == 0)
+        c = memcmp(&a->shape, &b->shape, sizeof(a->shape));
     if (c != 0)
         return c;
     return (a->entry.index > b->entry.index) - (a->entry.index < b->entry.index);

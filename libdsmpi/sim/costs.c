@@ -345,23 +345,61 @@ static ds_status_t hide_behind_next(ds_sim_t *sim, const dsi_op_t *ops, size_t c
     return DS_OK;
 }
 
-/* The layout of a stage's EP groups the simulator prices dispatch and
- * combine on: the one spanning the most nodes (they are alike under the
- * usual placements). */
-static dsi_layout_t stage_ep_layout(ds_sim_t *sim, int stage)
+/* The group of `kind` on `stage` spanning the most nodes (they are alike
+ * under the usual placements). */
+static dsi_layout_t widest_expert_group(ds_sim_t *sim, dsi_group_kind_t kind, int stage)
 {
     dsi_layout_t worst = {0, 0, 0, 0, 0, 0};
-    if (sim->ctx.ep <= 1)
-        return worst;
-    int groups = dsi_expert_groups(&sim->s, DSI_KIND_EP);
+    int groups = dsi_expert_groups(&sim->s, kind);
     for (int index = 0; index < groups; index++) {
-        int n = dsi_group_members(&sim->place, DSI_KIND_EP, stage, index);
-        dsi_layout_t l = dsi_group_layout(&sim->place, DSI_KIND_EP, n);
+        int n = dsi_group_members(&sim->place, kind, stage, index);
+        dsi_layout_t l = dsi_group_layout(&sim->place, kind, n);
         if (index == 0 || l.nodes > worst.nodes ||
             (l.nodes == worst.nodes && l.concurrency > worst.concurrency))
             worst = l;
     }
     return worst;
+}
+
+void dsi_sim_expert_layouts_free(ds_sim_t *sim)
+{
+    dsi_free(sim->expert_layouts.lay);
+    dsi_free(sim->expert_layouts.known);
+    memset(&sim->expert_layouts, 0, sizeof(sim->expert_layouts));
+}
+
+ds_status_t dsi_sim_stage_expert_layout(ds_sim_t *sim, dsi_group_kind_t kind, int stage,
+                                        dsi_layout_t *layout_p)
+{
+    const ds_strategy_t *s = &sim->s;
+    dsi_expert_layouts_t *c = &sim->expert_layouts;
+    dsi_expert_place_t place;
+    memset(&place, 0, sizeof(place));
+    place.tp = s->tp;
+    place.dp = s->dp;
+    place.pp = s->pp;
+    place.ep = s->ep;
+    place.etp = s->etp;
+    place.gpus_per_node = sim->place.gpus_per_node;
+    place.nodes_per_leaf = sim->place.nodes_per_leaf;
+    for (int i = 0; i < 3; i++)
+        place.order[i] = (int32_t)s->order[i];
+    if (memcmp(&place, &c->place, sizeof(place)) != 0 || c->stages < s->pp) {
+        if (c->stages < s->pp) {
+            DSI_TRY(dsi_realloc_array(&c->lay, (size_t)s->pp * 2, sizeof(*c->lay)));
+            DSI_TRY(dsi_realloc_array(&c->known, (size_t)s->pp * 2, sizeof(*c->known)));
+            c->stages = s->pp;
+        }
+        memset(c->known, 0, (size_t)c->stages * 2);
+        c->place = place;
+    }
+    size_t slot = (size_t)stage * 2 + (kind == DSI_KIND_EDP);
+    if (!c->known[slot]) {
+        c->lay[slot] = widest_expert_group(sim, kind, stage);
+        c->known[slot] = 1;
+    }
+    *layout_p = c->lay[slot];
+    return DS_OK;
 }
 
 /* The framework's time between the operators of the pass, at its end, where
@@ -564,7 +602,9 @@ ds_status_t dsi_sim_lane_profile_of(ds_sim_t *sim, int stage, const dsi_layout_t
     dsi_layout_t cp = {0, 0, 0, 0, 0, 0};
     if (sim->ctx.cp > 1)
         cp = dsi_cp_stage_layout(&sim->place, sim->ctx.cp_comm, stage);
-    dsi_layout_t ep = stage_ep_layout(sim, stage);
+    dsi_layout_t ep = {0, 0, 0, 0, 0, 0};
+    if (sim->ctx.ep > 1)
+        DSI_TRY(dsi_sim_stage_expert_layout(sim, DSI_KIND_EP, stage, &ep));
     for (int c = 0; c < v; c++) {
         pr->part_first[c] = sim->num_parts;
         if (stage == 0 && c == 0)

@@ -434,6 +434,25 @@ typedef struct dsi_sim_twice {
 
 typedef struct dsi_sim_estimate_cache dsi_sim_estimate_cache_t;
 
+/* What places the expert groups: the folded strategy's tp, dp, pp, ep, etp
+ * and order, and the cluster's node and leaf sizes. */
+typedef struct dsi_expert_place {
+    int32_t tp, dp, pp, ep, etp, gpus_per_node, nodes_per_leaf;
+    int32_t order[3];
+} dsi_expert_place_t;
+
+/* The stages' EP and EDP layouts the simulator prices the experts on
+ * (costs.c), kept across runs and estimates while the expert groups stay
+ * where they were: candidates that differ in costs only (micro-batches,
+ * recompute, flash, fp8, ZeRO) share them, and finding them visits every
+ * group of a stage. */
+typedef struct dsi_expert_layouts {
+    dsi_expert_place_t place;
+    dsi_layout_t *lay; /* [stage * 2 + (kind == DSI_KIND_EDP)] */
+    uint8_t *known;
+    int32_t stages; /* allocated */
+} dsi_expert_layouts_t;
+
 typedef struct dsi_key_entry {
     ds_event_key_t key;
     int64_t ns;
@@ -638,6 +657,7 @@ struct ds_sim {
     dsi_sim_twice_t twice;
 
     dsi_sim_estimate_cache_t *estimate_cache; /* estimate.c */
+    dsi_expert_layouts_t expert_layouts;      /* costs.c */
 };
 
 /* Index of bucket k of `lane`'s round `round` in builder.ready and builder.nic. */
@@ -734,6 +754,11 @@ void dsi_sim_memory_experts(const ds_sim_t *sim, int stage, ds_sim_memory_t *mem
 
 /* estimate.c */
 void dsi_sim_estimate_free(ds_sim_t *sim);
+/* The layout of `stage`'s EP or EDP groups the simulator prices dispatch,
+ * combine and the expert gradients on: the one spanning the most nodes. */
+ds_status_t dsi_sim_stage_expert_layout(ds_sim_t *sim, dsi_group_kind_t kind, int stage,
+                                        dsi_layout_t *layout_p);
+void dsi_sim_expert_layouts_free(ds_sim_t *sim);
 
 /* Test hook: build the deadlocking unbatched schedule. */
 void dsi_sim_set_unbatched_p2p(ds_sim_t *sim, int on);

@@ -8,22 +8,6 @@
  */
 #include "dsi_phase.h"
 
-/* The stage's EDP group spanning the most nodes (alike under the usual
- * placements). */
-static dsi_layout_t stage_edp_layout(ds_sim_t *sim, int stage)
-{
-    dsi_layout_t worst = {0, 0, 0, 0, 0, 0};
-    int groups = dsi_expert_groups(&sim->s, DSI_KIND_EDP);
-    for (int index = 0; index < groups; index++) {
-        int n = dsi_group_members(&sim->place, DSI_KIND_EDP, stage, index);
-        dsi_layout_t l = dsi_group_layout(&sim->place, DSI_KIND_EDP, n);
-        if (index == 0 || l.nodes > worst.nodes ||
-            (l.nodes == worst.nodes && l.concurrency > worst.concurrency))
-            worst = l;
-    }
-    return worst;
-}
-
 ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr)
 {
     const ds_strategy_t *s = &sim->s;
@@ -34,7 +18,8 @@ ds_status_t dsi_sim_expert_costs(ds_sim_t *sim, int stage, dsi_profile_t *pr)
         return DS_OK;
     int assumed = 0;
     if (dsi_expert_data_parallel(s) > 1) {
-        dsi_layout_t layout = stage_edp_layout(sim, stage);
+        dsi_layout_t layout;
+        DSI_TRY(dsi_sim_stage_expert_layout(sim, DSI_KIND_EDP, stage, &layout));
         dsi_expert_grad_op_t ops[2];
         int n = dsi_expert_grad_ops(s, sim->ctx.dtype, params, ops);
         for (int i = 0; i < n; i++) {

@@ -138,6 +138,7 @@ void ds_sim_destroy(ds_sim_t *sim)
     dsi_free(sim->results.events);
     dsi_free(sim->results.hash_prefix);
     dsi_sim_estimate_free(sim);
+    dsi_sim_expert_layouts_free(sim);
     dsi_free(sim);
 }
 
