@@ -26,7 +26,9 @@ static void help(void)
            "(divisors of N up to --max-tp), pp (dividing the layers), cp (with flash, for\n"
            "sequences of 16k tokens or more), dp = N / (tp x pp x cp), micro-batch sizes,\n"
            "schedule (gpipe, 1f1b, interleaved with vpp 2 and 4), sequence\n"
-           "parallelism, recompute, ZeRO stage and data-parallel algorithm; drops those that do\n"
+           "parallelism, recompute, ZeRO stage and data-parallel algorithm, with\n"
+           "--estimate-missing fused attention and fp8 (on devices with fp8) off and on; drops\n"
+           "those that do\n"
            "not fit in device memory; simulates the others (symmetric mode, one cost table) and\n"
            "ranks them by iteration time.  The space, the bound and the formulas:\n"
            "include/dsmpi/search.h and include/dsmpi/sim.h.\n\n");

@@ -26,10 +26,12 @@
  *   recompute none, selective, full
  *   zero      0, 1, 2, 3 (dp x cp > 1 only)
  *   dp-algo   auto, ring, tree, hierarchical, ps (dp x cp > 1 only)
- *   flash     the base strategy's, unless fixed to values (flash=off and
- *             flash=on: both are searched)
- *   fp8       the base strategy's, unless fixed to values (fp8=off, hybrid,
- *             e4m3): their keys must be in the costs to be searched
+ *   flash     off and on with estimate_missing when the base strategy has it
+ *             off; else the base strategy's (measured costs must hold the
+ *             keys of what is searched); fixed values override both
+ *   fp8       off and hybrid with estimate_missing when the base strategy has
+ *             it off and the device has fp8 tensor cores (not the CPU); else
+ *             the base strategy's; fixed values (off, hybrid, e4m3) override
  *   etp       MoE models: etp = tp and, with tp > 1, etp = 1 (the base's
  *             etp when it gives one)
  *   ep        MoE models: the divisors of the experts with which ep x etp

@@ -364,11 +364,20 @@ ds_status_t dsi_search_each_combination(ds_search_t *search, dsi_search_visit_t 
     static const int sp_values[] = {0, 1};
     static const int rec_values[] = {DS_RECOMPUTE_NONE, DS_RECOMPUTE_SELECTIVE, DS_RECOMPUTE_FULL};
     from_fixed_or(&recs, &fx[DSI_FIX_RECOMPUTE], rec_values, 3);
-    /* Fused attention and fp8 keep the base strategy's choice unless fixed
-     * to several values: their keys must be profiled to be searched. */
-    const int flash_base = search->base.flash_attention, fp8_base = (int)search->base.fp8;
-    from_fixed_or(&flashes, &fx[DSI_FIX_FLASH], &flash_base, 1);
-    from_fixed_or(&fp8s, &fx[DSI_FIX_FP8], &fp8_base, 1);
+    /* Fused attention and fp8: both off and on where the device model
+     * prices what was not measured (estimate_missing) and the base strategy
+     * leaves them off, fp8 only on a device with fp8 tensor cores (the CPU
+     * backend computes fp8 as bf16: nothing to gain); else the base's, as
+     * measured costs must hold their keys.  --fix gives several either way. */
+    const int flash_values[2] = {search->base.flash_attention, 1};
+    const int fp8_values[2] = {(int)search->base.fp8, DS_FP8_HYBRID};
+    bool kernels = search->opt.estimate_missing != 0;
+    bool fp8_device = strcmp(search->cluster.device.name, "cpu") != 0 &&
+                      ds_device_check_fp8(&search->cluster.device, "fp8") == DS_OK;
+    from_fixed_or(&flashes, &fx[DSI_FIX_FLASH], flash_values,
+                  kernels && !search->base.flash_attention ? 2 : 1);
+    from_fixed_or(&fp8s, &fx[DSI_FIX_FP8], fp8_values,
+                  kernels && fp8_device && search->base.fp8 == DS_FP8_OFF ? 2 : 1);
 
     for (int ti = 0; ti < tps.count; ti++) {
         int tp = tps.v[ti];

@@ -8,8 +8,10 @@
 # Cases: GPT-3 175B on 1024 GPUs (target >= 1000 candidates/s per core), the
 # same with every candidate simulated (--no-bound) and at layer level, GPT-3
 # 175B on 16,384 GPUs with every candidate simulated, and the full search of
-# llama3-70b on 1024 and 4096 GPUs.  Exhaustive search targets >= 5,000
-# simulated/s per core on both GPT-3 targets.
+# llama3-70b on 1024 and 4096 GPUs, and DeepSeek-V3 on 2048 H100 (experts,
+# uneven pipeline ends; target: the whole command under 10 s).  Exhaustive
+# search targets >= 5,000 simulated/s per core on both GPT-3 targets.  With
+# --estimate-missing every case searches fused attention and fp8 as well.
 # Usage: search_speed.sh [BUILD_DIR] [N]
 set -eu
 build=${1:-build}
@@ -58,4 +60,6 @@ bench "gpt3-175b on 16384 GPUs, --no-bound" --model gpt3-175b --target-gpus 1638
 bench "gpt3-175b on 1024 GPUs, layer level" --model gpt3-175b --target-gpus 1024 --layer-level
 bench "llama3-70b on 1024 GPUs" --model llama3-70b --target-gpus 1024
 bench "llama3-70b on 4096 GPUs" --model llama3-70b --target-gpus 4096
+bench "deepseek-v3 on 2048 h100-sxm, --top 5" --model deepseek-v3 --target-gpus 2048 \
+    --device h100-sxm --top 5
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -167,8 +167,8 @@ with open("costs.txt", "w") as f:
         f.write("%s = %.17g\n" % (k["event"], k["seconds"]))
 rows, root = plan("part.svg", "--gpus", "8,16", "--cost-table", "costs.txt", "--estimate-missing")
 notes = [t for t in texts(root) if t.startswith("ASSUMED")]
-m = re.match(r"ASSUMED: (\d+)%( to (\d+)%)? of the predicted time", notes[0] if notes else "")
-check("partly assumed: the share", m is not None and int(m.group(3) or m.group(1)) < 100, notes)
+m = re.match(r"ASSUMED: ([\d.]+)%( to ([\d.]+)%)? of the predicted time", notes[0] if notes else "")
+check("partly assumed: the share", m is not None and float(m.group(3) or m.group(1)) < 100, notes)
 
 print("plan_chart: %d failures" % len(failures))
 sys.exit(1 if failures else 0)

@@ -36,7 +36,8 @@ expect_error 2 "unexpected argument 'extra'" search $small extra
 expect_error 2 "cannot open 'no-such.log'" search $small --nccl-tests no-such.log
 expect_error 2 "option '--frob' is not known" search $small --frob
 expect_error 2 "the space is empty" search $small --fix tp=3
-expect_error 2 "no strategy of the space is valid: 1 combinations, all rejected (the first: tp=2 does not divide the 25 attention heads" \
+# fused attention and fp8 on an H100 are searched both ways: 2 x 2 combinations
+expect_error 2 "no strategy of the space is valid: 4 combinations, all rejected (the first: tp=2 does not divide the 25 attention heads" \
     search --model gpt2-xl --target-gpus 8 --estimate-missing --fix tp=2,pp=1,mbs=1,schedule=1f1b,no-sp,recompute=none,zero=0,dp-algo=auto
 expect_error 2 "no strategy fits in the 80 GiB of a h100-sxm" search --model llama2-70b --target-gpus 8 --estimate-missing --max-mbs 1
 expect_error 2 "no cluster sizes given" plan --model gpt2-medium --tokens 1T --estimate-missing
@@ -97,12 +98,12 @@ python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1
 # Equivalent variants: strategies with the same simulated timeline and memory
 # share a row that names them; the top K are K distinct rows; --all-variants
 # ranks them one by one.  bert-large on 8 devices: dp-algo auto, ring, tree
-# and hierarchical of dp=8,zero=1 are one timeline.
+# and hierarchical of dp=8,flash,fp8=hybrid,zero=1 are one timeline.
 expect_ok search $small --top 10
 [ "$(grep -Ec '^ +[0-9]+ +[0-9.]+ ' "$tmp/out")" -eq 10 ] || fail "search --top 10: not 10 rows"
 [ "$(awk '/^ +[0-9]+ +[0-9.]+ / {print $2, $9}' "$tmp/out" | sort | uniq -d | wc -l)" -eq 0 ] ||
     fail "search: rows with the same time and memory: $(awk '/^ +[0-9]+ +[0-9.]+ / {print $2, $9}' "$tmp/out" | sort | uniq -d | head -3)"
-grep -Eq '^ +1 .*  dp=8,tp=1,pp=1,mbs=1,schedule=1f1b,zero=1  \(also: dp-algo=ring,tree,hierarchical\)$' "$tmp/out" ||
+grep -Eq '^ +1 .*  dp=8,tp=1,pp=1,mbs=1,schedule=1f1b,flash,fp8=hybrid,zero=1  \(also: dp-algo=ring,tree,hierarchical\)$' "$tmp/out" ||
     fail "search: row 1 does not name its variants: $(grep -E '^ +1 ' "$tmp/out")"
 grep -q "^# also: [0-9]* equivalent variants share these rows" "$tmp/out" || fail "search: no note on variants"
 expect_ok search $small --top 10 --all-variants
@@ -113,7 +114,7 @@ grep -Eq '^ +4 .*zero=1,dp-algo=hierarchical$' "$tmp/out" || fail "search --all-
 expect_ok search $small --csv --top 3
 head -1 "$tmp/out" | grep -q ",strategy,variants,also,iter_time_low_s,iter_time_high_s$" ||
     fail "search --csv: no variants and band columns"
-grep -Eq '^1,5,.*,"dp=8,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,zero=1",3,"dp-algo=ring,tree,hierarchical",[0-9.e+-]+,[0-9.e+-]+$' "$tmp/out" ||
+grep -Eq '^1,32,.*,"dp=8,tp=1,pp=1,mbs=1,gbs=256,schedule=1f1b,flash,fp8=hybrid,zero=1",3,"dp-algo=ring,tree,hierarchical",[0-9.e+-]+,[0-9.e+-]+$' "$tmp/out" ||
     fail "search --csv: row 1 variants: $(sed -n 2p "$tmp/out")"
 expect_ok search $small --json --top 3
 python3 - "$tmp/out" <<'PY' || fail "search --json variants"
@@ -122,7 +123,7 @@ from strict_json import load
 d = load(sys.argv[1])
 r = d["results"][0]
 assert r["variant_count"] == 3 and r["also"] == "dp-algo=ring,tree,hierarchical", r
-assert [v["candidate"] for v in r["variants"]] == [6, 7, 8], r["variants"]
+assert [v["candidate"] for v in r["variants"]] == [33, 34, 35], r["variants"]
 assert r["variants"][0]["strategy"].endswith("zero=1,dp-algo=ring"), r["variants"]
 assert len({(x["iter_time_s"], x["mem_GiB"]) for x in d["results"]}) == 3
 PY
