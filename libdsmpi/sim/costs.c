@@ -373,17 +373,16 @@ ds_status_t dsi_sim_stage_expert_layout(ds_sim_t *sim, dsi_group_kind_t kind, in
 {
     const ds_strategy_t *s = &sim->s;
     dsi_expert_layouts_t *c = &sim->expert_layouts;
-    dsi_expert_place_t place;
-    memset(&place, 0, sizeof(place));
-    place.tp = s->tp;
-    place.dp = s->dp;
-    place.pp = s->pp;
-    place.ep = s->ep;
-    place.etp = s->etp;
-    place.gpus_per_node = sim->place.gpus_per_node;
-    place.nodes_per_leaf = sim->place.nodes_per_leaf;
-    for (int i = 0; i < 3; i++)
-        place.order[i] = (int32_t)s->order[i];
+    /* int32_t fields only: no padding, so memcmp compares the values */
+    const dsi_expert_place_t place = {
+        s->tp,
+        s->dp,
+        s->pp,
+        s->ep,
+        s->etp,
+        sim->place.gpus_per_node,
+        sim->place.nodes_per_leaf,
+        {(int32_t)s->order[0], (int32_t)s->order[1], (int32_t)s->order[2]}};
     if (memcmp(&place, &c->place, sizeof(place)) != 0 || c->stages < s->pp) {
         if (c->stages < s->pp) {
             DSI_TRY(dsi_realloc_array(&c->lay, (size_t)s->pp * 2, sizeof(*c->lay)));
