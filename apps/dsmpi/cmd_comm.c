@@ -275,28 +275,6 @@ static ds_status_t row_key(const options_t *o, int gpus_per_node, int64_t gpus, 
     return status;
 }
 
-/* sendrecv_perf on `nodes` nodes reuses the pair the logs measured, but
- * the logs' jobs spanned fewer nodes: every node then sends one pair across
- * a wider fabric at once (the H100 logs: 3x slower on 10 nodes than on 2).
- * Nothing in the pair's key says so; the band of that extrapolation does. */
-static void sendrecv_span_band(const options_t *o, const ds_comm_import_info_t *info, int64_t nodes,
-                               ds_comm_prediction_t *p)
-{
-    int most = 0;
-    for (int i = 0; i < o->num_logs; i++)
-        for (int t = 0; t < info[i].num_tests; t++)
-            if (info[i].tests[t].op == DS_COMM_SENDRECV && info[i].tests[t].nodes > most)
-                most = info[i].tests[t].nodes;
-    if (o->op != DS_COMM_SENDRECV || most < 2 || nodes <= most || p->extrapolation > 1.0)
-        return;
-    double slow, fast, low, high;
-    ds_comm_band_rates(o->band_leave_out, &slow, &fast);
-    p->extrapolation = (double)nodes / most;
-    ds_comm_band_multipliers(p->extrapolation, slow, fast, &low, &high);
-    p->low_s = p->cost.mean_s * low;
-    p->high_s = p->cost.mean_s * high;
-}
-
 static double elements_of(ds_comm_op_t op, int64_t bytes, int64_t gpus)
 {
     double elements = (double)bytes / 4.0; /* float, as nccl-tests by default */
@@ -495,7 +473,9 @@ static int run(app_t *app, const options_t *o)
             if ((status = row_key(o, gpus_per_node, gpus, bytes, &key)) != DS_OK ||
                 (status = ds_comm_model_predict(model, &key, &p)) != DS_OK)
                 goto fail;
-            sendrecv_span_band(o, info, nodes, &p);
+            /* sendrecv_perf on `nodes` nodes: every node sends one pair
+             * across the fabric at once, wider than the logs' jobs. */
+            ds_comm_prediction_span(model, &key, nodes, &p);
             double elements = elements_of(o->op, bytes, gpus);
             const char *provenance = ds_provenance_name(p.cost.provenance);
             if (o->format == OUTPUT_TABLE) {

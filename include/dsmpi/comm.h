@@ -354,6 +354,17 @@ typedef struct ds_comm_prediction {
 DS_API ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_key_t *key,
                                          ds_comm_prediction_t *prediction_p);
 
+/* Widens the band of a point-to-point prediction (send/recv, parameter-
+ * server push/pull) whose pair crosses nodes to the job it runs in: a
+ * pair's key is the same at any job size, but a job spanning `job_nodes`
+ * nodes sends its pairs across the fabric at once (nccl-tests'
+ * sendrecv_perf on 10 H100 nodes: 3x slower than on 2).  The factor is
+ * `job_nodes` over the most nodes send/recv was measured on (as
+ * ds_comm_model_predict's); unchanged when that is not wider than the
+ * prediction's own, or nothing was measured. */
+DS_API void ds_comm_prediction_span(const ds_comm_model_t *model, const ds_event_key_t *key,
+                                    int64_t job_nodes, ds_comm_prediction_t *prediction);
+
 /* The band beyond the measured node counts as multiples of cost.mean_s:
  * low_s / mean and high_s / mean when the prediction extrapolates (factor >
  * 1), else 1, 1 (measured, or inside the node counts measured: the

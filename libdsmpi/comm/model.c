@@ -191,7 +191,7 @@ static ds_status_t check_key(const ds_event_key_t *key)
 
 /* Target nodes over the most nodes a series of `op` (else of any
  * primitive) was measured on; 0 when nothing was measured. */
-static double extrapolation_factor(const ds_comm_model_t *model, ds_comm_op_t op, int32_t nodes)
+static double extrapolation_factor(const ds_comm_model_t *model, ds_comm_op_t op, int64_t nodes)
 {
     int32_t most_op = 0, most = 0;
     for (size_t i = 0; i < model->num_series; i++) {
@@ -212,6 +212,29 @@ static ds_provenance_t model_provenance(const ds_comm_model_t *model, ds_comm_op
         if (lv[level].source == DS_COMM_FIT_ASSUMED)
             return DS_PROV_ASSUMED;
     return DS_PROV_EXTRAPOLATED;
+}
+
+/* The band of p->extrapolation, when it extrapolates. */
+static void extrapolation_band(const ds_comm_model_t *model, ds_comm_prediction_t *p)
+{
+    if (p->extrapolation > 1.0 && p->cost.mean_s > 0) {
+        double slow, fast;
+        dsi_comm_band_rates(model->options.band_leave_out, &slow, &fast);
+        dsi_comm_band(p->cost.mean_s, p->extrapolation, slow, fast, &p->low_s, &p->high_s);
+    }
+}
+
+void ds_comm_prediction_span(const ds_comm_model_t *model, const ds_event_key_t *key,
+                             int64_t job_nodes, ds_comm_prediction_t *p)
+{
+    if (key->kind != DS_EVENT_COMM || dsi_comm_fit_op((ds_comm_op_t)key->op) != DS_COMM_SENDRECV ||
+        key->nodes < 2)
+        return;
+    double factor = extrapolation_factor(model, (ds_comm_op_t)key->op, job_nodes);
+    if (factor > 1.0 && factor > p->extrapolation) {
+        p->extrapolation = factor;
+        extrapolation_band(model, p);
+    }
 }
 
 ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_key_t *key,
@@ -260,11 +283,7 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
         }
     }
     p.extrapolation = extrapolation_factor(model, op, key->nodes);
-    if (p.extrapolation > 1.0 && p.cost.mean_s > 0) {
-        double slow, fast;
-        dsi_comm_band_rates(model->options.band_leave_out, &slow, &fast);
-        dsi_comm_band(p.cost.mean_s, p.extrapolation, slow, fast, &p.low_s, &p.high_s);
-    }
+    extrapolation_band(model, &p);
     if (p.cost.mean_s > 0) {
         p.algbw_GBps = bytes / p.cost.mean_s * 1e-9;
         p.busbw_GBps = p.algbw_GBps * ds_comm_busbw_factor(op, key->group_size);
@@ -290,6 +309,7 @@ ds_status_t ds_comm_model_fill(const ds_comm_model_t *model, const ds_event_set_
             continue;
         ds_comm_prediction_t p;
         DSI_TRY(ds_comm_model_predict(model, key, &p));
+        ds_comm_prediction_span(model, key, model->cluster.nodes, &p);
         DSI_TRY(ds_cost_table_set(table, key, &p.cost));
         double low, high;
         ds_comm_prediction_band(&p, &low, &high);

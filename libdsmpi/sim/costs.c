@@ -178,6 +178,9 @@ static ds_status_t price_key(ds_sim_t *sim, const ds_event_key_t *key, double fl
     } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
         ds_comm_prediction_t prediction;
         DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
+        int64_t per_node = DSI_MAX(sim->cluster.gpus_per_node, 1);
+        ds_comm_prediction_span(sim->opt.comm_model, key,
+                                (sim->num_devices + per_node - 1) / per_node, &prediction);
         e->seconds = prediction.cost.mean_s;
         e->provenance = prediction.cost.provenance;
         ds_comm_prediction_band(&prediction, &low, &high);

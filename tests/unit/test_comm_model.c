@@ -550,6 +550,54 @@ static void test_band_widens_with_extrapolation(void)
     ds_comm_samples_destroy(all);
 }
 
+/* A pipeline's pair is the same key at any job size; the band follows the
+ * nodes the job spans (its pairs cross the fabric at once), not the pair's. */
+static void test_band_follows_the_job_span(void)
+{
+    const double rate = 1.130 / log2(5.0);
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1); /* measured on up to 2 nodes */
+    ds_event_key_t across, inside, group;
+    CHECK_OK(ds_comm_key_init(&across, DS_COMM_SENDRECV, 1 << 24, 2, 1));
+    CHECK_OK(ds_comm_key_init(&inside, DS_COMM_SENDRECV, 1 << 24, 2, 2));
+    CHECK_OK(ds_comm_key_init(&group, DS_COMM_ALLREDUCE, 1 << 24, 16, 8));
+    ds_comm_prediction_t p;
+    CHECK_OK(ds_comm_model_predict(model, &across, &p));
+    CHECK_NEAR(p.extrapolation, 1.0, 1e-12); /* the pair's 2 nodes were measured */
+    double mean = p.cost.mean_s, low, high;
+    ds_comm_prediction_span(model, &across, 2, &p); /* a 2-node job: nothing to widen */
+    ds_comm_prediction_band(&p, &low, &high);
+    CHECK(low == 1.0 && high == 1.0);
+    ds_comm_prediction_span(model, &across, 32, &p); /* 32 nodes: 16x, 4 doublings */
+    CHECK_NEAR(p.extrapolation, 16.0, 1e-12);
+    CHECK_NEAR(p.cost.mean_s, mean, 0.0); /* the point estimate stays */
+    ds_comm_prediction_band(&p, &low, &high);
+    CHECK_NEAR(high, exp(4.0 * rate), 1e-9);
+    CHECK_NEAR(low, exp(-4.0 * rate), 1e-9);
+    /* A pair inside a node, or a group (its span is in its key): unchanged. */
+    ds_event_key_t unchanged[] = {inside, group};
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_OK(ds_comm_model_predict(model, &unchanged[i], &p));
+        ds_comm_prediction_t before = p;
+        ds_comm_prediction_span(model, &unchanged[i], 32, &p);
+        CHECK(p.extrapolation == before.extrapolation && p.low_s == before.low_s &&
+              p.high_s == before.high_s);
+    }
+    /* A cost table filled for a job on the model's cluster (128 nodes): 64x. */
+    ds_event_set_t *set = NULL;
+    ds_cost_table_t *table = NULL;
+    CHECK_OK(ds_event_set_create(&set));
+    CHECK_OK(ds_cost_table_create(&table));
+    ds_event_t event = {.key = across, .bytes = 1 << 24, .label = "pp.send"};
+    CHECK_OK(ds_event_set_add(set, &event, 1));
+    CHECK_OK(ds_comm_model_fill(model, set, table, NULL));
+    ds_cost_table_band(table, &across, &low, &high);
+    CHECK_NEAR(high, exp(6.0 * rate), 1e-9);
+    CHECK_NEAR(low, exp(-6.0 * rate), 1e-9);
+    ds_cost_table_destroy(table);
+    ds_event_set_destroy(set);
+    ds_comm_model_destroy(model);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -564,6 +612,7 @@ int main(int argc, char **argv)
     test_fill_cost_table();
     test_leave_one_out();
     test_band_widens_with_extrapolation();
+    test_band_follows_the_job_span();
     for (int i = 0; i < NUM_LOGS; i++)
         ds_comm_samples_destroy(logs[i]);
     return check_summary("test_comm_model");
