@@ -57,6 +57,10 @@ static const struct {
     {"pipeline-model-parallel-size", required_argument},
     {"num-layers-per-virtual-pipeline-stage", required_argument},
     {"virtual-pipeline-model-parallel-size", required_argument},
+    {"decoder-first-pipeline-num-layers", required_argument},
+    {"decoder-last-pipeline-num-layers", required_argument},
+    {"account-for-embedding-in-pipeline-split", no_argument},
+    {"account-for-loss-in-pipeline-split", no_argument},
     {"context-parallel-size", required_argument},
     {"cp-comm-type", required_argument},
     {"expert-model-parallel-size", required_argument},
@@ -413,6 +417,10 @@ void inputs_print_help(FILE *out)
           "                           dp is derived from the target when left out\n"
           "  Megatron-LM names: --tensor-model-parallel-size, --pipeline-model-parallel-size,\n"
           "  --num-layers-per-virtual-pipeline-stage, --micro-batch-size, --sequence-parallel,\n"
+          "  --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers,\n"
+          "  --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split\n"
+          "  (embedding-in-split, loss-in-split: the embedding and the loss each take a layer's\n"
+          "  slot when the layers are split over the virtual stages),\n"
           "  --recompute-granularity, --use-distributed-optimizer, --overlap-grad-reduce,\n"
           "  --use-flash-attn, --attention-backend flash|fused|auto|unfused|local,\n"
           "  --fp8-format hybrid|e4m3 (--fp8-amax-history-len, --fp8-amax-compute-algo are\n"

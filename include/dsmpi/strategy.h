@@ -102,6 +102,12 @@ typedef struct ds_strategy {
     ds_fp8_t fp8; /* FP8 GEMMs in the transformer layers, as Transformer Engine runs them */
     int first_stage_layers; /* uneven pipeline: layers on the first stage; 0 = even */
     int last_stage_layers;  /* uneven pipeline: layers on the last stage; 0 = even */
+    /* The embedding (loss) counts as one layer when the layers are split over
+     * the pp x vpp virtual stages, so the first (last) virtual stage holds one
+     * transformer layer fewer: Megatron-Core's --account-for-embedding-in-
+     * pipeline-split (--account-for-loss-in-pipeline-split); Llama 3's layout. */
+    int embedding_in_split;
+    int loss_in_split;
     /* Mixture of experts (Megatron-Core): expert layers run on etp x ep x edp
      * x pp with edp = dp * tp / (etp * ep), the EP group carved out of the
      * data-parallel ranks. */

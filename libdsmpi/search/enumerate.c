@@ -185,7 +185,8 @@ typedef struct stage_layout {
 } stage_layout_t;
 
 /* Layouts of L layers on pp stages of vpp chunks each: the base strategy's
- * when it gives first-stage-layers or last-stage-layers; the even split
+ * when it gives first-stage-layers, last-stage-layers, embedding-in-split or
+ * loss-in-split; the even split
  * where pp x vpp divides L; else Megatron-Core's uneven ends
  * (--decoder-first/last-pipeline-num-layers): every middle stage takes m
  * layers, the fewest with which the two ends can hold the rest (ceil(L / pp)
@@ -197,7 +198,8 @@ typedef struct stage_layout {
 static int stage_layouts(const ds_strategy_t *base, int L, int pp, int vpp, stage_layout_t *out,
                          int max)
 {
-    if (base->first_stage_layers || base->last_stage_layers || L % (pp * vpp) == 0 || pp < 2) {
+    if (base->first_stage_layers || base->last_stage_layers || base->embedding_in_split ||
+        base->loss_in_split || L % (pp * vpp) == 0 || pp < 2) {
         out[0] = (stage_layout_t){base->first_stage_layers, base->last_stage_layers};
         return 1;
     }

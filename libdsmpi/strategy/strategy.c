@@ -88,7 +88,9 @@ bad:
 /* One key=value (or flag) of the strategy grammar. */
 static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *value)
 {
-    static const char *const flags[] = {"sp", "no-sp", "overlap", "no-overlap", "no-clip", "flash"};
+    static const char *const flags[] = {
+        "sp",           "no-sp", "overlap", "no-overlap", "no-clip", "flash", "embedding-in-split",
+        "loss-in-split"};
     if (value == NULL) {
         for (size_t i = 0; i < DSI_ARRAY_SIZE(flags); i++) {
             if (strcmp(key, flags[i]) != 0)
@@ -100,12 +102,15 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
             case 3: s->overlap_grad_reduce = 0; break;
             case 4: s->grad_clip = 0; break;
             case 5: s->flash_attention = 1; break;
+            case 6: s->embedding_in_split = 1; break;
+            case 7: s->loss_in_split = 1; break;
             }
             return DS_OK;
         }
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "strategy item '%s' has no value (accepted flags: sp, no-sp, overlap, "
-                         "no-overlap, no-clip, flash; or key=value)",
+                         "no-overlap, no-clip, flash, embedding-in-split, loss-in-split; or "
+                         "key=value)",
                          key);
     }
     int index = 0;
@@ -182,6 +187,10 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         return dsi_parse_int(value, "first-stage-layers", 1, 1 << 20, &s->first_stage_layers);
     if (strcmp(key, "last-stage-layers") == 0)
         return dsi_parse_int(value, "last-stage-layers", 1, 1 << 20, &s->last_stage_layers);
+    if (strcmp(key, "embedding-in-split") == 0)
+        return parse_switch(value, "embedding-in-split", &s->embedding_in_split);
+    if (strcmp(key, "loss-in-split") == 0)
+        return parse_switch(value, "loss-in-split", &s->loss_in_split);
     if (strcmp(key, "order") == 0)
         return parse_order(value, s->order);
     bool moe_key = false;
@@ -192,7 +201,8 @@ static ds_status_t apply_pair(ds_strategy_t *s, const char *key, const char *val
         DS_ERR_INVALID_ARG,
         "strategy key '%s' is not known (accepted: dp, tp, pp, cp, ep, mbs, gbs, schedule, vpp, "
         "sp, zero, recompute, dp-algo, ps-servers, bucket, overlap, clip, flash, fp8, "
-        "grad-reduce-dtype, first-stage-layers, last-stage-layers, order, cp-comm, etp, "
+        "grad-reduce-dtype, first-stage-layers, last-stage-layers, embedding-in-split, "
+        "loss-in-split, order, cp-comm, etp, "
         "moe-dispatcher, moe-topk, router-skew, moe-capacity)",
         key);
 }
@@ -239,6 +249,8 @@ static const struct {
     {"recompute-granularity", "recompute", NULL},
     {"decoder-first-pipeline-num-layers", "first-stage-layers", NULL},
     {"decoder-last-pipeline-num-layers", "last-stage-layers", NULL},
+    {"account-for-embedding-in-pipeline-split", NULL, "embedding-in-split"},
+    {"account-for-loss-in-pipeline-split", NULL, "loss-in-split"},
     {"sequence-parallel", NULL, "sp"},
     {"recompute-activations", NULL, "recompute=selective"},
     {"use-distributed-optimizer", NULL, "zero=1"},
@@ -425,6 +437,10 @@ void ds_strategy_format(const ds_strategy_t *s, char *text, size_t size)
         dsi_strbuf_appendf(&buf, ",first-stage-layers=%d", s->first_stage_layers);
     if (s->last_stage_layers)
         dsi_strbuf_appendf(&buf, ",last-stage-layers=%d", s->last_stage_layers);
+    if (s->embedding_in_split)
+        dsi_strbuf_append(&buf, ",embedding-in-split");
+    if (s->loss_in_split)
+        dsi_strbuf_append(&buf, ",loss-in-split");
     dsi_strategy_format_moe(s, &buf);
     if (s->order[0] != DS_DIM_TP || s->order[1] != DS_DIM_DP)
         dsi_strbuf_appendf(&buf, ",order=%s-%s-%s", dim_names[s->order[0]], dim_names[s->order[1]],
@@ -574,6 +590,35 @@ static ds_status_t check_tp(const resolve_ctx_t *ctx, const ds_strategy_t *s)
     return DS_OK;
 }
 
+/* embedding-in-split / loss-in-split: L + 1 (+ 1) slots split evenly over
+ * the pp x vpp virtual stages, the first (last) of which gives a slot to the
+ * embedding (loss); with one slot a virtual stage it holds no transformer
+ * layer, as in Llama 3 405B's pipeline. */
+static ds_status_t check_split_ends(const resolve_ctx_t *ctx, const ds_strategy_t *s)
+{
+    int L = ctx->model->info.num_layers;
+    int counted = L + (s->embedding_in_split ? 1 : 0) + (s->loss_in_split ? 1 : 0);
+    int chunks = s->pp * s->vpp;
+    const char *which = s->embedding_in_split && s->loss_in_split ? "embedding-in-split and "
+                                                                    "loss-in-split"
+                        : s->embedding_in_split                   ? "embedding-in-split"
+                                                                  : "loss-in-split";
+    if (s->first_stage_layers || s->last_stage_layers)
+        return REFUSE(ctx,
+                      "%s cannot be combined with first-stage-layers/last-stage-layers "
+                      "(accepted: one way to make the ends uneven)",
+                      which);
+    if (s->pp < 2)
+        return REFUSE(ctx, "%s needs pipeline parallelism (accepted: pp >= 2)", which);
+    if (counted % chunks != 0)
+        return REFUSE(ctx,
+                      "%s counts %d layers, which pp*vpp = %d*%d does not divide (accepted: "
+                      "pp*vpp dividing the %d layers plus one for the embedding and one for "
+                      "the loss where counted)",
+                      which, counted, s->pp, s->vpp, L);
+    return DS_OK;
+}
+
 static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s)
 {
     const ds_model_info_t *info = &ctx->model->info;
@@ -586,6 +631,8 @@ static ds_status_t check_stages(const resolve_ctx_t *ctx, const ds_strategy_t *s
         return DSI_ERROR(DS_ERR_INVALID_ARG, "pp=%d exceeds the %d layers of %s (accepted: %s)",
                          s->pp, L, info->name, accepted);
     }
+    if (s->embedding_in_split || s->loss_in_split)
+        return check_split_ends(ctx, s);
     if (s->first_stage_layers || s->last_stage_layers) {
         int ends = (s->first_stage_layers ? 1 : 0) + (s->last_stage_layers ? 1 : 0);
         int middle_stages = s->pp - ends;
@@ -815,6 +862,20 @@ int64_t ds_strategy_num_microbatches(const ds_strategy_t *s)
 void ds_strategy_chunk_layers(const ds_strategy_t *s, int num_layers, int stage, int chunk,
                               int *first_p, int *count_p)
 {
+    if (s->embedding_in_split || s->loss_in_split) {
+        /* Megatron-Core (get_transformer_layer_offset with account_for_*):
+         * virtual stage v = c * pp + r holds per_chunk slots, the first
+         * virtual stage's first slot being the embedding, the last one's last
+         * slot the loss. */
+        int embedding = s->embedding_in_split ? 1 : 0;
+        int chunks = s->pp * s->vpp;
+        int per_chunk = (num_layers + embedding + (s->loss_in_split ? 1 : 0)) / chunks;
+        int v = chunk * s->pp + stage;
+        *first_p = v == 0 ? 0 : v * per_chunk - embedding;
+        *count_p =
+            per_chunk - (v == 0 ? embedding : 0) - (v == chunks - 1 && s->loss_in_split ? 1 : 0);
+        return;
+    }
     if (s->first_stage_layers || s->last_stage_layers) {
         /* Megatron-Core (get_transformer_layer_offset): each stage's layers
          * split evenly over its vpp chunks; chunk c of every stage holds the

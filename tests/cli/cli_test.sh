@@ -59,6 +59,12 @@ expect_ok events --model "$data/hf/meta-llama-3-8b.json" --tensor-model-parallel
 grep -q "strategy: dp=32,tp=4,pp=2,mbs=1,gbs=256,schedule=1f1b,sp" "$tmp/out" || fail "Megatron aliases not applied: $(grep strategy "$tmp/out")"
 grep -q "note: seq-len 8192 taken from max_position_embeddings 8192" "$tmp/out" || fail "no seq-len note for a HF config"
 expect_ok events --model "$data/models/mlp-layers.json" --strategy tp=2,pp=2 --target-gpus 8
+# Megatron-Core's layouts of a pipeline's ends, by their option names.
+expect_ok events --model gpt2-medium --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 5 --target-gpus 8
+grep -q "strategy: dp=2,tp=1,pp=4,.*first-stage-layers=3,last-stage-layers=5" "$tmp/out" || fail "uneven ends not applied: $(grep strategy "$tmp/out")"
+expect_ok events --model gpt2-medium --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 13 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split --global-batch-size 8 --target-gpus 8
+grep -q "strategy: dp=4,tp=1,pp=2,.*vpp=13,embedding-in-split,loss-in-split" "$tmp/out" || fail "embedding/loss in the split not applied: $(grep strategy "$tmp/out")"
+expect_error 2 "embedding-in-split counts 25 layers, which pp*vpp = 4*1 does not divide" events --model gpt2-medium --strategy pp=4,embedding-in-split --target-gpus 8
 
 # nccl-tests logs into a database, and the communication model from it.
 ndv4=$data/nccl-tests/a100-azure-ndv4

@@ -101,6 +101,57 @@ static void test_parse_and_format(void)
     CHECK_INT(ds_strategy_stage_layers(&u, 24, 1), 8);
     ds_model_destroy(gpt2u);
 
+    /* The embedding and the loss counted as layers (Megatron-Core's
+     * --account-for-*-in-pipeline-split, Llama 3 405B's layout): 126 layers
+     * + 2 = 128 slots on pp 16 x vpp 8, one a virtual stage; the first
+     * virtual stage holds only the embedding, the last only the loss. */
+    ds_strategy_t e;
+    ds_strategy_init(&e);
+    CHECK_OK(ds_strategy_apply_megatron(&e, "pipeline-model-parallel-size", "16"));
+    CHECK_OK(ds_strategy_apply_megatron(&e, "virtual-pipeline-model-parallel-size", "8"));
+    CHECK_OK(ds_strategy_apply_megatron(&e, "account-for-embedding-in-pipeline-split", NULL));
+    CHECK_OK(ds_strategy_apply_megatron(&e, "account-for-loss-in-pipeline-split", NULL));
+    CHECK(e.embedding_in_split && e.loss_in_split);
+    e.gbs = 2048;
+    ds_model_t *llama = model_named("llama3-405b");
+    CHECK_OK(ds_strategy_resolve(&e, llama, 16 * 8, 8));
+    int total = 0, next = 0;
+    for (int chunk = 0; chunk < 8; chunk++)
+        for (int stage = 0; stage < 16; stage++) {
+            int first = -1, count = -1;
+            ds_strategy_chunk_layers(&e, 126, stage, chunk, &first, &count);
+            int expected = (stage == 0 && chunk == 0) || (stage == 15 && chunk == 7) ? 0 : 1;
+            CHECK_MSG(count == expected && (count == 0 || first == next),
+                      "stage %d chunk %d: layers %d + %d", stage, chunk, first, count);
+            next += count;
+            total += count;
+        }
+    CHECK_INT(total, 126);
+    CHECK_INT(ds_strategy_stage_layers(&e, 126, 0), 7);
+    CHECK_INT(ds_strategy_stage_layers(&e, 126, 7), 8);
+    CHECK_INT(ds_strategy_stage_layers(&e, 126, 15), 7);
+    char layout_text[256];
+    ds_strategy_format(&e, layout_text, sizeof(layout_text));
+    CHECK_MSG(strstr(layout_text, ",embedding-in-split,loss-in-split") != NULL, "%s", layout_text);
+    ds_strategy_t parsed;
+    ds_strategy_init(&parsed);
+    CHECK_OK(ds_strategy_parse(layout_text, &parsed));
+    CHECK(parsed.embedding_in_split && parsed.loss_in_split);
+    /* Only the embedding counted, vpp 1: 24 + 1 = 25 slots do not split over
+     * 4 stages; on 5 stages the first holds 4 layers, the others 5. */
+    ds_strategy_t f;
+    ds_strategy_init(&f);
+    CHECK_OK(ds_strategy_parse("pp=5,embedding-in-split,gbs=10", &f));
+    ds_model_t *gpt2e = model_named("gpt2-medium");
+    CHECK_OK(ds_strategy_resolve(&f, gpt2e, 5, 8));
+    int first = -1, count = -1;
+    ds_strategy_chunk_layers(&f, 24, 0, 0, &first, &count);
+    CHECK(first == 0 && count == 4);
+    ds_strategy_chunk_layers(&f, 24, 4, 0, &first, &count);
+    CHECK(first == 19 && count == 5);
+    ds_model_destroy(gpt2e);
+    ds_model_destroy(llama);
+
     /* The strategy items the Megatron options stand for (what plan fixes its search with). */
     static const struct {
         const char *option, *value, *item;
@@ -219,6 +270,14 @@ static void test_bad_strategies(void)
          "vpp=4 does not divide every stage's layers (first 10, middle 14, last 14"},
         {"gpt2-medium", "pp=4,first-stage-layers=11,last-stage-layers=10", 4,
          "leave 3 layers for 2 other stages"},
+        {"gpt2-medium", "pp=4,embedding-in-split", 4,
+         "embedding-in-split counts 25 layers, which pp*vpp = 4*1 does not divide"},
+        {"gpt2-medium", "pp=4,vpp=2,gbs=8,embedding-in-split,loss-in-split", 4,
+         "embedding-in-split and loss-in-split counts 26 layers, which pp*vpp = 4*2 does not "
+         "divide"},
+        {"gpt2-medium", "pp=5,loss-in-split,first-stage-layers=4", 5,
+         "loss-in-split cannot be combined with first-stage-layers/last-stage-layers"},
+        {"gpt2-medium", "embedding-in-split", 8, "embedding-in-split needs pipeline parallelism"},
         {"gpt2-medium", "dp-algo=ps,ps-servers=9", 8,
          "ps-servers=9 exceeds dp=8 (accepted: 1 to 8)"},
         {"gpt2-medium", "pp=32", 32,
