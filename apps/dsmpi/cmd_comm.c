@@ -470,12 +470,11 @@ static int run(app_t *app, const options_t *o)
              bytes *= o->step_factor, row++) {
             ds_event_key_t key;
             ds_comm_prediction_t p;
-            if ((status = row_key(o, gpus_per_node, gpus, bytes, &key)) != DS_OK ||
-                (status = ds_comm_model_predict(model, &key, &p)) != DS_OK)
-                goto fail;
             /* sendrecv_perf on `nodes` nodes: every node sends one pair
-             * across the fabric at once, wider than the logs' jobs. */
-            ds_comm_prediction_span(model, &key, nodes, &p);
+             * across the fabric at once. */
+            if ((status = row_key(o, gpus_per_node, gpus, bytes, &key)) != DS_OK ||
+                (status = ds_comm_model_predict_in_job(model, &key, nodes, &p)) != DS_OK)
+                goto fail;
             double elements = elements_of(o->op, bytes, gpus);
             const char *provenance = ds_provenance_name(p.cost.provenance);
             if (o->format == OUTPUT_TABLE) {

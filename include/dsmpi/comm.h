@@ -129,8 +129,8 @@ DS_API const ds_comm_sample_t *ds_comm_samples_data(const ds_comm_samples_t *sam
 
 /* Samples as text, one a line (what a build without a profile database
  * writes, and `dsmpi import --comm-samples` reads):
- *   <primitive> <dtype> bytes=B group=N nodes=K per-node=R [conc=C] [in-place]
- *       [batched] = <mean s> [<median s> <p10 s> <p90 s> <repetitions> <provenance>
+ *   <primitive> <dtype> bytes=B group=N nodes=K per-node=R [conc=C] [span=S]
+ *       [in-place] [batched] = <mean s> [<median s> <p10 s> <p90 s> <repetitions> <provenance>
  *       [source=TEXT]]
  * e.g. "allreduce fp32 bytes=1048576 group=4 nodes=2 per-node=2 conc=1 = 1.2e-04".
  * The source runs to the end of the line; lines starting with '#' are
@@ -354,16 +354,19 @@ typedef struct ds_comm_prediction {
 DS_API ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_key_t *key,
                                          ds_comm_prediction_t *prediction_p);
 
-/* Widens the band of a point-to-point prediction (send/recv, parameter-
- * server push/pull) whose pair crosses nodes to the job it runs in: a
- * pair's key is the same at any job size, but a job spanning `job_nodes`
- * nodes sends its pairs across the fabric at once (nccl-tests'
- * sendrecv_perf on 10 H100 nodes: 3x slower than on 2).  The factor is
- * `job_nodes` over the most nodes send/recv was measured on (as
- * ds_comm_model_predict's); unchanged when that is not wider than the
- * prediction's own, or nothing was measured. */
-DS_API void ds_comm_prediction_span(const ds_comm_model_t *model, const ds_event_key_t *key,
-                                    int64_t job_nodes, ds_comm_prediction_t *prediction);
+/* Predicts `key` as one event of a job spanning `job_nodes` nodes.  Only
+ * point-to-point keys (send/recv, parameter-server push/pull) whose pair
+ * crosses nodes depend on it: a pair's key is the same at any job size,
+ * but a job sends its pairs across the fabric at once (nccl-tests'
+ * sendrecv_perf on 10 H100 nodes: 3x slower than on 2).  Such a pair takes
+ * the samples measured at that span (sendrecv_perf's ring on that many
+ * nodes), else those of the widest narrower span, slowed by the model's
+ * congestion per doubling of the span; the band widens by the job's nodes
+ * over the widest span measured.  `job_nodes` <= the pair's own nodes: as
+ * ds_comm_model_predict. */
+DS_API ds_status_t ds_comm_model_predict_in_job(const ds_comm_model_t *model,
+                                                const ds_event_key_t *key, int64_t job_nodes,
+                                                ds_comm_prediction_t *prediction_p);
 
 /* The band beyond the measured node counts as multiples of cost.mean_s:
  * low_s / mean and high_s / mean when the prediction extrapolates (factor >

@@ -328,6 +328,9 @@ typedef struct ds_comm_sample {
     int32_t concurrency;    /* groups measured at the same time (1 = alone) */
     int32_t in_place;
     int32_t batched; /* point-to-point: both directions at once */
+    /* Point-to-point: nodes of the job whose pairs crossed the network at
+     * the same time (sendrecv_perf on N nodes: N); 0: the pair's own. */
+    int32_t span_nodes;
     double mean_s;
     double median_s;
     double p10_s;

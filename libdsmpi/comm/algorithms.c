@@ -58,6 +58,24 @@ void dsi_comm_shape_spread(const ds_comm_model_t *model, dsi_comm_shape_t *shape
     shape->units[level + 1] = 1;
 }
 
+bool dsi_comm_spans_job(ds_comm_op_t op, int64_t nodes)
+{
+    return dsi_comm_fit_op(op) == DS_COMM_SENDRECV && nodes >= 2;
+}
+
+void dsi_comm_shape_span(const ds_comm_model_t *model, dsi_comm_shape_t *shape, int64_t span_nodes)
+{
+    const ds_cluster_t *c = &model->cluster;
+    if (shape->top == 0 || span_nodes <= shape->units[1])
+        return;
+    shape->units[1] = span_nodes;
+    for (int level = 1; level < shape->top; level++)
+        if (c->levels[level].span > 0)
+            shape->units[level + 1] =
+                DSI_MAX(shape->units[level + 1],
+                        (span_nodes + c->levels[level].span - 1) / c->levels[level].span);
+}
+
 static int nics_per_node(const ds_comm_model_t *model)
 {
     int nics = model->cluster.levels[1].nics_per_node;
@@ -121,6 +139,27 @@ static double curve_at(const dsi_comm_level_t *lv, int level, const dsi_comm_sha
             best_distance = d;
             best = c;
         }
+    }
+    /* Between two spans measured for that layout: in log(span), as the
+     * congestion fitted between them is per doubling. */
+    const dsi_comm_layout_curve_t *below = NULL, *above = NULL;
+    int64_t target = shape->units[level];
+    for (int i = 0; i < lv->num_curves; i++) {
+        const dsi_comm_layout_curve_t *c = &lv->curves[i];
+        if (c->r != best->r || c->curve.count == 0)
+            continue;
+        if (c->units < target && (below == NULL || c->units > below->units))
+            below = c;
+        if (c->units > target && (above == NULL || c->units < above->units))
+            above = c;
+    }
+    if (below != NULL && above != NULL) {
+        double w = log((double)target / below->units) / log((double)above->units / below->units);
+        double lo = log(dsi_comm_curve_eval(&below->curve, bytes));
+        double hi = log(dsi_comm_curve_eval(&above->curve, bytes));
+        if (units_p != NULL)
+            *units_p = target;
+        return exp(lo + w * (hi - lo));
     }
     if (units_p != NULL)
         *units_p = best->units;

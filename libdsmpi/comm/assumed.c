@@ -76,7 +76,7 @@ ds_status_t dsi_comm_assumed_seconds(const ds_cluster_t *cluster, ds_comm_librar
     ds_comm_prediction_t prediction;
     ds_status_t status = assumed_model(cluster, library, &model);
     if (status == DS_OK)
-        status = ds_comm_model_predict(model, key, &prediction);
+        status = ds_comm_model_predict_in_job(model, key, cluster->nodes, &prediction);
     pthread_mutex_unlock(&assumed_lock);
     if (status != DS_OK)
         return status;

@@ -150,6 +150,9 @@ typedef struct dsi_comm_level {
 typedef struct dsi_comm_series {
     ds_comm_op_t op;
     int32_t n, nodes, r, concurrency, batched;
+    /* Nodes whose traffic crossed the network at once: the group's own, or
+     * for pairs the job's (sendrecv_perf on that many nodes). */
+    int32_t span;
     ds_provenance_t provenance; /* measured if any sample was, else imported */
     size_t count;
     double *bytes;   /* increasing */
@@ -181,6 +184,13 @@ void dsi_comm_shape_spread(const ds_comm_model_t *model, dsi_comm_shape_t *shape
                            int64_t leaf_nodes);
 void dsi_comm_shape_init(const ds_comm_model_t *model, int64_t n, int64_t nodes, int64_t r,
                          int32_t concurrency, int64_t servers, dsi_comm_shape_t *shape);
+/* Pairs of a job spanning `span_nodes` nodes cross the network together:
+ * the domains the pair's levels span are the job's (what congestion and
+ * the nearest measured span go by); the pair's volume and hops stay. */
+void dsi_comm_shape_span(const ds_comm_model_t *model, dsi_comm_shape_t *shape, int64_t span_nodes);
+/* Whether `op` on `nodes` nodes is a pair crossing the network, whose cost
+ * depends on the span of the job sending it. */
+bool dsi_comm_spans_job(ds_comm_op_t op, int64_t nodes);
 
 /* Congestion per doubling at network `level` where the logs cannot fit it:
  * the cluster file's congestion_per_doubling, else DS_COMM_CONGESTION_PRIOR. */

@@ -10,7 +10,8 @@
 
 /* The time of communication key `key` on `cluster` as the communication
  * model predicts it without samples: ds_comm_model_create(cluster, no
- * samples, `library`'s algorithms) then ds_comm_model_predict, so that every network level,
+ * samples, `library`'s algorithms) then ds_comm_model_predict_in_job on the
+ * cluster's nodes (a job on all of them), so that every network level,
  * span, NIC count and oversubscription of the cluster shapes it exactly as
  * it shapes the fitted model's levels without data.  The models are kept
  * (a few clusters, process-wide, thread-safe) and rebuilt only when a

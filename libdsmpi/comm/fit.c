@@ -31,11 +31,18 @@ void dsi_comm_series_free(ds_comm_model_t *model)
     model->num_series = 0;
 }
 
+/* A pair's samples taken while the job's other pairs crossed the network
+ * too are a series of that span; every other sample spans its own nodes. */
+static int32_t sample_span(const ds_comm_sample_t *x)
+{
+    return dsi_comm_spans_job(x->op, x->nodes) ? DSI_MAX(x->span_nodes, x->nodes) : x->nodes;
+}
+
 static bool same_shape(const dsi_comm_series_t *s, const ds_comm_sample_t *x)
 {
     return s->op == x->op && s->n == x->group_size && s->nodes == x->nodes &&
            s->r == x->ranks_per_node && s->concurrency == DSI_MAX(x->concurrency, 1) &&
-           s->batched == (x->batched != 0);
+           s->batched == (x->batched != 0) && s->span == sample_span(x);
 }
 
 static ds_status_t check_sample(const ds_comm_sample_t *x, size_t index)
@@ -122,6 +129,7 @@ static ds_status_t build_series(ds_comm_model_t *model, const ds_comm_sample_t *
         s.r = x->ranks_per_node;
         s.concurrency = DSI_MAX(x->concurrency, 1);
         s.batched = x->batched != 0;
+        s.span = sample_span(x);
         size_t members = 0;
         for (size_t i = first; i < count; i++) {
             if (!taken[i] && same_shape(&s, &samples[i])) {
@@ -164,6 +172,7 @@ static void series_shape(const ds_comm_model_t *model, const dsi_comm_series_t *
                          dsi_comm_shape_t *shape)
 {
     dsi_comm_shape_init(model, s->n, s->nodes, s->r, s->concurrency, 0, shape);
+    dsi_comm_shape_span(model, shape, s->span);
 }
 
 /* The automatic term-based algorithms of the library that run `op` on `shape`. */

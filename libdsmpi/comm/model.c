@@ -86,11 +86,13 @@ int ds_comm_model_num_levels(const ds_comm_model_t *model)
 
 /* ---- predictions ----------------------------------------------------------------------- */
 
-/* A measured series of exactly this shape.  Inside a node groups do not
- * share links, so the concurrency is not compared there. */
-static const dsi_comm_series_t *find_series(const ds_comm_model_t *model, const ds_event_key_t *key)
+/* A measured series of this shape at `span` nodes, else (for a pair
+ * crossing nodes) the one of the widest span below it.  Inside a node
+ * groups do not share links, so the concurrency is not compared there. */
+static const dsi_comm_series_t *find_series(const ds_comm_model_t *model, const ds_event_key_t *key,
+                                            int64_t span)
 {
-    const dsi_comm_series_t *found = NULL;
+    const dsi_comm_series_t *found = NULL, *narrower = NULL;
     int batched = (key->flags & DS_COMM_FLAG_BATCHED) != 0;
     if (key->node_stride > 0) /* measured on neighbouring nodes only */
         return NULL;
@@ -99,12 +101,17 @@ static const dsi_comm_series_t *find_series(const ds_comm_model_t *model, const 
         if (s->op != (ds_comm_op_t)key->op || s->n != key->group_size || s->nodes != key->nodes ||
             s->r != key->ranks_per_node || s->batched != batched)
             continue;
-        if (s->concurrency == DSI_MAX(key->concurrency, 1))
+        bool concurrent = s->concurrency == DSI_MAX(key->concurrency, 1);
+        if (s->span < span && concurrent && (narrower == NULL || s->span > narrower->span))
+            narrower = s;
+        if (s->span != span)
+            continue;
+        if (concurrent)
             return s;
         if (s->nodes == 1 && found == NULL)
             found = s;
     }
-    return found;
+    return found != NULL ? found : narrower;
 }
 
 static double log_interpolate(double a, double b, double w)
@@ -147,6 +154,22 @@ double dsi_comm_series_time(const dsi_comm_series_t *s, double bytes)
     return from_series(s, bytes, &cost) ? cost.mean_s : -1.0;
 }
 
+/* Whether point-to-point series `s` is a better step of MPI's collectives
+ * than `best`: the narrowest span, the fewest concurrent pairs, both
+ * directions at once, the most sizes. */
+static bool better_p2p(const dsi_comm_series_t *s, const dsi_comm_series_t *best)
+{
+    if (best == NULL)
+        return true;
+    if (s->span != best->span)
+        return s->span < best->span;
+    if (s->concurrency != best->concurrency)
+        return s->concurrency < best->concurrency;
+    if (s->batched != best->batched)
+        return s->batched > best->batched;
+    return s->count > best->count;
+}
+
 /* The point-to-point series MPI's collective steps are made of: a pair
  * alone (the fewest concurrent pairs), both directions at once preferred
  * (a collective's step sends and receives; the reverse traffic costs). */
@@ -159,10 +182,7 @@ static void find_p2p_series(ds_comm_model_t *model)
             if (s->op != DS_COMM_SENDRECV || s->n != 2 || s->count < 2 ||
                 s->nodes != (level == 0 ? 1 : 2))
                 continue;
-            if (best == NULL || s->concurrency < best->concurrency ||
-                (s->concurrency == best->concurrency && s->batched > best->batched) ||
-                (s->concurrency == best->concurrency && s->batched == best->batched &&
-                 s->count > best->count))
+            if (better_p2p(s, best))
                 best = s;
         }
         model->p2p[level] = model->options.use_measurements ? best : NULL;
@@ -189,19 +209,19 @@ static ds_status_t check_key(const ds_event_key_t *key)
     return DS_OK;
 }
 
-/* Target nodes over the most nodes a series of `op` (else of any
+/* Target span over the widest span a series of `op` (else of any
  * primitive) was measured on; 0 when nothing was measured. */
-static double extrapolation_factor(const ds_comm_model_t *model, ds_comm_op_t op, int64_t nodes)
+static double extrapolation_factor(const ds_comm_model_t *model, ds_comm_op_t op, int64_t span)
 {
     int32_t most_op = 0, most = 0;
     for (size_t i = 0; i < model->num_series; i++) {
         const dsi_comm_series_t *s = &model->series[i];
-        most = DSI_MAX(most, s->nodes);
+        most = DSI_MAX(most, s->span);
         if (s->op == dsi_comm_fit_op(op))
-            most_op = DSI_MAX(most_op, s->nodes);
+            most_op = DSI_MAX(most_op, s->span);
     }
     most = most_op > 0 ? most_op : most;
-    return most > 0 ? (double)nodes / (double)most : 0.0;
+    return most > 0 ? (double)span / (double)most : 0.0;
 }
 
 /* Assumed when any level the prediction rests on is. */
@@ -224,31 +244,35 @@ static void extrapolation_band(const ds_comm_model_t *model, ds_comm_prediction_
     }
 }
 
-void ds_comm_prediction_span(const ds_comm_model_t *model, const ds_event_key_t *key,
-                             int64_t job_nodes, ds_comm_prediction_t *p)
+static void key_shape(const ds_comm_model_t *model, const ds_event_key_t *key, int64_t span,
+                      dsi_comm_shape_t *shape)
 {
-    if (key->kind != DS_EVENT_COMM || dsi_comm_fit_op((ds_comm_op_t)key->op) != DS_COMM_SENDRECV ||
-        key->nodes < 2)
-        return;
-    double factor = extrapolation_factor(model, (ds_comm_op_t)key->op, job_nodes);
-    if (factor > 1.0 && factor > p->extrapolation) {
-        p->extrapolation = factor;
-        extrapolation_band(model, p);
-    }
+    dsi_comm_shape_init(model, key->group_size, key->nodes, key->ranks_per_node, key->concurrency,
+                        key->dims[1], shape);
+    dsi_comm_shape_spread(model, shape, key->node_stride, key->dims[2]);
+    dsi_comm_shape_span(model, shape, span);
 }
 
-ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_key_t *key,
-                                  ds_comm_prediction_t *prediction_p)
+static double key_time(const ds_comm_model_t *model, const ds_event_key_t *key,
+                       const dsi_comm_shape_t *shape, ds_comm_prediction_t *p)
+{
+    return dsi_comm_model_time(model, (ds_comm_op_t)key->op, (double)key->dims[0], shape,
+                               (ds_comm_algo_t)key->variant, key->variant != 0, &p->algo,
+                               &p->ring_s, &p->tree_s);
+}
+
+ds_status_t ds_comm_model_predict_in_job(const ds_comm_model_t *model, const ds_event_key_t *key,
+                                         int64_t job_nodes, ds_comm_prediction_t *prediction_p)
 {
     DSI_TRY(check_key(key));
     ds_comm_op_t op = (ds_comm_op_t)key->op;
     double bytes = (double)key->dims[0];
     ds_comm_prediction_t p;
     memset(&p, 0, sizeof(p));
+    /* A pair crossing nodes sends while the job's other pairs do. */
+    int64_t span = dsi_comm_spans_job(op, key->nodes) ? DSI_MAX(job_nodes, key->nodes) : key->nodes;
     dsi_comm_shape_t shape;
-    dsi_comm_shape_init(model, key->group_size, key->nodes, key->ranks_per_node, key->concurrency,
-                        key->dims[1], &shape);
-    dsi_comm_shape_spread(model, &shape, key->node_stride, key->dims[2]);
+    key_shape(model, key, span, &shape);
     p.level = shape.top;
     if (key->group_size < 2 || bytes == 0) {
         /* A group of one rank, or an empty message, moves nothing. */
@@ -259,8 +283,7 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
         return DS_OK;
     }
     bool force = key->variant != 0;
-    double t = dsi_comm_model_time(model, op, bytes, &shape, (ds_comm_algo_t)key->variant, force,
-                                   &p.algo, &p.ring_s, &p.tree_s);
+    double t = key_time(model, key, &shape, &p);
     p.low_s = p.high_s = t;
     if (p.ring_s >= 0 && p.tree_s >= 0) {
         p.low_s = fmin(p.ring_s, p.tree_s);
@@ -268,21 +291,41 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
     }
     p.cost.mean_s = p.cost.median_s = p.cost.p10_s = p.cost.p90_s = t;
     p.cost.provenance = model_provenance(model, op, shape.top);
+    p.extrapolation = extrapolation_factor(model, op, span);
     if (model->options.use_measurements && !force) {
-        const dsi_comm_series_t *s = find_series(model, key);
+        const dsi_comm_series_t *s = find_series(model, key, span);
+        /* A pair measured on a narrower job: its values, slower by what
+         * the model gives the wider span (1 where it models no congestion). */
+        double widen = 1.0;
+        if (s != NULL && s->span != span) {
+            dsi_comm_shape_t narrower;
+            ds_comm_prediction_t unused;
+            key_shape(model, key, s->span, &narrower);
+            double at = key_time(model, key, &narrower, &unused);
+            widen = at > 0 ? t / at : 1.0;
+        }
         ds_cost_t measured;
         if (s != NULL && from_series(s, bytes, &measured)) {
             p.cost = measured;
+            if (widen != 1.0) {
+                p.cost.mean_s *= widen;
+                p.cost.median_s *= widen;
+                p.cost.p10_s *= widen;
+                p.cost.p90_s *= widen;
+                /* Between the spans measured, or beyond the widest. */
+                p.cost.provenance =
+                    p.extrapolation > 1.0 ? DS_PROV_EXTRAPOLATED : DS_PROV_INTERPOLATED;
+            }
         } else if (s != NULL && s->count > 0) {
             /* Beyond a measured shape's sizes the model continues from its
              * edge: never faster than its largest size, never slower than
              * its smallest. */
             const ds_cost_t *edge = bytes < s->bytes[0] ? &s->cost[0] : &s->cost[s->count - 1];
-            double clamped = bytes < s->bytes[0] ? fmin(t, edge->mean_s) : fmax(t, edge->mean_s);
+            double at_edge = edge->mean_s * widen;
+            double clamped = bytes < s->bytes[0] ? fmin(t, at_edge) : fmax(t, at_edge);
             p.cost.mean_s = p.cost.median_s = p.cost.p10_s = p.cost.p90_s = clamped;
         }
     }
-    p.extrapolation = extrapolation_factor(model, op, key->nodes);
     extrapolation_band(model, &p);
     if (p.cost.mean_s > 0) {
         p.algbw_GBps = bytes / p.cost.mean_s * 1e-9;
@@ -290,6 +333,12 @@ ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_k
     }
     *prediction_p = p;
     return DS_OK;
+}
+
+ds_status_t ds_comm_model_predict(const ds_comm_model_t *model, const ds_event_key_t *key,
+                                  ds_comm_prediction_t *prediction_p)
+{
+    return ds_comm_model_predict_in_job(model, key, 0, prediction_p);
 }
 
 void ds_comm_prediction_band(const ds_comm_prediction_t *p, double *low_p, double *high_p)
@@ -308,8 +357,7 @@ ds_status_t ds_comm_model_fill(const ds_comm_model_t *model, const ds_event_set_
         if (key->kind != DS_EVENT_COMM || ds_cost_table_find(table, key) != NULL)
             continue;
         ds_comm_prediction_t p;
-        DSI_TRY(ds_comm_model_predict(model, key, &p));
-        ds_comm_prediction_span(model, key, model->cluster.nodes, &p);
+        DSI_TRY(ds_comm_model_predict_in_job(model, key, model->cluster.nodes, &p));
         DSI_TRY(ds_cost_table_set(table, key, &p.cost));
         double low, high;
         ds_comm_prediction_band(&p, &low, &high);

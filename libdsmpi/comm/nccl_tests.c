@@ -501,12 +501,14 @@ static ds_status_t finish_test(parser_t *p)
         snprintf(s->source, sizeof(s->source), "%s", source);
         if (op == DS_COMM_SENDRECV) {
             /* Each rank sends to the next and receives from the previous at
-             * once: pairs, batched; across nodes one pair per node leaves it. */
+             * once: pairs, batched; across nodes one pair per node leaves it,
+             * all the job's nodes' pairs crossing the fabric together. */
             s->group_size = 2;
             s->batched = 1;
             s->nodes = nodes > 1 ? 2 : 1;
             s->ranks_per_node = nodes > 1 ? 1 : 2;
             s->concurrency = nodes > 1 ? 1 : n;
+            s->span_nodes = nodes > 1 ? nodes : 0;
         } else {
             s->group_size = n;
             s->nodes = nodes;

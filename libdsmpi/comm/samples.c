@@ -159,15 +159,16 @@ const ds_comm_sample_t *ds_comm_samples_data(const ds_comm_samples_t *samples)
 
 /* ---- text form ------------------------------------------------------------------------------
  * One sample a line:
- *   <primitive> <dtype> bytes=B group=N nodes=K per-node=R [conc=C] [in-place] [batched]
- *       = <mean> [<median> <p10> <p90> <repetitions> <provenance> [source=TEXT]]
+ *   <primitive> <dtype> bytes=B group=N nodes=K per-node=R [conc=C] [span=S] [in-place]
+ *       [batched] = <mean> [<median> <p10> <p90> <repetitions> <provenance> [source=TEXT]]
  * seconds; the source runs to the end of the line; lines starting with '#'
  * are comments. */
 
 static ds_status_t parse_layout_word(const char *word, ds_comm_sample_t *x, const char *origin,
                                      int number)
 {
-    static const char *const names[] = {"bytes=", "group=", "nodes=", "per-node=", "conc="};
+    static const char *const names[] = {
+        "bytes=", "group=", "nodes=", "per-node=", "conc=", "span="};
     if (strcmp(word, "in-place") == 0) {
         x->in_place = 1;
         return DS_OK;
@@ -190,13 +191,14 @@ static ds_status_t parse_layout_word(const char *word, ds_comm_sample_t *x, cons
         case 1: x->group_size = (int32_t)value; break;
         case 2: x->nodes = (int32_t)value; break;
         case 3: x->ranks_per_node = (int32_t)value; break;
-        default: x->concurrency = (int32_t)value; break;
+        case 4: x->concurrency = (int32_t)value; break;
+        default: x->span_nodes = (int32_t)value; break;
         }
         return DS_OK;
     }
     return DSI_ERROR(DS_ERR_BAD_FILE,
                      "%s:%d: '%s' is not part of a sample's layout (accepted: bytes=B group=N "
-                     "nodes=K per-node=R conc=C in-place batched)",
+                     "nodes=K per-node=R conc=C span=S in-place batched)",
                      origin, number, word);
 }
 
@@ -323,13 +325,14 @@ ds_status_t ds_comm_samples_write_text(const ds_comm_sample_t *items, size_t cou
                  "provenance source\n");
     for (size_t i = 0; i < count; i++) {
         const ds_comm_sample_t *x = &items[i];
-        fprintf(out,
-                "%s %s bytes=%lld group=%d nodes=%d per-node=%d conc=%d%s%s = %.9e %.9e %.9e "
-                "%.9e %lld %s",
+        fprintf(out, "%s %s bytes=%lld group=%d nodes=%d per-node=%d conc=%d",
                 ds_comm_op_name(x->op), ds_dtype_name(x->dtype), (long long)x->bytes, x->group_size,
-                x->nodes, x->ranks_per_node, x->concurrency > 0 ? x->concurrency : 1,
-                x->in_place ? " in-place" : "", x->batched ? " batched" : "", x->mean_s,
-                x->median_s, x->p10_s, x->p90_s, (long long)x->repetitions,
+                x->nodes, x->ranks_per_node, x->concurrency > 0 ? x->concurrency : 1);
+        if (x->span_nodes > 0)
+            fprintf(out, " span=%d", x->span_nodes);
+        fprintf(out, "%s%s = %.9e %.9e %.9e %.9e %lld %s", x->in_place ? " in-place" : "",
+                x->batched ? " batched" : "", x->mean_s, x->median_s, x->p10_s, x->p90_s,
+                (long long)x->repetitions,
                 (unsigned)x->provenance < DS_PROV_COUNT_ ? provenances[x->provenance] : "measured");
         if (x->source[0] != '\0')
             fprintf(out, " source=%.*s", (int)strnlen(x->source, sizeof(x->source)), x->source);

@@ -231,7 +231,7 @@ static bool same_sample(const ds_comm_sample_t *a, const ds_comm_sample_t *b)
     return a->op == b->op && a->dtype == b->dtype && a->bytes == b->bytes &&
            a->group_size == b->group_size && a->nodes == b->nodes &&
            a->ranks_per_node == b->ranks_per_node && a->concurrency == b->concurrency &&
-           a->batched == b->batched;
+           a->batched == b->batched && a->span_nodes == b->span_nodes;
 }
 
 static const char *const coverage_names[] = {"measured", "fitted", "assumed"};

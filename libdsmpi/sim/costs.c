@@ -85,6 +85,7 @@ static void memo_from(const ds_sim_t *sim, dsi_cost_memo_from_t *from)
     from->costs_version = dsi_cost_table_version(sim->costs);
     from->comm_model = sim->opt.comm_model;
     memcpy(&from->cluster, &sim->cluster, sizeof(from->cluster));
+    from->num_devices = sim->num_devices;
     from->estimate_missing = sim->opt.estimate_missing;
     from->band = (int32_t)sim->opt.band;
 }
@@ -177,10 +178,9 @@ static ds_status_t price_key(ds_sim_t *sim, const ds_event_key_t *key, double fl
             dsi_estimate_compute_band(key, flops, bytes, &sim->cluster, &low, &high);
     } else if (key->kind == DS_EVENT_COMM && sim->opt.comm_model != NULL) {
         ds_comm_prediction_t prediction;
-        DSI_TRY(ds_comm_model_predict(sim->opt.comm_model, key, &prediction));
         int64_t per_node = DSI_MAX(sim->cluster.gpus_per_node, 1);
-        ds_comm_prediction_span(sim->opt.comm_model, key,
-                                (sim->num_devices + per_node - 1) / per_node, &prediction);
+        DSI_TRY(ds_comm_model_predict_in_job(
+            sim->opt.comm_model, key, (sim->num_devices + per_node - 1) / per_node, &prediction));
         e->seconds = prediction.cost.mean_s;
         e->provenance = prediction.cost.provenance;
         ds_comm_prediction_band(&prediction, &low, &high);

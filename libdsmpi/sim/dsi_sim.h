@@ -475,6 +475,7 @@ typedef struct dsi_cost_memo_from {
     uint64_t costs_version;
     const ds_comm_model_t *comm_model;
     ds_cluster_t cluster;
+    int64_t num_devices; /* the job's span prices its point-to-point pairs */
     int32_t estimate_missing, band;
 } dsi_cost_memo_from_t;
 

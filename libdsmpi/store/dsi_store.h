@@ -72,7 +72,7 @@ typedef struct dsi_comm_row {
     int64_t bytes;
     double mean_s, median_s, p10_s, p90_s;
     int64_t repetitions;
-    int32_t group_size, nodes, ranks_per_node, concurrency, in_place, batched;
+    int32_t group_size, nodes, ranks_per_node, concurrency, in_place, batched, span_nodes;
     uint8_t op, dtype, provenance, reserved;
     char source[DSI_SOURCE_MAX];
 } dsi_comm_row_t;

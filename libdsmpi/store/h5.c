@@ -192,6 +192,7 @@ hid_t dsi_h5_comm_row_type(void)
         {"concurrency", COMM(concurrency), H5T_NATIVE_INT32, false},
         {"in_place", COMM(in_place), H5T_NATIVE_INT32, false},
         {"batched", COMM(batched), H5T_NATIVE_INT32, false},
+        {"span_nodes", COMM(span_nodes), H5T_NATIVE_INT32, false},
         {"mean_s", COMM(mean_s), H5T_NATIVE_DOUBLE, false},
         {"median_s", COMM(median_s), H5T_NATIVE_DOUBLE, false},
         {"p10_s", COMM(p10_s), H5T_NATIVE_DOUBLE, false},

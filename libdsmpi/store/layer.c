@@ -176,6 +176,7 @@ void dsi_comm_row_from_sample(const ds_comm_sample_t *s, dsi_comm_row_t *row)
     row->concurrency = s->concurrency;
     row->in_place = s->in_place;
     row->batched = s->batched;
+    row->span_nodes = s->span_nodes;
     row->mean_s = s->mean_s;
     row->median_s = s->median_s;
     row->p10_s = s->p10_s;
@@ -199,6 +200,7 @@ void dsi_comm_row_to_sample(const dsi_comm_row_t *row, ds_comm_sample_t *s)
     s->concurrency = row->concurrency;
     s->in_place = row->in_place;
     s->batched = row->batched;
+    s->span_nodes = row->span_nodes;
     s->mean_s = row->mean_s;
     s->median_s = row->median_s;
     s->p10_s = row->p10_s;
@@ -264,12 +266,13 @@ ds_status_t dsi_comm_row_check(const dsi_comm_row_t *r, const char *what)
                          "%s: primitive %u dtype %u provenance %u is not a known sample", what,
                          r->op, r->dtype, r->provenance);
     if (r->bytes < 0 || r->group_size < 1 || r->nodes < 1 || r->ranks_per_node < 1 ||
-        r->concurrency < 1)
+        r->concurrency < 1 || r->span_nodes < 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
                          "%s: %lld bytes on a group of %d ranks over %d nodes, %d per node, "
-                         "concurrency %d (accepted: bytes >= 0, the others >= 1)",
+                         "concurrency %d, span %d nodes (accepted: bytes and span >= 0, the "
+                         "others >= 1)",
                          what, (long long)r->bytes, r->group_size, r->nodes, r->ranks_per_node,
-                         r->concurrency);
+                         r->concurrency, r->span_nodes);
     if (!finite_nonneg(r->mean_s) || !finite_nonneg(r->median_s) || !finite_nonneg(r->p10_s) ||
         !finite_nonneg(r->p90_s) || r->repetitions < 0)
         return DSI_ERROR(DS_ERR_INVALID_ARG,
@@ -463,7 +466,7 @@ static bool same_comm(const dsi_comm_row_t *a, const dsi_comm_row_t *b)
            a->group_size == b->group_size && a->nodes == b->nodes &&
            a->ranks_per_node == b->ranks_per_node && a->concurrency == b->concurrency &&
            a->in_place == b->in_place && a->batched == b->batched &&
-           strncmp(a->source, b->source, sizeof(a->source)) == 0;
+           a->span_nodes == b->span_nodes && strncmp(a->source, b->source, sizeof(a->source)) == 0;
 }
 
 ds_status_t dsi_layer_put_comm(dsi_db_layer_t *layer, const dsi_comm_row_t *row)

@@ -75,7 +75,7 @@ ds_status_t dsi_store_mpi_types(MPI_Datatype *event_row_p, MPI_Datatype *comm_ro
         DSI_MPI_TRY_GOTO(MPI_Type_commit(&event_row), status, err);
     }
     {
-        int lengths[] = {1, 4, 1, 6, 4, DSI_SOURCE_MAX};
+        int lengths[] = {1, 4, 1, 7, 4, DSI_SOURCE_MAX}; /* group_size .. span_nodes */
         MPI_Aint offsets[] = {
             offsetof(dsi_comm_row_t, bytes),       offsetof(dsi_comm_row_t, mean_s),
             offsetof(dsi_comm_row_t, repetitions), offsetof(dsi_comm_row_t, group_size),

@@ -198,7 +198,7 @@ static void test_other_layouts(void)
     CHECK(strcmp(info.device_spec, "a100-80g") == 0);
     s = find(list, before, 64, 1);
     CHECK(s != NULL && s->op == DS_COMM_SENDRECV && s->group_size == 2 && s->batched == 1 &&
-          s->nodes == 1 && s->ranks_per_node == 2 && s->concurrency == 8);
+          s->nodes == 1 && s->ranks_per_node == 2 && s->concurrency == 8 && s->span_nodes == 0);
     /* Across two nodes: one pair per node leaves it. */
     ds_comm_import_options_t options;
     ds_comm_import_options_init(&options);
@@ -206,7 +206,15 @@ static void test_other_layouts(void)
     before = ds_comm_samples_size(list);
     CHECK_OK(ds_comm_parse_nccl_tests(text, "logs/sendrecv_8.log", &options, list, &info));
     s = find(list, before, 64, 0);
-    CHECK(s != NULL && s->nodes == 2 && s->ranks_per_node == 1 && s->concurrency == 1);
+    CHECK(s != NULL && s->nodes == 2 && s->ranks_per_node == 1 && s->concurrency == 1 &&
+          s->span_nodes == 2);
+    /* Across four: the same pair, while four nodes' pairs cross the network. */
+    options.gpus_per_node = 2;
+    before = ds_comm_samples_size(list);
+    CHECK_OK(ds_comm_parse_nccl_tests(text, "logs/sendrecv_8.log", &options, list, &info));
+    s = find(list, before, 64, 0);
+    CHECK(s != NULL && s->nodes == 2 && s->ranks_per_node == 1 && s->concurrency == 1 &&
+          s->span_nodes == 4);
     ds_comm_samples_destroy(list);
 }
 

@@ -273,6 +273,7 @@ int main(void)
     ds_comm_sample_t in[3] = {sample_of(DS_COMM_ALLREDUCE, 1 << 20, "nccl-tests:siteA", 1e-4),
                               sample_of(DS_COMM_ALLREDUCE, 1 << 24, "nccl-tests:siteA", 1e-3),
                               sample_of(DS_COMM_ALLGATHER, 1 << 20, "cpu:A", 2e-4)};
+    in[2].span_nodes = 5; /* kept through the file */
     CHECK_OK(ds_profile_db_add_comm_samples(db, in, 3));
     CHECK_OK(ds_profile_db_commit(db));
     ds_comm_sample_t *out = NULL;
