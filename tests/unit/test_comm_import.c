@@ -199,22 +199,18 @@ static void test_other_layouts(void)
     s = find(list, before, 64, 1);
     CHECK(s != NULL && s->op == DS_COMM_SENDRECV && s->group_size == 2 && s->batched == 1 &&
           s->nodes == 1 && s->ranks_per_node == 2 && s->concurrency == 8 && s->span_nodes == 0);
-    /* Across two nodes: one pair per node leaves it. */
+    /* Across 2 and 4 nodes: one pair per node leaves it, the same pair,
+     * while all the job's nodes' pairs cross the network. */
     ds_comm_import_options_t options;
     ds_comm_import_options_init(&options);
-    options.gpus_per_node = 4;
-    before = ds_comm_samples_size(list);
-    CHECK_OK(ds_comm_parse_nccl_tests(text, "logs/sendrecv_8.log", &options, list, &info));
-    s = find(list, before, 64, 0);
-    CHECK(s != NULL && s->nodes == 2 && s->ranks_per_node == 1 && s->concurrency == 1 &&
-          s->span_nodes == 2);
-    /* Across four: the same pair, while four nodes' pairs cross the network. */
-    options.gpus_per_node = 2;
-    before = ds_comm_samples_size(list);
-    CHECK_OK(ds_comm_parse_nccl_tests(text, "logs/sendrecv_8.log", &options, list, &info));
-    s = find(list, before, 64, 0);
-    CHECK(s != NULL && s->nodes == 2 && s->ranks_per_node == 1 && s->concurrency == 1 &&
-          s->span_nodes == 4);
+    for (int per_node = 4; per_node >= 2; per_node /= 2) {
+        options.gpus_per_node = per_node;
+        before = ds_comm_samples_size(list);
+        CHECK_OK(ds_comm_parse_nccl_tests(text, "logs/sendrecv_8.log", &options, list, &info));
+        s = find(list, before, 64, 0);
+        CHECK(s != NULL && s->nodes == 2 && s->ranks_per_node == 1 && s->concurrency == 1 &&
+              s->span_nodes == 8 / per_node);
+    }
     ds_comm_samples_destroy(list);
 }
 
