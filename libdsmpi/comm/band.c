@@ -78,6 +78,27 @@ void dsi_comm_band(double time_s, double factor, double slow, double fast, doubl
     *high_p = time_s * exp(slow * doublings);
 }
 
+/* The most flows one of `n` paths carries when `n` flows each take one of
+ * the `n` at random, as static hashing (ECMP, a routing table blind to the
+ * traffic) places them: the least k with n x P(Binomial(n, 1/n) > k) <=
+ * 1 - DSI_COMM_BAND_COVERAGE, a union bound over the paths, so at least
+ * that quantile of the most loaded path's flows.  10 paths: 4; 64: 5. */
+int dsi_comm_collision_load(int64_t n)
+{
+    if (n <= 1)
+        return 1;
+    double p = 1.0 / (double)n;
+    double term = pow(1.0 - p, (double)n); /* P(X = 0) */
+    double at_most = term;                 /* P(X <= k) */
+    for (int64_t k = 1; k < n; k++) {
+        term *= (double)(n - k + 1) / (double)k * p / (1.0 - p);
+        at_most += term;
+        if ((double)n * (1.0 - at_most) <= 1.0 - DSI_COMM_BAND_COVERAGE)
+            return (int)k;
+    }
+    return (int)DSI_MIN(n, INT32_MAX);
+}
+
 void ds_comm_band_rates(const char *leave_out, double *slow_p, double *fast_p)
 {
     dsi_comm_band_rates(leave_out, slow_p, fast_p);

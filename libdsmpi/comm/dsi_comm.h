@@ -284,6 +284,12 @@ const char *dsi_comm_band_data_set(const char *name);
 void dsi_comm_band(double time_s, double factor, double slow, double fast, double *low_p,
                    double *high_p);
 
+/* Share of real values a band is meant to hold. */
+#define DSI_COMM_BAND_COVERAGE 0.9
+/* Flows on the most loaded of n paths that n flows hashed onto them take, at
+ * the DSI_COMM_BAND_COVERAGE quantile (>= 1). */
+int dsi_comm_collision_load(int64_t n);
+
 /* ---- fitting ------------------------------------------------------------------------------ */
 
 ds_status_t dsi_comm_fit(ds_comm_model_t *model, const ds_comm_sample_t *samples, size_t count);

@@ -244,6 +244,28 @@ static void extrapolation_band(const ds_comm_model_t *model, ds_comm_prediction_
     }
 }
 
+/* The pairs of a job spanning more nodes than were measured send their
+ * flows across the fabric at once: on each rail the job's N nodes send N
+ * flows into the N uplinks of a non-blocking tree, and routing that hashes
+ * flows onto paths (ECMP, static tables) stacks several on one uplink,
+ * which two nodes under one switch never show (sendrecv_perf on
+ * h100-ib-cluster01: 45.9 GB/s on 2 nodes, 15.2 on 10).  The band's high
+ * end holds the most loaded path at the band's quantile
+ * (dsi_comm_collision_load) over the time at the widest span measured, as
+ * if that one had no collision; NCCL's collectives keep the rate band, their
+ * rings and trees being laid out rail by rail.  Not where a cluster file
+ * puts the job under one leaf switch. */
+static void collision_band(const ds_comm_model_t *model, const ds_event_key_t *key, int64_t span,
+                           double at_measured_s, ds_comm_prediction_t *p)
+{
+    const ds_cluster_t *c = &model->cluster;
+    bool under_one_leaf = c->num_levels > 2 && c->levels[1].span > 0 && span <= c->levels[1].span;
+    if (!dsi_comm_spans_job((ds_comm_op_t)key->op, key->nodes) || p->extrapolation <= 1.0 ||
+        under_one_leaf || !(at_measured_s > 0))
+        return;
+    p->high_s = fmax(p->high_s, at_measured_s * dsi_comm_collision_load(span));
+}
+
 static void key_shape(const ds_comm_model_t *model, const ds_event_key_t *key, int64_t span,
                       dsi_comm_shape_t *shape)
 {
@@ -292,20 +314,28 @@ ds_status_t ds_comm_model_predict_in_job(const ds_comm_model_t *model, const ds_
     p.cost.mean_s = p.cost.median_s = p.cost.p10_s = p.cost.p90_s = t;
     p.cost.provenance = model_provenance(model, op, shape.top);
     p.extrapolation = extrapolation_factor(model, op, span);
-    if (model->options.use_measurements && !force) {
-        const dsi_comm_series_t *s = find_series(model, key, span);
-        /* A pair measured on a narrower job: its values, slower by what
-         * the model gives the wider span (1 where it models no congestion). */
-        double widen = 1.0;
-        if (s != NULL && s->span != span) {
-            dsi_comm_shape_t narrower;
-            ds_comm_prediction_t unused;
-            key_shape(model, key, s->span, &narrower);
-            double at = key_time(model, key, &narrower, &unused);
-            widen = at > 0 ? t / at : 1.0;
-        }
+    /* A pair measured on a narrower job: its values, slower by what the
+     * model gives the wider span (1 where it models no congestion). */
+    double widen = 1.0;
+    const dsi_comm_series_t *s = NULL;
+    if (model->options.use_measurements && !force)
+        s = find_series(model, key, span);
+    /* Without a series: the widest span measured (for the band below). */
+    int64_t narrower_span = span;
+    if (s != NULL)
+        narrower_span = s->span;
+    else if (dsi_comm_spans_job(op, key->nodes) && p.extrapolation > 1.0)
+        narrower_span = DSI_MAX(key->nodes, llround((double)span / p.extrapolation));
+    if (narrower_span != span) {
+        dsi_comm_shape_t narrower;
+        ds_comm_prediction_t unused;
+        key_shape(model, key, narrower_span, &narrower);
+        double at = key_time(model, key, &narrower, &unused);
+        widen = at > 0 ? t / at : 1.0;
+    }
+    if (s != NULL) {
         ds_cost_t measured;
-        if (s != NULL && from_series(s, bytes, &measured)) {
+        if (from_series(s, bytes, &measured)) {
             p.cost = measured;
             if (widen != 1.0) {
                 p.cost.mean_s *= widen;
@@ -316,7 +346,7 @@ ds_status_t ds_comm_model_predict_in_job(const ds_comm_model_t *model, const ds_
                 p.cost.provenance =
                     p.extrapolation > 1.0 ? DS_PROV_EXTRAPOLATED : DS_PROV_INTERPOLATED;
             }
-        } else if (s != NULL && s->count > 0) {
+        } else if (s->count > 0) {
             /* Beyond a measured shape's sizes the model continues from its
              * edge: never faster than its largest size, never slower than
              * its smallest. */
@@ -327,6 +357,7 @@ ds_status_t ds_comm_model_predict_in_job(const ds_comm_model_t *model, const ds_
         }
     }
     extrapolation_band(model, &p);
+    collision_band(model, key, span, p.cost.mean_s / widen, &p);
     if (p.cost.mean_s > 0) {
         p.algbw_GBps = bytes / p.cost.mean_s * 1e-9;
         p.busbw_GBps = p.algbw_GBps * ds_comm_busbw_factor(op, key->group_size);

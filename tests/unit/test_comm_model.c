@@ -6,6 +6,8 @@
  * the bounds argued below. */
 #include "check.h"
 
+#include "comm/dsi_comm.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -603,6 +605,54 @@ static void test_pair_follows_the_job_span(void)
     ds_comm_model_destroy(model);
 }
 
+/* Flows hashed onto as many paths: the most loaded path's flows at the 90th
+ * percentile, by hand from Binomial(n, 1/n) (n x P(X > k) <= 0.1). */
+static void test_collision_load(void)
+{
+    const int64_t n[] = {1, 2, 4, 8, 10, 64, 384};
+    const int load[] = {1, 2, 3, 3, 4, 5, 6};
+    for (size_t i = 0; i < DSI_ARRAY_SIZE(n); i++)
+        CHECK_MSG(dsi_comm_collision_load(n[i]) == load[i], "%lld flows: %d", (long long)n[i],
+                  dsi_comm_collision_load(n[i]));
+    int last = 1;
+    for (int64_t flows = 1; flows <= 100000; flows = flows * 3 / 2 + 1) {
+        int now = dsi_comm_collision_load(flows);
+        CHECK_MSG(now >= last && now <= 10, "%lld flows: %d", (long long)flows, now);
+        last = now;
+    }
+
+    /* A pair of a 2-node log in an 8-node job (f = 4): the rate band's
+     * exp(2 x rate) = 2.39 x the time is below 3 x the logged time, the
+     * most loaded of 8 uplinks; under one leaf switch of 16 nodes the rate
+     * band alone. */
+    const double rate = 1.012 / log2(5.0);
+    ds_event_key_t across;
+    CHECK_OK(ds_comm_key_init(&across, DS_COMM_SENDRECV, 1 << 24, 2, 1));
+    ds_comm_model_t *model = fit(ALL_LOGS, &cluster, 1);
+    ds_comm_prediction_t in_two, in_eight;
+    CHECK_OK(ds_comm_model_predict_in_job(model, &across, 2, &in_two));
+    CHECK_OK(ds_comm_model_predict_in_job(model, &across, 8, &in_eight));
+    CHECK(in_eight.cost.mean_s * exp(2.0 * rate) < 3.0 * in_two.cost.mean_s);
+    CHECK_NEAR(in_eight.high_s, 3.0 * in_two.cost.mean_s, 1e-15);
+    CHECK_NEAR(in_eight.low_s, in_eight.cost.mean_s * exp(-2.0 * rate), 1e-15);
+    ds_cluster_t leaves = cluster;
+    leaves.num_levels = 3;
+    leaves.levels[1].span = 16;
+    leaves.levels[2] = leaves.levels[1];
+    leaves.levels[2].span = 0;
+    ds_comm_model_t *tiered = fit(ALL_LOGS, &leaves, 1);
+    CHECK_OK(ds_comm_model_predict_in_job(tiered, &across, 8, &in_eight));
+    CHECK_NEAR(in_eight.high_s, in_eight.cost.mean_s * exp(2.0 * rate), 1e-15);
+    CHECK_OK(ds_comm_model_predict_in_job(tiered, &across, 10, &in_eight)); /* f = 5 */
+    CHECK_NEAR(in_eight.high_s, in_eight.cost.mean_s * exp(log2(5.0) * rate), 1e-15);
+    CHECK_OK(ds_comm_model_predict_in_job(tiered, &across, 24, &in_eight)); /* above the leaves */
+    CHECK_NEAR(in_eight.high_s,
+               fmax(in_eight.cost.mean_s * exp(log2(12.0) * rate), 4.0 * in_two.cost.mean_s),
+               1e-15);
+    ds_comm_model_destroy(tiered);
+    ds_comm_model_destroy(model);
+}
+
 /* sendrecv_perf on 2 and on 10 nodes (H100, NDR; the shape of
  * h100-ib-cluster01's logs: 45.85 and 15.23 GB/s): two series of the same
  * pair, one per span, each the truth at its own span; the loss between
@@ -675,6 +725,7 @@ int main(int argc, char **argv)
     test_band_widens_with_extrapolation();
     test_pair_follows_the_job_span();
     test_pair_spans_measured();
+    test_collision_load();
     for (int i = 0; i < NUM_LOGS; i++)
         ds_comm_samples_destroy(logs[i]);
     return check_summary("test_comm_model");
