@@ -129,6 +129,10 @@ static void elementwise(op_list_t *list, ds_op_t kind, const char *label, int64_
     double elements = (double)rows * (double)cols;
     op->flops = flops_per_element * elements;
     op->bytes = tensors * elements * dsize(list);
+    /* A dropout keeps its mask, one byte per element, written forward and
+     * read backward (PyTorch's and the backends' kernels alike). */
+    if (kind == DS_OP_DROPOUT || kind == DS_OP_DROPOUT_ADD)
+        op->bytes += elements;
     op->grad_params = grad_params;
 }
 
