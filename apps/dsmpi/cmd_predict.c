@@ -568,7 +568,7 @@ static void report_missing(const app_t *app, const inputs_t *in, const options_t
     cost_origin_t origin = cost_origin_of(o);
     char where[1200];
     cost_origin_missing_where(&origin, where, sizeof(where));
-    fprintf(stderr, "dsmpi predict: %zu events have no cost%s:\n", n, where);
+    fprintf(stderr, "dsmpi %s: %zu events have no cost%s:\n", app->command, n, where);
     for (size_t i = 0; i < n && i < MAX_MISSING_SHOWN; i++) {
         char key[256];
         ds_event_key_format(ds_sim_missing_at(sim, i), key, sizeof(key));
