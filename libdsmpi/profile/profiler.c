@@ -439,6 +439,18 @@ static void convert_histogram(const ds_measurement_t *m, ds_cost_histogram_t *h)
     }
 }
 
+/* A unit that could not be measured or recorded: its events stay
+ * unmeasured, and the profile reports it at the end (returns 0). */
+static int unit_failed(ds_profiler_t *p, const dsi_unit_t *unit, const char *what)
+{
+    ds_log(DS_LOG_WARN, "cannot %s %s here: %s; its events stay unmeasured", what, unit->label,
+           ds_last_error());
+    if (p->failed_units++ == 0 && p->failed_tasks == 0)
+        snprintf(p->first_failure, sizeof(p->first_failure), "%s: %s", unit->label,
+                 ds_last_error());
+    return 0;
+}
+
 /* Measures one unit; failures are reported, not fatal (returns 0/1 measured). */
 static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s)
 {
@@ -454,14 +466,8 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
                   unit->label, took, p->estimate.unit_s[unit - p->plan->units], took - total.wall_s,
                   (long long)total.cost.repetitions, total.cost.mean_s,
                   ds_stop_reason_name(total.stop));
-    if (status != DS_OK) {
-        ds_log(DS_LOG_WARN, "cannot measure %s here: %s; its events stay unmeasured", unit->label,
-               ds_last_error());
-        if (p->failed_units++ == 0 && p->failed_tasks == 0)
-            snprintf(p->first_failure, sizeof(p->first_failure), "%s: %s", unit->label,
-                     ds_last_error());
-        return 0;
-    }
+    if (status != DS_OK)
+        return unit_failed(p, unit, "measure");
     const char *fingerprint = ds_backend_fingerprint(p->backend);
     for (size_t i = 0; i < unit->num_keys; i++) {
         if (per_op[i].cost.repetitions <= 0)
@@ -471,10 +477,8 @@ static int measure_unit(ds_profiler_t *p, const dsi_unit_t *unit, double *busy_s
         status = p->db != NULL
                      ? ds_profile_db_add(p->db, fingerprint, &keys[i], &per_op[i].cost, &histogram)
                      : ds_cost_table_set(p->measured, &keys[i], &per_op[i].cost);
-        if (status != DS_OK) {
-            ds_log(DS_LOG_WARN, "cannot record %s: %s", unit->label, ds_last_error());
-            return 0;
-        }
+        if (status != DS_OK)
+            return unit_failed(p, unit, "record");
     }
     return 1;
 }
