@@ -25,7 +25,15 @@
 #define MAX_TESTS 512
 #define MAX_COMMAND 16384
 #define MAX_OUTPUT (64 << 20)
-#define LARGE_BYTES 65536 /* the signed median is over sizes from here on */
+#define LARGE_BYTES 65536         /* the signed median is over sizes from here on */
+#define BANDWIDTH_BYTES (4 << 20) /* from here on a size is priced by bandwidth */
+
+/* Where in the size range a row errs, to name the effect behind a miss:
+ * latency (below 64 KiB: per-hop and per-level costs), mid sizes (64 KiB -
+ * 4 MiB: protocols and trees at a few chunks per channel), bandwidth (4 MiB
+ * up: links, the fabric's share of them as the job spans more nodes). */
+enum { REGIME_LATENCY, REGIME_MID, REGIME_BANDWIDTH, REGIME_COUNT };
+static const char *const regime_names[REGIME_COUNT] = {"latency", "mid", "bandwidth"};
 
 /* One test of one log. */
 typedef struct test {
@@ -181,6 +189,8 @@ static int predicted_rows(json_t *root, int64_t gpus, predicted_t *rows, int max
 typedef struct score {
     int points, large_points;
     double median, max, large_median, large_max, signed_large_median;
+    int regime_points[REGIME_COUNT];
+    double regime_signed_median[REGIME_COUNT]; /* signed median error per regime */
     int band_points, in_band; /* points with a band around the value, and inside it */
     int ring_tree_points, in_ring_tree;
     char provenance[16];
@@ -190,7 +200,7 @@ static void score_target(const options_t *o, const comm_bench_target_t *t, const
                          int num_rows, const char *label, score_t *s)
 {
     double all[COMM_BENCH_MAX_POINTS], large[COMM_BENCH_MAX_POINTS],
-        signed_large[COMM_BENCH_MAX_POINTS];
+        signed_large[COMM_BENCH_MAX_POINTS], regime[REGIME_COUNT][COMM_BENCH_MAX_POINTS];
     memset(s, 0, sizeof(*s));
     snprintf(s->provenance, sizeof(s->provenance), "-");
     for (int j = 0; j < t->count; j++) {
@@ -209,6 +219,10 @@ static void score_target(const options_t *o, const comm_bench_target_t *t, const
             signed_large[s->large_points++] = error;
             s->large_max = fmax(s->large_max, fabs(error));
         }
+        int r = t->bytes[j] < LARGE_BYTES       ? REGIME_LATENCY
+                : t->bytes[j] < BANDWIDTH_BYTES ? REGIME_MID
+                                                : REGIME_BANDWIDTH;
+        regime[r][s->regime_points[r]++] = error;
         /* A band: a low and a high on either side of the value (beyond the
          * measured nodes the extrapolation band; inside them low/high are
          * ring-only and tree-only, and the value the faster: no band). */
@@ -232,6 +246,8 @@ static void score_target(const options_t *o, const comm_bench_target_t *t, const
     s->median = comm_bench_median(all, s->points);
     s->large_median = comm_bench_median(large, s->large_points);
     s->signed_large_median = comm_bench_median(signed_large, s->large_points);
+    for (int r = 0; r < REGIME_COUNT; r++)
+        s->regime_signed_median[r] = comm_bench_median(regime[r], s->regime_points[r]);
 }
 
 static void print_percent(int have, double value)
@@ -262,7 +278,23 @@ static void print_missed(const score_t *s)
         strcat(missed, " bias");
     if (s->band_points == 0 || (double)s->in_band < 0.9 * s->band_points)
         strcat(missed, " band");
-    printf("  %s\n", missed[0] ? missed + 1 : "-");
+    printf("  %-18s", missed[0] ? missed + 1 : "-");
+    /* The signed median of each regime, and where a target is missed the
+     * regime that errs most, with its sign: the effect to look at. */
+    int worst = -1;
+    for (int r = 0; r < REGIME_COUNT; r++) {
+        if (s->regime_points[r] > 0)
+            printf(" %+7.1f", 100.0 * s->regime_signed_median[r]);
+        else
+            printf(" %7s", "-");
+        if (s->regime_points[r] > 0 &&
+            (worst < 0 || fabs(s->regime_signed_median[r]) > fabs(s->regime_signed_median[worst])))
+            worst = r;
+    }
+    if (missed[0] && worst >= 0)
+        printf("  %s %s", regime_names[worst],
+               s->regime_signed_median[worst] < 0 ? "too fast" : "too slow");
+    printf("\n");
 }
 
 static int compare_int(const void *a, const void *b)
@@ -324,11 +356,15 @@ static int predict(const char *command, ds_comm_op_t op, int gpus,
 
 static void print_header(void)
 {
-    printf("# %-18s %3s  %-14s %-14s %5s %5s %5s %7s %7s %7s %7s %8s %6s %6s  %-12s  %s\n",
+    printf("# %-18s %3s  %-14s %-14s %5s %5s %5s %7s %7s %7s %7s %8s %6s %6s  %-12s  %-18s %7s "
+           "%7s %7s  %s\n",
            "data set", "gpn", "fit (GPUs)", "collective", "GPUs", "nodes", "sizes", "median", "max",
-           "median", "max", "signed", "band", "r..t", "provenance", "targets missed");
-    printf("# %-18s %3s  %-14s %-14s %5s %5s %5s %7s %7s %7s %7s %8s %6s %6s\n", "", "", "", "", "",
-           "", "", "|e| (%)", "|e| (%)", ">=64KiB", ">=64KiB", ">=64KiB", "(%)", "(%)");
+           "median", "max", "signed", "band", "r..t", "provenance", "targets missed", "signed",
+           "signed", "signed", "erring most");
+    printf("# %-18s %3s  %-14s %-14s %5s %5s %5s %7s %7s %7s %7s %8s %6s %6s  %-12s  %-18s %7s %7s "
+           "%7s\n",
+           "", "", "", "", "", "", "", "|e| (%)", "|e| (%)", ">=64KiB", ">=64KiB", ">=64KiB", "(%)",
+           "(%)", "", "", "<64KiB", "<4MiB", ">=4MiB");
 }
 
 int main(int argc, char **argv)

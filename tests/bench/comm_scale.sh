@@ -8,9 +8,12 @@
 # prediction is too fast), and the share of measured points inside the
 # predicted band ("-" where the model gives no band around its value; the
 # band is sized without the data set's own errors: --band-leave-out) and
-# inside [ring-only, tree-only].  The last column names the targets a row
-# misses: median |e| <= 10%, max |e| <= 25%, |signed median| <= 5%, band
-# covering >= 90% of the points.
+# inside [ring-only, tree-only].  Then the targets a row misses: median
+# |e| <= 10%, max |e| <= 25%, |signed median| <= 5%, band covering >= 90%
+# of the points; the signed median error of each part of the size range
+# (latency: below 64 KiB, mid: 64 KiB - 4 MiB, bandwidth: 4 MiB up); and,
+# where a target is missed, the part that errs most and which way: the
+# effect behind the miss (README, "How far communication extrapolates").
 #
 #   tests/bench/comm_scale.sh [BUILD_DIR] [SHARED_DATA]
 #
